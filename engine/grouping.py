@@ -1,0 +1,363 @@
+"""The one ``Grouping`` interface every algorithm implements, and the data it exchanges.
+
+A grouping decides, for a **batch** of keys emitted by one upstream **source**, which of the ``n``
+downstream workers receives each tuple.  Keys arrive as ``uint64`` fingerprints (see
+:mod:`engine.keys`); workers are ``int64`` ids in ``[0, n)``.
+
+Two families share the interface:
+
+* **Streaming groupings** (``hash``, ``consistent``, ``shuffle``, ``pkg``, ``dchoices``, ``wchoices``,
+  ``rr-head``, ``dkg``) decide per tuple from per-source local state (load estimates, sketches).
+  ``route`` updates that state as a side effect, exactly as each source would tuple by tuple.
+* **Rebalancing groupings** (``llfd`` … ``uhlb``) keep every key on exactly one worker.  Between
+  intervals the controller hands them :class:`IntervalStats`; they return a :class:`Plan` (new
+  assignment, routing table, keys to migrate, migration cost), which the controller executes through
+  the migration protocol and then passes to :meth:`Grouping.apply`.
+
+Class attributes describe the algorithm to the registry, the CLI, the engine and the dashboard:
+``name`` (registry name), ``summary`` (one line), ``paper`` (reference), ``params`` (declared
+:class:`~engine.params.Param` tuple), ``single_owner`` (every key lives on one worker at a time;
+False for split-key groupings, which cannot serve a join), ``rebalancing`` (produces plans).
+
+Groupings must be picklable (plain attributes, numpy arrays; compiled kernels at module level) so a
+runtime can ship them to Spark executors.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+
+from engine.keys import home as _home
+from engine.params import Param, resolve_params
+
+__all__ = ["Grouping", "IntervalStats", "Plan", "RebalancingGrouping", "RoutingTable", "make_plan"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Data exchanged with the controller
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class IntervalStats:
+    """Per-key statistics of one interval, as the controller hands them to a rebalancer.
+
+    All arrays are aligned and have one entry per key that has state or load (``keys`` unique).
+
+    * ``cost`` — computation cost c(k) in the statistics window (Fang Sec. III; load L(d) of a worker
+      is the sum of c(k) over its keys).  Linear cost model: tuples; quadratic (window join): see
+      :mod:`engine.costs`.
+    * ``size`` — window-based state size S(k, w) (Fang Sec. III), the migration cost of moving k.
+    * ``count`` — tuples of k in the last interval (frequency; Gedik's lossy counter input).
+    * ``worker`` — current owner F(k) (``-1`` for keys without a single owner).
+    * ``home`` — h(k) if the caller fixes it (``skewlab plan`` snapshots); ``None``: the grouping
+      uses its own base hash.
+    """
+
+    interval: int
+    n_workers: int
+    keys: np.ndarray
+    cost: np.ndarray
+    size: np.ndarray
+    count: np.ndarray
+    worker: np.ndarray
+    home: np.ndarray | None = None
+    names: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        self.keys = np.asarray(self.keys, dtype=np.uint64)
+        self.cost = np.asarray(self.cost, dtype=np.float64)
+        self.size = np.asarray(self.size, dtype=np.float64)
+        self.count = np.asarray(self.count, dtype=np.int64)
+        self.worker = np.asarray(self.worker, dtype=np.int64)
+        if self.home is not None:
+            self.home = np.asarray(self.home, dtype=np.int64)
+        m = self.keys.size
+        for name in ("cost", "size", "count", "worker"):
+            if getattr(self, name).size != m:
+                raise ValueError(f"IntervalStats.{name} has {getattr(self, name).size} entries, keys has {m}")
+        if self.home is not None and self.home.size != m:
+            raise ValueError("IntervalStats.home is not aligned with keys")
+
+    def loads(self) -> np.ndarray:
+        """Current per-worker load L(d) = sum of c(k) over keys owned by d."""
+        owned = self.worker >= 0
+        return np.bincount(self.worker[owned], weights=self.cost[owned], minlength=self.n_workers)[
+            : self.n_workers
+        ]
+
+
+@dataclass
+class Plan:
+    """The outcome of a rebalancing decision.
+
+    ``assignment[i]`` is the new owner of ``keys[i]``; ``table_keys``/``table_workers`` is the routing
+    table A after the plan (keys whose owner differs from their base hash); ``moved`` marks keys whose
+    owner changes (their state migrates); ``migration_cost`` = state of moved keys / total state
+    (Fang Sec. III, M normalised).  ``feasible`` is False when θmax or Amax could not be met, with
+    ``note`` saying why; the plan is then still the best one found and may be applied.
+    """
+
+    algorithm: str
+    keys: np.ndarray
+    assignment: np.ndarray
+    previous: np.ndarray
+    table_keys: np.ndarray
+    table_workers: np.ndarray
+    loads: np.ndarray
+    moved: np.ndarray
+    migration_cost: float
+    state_moved: float
+    feasible: bool = True
+    note: str = ""
+    plan_seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def migrated_keys(self) -> int:
+        return int(np.count_nonzero(self.moved))
+
+    @property
+    def routing_table_size(self) -> int:
+        return int(self.table_keys.size)
+
+    def imbalance(self) -> float:
+        mean = float(self.loads.mean()) if self.loads.size else 0.0
+        return float(self.loads.max() / mean - 1.0) if mean > 0 else 0.0
+
+
+def make_plan(
+    algorithm: str,
+    stats: IntervalStats,
+    assignment: np.ndarray,
+    home: np.ndarray,
+    *,
+    theta_max: float | None = None,
+    amax: int | None = None,
+    feasible: bool | None = None,
+    note: str = "",
+    started: float | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Plan:
+    """Build a :class:`Plan` from a new assignment; the one place derived plan fields are computed.
+
+    ``home`` is the base hash of every stats key (h(k)); the routing table is the set of keys whose
+    assignment differs from it.  When ``theta_max``/``amax`` are given, feasibility is checked here
+    (θ(d) = |L(d) − L̄| / L̄ ≤ θmax for all d, |A| ≤ Amax, Fang Eq. 1–2) and the reasons are appended
+    to ``note``; an explicit ``feasible=False`` from the algorithm is kept.
+    """
+    assignment = np.asarray(assignment, dtype=np.int64)
+    home = np.asarray(home, dtype=np.int64)
+    n = stats.n_workers
+    loads = np.bincount(assignment, weights=stats.cost, minlength=n)[:n] if assignment.size else np.zeros(n)
+    in_table = assignment != home
+    previous = stats.worker
+    moved = (previous >= 0) & (previous != assignment)
+    total = float(stats.size.sum())
+    state_moved = float(stats.size[moved].sum())
+    notes = [note] if note else []
+    ok = True if feasible is None else bool(feasible)
+    if theta_max is not None and loads.size:
+        mean = float(loads.mean())
+        if mean > 0:
+            worst = float(np.max(np.abs(loads - mean)) / mean)
+            if worst > theta_max + 1e-9:
+                ok = False
+                msg = f"θ={worst:.4f} exceeds θmax={theta_max:g}"
+                if not any(msg.split(" exceeds")[0] in s for s in notes):
+                    notes.append(msg)
+    if amax is not None and int(in_table.sum()) > amax:
+        ok = False
+        notes.append(f"routing table has {int(in_table.sum())} entries > Amax={amax}")
+    order = np.argsort(stats.keys[in_table], kind="stable")
+    return Plan(
+        algorithm=algorithm,
+        keys=stats.keys,
+        assignment=assignment,
+        previous=previous,
+        table_keys=stats.keys[in_table][order],
+        table_workers=assignment[in_table][order],
+        loads=loads.astype(np.float64),
+        moved=moved,
+        migration_cost=state_moved / total if total > 0 else 0.0,
+        state_moved=state_moved,
+        feasible=ok,
+        note="; ".join(notes),
+        plan_seconds=(time.perf_counter() - started) if started is not None else 0.0,
+        extra=dict(extra or {}),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Routing table
+# ---------------------------------------------------------------------------------------------
+class RoutingTable:
+    """Explicit routing table A: fingerprint → worker, vectorised lookups (sorted arrays)."""
+
+    __slots__ = ("keys", "workers")
+
+    def __init__(self, keys: np.ndarray | None = None, workers: np.ndarray | None = None) -> None:
+        keys = np.asarray(keys if keys is not None else [], dtype=np.uint64)
+        workers = np.asarray(workers if workers is not None else [], dtype=np.int64)
+        order = np.argsort(keys, kind="stable")
+        self.keys = keys[order]
+        self.workers = workers[order]
+
+    def __len__(self) -> int:
+        return int(self.keys.size)
+
+    def lookup(self, fps: np.ndarray, default: np.ndarray) -> np.ndarray:
+        """``A[k]`` where k is in the table, else ``default`` (copied)."""
+        out = np.array(default, dtype=np.int64, copy=True)
+        if self.keys.size == 0 or out.size == 0:
+            return out
+        fps = np.asarray(fps, dtype=np.uint64)
+        pos = np.searchsorted(self.keys, fps)
+        pos[pos == self.keys.size] = 0
+        hit = self.keys[pos] == fps
+        out[hit] = self.workers[pos[hit]]
+        return out
+
+    def as_dict(self) -> dict[int, int]:
+        return {int(k): int(w) for k, w in zip(self.keys, self.workers)}
+
+
+# ---------------------------------------------------------------------------------------------
+# The interface
+# ---------------------------------------------------------------------------------------------
+class Grouping(ABC):
+    """Base class of every grouping; see the module docstring for the contract."""
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
+    params: ClassVar[tuple[Param, ...]] = ()
+    single_owner: ClassVar[bool] = True
+    rebalancing: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        n_workers: int,
+        n_sources: int = 1,
+        seed: int = 0,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
+        if int(n_workers) < 1:
+            raise ValueError(f"workers must be >= 1, got {n_workers}")
+        if int(n_sources) < 1:
+            raise ValueError(f"sources must be >= 1, got {n_sources}")
+        self.n_workers = int(n_workers)
+        self.n_sources = int(n_sources)
+        self.seed = int(seed)
+        self.p: dict[str, Any] = resolve_params(self.params, params, owner=self.name)
+
+    # -------------------------------------------------------------- streaming path
+    @abstractmethod
+    def route(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
+        """Workers (``int64`` in ``[0, n)``) for a batch of key fingerprints from ``source``.
+
+        Processes the batch in order with the exact semantics of routing tuple by tuple, updating
+        the source's local state.  An empty batch returns an empty array.
+        """
+
+    def owner(self, fps: np.ndarray) -> np.ndarray | None:
+        """For single-owner groupings: each key's worker now, without side effects; else ``None``."""
+        return None
+
+    def resize(self, n_workers: int) -> None:
+        """Change the number of workers between intervals (local estimates restart)."""
+        if int(n_workers) < 1:
+            raise ValueError(f"workers must be >= 1, got {n_workers}")
+        self.n_workers = int(n_workers)
+
+    # -------------------------------------------------------------- rebalancing path
+    def observe(self, stats: IntervalStats) -> None:
+        """Statistics of the interval that just ended (sketches, counters); default: nothing."""
+
+    def should_rebalance(self, stats: IntervalStats) -> bool:
+        """Whether the controller should ask for a plan now; default: never."""
+        return False
+
+    def plan(self, stats: IntervalStats) -> Plan | None:
+        """A rebalancing plan for ``stats`` (rebalancers only); never raises for a hard instance."""
+        return None
+
+    def apply(self, plan: Plan) -> None:
+        """Adopt ``plan`` after its state has migrated (rebalancers only)."""
+
+    def routing_table_size(self) -> int:
+        return 0
+
+    # -------------------------------------------------------------- description
+    def describe(self) -> dict[str, Any]:
+        return {"algorithm": self.name, "workers": self.n_workers, "sources": self.n_sources, "params": dict(self.p)}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.p.items())
+        return f"<{type(self).__name__} {self.name} n={self.n_workers} {args}>"
+
+
+class RebalancingGrouping(Grouping):
+    """Single-owner grouping with base hash + routing table: F(k) = A[k] if k ∈ A else base(k).
+
+    Subclasses implement :meth:`compute_plan`; the base hash defaults to ``h(k) = fp mod n``
+    (Fang Sec. III) and can be overridden with :meth:`base` (e.g. Gedik's consistent hash).
+    The controller asks for a plan when the current imbalance max_d θ(d) exceeds ``theta_max``
+    (a declared parameter of every rebalancer that has one).
+    """
+
+    rebalancing: ClassVar[bool] = True
+    single_owner: ClassVar[bool] = True
+
+    def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
+        super().__init__(n_workers, n_sources, seed, params)
+        self.table = RoutingTable()
+
+    def base(self, fps: np.ndarray) -> np.ndarray:
+        """Base hash of the keys (h(k) = fp mod n by default)."""
+        return _home(fps, self.n_workers)
+
+    def route(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
+        fps = np.asarray(fps, dtype=np.uint64)
+        return self.table.lookup(fps, self.base(fps))
+
+    def owner(self, fps: np.ndarray) -> np.ndarray:
+        return self.route(fps)
+
+    def resize(self, n_workers: int) -> None:
+        super().resize(n_workers)
+        keep = self.table.workers < self.n_workers
+        self.table = RoutingTable(self.table.keys[keep], self.table.workers[keep])
+
+    def routing_table_size(self) -> int:
+        return len(self.table)
+
+    def home_of(self, stats: IntervalStats) -> np.ndarray:
+        """h(k) for the stats keys: the caller's (snapshots) or the grouping's own base hash."""
+        return stats.home if stats.home is not None else self.base(stats.keys)
+
+    def should_rebalance(self, stats: IntervalStats) -> bool:
+        theta_max = self.p.get("theta_max")
+        if theta_max is None:
+            return False
+        loads = stats.loads()
+        mean = float(loads.mean()) if loads.size else 0.0
+        if mean <= 0:
+            return False
+        return float(np.max(np.abs(loads - mean)) / mean) > float(theta_max)
+
+    def plan(self, stats: IntervalStats) -> Plan:
+        started = time.perf_counter()
+        plan = self.compute_plan(stats)
+        plan.plan_seconds = time.perf_counter() - started
+        return plan
+
+    @abstractmethod
+    def compute_plan(self, stats: IntervalStats) -> Plan:
+        """Algorithm-specific planning; use :func:`make_plan` to build the result."""
+
+    def apply(self, plan: Plan) -> None:
+        self.table = RoutingTable(plan.table_keys, plan.table_workers)

@@ -1,0 +1,161 @@
+"""Key identity and hashing: the one place where keys become numbers.
+
+Every key is identified by its **fingerprint**: the first 64 bits of MurmurHash3 x64-128
+(``mmh3.hash64``, seed 0, unsigned) of the key's UTF-8 bytes.  Fingerprints are computed once per
+distinct key (a :class:`Vocabulary` caches them) and then everything — routing, routing tables,
+heavy-hitter sketches, the controller's statistics, the snapshots shipped to Spark executors — works
+on ``uint64`` arrays.  A fingerprint is process-independent, so a routing table computed by the
+driver is valid in every executor.
+
+Hash functions used by the groupings (all vectorised, all derived from the fingerprint):
+
+* ``h(k) = fp(k) mod n`` — key grouping (``hash``) and the home worker of the routing-table
+  rebalancers (Fang et al. Sec. III: F(k) = A[k] if k in A else h(k)).
+* ``F_i(k) = mix64(fp(k) + i * GOLDEN) mod n`` for ``i >= 1`` and ``F_0 = h``: the ``d`` independent
+  hash functions of Greedy-d / PKG / D-Choices (Nasir et al. Alg. 1).  ``mix64`` is the SplitMix64
+  finaliser; it turns one 64-bit fingerprint into a family of well-mixed, effectively independent
+  hashes without hashing the key bytes again.  Choices may collide (two F_i equal), exactly as with
+  independent hash functions; Nasir et al.'s b_h (Eq. 3) accounts for that.
+
+Keys whose fingerprints collide (probability ~K^2 / 2^65, i.e. ~3e-8 for K = 1e6) would be treated
+as one key by routing; results stay exact because the runtimes keep state by key id, not by
+fingerprint.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import mmh3
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "GOLDEN",
+    "Vocabulary",
+    "candidate",
+    "candidates",
+    "fingerprint",
+    "fingerprints",
+    "home",
+    "mix64",
+    "mix64_scalar",
+]
+
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_S30 = np.uint64(30)
+_S27 = np.uint64(27)
+_S31 = np.uint64(31)
+
+
+def fingerprint(key: str | bytes) -> int:
+    """64-bit fingerprint of one key (mmh3 x64-128, first half, seed 0, unsigned)."""
+    data = key if isinstance(key, bytes) else str(key).encode("utf-8")
+    return mmh3.hash64(data, seed=0, x64arch=True, signed=False)[0]
+
+
+def fingerprints(keys: Iterable[str | bytes]) -> np.ndarray:
+    """Fingerprints of many keys as a ``uint64`` array."""
+    return np.fromiter((fingerprint(k) for k in keys), dtype=np.uint64)
+
+
+def mix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64 finaliser, vectorised over a ``uint64`` array (wrapping arithmetic)."""
+    z = np.asarray(x, dtype=np.uint64).copy()
+    with np.errstate(over="ignore"):
+        z ^= z >> _S30
+        z *= _M1
+        z ^= z >> _S27
+        z *= _M2
+        z ^= z >> _S31
+    return z
+
+
+@njit(cache=True, inline="always")
+def mix64_scalar(x):  # pragma: no cover - compiled
+    """SplitMix64 finaliser for one ``uint64`` (numba)."""
+    z = np.uint64(x)
+    z = z ^ (z >> np.uint64(30))
+    z = z * np.uint64(0xBF58476D1CE4E5B9)
+    z = z ^ (z >> np.uint64(27))
+    z = z * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return z
+
+
+@njit(cache=True, inline="always")
+def candidate_scalar(fp, i, n):  # pragma: no cover - compiled
+    """``F_i(k)`` for one fingerprint (numba twin of :func:`candidate`)."""
+    if i == 0:
+        return np.int64(np.uint64(fp) % np.uint64(n))
+    return np.int64(mix64_scalar(np.uint64(fp) + np.uint64(i) * np.uint64(0x9E3779B97F4A7C15)) % np.uint64(n))
+
+
+def home(fps: np.ndarray, n: int) -> np.ndarray:
+    """``h(k) = fp mod n`` as ``int64`` worker ids."""
+    return (np.asarray(fps, dtype=np.uint64) % np.uint64(n)).astype(np.int64)
+
+
+def candidate(fps: np.ndarray, i: int, n: int) -> np.ndarray:
+    """The ``i``-th hash choice ``F_i(k)`` in ``[0, n)`` (``F_0 = h``)."""
+    fps = np.asarray(fps, dtype=np.uint64)
+    if i == 0:
+        return home(fps, n)
+    with np.errstate(over="ignore"):
+        salted = fps + np.uint64(i) * GOLDEN
+    return (mix64(salted) % np.uint64(n)).astype(np.int64)
+
+
+def candidates(fps: np.ndarray, d: int, n: int) -> np.ndarray:
+    """Matrix ``(len(fps), d)`` of the first ``d`` hash choices of every key."""
+    fps = np.asarray(fps, dtype=np.uint64)
+    out = np.empty((fps.size, d), dtype=np.int64)
+    for i in range(d):
+        out[:, i] = candidate(fps, i, n)
+    return out
+
+
+class Vocabulary:
+    """Dense integer ids for keys, with their names and cached fingerprints.
+
+    Workloads emit batches of ids into a vocabulary; runtimes keep state by id (exact, no hash
+    collisions) and route by ``fps[ids]``.
+    """
+
+    def __init__(self, names: Sequence[str] = ()) -> None:
+        self._index: dict[str, int] = {}
+        self.names: list[str] = []
+        self._fps = np.empty(0, dtype=np.uint64)
+        if names:
+            self.encode(names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def fps(self) -> np.ndarray:
+        """Fingerprint of every id (``uint64``, indexable by id)."""
+        return self._fps
+
+    def encode(self, keys: Iterable[str]) -> np.ndarray:
+        """Ids of ``keys`` (new keys are added), as ``int64``."""
+        index = self._index
+        names = self.names
+        start = len(names)
+        out = []
+        for key in keys:
+            key = str(key)
+            idx = index.get(key)
+            if idx is None:
+                idx = len(names)
+                index[key] = idx
+                names.append(key)
+            out.append(idx)
+        if len(names) > start:
+            self._fps = np.concatenate([self._fps, fingerprints(names[start:])])
+        return np.asarray(out, dtype=np.int64)
+
+    def id_of(self, key: str) -> int | None:
+        return self._index.get(str(key))

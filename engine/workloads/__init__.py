@@ -1,0 +1,79 @@
+"""Seeded, deterministic key streams for simulations, benchmarks and the Spark generator source.
+
+A :class:`Workload` owns a :class:`~engine.keys.Vocabulary` and yields one ``int64`` array of key ids
+per interval.  Workloads are registered by name (:data:`WORKLOADS`) and declare their parameters with
+:class:`~engine.params.Param`, like groupings.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Iterator, Mapping
+
+import numpy as np
+
+from engine.keys import Vocabulary
+from engine.params import Param, ParamError, resolve_params
+
+__all__ = ["WORKLOADS", "Workload", "create_workload", "register_workload", "workload_names"]
+
+WORKLOADS: dict[str, type["Workload"]] = {}
+
+
+def register_workload(cls: type["Workload"]) -> type["Workload"]:
+    WORKLOADS[cls.name] = cls
+    return cls
+
+
+class Workload(ABC):
+    """A deterministic stream of keys, cut into intervals.
+
+    ``batches(messages, interval_messages)`` yields ``ceil(messages / interval_messages)`` arrays of
+    key ids (the last one may be shorter; a finite source such as a file may end earlier).  The same
+    ``seed`` and parameters always give the same stream.  ``vocab`` maps ids to key strings and
+    fingerprints; ids are stable for the life of the workload object.
+    """
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    params: ClassVar[tuple[Param, ...]] = ()
+
+    def __init__(self, seed: int = 0, params: Mapping[str, Any] | None = None) -> None:
+        self.seed = int(seed)
+        self.p: dict[str, Any] = resolve_params(self.params, params, owner=f"workload {self.name}")
+        self.vocab = Vocabulary()
+
+    @abstractmethod
+    def batches(self, messages: int, interval_messages: int) -> Iterator[np.ndarray]:
+        """Yield key-id arrays, one per interval, ``messages`` ids in total (fewer if finite)."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"workload": self.name, "seed": self.seed, "params": dict(self.p)}
+
+
+def _load() -> None:
+    import importlib
+    import pkgutil
+
+    pkg = importlib.import_module(__name__)
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+
+
+def workload_names() -> list[str]:
+    _load()
+    return sorted(WORKLOADS)
+
+
+def create_workload(name: str, seed: int = 0, params: Mapping[str, Any] | None = None) -> Workload:
+    """Instantiate workload ``name``; :class:`ParamError` for unknown names or bad parameters."""
+    _load()
+    cls = WORKLOADS.get(str(name))
+    if cls is None:
+        import difflib
+
+        close = difflib.get_close_matches(str(name), sorted(WORKLOADS), n=1, cutoff=0.4)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ParamError(f"unknown workload {str(name)!r}{hint}; known: {', '.join(sorted(WORKLOADS))}")
+    return cls(seed, params)

@@ -1,0 +1,15 @@
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+
+@pytest.fixture
+def vocab_1k():
+    from engine.keys import Vocabulary
+
+    return Vocabulary([f"k{i}" for i in range(1000)])
