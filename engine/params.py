@@ -36,7 +36,8 @@ _FALSE = {"0", "false", "no", "off"}
 class Param:
     """One declared parameter.
 
-    ``kind`` is one of ``"int"``, ``"float"``, ``"bool"``, ``"choice"``.  ``low``/``high`` bound
+    ``kind`` is one of ``"int"``, ``"float"``, ``"bool"``, ``"choice"``, ``"str"`` (free text up to
+    ``high`` characters, default 4096; used for paths and column names, never evaluated).  ``low``/``high`` bound
     numeric values (inclusive unless ``low_open``/``high_open``); ``high=None`` means unbounded.
     ``choices`` lists the allowed strings for ``"choice"``.
     """
@@ -52,7 +53,7 @@ class Param:
     choices: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        if self.kind not in ("int", "float", "bool", "choice"):
+        if self.kind not in ("int", "float", "bool", "choice", "str"):
             raise TypeError(f"unknown parameter kind {self.kind!r}")
         if self.kind == "choice" and self.default not in self.choices:
             raise TypeError(f"default {self.default!r} of {self.name} not in choices")
@@ -64,6 +65,8 @@ class Param:
             return "true|false"
         if self.kind == "choice":
             return "one of " + "|".join(self.choices)
+        if self.kind == "str":
+            return f"text of at most {int(self.high or 4096)} characters"
         lo = "-inf" if self.low is None else _fmt(self.low)
         hi = "inf" if self.high is None else _fmt(self.high)
         left = "(" if (self.low_open or self.low is None) else "["
@@ -101,6 +104,11 @@ class Param:
             if text in _FALSE:
                 return False
             raise ParamError(f"parameter {name}: expected true|false, got {_show(value)}")
+        if self.kind == "str":
+            text = str(value)
+            if len(text) > int(self.high or 4096) or "\x00" in text:
+                raise ParamError(f"parameter {name}: expected {self.range_text()} without NUL bytes")
+            return text
         if self.kind == "choice":
             text = str(value).strip()
             if text not in self.choices:
