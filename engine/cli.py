@@ -1,0 +1,237 @@
+"""The ``skewlab`` command line.
+
+Every user mistake (unknown algorithm, out-of-range parameter, unreadable file, malformed snapshot)
+ends with one line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+from engine.params import ParamError, parse_assignments
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """A user mistake: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line instead of usage + message
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+# ------------------------------------------------------------------------------------- commands
+def cmd_algorithms(args: argparse.Namespace) -> int:
+    from engine import registry
+
+    info = registry.describe()
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    for a in info:
+        family = "rebalancer" if a["rebalancing"] else ("key grouping" if a["single_owner"] else "split-key")
+        print(f"{a['name']:<11} {a['summary']}  [{family}; {a['paper']}]")
+        for p in a["params"]:
+            print(f"    {p['name']:<18} default {p['default']!s:<10} range {p['range']:<22} {p['help']}")
+    return 0
+
+
+def cmd_workloads(args: argparse.Namespace) -> int:
+    from engine.workloads import WORKLOADS, workload_names
+
+    for name in workload_names():
+        cls = WORKLOADS[name]
+        print(f"{name:<13} {cls.summary}")
+        for p in cls.params:
+            print(f"    {p.name:<18} default {p.default!s:<10} range {p.range_text():<22} {p.help}")
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from engine.progress import Progress
+    from engine.simulate import SimulationConfig, parse_change, run_simulation
+
+    wparams: dict[str, Any] = parse_assignments(args.workload_param or [])
+    workload = args.workload
+    if args.input is not None:
+        if args.workload not in (None, "file"):
+            raise UsageError("--input replays a file; do not combine it with --workload")
+        workload = "file"
+        wparams["path"] = args.input
+        if args.column is not None:
+            wparams["column"] = args.column
+    workload = workload or "zipf"
+    if workload in ("zipf", "drift"):
+        if args.zipf is not None:
+            wparams["z"] = args.zipf
+        if args.keys is not None:
+            wparams["keys"] = args.keys
+    elif args.zipf is not None or args.keys is not None:
+        raise UsageError(f"--zipf/--keys apply to the zipf and drift workloads, not {workload}")
+    cfg = SimulationConfig(
+        algorithm=args.algorithm,
+        workers=args.workers,
+        sources=args.sources,
+        workload=workload,
+        workload_params=wparams,
+        messages=args.messages,
+        interval_messages=args.interval_messages,
+        seed=args.seed,
+        params=parse_assignments(args.param or []),
+        window=args.window,
+        cost_model=args.cost_model,
+        changes=[parse_change(c) for c in (args.change or [])],
+    )
+    cfg.validate()
+    bar = Progress(args.messages, f"simulate {args.algorithm}")
+    try:
+        result = run_simulation(cfg, lambda i, done: bar.update(done))
+    finally:
+        bar.close()
+    if args.json:
+        json.dump(result, sys.stdout, default=_json_default)
+        sys.stdout.write("\n")
+    else:
+        _print_simulation(result)
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from engine import registry
+    from engine.plan_snapshot import SnapshotError, load_snapshot, plan_to_json
+
+    cls = registry.get(args.algorithm)
+    if not cls.rebalancing:
+        raise UsageError(f"{args.algorithm} does not produce plans; use one of: "
+                         + ", ".join(n for n in registry.names() if registry.get(n).rebalancing))
+    params = parse_assignments(args.param or [])
+    registry.validate_params(args.algorithm, params)
+    try:
+        stats = load_snapshot(args.snapshot)
+    except SnapshotError as exc:
+        raise UsageError(str(exc)) from None
+    grouping = registry.create(args.algorithm, stats.n_workers, 1, args.seed, params)
+    plan = grouping.plan(stats)
+    out = plan_to_json(plan, stats)
+    if args.json:
+        json.dump(out, sys.stdout, default=_json_default)
+        sys.stdout.write("\n")
+    else:
+        print(f"algorithm        {out['algorithm']}")
+        print(f"feasible         {out['feasible']}" + (f"  ({out['note']})" if out.get("note") else ""))
+        print(f"loads            {' '.join(f'{x:g}' for x in out['loads'])}")
+        print(f"imbalance        {out.get('imbalance', 0.0):.4f}")
+        print(f"routing table    {len(out['routing_table'])} entries")
+        print(f"migrated keys    {len(out['migrated_keys'])}  (migration cost {out['migration_cost']:.4f})")
+        print(f"plan time        {out['plan_seconds'] * 1000:.1f} ms")
+        for key, worker in list(out["routing_table"].items())[:20]:
+            print(f"    {key} -> {worker}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------- output
+def _json_default(obj: Any) -> Any:
+    import numpy as np
+
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"cannot serialise {type(obj).__name__}")
+
+
+def _print_simulation(r: dict[str, Any]) -> None:
+    wl = r["workload"]
+    print(f"{r['algorithm']} on {wl['workload']} {wl['params']}, {r['messages']} messages, "
+          f"{r['workers']} workers, {r['sources']} sources, seed {r['seed']}")
+    rows = [
+        ("imbalance (max/mean-1)", f"{r['imbalance']:.4f}"),
+        ("theta_max observed", f"{r['theta_max_observed']:.4f}"),
+        ("seeds' I (max-avg)", f"{r['seeds_imbalance']:.6f}"),
+        ("load stddev / variance", f"{r['load_stddev']:.1f} / {r['load_variance']:.1f}"),
+        ("replication", f"{r['replication']:.3f}"),
+        ("routing table size", f"{r['routing_table_size']}"),
+        ("migration cost", f"{r['migration_cost']:.4f} ({r['migrations']} migrations)"),
+        ("plan time", f"{r['plan_seconds']:.3f} s"),
+        ("routing throughput", f"{r['tuples_per_second'] / 1e6:.2f} M tuples/s"),
+        ("elapsed", f"{r['elapsed_seconds']:.2f} s"),
+    ]
+    for name, value in rows:
+        print(f"  {name:<24} {value}")
+    loads = r["worker_loads"]
+    shown = " ".join(f"{x:.0f}" for x in loads[:32]) + (" ..." if len(loads) > 32 else "")
+    print(f"  {'worker loads':<24} {shown}")
+    print()
+    print(f"  {'interval':>8} {'tuples':>9} {'imbalance':>10} {'theta':>8} {'repl':>6} {'|A|':>6} {'migr':>7} {'plan s':>7}")
+    for it in r["intervals"]:
+        print(f"  {it['interval']:>8} {it['tuples']:>9} {it['imbalance']:>10.4f} {it['theta_max_observed']:>8.4f} "
+              f"{it['replication']:>6.2f} {it['routing_table_size']:>6} {it['migration_cost']:>7.4f} {it['plan_seconds']:>7.3f}")
+    for ev in r["events"]:
+        print(f"  event @{ev['interval']}: {ev['kind']} " + ", ".join(f"{k}={v}" for k, v in ev.items() if k not in ("interval", "kind")))
+
+
+# ------------------------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="skewlab", description="Skew-aware load balancing for keyed stream processing.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    a = sub.add_parser("algorithms", help="list groupings with their parameters")
+    a.add_argument("--json", action="store_true", help="machine-readable output")
+    a.set_defaults(func=cmd_algorithms)
+
+    w = sub.add_parser("workloads", help="list workloads with their parameters")
+    w.set_defaults(func=cmd_workloads)
+
+    s = sub.add_parser("simulate", help="run a grouping on a workload in the local runtime")
+    s.add_argument("--algorithm", default="mixed", help="registry name (see 'skewlab algorithms'); default mixed")
+    s.add_argument("--workers", type=int, default=8, help="number of workers n (default 8)")
+    s.add_argument("--sources", type=int, default=2, help="number of upstream sources S (default 2)")
+    s.add_argument("--workload", default=None, help="workload name (see 'skewlab workloads'); default zipf")
+    s.add_argument("--zipf", type=float, default=None, help="Zipf exponent z (zipf/drift workloads; default 1.0)")
+    s.add_argument("--keys", type=int, default=None, help="number of distinct keys K (zipf/drift workloads)")
+    s.add_argument("--input", default=None, help="replay keys from FILE (one key per line, or a CSV column)")
+    s.add_argument("--column", default=None, help="CSV column (name or 0-based index) with --input")
+    s.add_argument("--workload-param", action="append", metavar="NAME=VALUE", help="workload parameter (repeatable)")
+    s.add_argument("--messages", type=int, default=1_000_000, help="messages to simulate (default 1e6)")
+    s.add_argument("--interval-messages", type=int, default=100_000, help="messages per interval (default 1e5)")
+    s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    s.add_argument("--param", action="append", metavar="NAME=VALUE", help="algorithm parameter (repeatable)")
+    s.add_argument("--window", type=int, default=10, help="state window w in intervals (default 10)")
+    s.add_argument("--cost-model", default="linear", help="linear (count) or join (quadratic); default linear")
+    s.add_argument("--change", action="append", metavar="I:workers=N|I:algorithm=NAME",
+                   help="operator action before interval I (repeatable)")
+    s.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    s.set_defaults(func=cmd_simulate)
+
+    pl = sub.add_parser("plan", help="what would an algorithm do with this snapshot?")
+    pl.add_argument("--snapshot", required=True, help="JSON snapshot file ('-' for stdin)")
+    pl.add_argument("--algorithm", default="mixed", help="rebalancing algorithm (default mixed)")
+    pl.add_argument("--param", action="append", metavar="NAME=VALUE", help="algorithm parameter (repeatable)")
+    pl.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    pl.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    pl.set_defaults(func=cmd_plan)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return int(args.func(args) or 0)
+    except (UsageError, ParamError) as exc:
+        print(f"skewlab: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("skewlab: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

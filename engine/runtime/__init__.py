@@ -1,0 +1,1 @@
+"""Runtimes that drive the controller: ``local`` (numpy, single process) and ``spark`` (PySpark)."""

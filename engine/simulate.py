@@ -1,0 +1,103 @@
+"""``skewlab simulate`` as a function: workload → local runtime → JSON-ready result.
+
+Used by the CLI, the benchmarks and the tests, so all three run exactly the same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from engine import registry
+from engine.controller import COST_MODELS
+from engine.params import ParamError
+from engine.runtime.local import Change, LocalRuntime
+from engine.workloads import create_workload
+
+__all__ = ["SimulationConfig", "parse_change", "run_simulation"]
+
+
+@dataclass
+class SimulationConfig:
+    algorithm: str = "mixed"
+    workers: int = 8
+    sources: int = 2
+    workload: str = "zipf"
+    workload_params: dict[str, Any] = field(default_factory=dict)
+    messages: int = 1_000_000
+    interval_messages: int = 100_000
+    seed: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
+    window: int = 10
+    cost_model: str = "linear"
+    changes: Sequence[Change] = ()
+
+    def validate(self) -> None:
+        """Raise :class:`ParamError` (one line) for any invalid setting."""
+        if self.workers < 1:
+            raise ParamError(f"--workers must be >= 1, got {self.workers}")
+        if self.workers >= (1 << 20):
+            raise ParamError(f"--workers must be < {1 << 20}, got {self.workers}")
+        if self.sources < 1:
+            raise ParamError(f"--sources must be >= 1, got {self.sources}")
+        if self.messages < 0:
+            raise ParamError(f"--messages must be >= 0, got {self.messages}")
+        if self.interval_messages < 1:
+            raise ParamError(f"--interval-messages must be >= 1, got {self.interval_messages}")
+        if self.window < 1:
+            raise ParamError(f"--window must be >= 1, got {self.window}")
+        if self.cost_model not in COST_MODELS:
+            raise ParamError(f"--cost-model must be one of {'|'.join(COST_MODELS)}, got {self.cost_model!r}")
+        registry.validate_params(self.algorithm, self.params)
+        for ch in self.changes:
+            if ch.kind == "workers" and not 1 <= int(ch.value) < (1 << 20):
+                raise ParamError(f"--change {ch.at}:workers={ch.value}: workers must be >= 1")
+            if ch.kind == "algorithm":
+                registry.validate_params(str(ch.value), ch.params or {})
+
+
+def parse_change(text: str) -> Change:
+    """``INTERVAL:workers=N`` or ``INTERVAL:algorithm=NAME`` → :class:`Change` (one-line errors)."""
+    at, sep, rest = str(text).partition(":")
+    what, eq, value = rest.partition("=")
+    try:
+        interval = int(at)
+    except ValueError:
+        interval = -1
+    if not sep or not eq or interval < 0 or what not in ("workers", "algorithm"):
+        raise ParamError(f"--change expects INTERVAL:workers=N or INTERVAL:algorithm=NAME, got {text!r}")
+    if what == "workers":
+        try:
+            return Change(interval, "workers", int(value))
+        except ValueError:
+            raise ParamError(f"--change {text!r}: workers must be an integer") from None
+    registry.get(value)
+    return Change(interval, "algorithm", value)
+
+
+def run_simulation(cfg: SimulationConfig, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Run one simulation and return the result dict (the CLI's ``--json`` contract)."""
+    cfg.validate()
+    workload = create_workload(cfg.workload, cfg.seed, cfg.workload_params)
+    grouping = registry.create(cfg.algorithm, cfg.workers, cfg.sources, cfg.seed, cfg.params)
+    runtime = LocalRuntime(grouping, workload.vocab, window=cfg.window, cost_model=cfg.cost_model)
+    out = runtime.run(workload.batches(cfg.messages, cfg.interval_messages), cfg.changes, progress)
+    result: dict[str, Any] = {
+        "algorithm": cfg.algorithm,
+        "final_algorithm": runtime.grouping.name,
+        "params": dict(grouping.p),
+        "workers": cfg.workers,
+        "final_workers": runtime.grouping.n_workers,
+        "sources": cfg.sources,
+        "seed": cfg.seed,
+        "workload": workload.describe(),
+        "window": cfg.window,
+        "cost_model": cfg.cost_model,
+        "distinct_keys": len(workload.vocab),
+        "theta_max_observed": out.pop("theta_max_observed"),
+    }
+    out.pop("algorithm", None)
+    out.pop("workers", None)
+    result.update(out)
+    return result
+

@@ -1,0 +1,126 @@
+"""Local runtime + controller: state never loses tuples, merged results equal ground truth for every
+registered algorithm, including across algorithm switches and worker-count changes."""
+
+import numpy as np
+import pytest
+
+from engine import registry
+from engine.controller import Controller
+from engine.keys import Vocabulary
+from engine.runtime.local import Change, LocalRuntime, ground_truth
+from engine.state import KeyedWindowState, encode
+
+K = 2000
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return Vocabulary([f"k{i}" for i in range(K)])
+
+
+def zipf_batches(n_batches, size, z=1.2, seed=3, keys=K):
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, keys + 1) ** z
+    cdf = np.cumsum(p / p.sum())
+    return [np.searchsorted(cdf, rng.random(size)).astype(np.int64) for _ in range(n_batches)]
+
+
+def named(vocab, gt):
+    return {vocab.names[k]: c for k, c in gt.items()}
+
+
+def test_state_window_slides_and_move_keeps_counts():
+    st = KeyedWindowState(2)
+    st.add_interval(encode([1, 1, 2], [0, 0, 1]), np.array([1, 1, 5]))
+    st.add_interval(encode([1, 3], [1, 0]), np.array([2, 1]))
+    keys, counts = st.per_key()
+    assert dict(zip(keys.tolist(), counts.tolist())) == {1: 4, 2: 5, 3: 1}
+    moved, n = st.move(np.array([1]), np.array([2]))
+    assert (moved, n) == (4.0, 1)
+    assert st.per_worker(3).tolist() == [1, 5, 4]
+    st.add_interval(encode([3], [0]), np.array([1]))  # the first interval expires
+    keys, counts = st.per_key()
+    assert dict(zip(keys.tolist(), counts.tolist())) == {1: 2, 3: 2}
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_merged_results_equal_ground_truth_across_switch_and_resize(name, vocab):
+    batches = zipf_batches(9, 3000)
+    other = "shuffle" if registry.get(name).single_owner else "hash"
+    changes = [Change(2, "workers", 7), Change(4, "algorithm", other), Change(6, "algorithm", name),
+               Change(7, "workers", 3)]
+    rt = LocalRuntime(registry.create(name, 5, n_sources=3, seed=1), vocab, window=3)
+    out = rt.run(batches, changes)
+    assert rt.controller.results() == named(vocab, ground_truth(batches, 3))
+    assert out["messages"] == sum(b.size for b in batches)
+    assert len(out["intervals"]) == len(batches)
+    assert [e["kind"] for e in out["events"] if e["kind"] != "rebalance"] == ["workers", "switch", "switch", "workers"]
+    # a single-owner grouping keeps every key's state on exactly one worker
+    if registry.get(name).single_owner:
+        codes, _ = rt.controller.state.merged()
+        keys = codes >> 20
+        assert np.unique(keys).size == keys.size
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_every_algorithm_handles_degenerate_streams(name):
+    v = Vocabulary(["solo"])
+    for n in (1, 4):
+        rt = LocalRuntime(registry.create(name, n, n_sources=2), v, window=2)
+        out = rt.run([np.zeros(0, np.int64), np.zeros(50, np.int64), np.zeros(0, np.int64), np.zeros(7, np.int64)])
+        assert rt.controller.results() == {"solo": 7}
+        assert out["messages"] == 57
+        for it in out["intervals"]:
+            assert np.isfinite(it["imbalance"])
+
+
+def test_hash_metrics_and_no_migration_without_changes(vocab):
+    batches = zipf_batches(4, 5000)
+    rt = LocalRuntime(registry.create("hash", 4), vocab, window=2)
+    out = rt.run(batches)
+    assert out["replication"] == 1.0
+    assert out["migration_cost"] == 0.0 and out["migrations"] == 0
+    ids = np.concatenate(batches)
+    expected = np.bincount((vocab.fps[ids] % np.uint64(4)).astype(np.int64), minlength=4)
+    assert out["worker_loads"] == expected.astype(float).tolist()
+    assert out["imbalance"] == pytest.approx(expected.max() / expected.mean() - 1)
+
+
+def test_resize_counts_migration_and_moves_state_to_owner(vocab):
+    batches = zipf_batches(3, 4000)
+    rt = LocalRuntime(registry.create("consistent", 4), vocab, window=5)
+    rt.run(batches[:2])
+    ev = rt.controller.resize(5)
+    assert 0 < ev["migration_cost"] < 0.5
+    codes, _ = rt.controller.state.merged()
+    keys, workers = codes >> 20, codes & ((1 << 20) - 1)
+    owner = rt.grouping.owner(vocab.fps[keys])
+    assert np.array_equal(owner, workers)
+    row = rt.step(batches[2])
+    assert row["migration_cost"] > 0 and row["workers"] == 5
+
+
+def test_split_key_state_on_removed_worker_moves_home(vocab):
+    batches = zipf_batches(2, 4000)
+    rt = LocalRuntime(registry.create("shuffle", 6), vocab, window=5)
+    rt.run(batches)
+    rt.controller.resize(2)
+    codes, _ = rt.controller.state.merged()
+    assert (codes & ((1 << 20) - 1)).max() < 2
+    assert rt.controller.results() == named(vocab, ground_truth(batches, 5))
+
+
+def test_join_cost_model_is_quadratic_in_key_frequency():
+    v = Vocabulary(["a", "b"])
+    c = Controller(registry.create("hash", 1), v, window=1, cost_model="join")
+    row = c.end_interval(np.array([0] * 3 + [1]), np.zeros(4, np.int64))
+    assert row["worker_loads"] == [3 * 3 + 1 * 1]
+    stats = c.stats(encode([0, 1], [0, 0]), np.array([3, 1]))
+    assert stats.cost.tolist() == [9.0, 1.0]
+    assert stats.size.tolist() == [3.0, 1.0]
+
+
+def test_controller_rejects_routing_outside_workers():
+    c = Controller(registry.create("hash", 2), Vocabulary(["a"]))
+    with pytest.raises(ValueError):
+        c.end_interval(np.array([0]), np.array([2]))
