@@ -1,0 +1,41 @@
+import numpy as np
+
+from engine import registry
+from engine.keys import Vocabulary
+from engine.runtime.local import LocalRuntime
+from engine.shadow import ShadowEvaluator, default_shadow_names
+
+
+def test_default_shadow_set_excludes_live_and_split_key_for_join():
+    names = default_shadow_names("hash", "count")
+    assert "hash" not in names and "shuffle" in names
+    join = default_shadow_names("hash", "join")
+    assert all(registry.get(n).single_owner for n in join)
+
+
+def test_shadow_hash_matches_live_hash_exactly():
+    v = Vocabulary([f"k{i}" for i in range(500)])
+    rng = np.random.default_rng(0)
+    p = 1 / np.arange(1, 501) ** 1.3
+    batches = [rng.choice(500, size=4000, p=p / p.sum()) for _ in range(3)]
+    live = LocalRuntime(registry.create("hash", 6), v, window=2)
+    shadow = ShadowEvaluator(["hash", "shuffle"], v, n_workers=6, max_tuples=0)
+    for b in batches:
+        row = live.step(b)
+        keys, counts = np.unique(b, return_counts=True)
+        rows = {r["algorithm"]: r for r in shadow.evaluate(keys, counts)}
+        # key grouping does not depend on order: the shadow equals the live run
+        assert rows["hash"]["imbalance"] == row["imbalance"]
+        assert rows["hash"]["replication"] == 1.0
+        assert rows["shuffle"]["imbalance"] < row["imbalance"]
+        assert rows["shuffle"]["replication"] > 1.0
+
+
+def test_shadow_scales_large_intervals_and_resizes():
+    v = Vocabulary(["a", "b", "c"])
+    s = ShadowEvaluator(["hash"], v, n_workers=2, max_tuples=1000)
+    rows = s.evaluate(np.array([0, 1, 2]), np.array([100000, 50000, 50000]))
+    assert 900 <= rows[0]["tuples"] <= 1100
+    s.resize(5)
+    assert s.controllers["hash"].n_workers == 5
+    assert s.evaluate(np.zeros(0, np.int64), np.zeros(0, np.int64))[0]["tuples"] == 0
