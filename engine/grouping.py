@@ -237,6 +237,10 @@ class Grouping(ABC):
     params: ClassVar[tuple[Param, ...]] = ()
     single_owner: ClassVar[bool] = True
     rebalancing: ClassVar[bool] = False
+    #: attributes holding per-source state with the source on axis 0 (local load estimates,
+    #: sketches); a distributed runtime ships ``source_state(s)`` to the task routing source ``s``
+    #: and stores what comes back with ``set_source_state``.
+    source_state_attrs: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
@@ -266,6 +270,17 @@ class Grouping(ABC):
     def owner(self, fps: np.ndarray) -> np.ndarray | None:
         """For single-owner groupings: each key's worker now, without side effects; else ``None``."""
         return None
+
+    def source_state(self, source: int) -> dict[str, Any]:
+        """Copy of the state that belongs to ``source`` (see :attr:`source_state_attrs`)."""
+        return {a: np.copy(getattr(self, a)[source]) for a in self.source_state_attrs}
+
+    def set_source_state(self, source: int, state: Mapping[str, Any]) -> None:
+        """Install state returned by the task that routed ``source``."""
+        for a, value in state.items():
+            if a not in self.source_state_attrs:
+                raise KeyError(f"{self.name}: {a!r} is not per-source state")
+            getattr(self, a)[source] = value
 
     def resize(self, n_workers: int) -> None:
         """Change the number of workers between intervals (local estimates restart)."""

@@ -94,3 +94,19 @@ def test_every_tuple_routed_to_a_valid_worker(n, keys):
         assert out.size == len(keys)
         if out.size:
             assert 0 <= out.min() and out.max() < n
+
+
+def test_source_state_round_trip_continues_exactly():
+    """A runtime that ships a source's state to another copy and back routes exactly as one copy."""
+    f = np.zeros(7, dtype=np.uint64)
+    a = registry.create("shuffle", 4, n_sources=2)
+    b = registry.create("shuffle", 4, n_sources=2)
+    expected = [a.route(f, 1).tolist(), a.route(f, 1).tolist()]
+    first = b.route(f, 1).tolist()
+    c = pickle.loads(pickle.dumps(b))  # the executor's copy
+    second = c.route(f, 1).tolist()
+    b.set_source_state(1, c.source_state(1))
+    assert [first, second] == expected
+    assert b.route(f, 1).tolist() == a.route(f, 1).tolist()
+    with pytest.raises(KeyError):
+        b.set_source_state(0, {"bogus": 1})

@@ -95,6 +95,7 @@ class ShuffleGrouping(Grouping):
     summary: ClassVar[str] = "Round robin per source; splits every key over all workers"
     paper: ClassVar[str] = "baseline (nasir-icde16 SG, dalabasmaz-dkg Shuffle)"
     single_owner: ClassVar[bool] = False
+    source_state_attrs: ClassVar[tuple[str, ...]] = ("next",)
 
     def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
         super().__init__(n_workers, n_sources, seed, params)
