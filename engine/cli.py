@@ -103,12 +103,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from engine import registry
-    from engine.plan_snapshot import SnapshotError, load_snapshot, plan_to_json
 
     cls = registry.get(args.algorithm)
     if not cls.rebalancing:
         raise UsageError(f"{args.algorithm} does not produce plans; use one of: "
                          + ", ".join(n for n in registry.names() if registry.get(n).rebalancing))
+    from engine.plan_snapshot import SnapshotError, load_snapshot, plan_to_json
     params = parse_assignments(args.param or [])
     registry.validate_params(args.algorithm, params)
     try:

@@ -12,7 +12,7 @@ from engine import registry
 from engine.controller import COST_MODELS
 from engine.params import ParamError
 from engine.runtime.local import Change, LocalRuntime
-from engine.workloads import create_workload
+from engine.workloads import WORKLOADS, create_workload, workload_names
 
 __all__ = ["SimulationConfig", "parse_change", "run_simulation"]
 
@@ -78,7 +78,12 @@ def parse_change(text: str) -> Change:
 def run_simulation(cfg: SimulationConfig, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Run one simulation and return the result dict (the CLI's ``--json`` contract)."""
     cfg.validate()
-    workload = create_workload(cfg.workload, cfg.seed, cfg.workload_params)
+    wparams = dict(cfg.workload_params)
+    wcls_params = {p.name for p in _workload_class(cfg.workload).params}
+    if "instances" in wcls_params and "instances" not in wparams:
+        # Fang's fluctuation f is defined on the loads of the n task instances (Sec. V).
+        wparams["instances"] = cfg.workers
+    workload = create_workload(cfg.workload, cfg.seed, wparams)
     grouping = registry.create(cfg.algorithm, cfg.workers, cfg.sources, cfg.seed, cfg.params)
     runtime = LocalRuntime(grouping, workload.vocab, window=cfg.window, cost_model=cfg.cost_model)
     out = runtime.run(workload.batches(cfg.messages, cfg.interval_messages), cfg.changes, progress)
@@ -101,3 +106,9 @@ def run_simulation(cfg: SimulationConfig, progress: Callable[[int, int], None] |
     result.update(out)
     return result
 
+
+
+def _workload_class(name: str):
+    if name not in workload_names():
+        create_workload(name)  # raises the one-line "unknown workload" error
+    return WORKLOADS[name]

@@ -1,0 +1,108 @@
+"""CLI contract: exit codes, one-line errors, JSON shape of `skewlab simulate` and `skewlab plan`."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from engine import registry
+from engine.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_simulate_json_contract(capsys):
+    code, out, err = run(capsys, "simulate", "--algorithm", "hash", "--workers", "4", "--sources", "2",
+                         "--workload", "zipf", "--zipf", "1.2", "--keys", "500", "--messages", "20000",
+                         "--seed", "3", "--interval-messages", "5000", "--json")
+    assert code == 0, err
+    r = json.loads(out)
+    for field in ("algorithm", "workers", "messages", "imbalance", "theta_max_observed", "seeds_imbalance",
+                  "replication", "routing_table_size", "migration_cost", "worker_loads", "tuples_per_second",
+                  "intervals", "plan_seconds"):
+        assert field in r, field
+    assert r["algorithm"] == "hash" and r["workers"] == 4 and r["messages"] == 20000
+    assert len(r["intervals"]) == 4 and len(r["worker_loads"]) == 4
+    assert sum(r["worker_loads"]) == 20000
+    for it in r["intervals"]:
+        for field in ("imbalance", "theta_max_observed", "seeds_imbalance", "replication", "routing_table_size",
+                      "migration_cost", "worker_loads", "tuples_per_second"):
+            assert field in it
+    again = json.loads(run(capsys, "simulate", "--algorithm", "hash", "--workers", "4", "--sources", "2",
+                           "--zipf", "1.2", "--keys", "500", "--messages", "20000", "--seed", "3",
+                           "--interval-messages", "5000", "--json")[1])
+    assert again["worker_loads"] == r["worker_loads"]  # deterministic
+
+
+def test_simulate_table_output_and_changes(capsys):
+    code, out, _ = run(capsys, "simulate", "--algorithm", "consistent", "--keys", "300", "--messages", "6000",
+                       "--interval-messages", "1000", "--change", "2:workers=10", "--change", "4:algorithm=hash")
+    assert code == 0
+    assert "imbalance (max/mean-1)" in out and "event @2: workers" in out and "event @4: switch" in out
+
+
+def test_simulate_file_input(tmp_path, capsys):
+    f = tmp_path / "keys.txt"
+    f.write_text("a\nb\na\n\nc\na\n")
+    code, out, err = run(capsys, "simulate", "--algorithm", "hash", "--input", str(f), "--messages", "5", "--json")
+    assert code == 0, err
+    assert json.loads(out)["messages"] == 5
+    c = tmp_path / "t.csv"
+    c.write_text("sym,px\nA,1\nB,2\nA,3\n")
+    code, out, err = run(capsys, "simulate", "--algorithm", "hash", "--input", str(c), "--column", "sym",
+                         "--messages", "3", "--json")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["simulate", "--algorithm", "pkgg"], "did you mean 'pkg'"),
+        (["simulate", "--algorithm", "hash", "--workers", "0"], "workers must be >= 1"),
+        (["simulate", "--algorithm", "hash", "--sources", "0"], "sources must be >= 1"),
+        (["simulate", "--algorithm", "consistent", "--param", "replicas=0"], "out of range [1, 4096]"),
+        (["simulate", "--algorithm", "hash", "--param", "bogus=1"], "unknown parameter 'bogus'"),
+        (["simulate", "--algorithm", "hash", "--zipf", "9"], "out of range"),
+        (["simulate", "--algorithm", "hash", "--input", "/nonexistent/file.txt"], "file"),
+        (["simulate", "--algorithm", "hash", "--workload", "nope"], "unknown workload"),
+        (["simulate", "--algorithm", "hash", "--change", "x:workers=2"], "--change expects"),
+        (["simulate", "--workers", "abc"], "invalid int value"),
+        (["plan", "--snapshot", "/nonexistent.json", "--algorithm", "hash"], "does not produce plans"),
+        (["nosuchcommand"], "invalid choice"),
+    ],
+)
+def test_user_errors_are_one_line_exit_2(capsys, argv, fragment):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert fragment in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_empty_input_file_is_a_user_error(tmp_path, capsys):
+    f = tmp_path / "empty.txt"
+    f.write_text("")
+    code, _, err = run(capsys, "simulate", "--algorithm", "hash", "--input", str(f))
+    assert code == 2 and err.count("\n") == 1
+
+
+def test_algorithms_lists_every_registry_name_with_ranges(capsys):
+    code, out, _ = run(capsys, "algorithms")
+    assert code == 0
+    for name in registry.names():
+        assert any(line.startswith(name + " ") for line in out.splitlines())
+    info = json.loads(run(capsys, "algorithms", "--json")[1])
+    assert [a["name"] for a in info] == registry.names()
+    for a in info:
+        for p in a["params"]:
+            assert p["range"] and "default" in p
+
+
+def test_console_script_entry_point():
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "simulate", "--algorithm", "nope"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.startswith("skewlab: error: unknown algorithm")
