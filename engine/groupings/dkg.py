@@ -1,0 +1,667 @@
+"""Dynamic Key Grouping (``dkg``): Dalabasmaz & Can, "Dynamic Key Grouping" (papers/dalabasmaz-dkg.txt).
+
+DKG extends PKG: every key may be sent to a run of **consecutive** workers ``h, h+1, …, h+W−1
+(mod n)`` with ``h = hash(key) mod n`` (Sec. 4.4, Eq. 5; one hash only, so with ``n ≥ 2`` two *distinct*
+workers are guaranteed) and width ``W = 2`` by default; a tuple goes to the least loaded of them by
+the source's **local load estimate** (Sec. 3.3).  A hot key's width grows ("scale out", Sec. 4.5,
+Alg. 4–5) up to the Table-1 limit and shrinks again ("scale down", Sec. 4.6, Alg. 6).
+
+What is implemented, per source (every source runs its own independent copy, the local view of the
+paper; ``route(fps, source)`` advances only that source's state):
+
+* **Key Items and Key Space** (Sec. 4.1.1–4.1.2): one Key Item per key (occurrence count, last time
+  seen, width) in an open-addressing hash table held in numpy arrays, keyed by the ``uint64``
+  fingerprint.  Each item is in Baby, Teenage or Old space.  The administrator's expected number of
+  keys ``expected_keys`` (paper: 100) sizes them: Old = 10 %, Teenage = 40 %, Baby = the remaining
+  50 % (paper: 10 / 40 / 50).  Old and Teenage are hard bounded; Baby is not (every new key gets an
+  item in Baby).  Looking a key up in Old, then Teenage, then Baby is one hash-table probe here.
+* **Key Space Manager** (Sec. 4.1.3, Alg. 1–3): every ``teenage_cycle_tuples`` tuples (paper: 15 s)
+  Alg. 1 runs: sort Baby and Teenage by occurrences, *truncate Baby*, then Alg. 3
+  ``promoteToNextSpace(Baby, Teenage)``; every ``old_cycle_tuples`` tuples (paper: 60 s) Alg. 2 runs
+  ``promoteToNextSpace(Teenage, Old)``.  Alg. 3 is implemented literally: for each item of the
+  destination, the source's first (most frequent) item ``Fi`` and the destination's last (least
+  frequent) item ``Li`` are compared; ``if Lio > Fio`` the loop stops, else ``Fi`` moves to the head
+  of the destination and ``Li`` to the tail of the source (ties swap, as written).
+* **Thresholds** (Sec. 4.3): ideal load ``L_i = 100/m`` (Eq. 3), scale-out threshold
+  ``L_s = L_i + √L_i`` (Eq. 4), and the "# of Max Machines" column of Table 1, which equals
+  ``min(m, ⌊100/L_s⌋ + 1)`` for every row (5→5, 10→8, 20→14, 50→30, 100→51).  That is exactly the
+  largest width the scale-out rule can reach when loads are percentages summing to 100 (a width ``W``
+  grows only if all its ``W`` candidates are ``≥ L_s``, hence ``W·L_s ≤ 100``); we also enforce it
+  as an explicit cap ("we limit the number of machines that can be selected for a key").
+* **chooseBestTask** (Alg. 4) per tuple: ``findBestCandidate`` scans the key's candidates in order
+  ``h, h+1, …`` (strict ``<``, so ties go to the earliest), counting ``NLL`` = candidates below
+  ``L_s``; ``shouldScaleOut`` (Alg. 5) = warmed up ∧ ``LLmin ≥ L_s`` ∧ key in Old space; then the
+  next consecutive worker ``(h+W) mod n`` becomes the target and ``W ← W+1`` only if its load is
+  ``< LLmin``; else ``shouldScaleDown`` (Alg. 6) = ``W > 2 ∧ NLL ≥ 2``: ``W ← W−1`` and
+  chooseBestTask is called again.  The recursion of Alg. 4 can shrink ``W`` by several steps in one
+  tuple; it is computed in one pass: it stops at ``max(2, j₂)`` where ``j₂`` is the position of the
+  second candidate below ``L_s`` (there NLL = 1, so neither rule fires again).  A literal recursive
+  Python model in the tests checks this tuple by tuple.
+* **Local load** (Sec. 3.3, 4.3): the source's count of tuples it sent to each worker since the
+  start (or the last :meth:`resize`), as a percentage of all tuples it sent (the paper compares
+  "the load distribution over the percentage"; PKG's cumulative local estimate).  Before the first
+  tuple all loads are 0.
+* **Warm-up** (Alg. 5 ``isWarmUp``: running time > 15 s): scale-out is allowed once the source has
+  routed ``warmup_tuples`` tuples.
+
+Time → tuple counts.  The paper's 15 s / 60 s cycles and 15 s warm-up are converted at a nominal
+rate of :data:`NOMINAL_RATE` = 1,000 tuples/s **per source** (Table 3: DKG ran twitter-election at
+4,529 rec/s with 5 spouts ≈ 900/s per spout), giving defaults 15,000 / 60,000 / 15,000 tuples.  The
+clock is the number of tuples the source has routed, so simulation is deterministic and independent
+of how sources are interleaved.  A cycle runs *before* routing the tuple whose clock value reaches
+it (clock = k·cycle, k ≥ 1; the paper's runs at time 0 act on empty spaces); when both cycles are
+due, Baby→Teenage runs first.
+
+Decisions where the paper is ambiguous (all tested in ``tests/test_dkg.py``):
+
+1. *Filling empty spaces.*  Alg. 3 loops "for each item in DS", so with an empty destination (the
+   initial state) nothing would ever be promoted.  Free destination places are first filled with the
+   source's most frequent items, then the literal swap loop runs.
+2. *Truncating Baby* ("truncate BS to discard quite new items", Alg. 1).  At each Baby→Teenage
+   cycle Baby keeps its ``expected_keys − |Old| − |Teenage|`` most frequent items (the nominal 50 %;
+   ties: smaller fingerprint first); the other Baby items are discarded (a discarded key that
+   reappears starts a new Key Item with count 0).  This is the minor-GC of the JVM analogy and
+   bounds memory to the distinct keys of one cycle.  Items whose width is above the default are
+   never discarded (their width is live state; the paper keeps keys wider than 2, Sec. 4.4).
+3. *Counts* are the total occurrences of the Key Item since it was created (Sec. 4.1.1); they are
+   not decayed, so a formerly hot key stays in Old space.  Scale-down does not need it to leave:
+   Alg. 6 looks only at loads.
+4. *Scale-down needs a tuple of the key* ("when a new data arrives"): a key that disappears keeps
+   its width until it shows up again.
+5. *Caps.*  A stored width above ``max_width`` (possible after :meth:`resize`) is read as
+   ``max_width``.  With one worker every width is 1 and every tuple goes to worker 0.
+6. *resize(n)*: ``h`` becomes ``fp mod n``; load estimates restart at 0 (the base-class contract)
+   and so does the warm-up (fresh estimates are too noisy to justify scaling out); Key Spaces,
+   counts and widths are kept (widths capped at the new Table-1 maximum).
+7. ``seed`` is unused: DKG has no randomness.  ``default_width`` (paper: 2) is the width of every
+   new key and the floor of scale-down (``W > 2`` in Alg. 6 reads ``W > default_width``); the cap is
+   ``max(Table-1 max, min(default_width, n))``.
+
+Behaviour that follows from the literal rules (seen in the tests): a hot key's width oscillates —
+it grows one worker at a time while all its candidates are ≥ ``L_s`` and drops back (often to 2 in
+one tuple) as soon as two of them fall below ``L_s``, so the hot key's workers hover around ``L_s``.
+A cold Old-space key whose candidates are the hot key's saturated workers may scale out too (Alg. 5
+has no per-key share condition).
+
+Hot keys flagged from their first few tuples (a pitfall of sketch-based detectors) cannot scale
+out here: counts are exact per Key Item, a key must be promoted at two cycle boundaries
+(Baby→Teenage, then Teenage→Old), the source must be warmed up, and all of the key's
+current candidates must already carry at least ``L_s`` percent of the source's traffic.
+
+Routing runs in a module-level numba kernel (:func:`_route_kernel`) over numpy arrays held by
+per-source :class:`_SourceState` objects, so the grouping pickles.  The kernel returns early only
+when the hash table needs to grow; Python then doubles it and resumes at the same tuple.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Mapping
+
+import numba
+import numpy as np
+
+from engine.grouping import Grouping
+from engine.keys import mix64_scalar
+from engine.params import Param
+from engine.registry import register
+
+__all__ = ["DynamicKeyGrouping", "NOMINAL_RATE", "BABY", "TEENAGE", "OLD", "table1"]
+
+NOMINAL_RATE = 1000
+"""Tuples per second per source used to turn the paper's seconds into tuple counts."""
+
+BABY, TEENAGE, OLD = 0, 1, 2
+"""Key Space codes returned by :meth:`DynamicKeyGrouping.key_space` (``-1``: no Key Item)."""
+
+# meta[] slots of a source state
+_CLOCK, _TOTAL, _NEXT_TEEN, _NEXT_OLD, _SIZE, _N_OLD, _N_TEEN, _WARM_BASE = range(8)
+_META = 8
+_INITIAL_CAPACITY = 1024
+
+
+def table1(m: int) -> tuple[float, float, int]:
+    """Table 1 of the paper for ``m`` machines: ``(L_i, L_s, max machines)``.
+
+    ``L_i = 100/m`` (Eq. 3), ``L_s = L_i + √L_i`` (Eq. 4), max = ``min(m, ⌊100/L_s⌋ + 1)`` (the
+    widest a key can grow: see the module docstring).
+    """
+    m = int(m)
+    ideal = 100.0 / m
+    thr = ideal + math.sqrt(ideal)
+    return ideal, thr, int(min(m, math.floor(100.0 / thr + 1e-9) + 1))
+
+
+# ---------------------------------------------------------------------------------------------
+# numba kernels
+# ---------------------------------------------------------------------------------------------
+@numba.njit(cache=True, inline="always")
+def _home_slot(fp, mask):  # pragma: no cover - compiled
+    return np.int64(mix64_scalar(fp) & np.uint64(mask))
+
+
+@numba.njit(cache=True)
+def _find(tkeys, tused, fp):  # pragma: no cover - compiled
+    """Slot of ``fp``, or ``-(free slot) - 1`` when absent (load factor ≤ 1/2 ⇒ terminates)."""
+    mask = tkeys.size - 1
+    s = _home_slot(fp, mask)
+    while True:
+        if tused[s] == 0:
+            return -s - 1
+        if tkeys[s] == fp:
+            return s
+        s = (s + 1) & mask
+
+
+@numba.njit(cache=True)
+def _better(tcount, tkeys, a, b):  # pragma: no cover - compiled
+    """Item ``a`` ranks before ``b``: more occurrences, ties by smaller fingerprint."""
+    ca = tcount[a]
+    cb = tcount[b]
+    if ca != cb:
+        return ca > cb
+    return tkeys[a] < tkeys[b]
+
+
+@numba.njit(cache=True)
+def _sort_desc(slots, k, tcount, tkeys):  # pragma: no cover - compiled
+    """Sort ``slots[:k]`` in place by (count desc, fingerprint asc)."""
+    if k <= 1:
+        return
+    sub = slots[:k].copy()
+    o1 = np.argsort(tkeys[sub], kind="mergesort")
+    sub = sub[o1]
+    o2 = np.argsort(-tcount[sub], kind="mergesort")
+    sub = sub[o2]
+    for i in range(k):
+        slots[i] = sub[i]
+
+
+@numba.njit(cache=True)
+def _top_baby(tused, tspace, tcount, tkeys, k):  # pragma: no cover - compiled
+    """The ``k`` best Baby items (slots), sorted; a bounded heap with the worst item at the root."""
+    heap = np.empty(max(k, 1), dtype=np.int64)
+    size = 0
+    for s in range(tused.size):
+        if tused[s] == 0 or tspace[s] != 0:
+            continue
+        if size < k:
+            # sift up: parent must be "worse" than child
+            i = size
+            heap[i] = s
+            size += 1
+            while i > 0:
+                p = (i - 1) // 2
+                if _better(tcount, tkeys, heap[p], heap[i]):
+                    t = heap[p]
+                    heap[p] = heap[i]
+                    heap[i] = t
+                    i = p
+                else:
+                    break
+        elif k > 0 and _better(tcount, tkeys, s, heap[0]):
+            heap[0] = s
+            i = 0
+            while True:
+                left = 2 * i + 1
+                if left >= size:
+                    break
+                worst = left
+                right = left + 1
+                if right < size and _better(tcount, tkeys, heap[left], heap[right]):
+                    worst = right
+                if _better(tcount, tkeys, heap[i], heap[worst]):
+                    t = heap[i]
+                    heap[i] = heap[worst]
+                    heap[worst] = t
+                    i = worst
+                else:
+                    break
+    out = heap[:size].copy()
+    _sort_desc(out, size, tcount, tkeys)
+    return out
+
+
+@numba.njit(cache=True)
+def _promote(src, src_n, dst, dst_n, dst_cap, src_space, dst_space, tcount, tkeys, tspace):  # pragma: no cover
+    """Alg. 3 promoteToNextSpace(SS, DS) on slot lists sorted by (count desc).
+
+    Returns ``(new_src, new_dst)`` arrays; ``tspace`` flags are updated.  Free places of the
+    destination are first filled with the source's best items (decision 1 of the module docstring).
+    """
+    sbuf = np.empty(src_n + dst_cap + 1, dtype=np.int64)
+    for i in range(src_n):
+        sbuf[i] = src[i]
+    head = 0
+    tail = src_n
+    d = np.empty(dst_cap, dtype=np.int64)
+    for i in range(dst_n):
+        d[i] = dst[i]
+    dn = dst_n
+    while dn < dst_cap and head < tail:
+        x = sbuf[head]
+        head += 1
+        d[dn] = x
+        dn += 1
+        tspace[x] = dst_space
+    _sort_desc(d, dn, tcount, tkeys)
+    # destination as a deque: head insertions, tail removals
+    dbuf = np.empty(2 * dst_cap + 1, dtype=np.int64)
+    dstart = dst_cap
+    dend = dst_cap
+    for i in range(dn):
+        dbuf[dend] = d[i]
+        dend += 1
+    for _ in range(dn):  # "for each item in DS"
+        if head == tail:
+            break
+        fi = sbuf[head]
+        li = dbuf[dend - 1]
+        if tcount[li] > tcount[fi]:
+            break  # transition completed
+        head += 1
+        dend -= 1
+        dstart -= 1
+        dbuf[dstart] = fi
+        tspace[fi] = dst_space
+        sbuf[tail] = li
+        tail += 1
+        tspace[li] = src_space
+    return sbuf[head:tail].copy(), dbuf[dstart:dend].copy()
+
+
+@numba.njit(cache=True)
+def _insert(tkeys, tused, tcount, twidth, tspace, tlast, fp, count, width, space, last):  # pragma: no cover
+    s = _find(tkeys, tused, fp)
+    s = -s - 1
+    tused[s] = 1
+    tkeys[s] = fp
+    tcount[s] = count
+    twidth[s] = width
+    tspace[s] = space
+    tlast[s] = last
+    return s
+
+
+@numba.njit(cache=True)
+def _rehash(src_arrays, dst_arrays, lists):  # pragma: no cover - compiled
+    """Copy the items of ``src_arrays`` into empty ``dst_arrays`` and remap the slot ``lists``."""
+    skeys, sused, scount, swidth, sspace, slast = src_arrays
+    dkeys, dused, dcount, dwidth, dspace, dlast = dst_arrays
+    newslot = np.full(skeys.size, -1, dtype=np.int64)
+    for s in range(skeys.size):
+        if sused[s] != 0:
+            newslot[s] = _insert(dkeys, dused, dcount, dwidth, dspace, dlast,
+                                 skeys[s], scount[s], swidth[s], sspace[s], slast[s])
+    for lst in lists:
+        for i in range(lst.size):
+            if lst[i] >= 0:
+                lst[i] = newslot[lst[i]]
+
+
+@numba.njit(cache=True)
+def _teen_cycle(tkeys, tused, tcount, twidth, tspace, tlast, old_list, teen_list, meta,
+                baby_keep, teen_cap, default_w):  # pragma: no cover - compiled
+    """Alg. 1 promoteToTeenageSpace: sort Baby/Teenage, truncate Baby, Alg. 3 (Baby → Teenage)."""
+    best = _top_baby(tused, tspace, tcount, tkeys, baby_keep)
+    # --- truncate Baby: rebuild the table without the discarded Baby items
+    cap = tkeys.size
+    keep = np.zeros(cap, dtype=np.uint8)
+    for i in range(best.size):
+        keep[best[i]] = 1
+    n_keep = 0
+    for s in range(cap):
+        if tused[s] != 0 and (tspace[s] != 0 or keep[s] != 0 or twidth[s] > default_w):
+            keep[s] = 1
+            n_keep += 1
+        else:
+            keep[s] = 0
+    if n_keep < meta[_SIZE]:
+        ck = np.empty(n_keep, dtype=np.uint64)
+        cc = np.empty(n_keep, dtype=np.int64)
+        cw = np.empty(n_keep, dtype=np.int32)
+        cs = np.empty(n_keep, dtype=np.int8)
+        cl = np.empty(n_keep, dtype=np.int64)
+        old_pos = np.empty(n_keep, dtype=np.int64)
+        j = 0
+        for s in range(cap):
+            if keep[s] != 0:
+                ck[j] = tkeys[s]
+                cc[j] = tcount[s]
+                cw[j] = twidth[s]
+                cs[j] = tspace[s]
+                cl[j] = tlast[s]
+                old_pos[j] = s
+                j += 1
+        tused[:] = 0
+        newslot = np.full(cap, -1, dtype=np.int64)
+        for j in range(n_keep):
+            newslot[old_pos[j]] = _insert(tkeys, tused, tcount, twidth, tspace, tlast,
+                                          ck[j], cc[j], cw[j], cs[j], cl[j])
+        meta[_SIZE] = n_keep
+        for i in range(meta[_N_OLD]):
+            old_list[i] = newslot[old_list[i]]
+        for i in range(meta[_N_TEEN]):
+            teen_list[i] = newslot[teen_list[i]]
+        for i in range(best.size):
+            best[i] = newslot[best[i]]
+    # --- Alg. 3 (Baby → Teenage); demoted Teenage items land at Baby's tail (space flag only)
+    n_teen = meta[_N_TEEN]
+    teen = teen_list[:n_teen].copy()
+    _sort_desc(teen, n_teen, tcount, tkeys)
+    rest, new_teen = _promote(best, best.size, teen, n_teen, teen_cap, 0, 1, tcount, tkeys, tspace)
+    for i in range(new_teen.size):
+        teen_list[i] = new_teen[i]
+    for i in range(new_teen.size, teen_list.size):
+        teen_list[i] = -1
+    meta[_N_TEEN] = new_teen.size
+
+
+@numba.njit(cache=True)
+def _old_cycle(tkeys, tcount, tspace, old_list, teen_list, meta, old_cap):  # pragma: no cover
+    """Alg. 2 promoteToOldSpace: sort Teenage/Old, Alg. 3 (Teenage → Old)."""
+    n_teen = meta[_N_TEEN]
+    n_old = meta[_N_OLD]
+    teen = teen_list[:n_teen].copy()
+    old = old_list[:n_old].copy()
+    _sort_desc(teen, n_teen, tcount, tkeys)
+    _sort_desc(old, n_old, tcount, tkeys)
+    new_teen, new_old = _promote(teen, n_teen, old, n_old, old_cap, 1, 2, tcount, tkeys, tspace)
+    for i in range(teen_list.size):
+        teen_list[i] = new_teen[i] if i < new_teen.size else -1
+    for i in range(old_list.size):
+        old_list[i] = new_old[i] if i < new_old.size else -1
+    meta[_N_TEEN] = new_teen.size
+    meta[_N_OLD] = new_old.size
+
+
+@numba.njit(cache=True)
+def _route_kernel(fps, out, trace_w, start, n, default_w, max_w, thr, warmup, cyc_teen, cyc_old,
+                  old_cap, teen_cap, baby_keep, tkeys, tused, tcount, twidth, tspace, tlast,
+                  old_list, teen_list, sent, meta):  # pragma: no cover - compiled
+    """Route ``fps[start:]`` tuple by tuple (Alg. 4); returns the index reached.
+
+    Stops early (returning ``i < fps.size``) only when the Key Item of ``fps[i]`` must be created
+    and the table is half full; the caller grows the table and calls again from ``i``.
+    """
+    limit = tkeys.size // 2
+    m = fps.size
+    trace = trace_w.size > 0
+    nu = np.uint64(n)
+    w0 = min(default_w, max_w)
+    for i in range(start, m):
+        clock = meta[_CLOCK]
+        if clock >= meta[_NEXT_TEEN]:
+            _teen_cycle(tkeys, tused, tcount, twidth, tspace, tlast, old_list, teen_list, meta,
+                        baby_keep, teen_cap, default_w)
+            while meta[_NEXT_TEEN] <= clock:
+                meta[_NEXT_TEEN] += cyc_teen
+        if clock >= meta[_NEXT_OLD]:
+            _old_cycle(tkeys, tcount, tspace, old_list, teen_list, meta, old_cap)
+            while meta[_NEXT_OLD] <= clock:
+                meta[_NEXT_OLD] += cyc_old
+        fp = fps[i]
+        s = _find(tkeys, tused, fp)
+        if s < 0:
+            if meta[_SIZE] + 1 > limit:
+                return i
+            s = -s - 1
+            tused[s] = 1
+            tkeys[s] = fp
+            tcount[s] = 0
+            twidth[s] = w0
+            tspace[s] = 0
+            meta[_SIZE] += 1
+        tcount[s] += 1
+        tlast[s] = clock
+        h = np.int64(fp % nu)
+        W = np.int64(twidth[s])
+        if W > max_w:
+            W = max_w
+        if W < 1:
+            W = 1
+        total = meta[_TOTAL]
+        inv = 100.0 / total if total > 0 else 0.0
+        can_scale_out = tspace[s] == 2 and clock - meta[_WARM_BASE] >= warmup
+        # findBestCandidate over h, h+1, …, h+W-1 (mod n); j2 = position of the 2nd candidate < L_s
+        llmin = np.inf
+        nll = 0
+        j2 = -1
+        cm = h
+        w = h
+        for j in range(W):
+            cl = sent[w] * inv
+            if cl < thr:
+                nll += 1
+                if nll == 2:
+                    j2 = j
+            if cl < llmin:
+                llmin = cl
+                cm = w
+            w += 1
+            if w == n:
+                w = 0
+        if can_scale_out and llmin >= thr:  # shouldScaleOut (Alg. 5)
+            if W < max_w and sent[w] * inv < llmin:  # w = normalize(h + W)
+                cm = w
+                W += 1
+        elif W > default_w and nll >= 2:
+            # shouldScaleDown (Alg. 6): W <- W-1 and chooseBestTask again, repeated while the first W
+            # candidates still hold >= 2 below L_s, i.e. down to max(default_w, j2).  At that level
+            # NLL >= 1, so neither rule fires again; the tuple goes to the least loaded of them.
+            W = max(default_w, j2)
+            llmin = np.inf
+            w = h
+            for j in range(W):
+                cl = sent[w] * inv
+                if cl < llmin:
+                    llmin = cl
+                    cm = w
+                w += 1
+                if w == n:
+                    w = 0
+        twidth[s] = W
+        out[i] = cm
+        sent[cm] += 1
+        meta[_TOTAL] = total + 1
+        meta[_CLOCK] = clock + 1
+        if trace:
+            trace_w[i] = W
+    return m
+
+
+@numba.njit(cache=True)
+def _lookup_kernel(fps, tkeys, tused, twidth, tspace, default_w, max_w, out_w, out_space):  # pragma: no cover
+    w0 = min(default_w, max_w)
+    for i in range(fps.size):
+        s = _find(tkeys, tused, fps[i])
+        if s < 0:
+            out_w[i] = w0
+            out_space[i] = -1
+        else:
+            out_w[i] = max(1, min(np.int64(twidth[s]), max_w))
+            out_space[i] = tspace[s]
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-source state
+# ---------------------------------------------------------------------------------------------
+class _SourceState:
+    """One source's DKG state: Key Item hash table, space lists, local loads, clock (picklable)."""
+
+    def __init__(self, n_workers: int, old_cap: int, teen_cap: int, cyc_teen: int, cyc_old: int,
+                 capacity: int = _INITIAL_CAPACITY) -> None:
+        self._alloc(capacity)
+        self.old_list = np.full(old_cap, -1, dtype=np.int64)
+        self.teen_list = np.full(teen_cap, -1, dtype=np.int64)
+        self.sent = np.zeros(n_workers, dtype=np.int64)
+        self.meta = np.zeros(_META, dtype=np.int64)
+        self.meta[_NEXT_TEEN] = cyc_teen
+        self.meta[_NEXT_OLD] = cyc_old
+
+    def _alloc(self, capacity: int) -> None:
+        self.tkeys = np.zeros(capacity, dtype=np.uint64)
+        self.tused = np.zeros(capacity, dtype=np.uint8)
+        self.tcount = np.zeros(capacity, dtype=np.int64)
+        self.twidth = np.zeros(capacity, dtype=np.int32)
+        self.tspace = np.zeros(capacity, dtype=np.int8)
+        self.tlast = np.zeros(capacity, dtype=np.int64)
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        return (self.tkeys, self.tused, self.tcount, self.twidth, self.tspace, self.tlast)
+
+    def grow(self) -> None:
+        old = self.arrays()
+        self._alloc(2 * self.tkeys.size)
+        _rehash(old, self.arrays(), (self.old_list, self.teen_list))
+
+
+# ---------------------------------------------------------------------------------------------
+# The grouping
+# ---------------------------------------------------------------------------------------------
+@register
+class DynamicKeyGrouping(Grouping):
+    """Dynamic Key Grouping (Dalabasmaz & Can, Sec. 4); see the module docstring for every rule and decision."""
+
+    name: ClassVar[str] = "dkg"
+    summary: ClassVar[str] = (
+        "Dynamic Key Grouping: consecutive candidates h..h+W-1, W grows for Old-space keys above L_i+sqrt(L_i)"
+    )
+    paper: ClassVar[str] = "dalabasmaz-dkg Sec. 4 (Alg. 1-6, Eq. 3-5, Table 1)"
+    single_owner: ClassVar[bool] = False
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("expected_keys", "int", 100,
+              "expected number of distinct keys; Old = 10%, Teenage = 40%, Baby keeps 50% (paper: 100)",
+              low=1, high=1_000_000),
+        Param("teenage_cycle_tuples", "int", 15 * NOMINAL_RATE,
+              "tuples per source between Baby->Teenage promotions (paper: 15 s at 1000 tuples/s)",
+              low=1, high=10**12),
+        Param("old_cycle_tuples", "int", 60 * NOMINAL_RATE,
+              "tuples per source between Teenage->Old promotions (paper: 60 s at 1000 tuples/s)",
+              low=1, high=10**12),
+        Param("warmup_tuples", "int", 15 * NOMINAL_RATE,
+              "tuples a source routes before it may scale out (paper: 15 s at 1000 tuples/s)",
+              low=0, high=10**12),
+        Param("default_width", "int", 2,
+              "initial number of consecutive candidate workers per key, floor of scale-down (paper: 2)",
+              low=1, high=100_000),
+    )
+
+    def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
+        super().__init__(n_workers, n_sources, seed, params)
+        e = int(self.p["expected_keys"])
+        self.old_cap = max(1, (e + 5) // 10)
+        self.teen_cap = max(1, (4 * e + 5) // 10)
+        self.baby_keep = max(1, e - self.old_cap - self.teen_cap)
+        self._set_thresholds()
+        self.states = [
+            _SourceState(self.n_workers, self.old_cap, self.teen_cap,
+                         int(self.p["teenage_cycle_tuples"]), int(self.p["old_cycle_tuples"]))
+            for _ in range(self.n_sources)
+        ]
+
+    def _set_thresholds(self) -> None:
+        self.ideal_load, self.threshold, table_max = table1(self.n_workers)
+        self.max_width = max(table_max, min(int(self.p["default_width"]), self.n_workers))
+
+    # -------------------------------------------------------------- routing
+    def _state(self, source: int) -> _SourceState:
+        s = int(source)
+        if not 0 <= s < self.n_sources:
+            raise ValueError(f"source {source} out of range [0, {self.n_sources})")
+        return self.states[s]
+
+    def _run(self, fps: np.ndarray, source: int, trace: bool) -> tuple[np.ndarray, np.ndarray]:
+        st = self._state(source)
+        fps = np.ascontiguousarray(fps, dtype=np.uint64)
+        m = fps.size
+        out = np.empty(m, dtype=np.int64)
+        trace_w = np.empty(m if trace else 0, dtype=np.int64)
+        if m == 0:
+            return out, trace_w
+        p = self.p
+        i = 0
+        while True:
+            i = _route_kernel(
+                fps, out, trace_w, i, self.n_workers, int(p["default_width"]), self.max_width,
+                self.threshold, int(p["warmup_tuples"]), int(p["teenage_cycle_tuples"]),
+                int(p["old_cycle_tuples"]), self.old_cap, self.teen_cap, self.baby_keep,
+                st.tkeys, st.tused, st.tcount, st.twidth, st.tspace, st.tlast,
+                st.old_list, st.teen_list, st.sent, st.meta,
+            )
+            if i >= m:
+                return out, trace_w
+            st.grow()
+
+    def route(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
+        return self._run(fps, source, trace=False)[0]
+
+    def route_traced(self, fps: np.ndarray, source: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Like :meth:`route`, also returning each tuple's candidate set right after its decision.
+
+        Returns ``(workers, first, width)``: tuple ``i`` went to ``workers[i]`` and its key's
+        candidates were then ``first[i] + j (mod n)`` for ``0 <= j < width[i]``.
+        """
+        out, width = self._run(fps, source, trace=True)
+        first = (np.ascontiguousarray(fps, dtype=np.uint64) % np.uint64(self.n_workers)).astype(np.int64)
+        return out, first, width
+
+    def resize(self, n_workers: int) -> None:
+        super().resize(n_workers)
+        self._set_thresholds()
+        for st in self.states:
+            st.sent = np.zeros(self.n_workers, dtype=np.int64)
+            st.meta[_TOTAL] = 0
+            st.meta[_WARM_BASE] = st.meta[_CLOCK]
+
+    # -------------------------------------------------------------- inspection (no side effects)
+    def thresholds(self) -> dict[str, float]:
+        """Sec. 4.3 for the current ``n``: ideal load L_i, scale-out threshold L_s, max width."""
+        return {"ideal_load": self.ideal_load, "scale_out_threshold": self.threshold,
+                "max_width": self.max_width}
+
+    def candidate_set(self, fps: np.ndarray, source: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """``(first, width)`` per key: current candidates ``first, first+1, …`` (mod n) at ``source``."""
+        st = self._state(source)
+        fps = np.ascontiguousarray(fps, dtype=np.uint64)
+        width = np.empty(fps.size, dtype=np.int64)
+        space = np.empty(fps.size, dtype=np.int64)
+        _lookup_kernel(fps, st.tkeys, st.tused, st.twidth, st.tspace, int(self.p["default_width"]),
+                       self.max_width, width, space)
+        return (fps % np.uint64(self.n_workers)).astype(np.int64), width
+
+    def key_space(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
+        """Key Space of each key at ``source``: BABY, TEENAGE, OLD, or -1 (no Key Item)."""
+        st = self._state(source)
+        fps = np.ascontiguousarray(fps, dtype=np.uint64)
+        width = np.empty(fps.size, dtype=np.int64)
+        space = np.empty(fps.size, dtype=np.int64)
+        _lookup_kernel(fps, st.tkeys, st.tused, st.twidth, st.tspace, int(self.p["default_width"]),
+                       self.max_width, width, space)
+        return space
+
+    def key_count(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
+        """Occurrences recorded in each key's Key Item at ``source`` (0 when it has none)."""
+        st = self._state(source)
+        out = np.zeros(len(fps), dtype=np.int64)
+        for i, fp in enumerate(np.asarray(fps, dtype=np.uint64)):
+            s = int(_find(st.tkeys, st.tused, np.uint64(fp)))
+            if s >= 0:
+                out[i] = st.tcount[s]
+        return out
+
+    def local_loads(self, source: int = 0) -> np.ndarray:
+        """The source's local load estimate of every worker, in percent (Sec. 4.3)."""
+        st = self._state(source)
+        total = int(st.meta[_TOTAL])
+        return st.sent * (100.0 / total) if total > 0 else np.zeros(self.n_workers)
+
+    def space_sizes(self, source: int = 0) -> dict[str, int]:
+        """Items in Old and Teenage space and Key Items in the table at ``source``."""
+        st = self._state(source)
+        return {"old": int(st.meta[_N_OLD]), "teenage": int(st.meta[_N_TEEN]), "items": int(st.meta[_SIZE])}
+
+    def describe(self) -> dict[str, Any]:
+        d = super().describe()
+        d["thresholds"] = self.thresholds()
+        return d
