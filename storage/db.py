@@ -1,0 +1,182 @@
+"""Database URLs and engines: SQLite by default, PostgreSQL by URL.
+
+``connect(url)`` is the one entry point; it returns a :class:`storage.store.Store` whose tables exist.
+
+URL handling (:func:`normalize_url`):
+
+* ``None`` → ``$SKEWLAB_DB_URL`` if set, else a SQLite file ``skewlab.db`` in the data directory
+  (``$SKEWLAB_DATA_DIR``, default ``./data``), created if needed;
+* a plain path (no ``://``) → that SQLite file;
+* ``sqlite:///path`` / ``sqlite+pysqlite:///path`` → as given (parent directory created);
+  ``sqlite://`` / ``sqlite:///:memory:`` → an in-memory database (tests; one connection shared);
+* ``postgresql://…``, ``postgres://…``, ``postgresql+psycopg://…`` → ``postgresql+psycopg://…``
+  (psycopg 3 is the driver the project depends on);
+* anything else → :class:`ValueError`.
+
+SQLite engines (the dashboard reads while the engine writes, from another process):
+
+* every new DB-API connection gets, in a ``connect`` event, ``PRAGMA busy_timeout`` (wait for a
+  lock instead of failing), ``PRAGMA journal_mode=WAL`` (readers never block the writer and the
+  writer never blocks readers), ``PRAGMA synchronous=NORMAL`` (safe with WAL) and
+  ``PRAGMA foreign_keys=ON``;
+* transaction control is taken over from the ``sqlite3`` module (SQLAlchemy's documented recipe:
+  ``isolation_level = None`` plus a ``begin`` event emitting ``BEGIN``).  Connections opened with
+  the execution option ``skewlab_write=True`` begin with ``BEGIN IMMEDIATE``: the write lock is taken
+  up front, so a read-then-write transaction (idempotency checks, counters) never fails with
+  "database is locked" half-way through but waits for the busy timeout instead.
+
+PostgreSQL engines use ``pool_pre_ping`` (the dashboard may sit idle for long) and the default
+READ COMMITTED isolation; idempotent writes rely on ``INSERT … ON CONFLICT DO NOTHING``.
+
+Nothing here logs or prints a password: :func:`safe_url` renders URLs with the password hidden.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.pool import StaticPool
+
+if TYPE_CHECKING:  # pragma: no cover
+    from storage.store import Store
+
+__all__ = [
+    "DEFAULT_BUSY_TIMEOUT_MS",
+    "DEFAULT_DATA_DIR",
+    "connect",
+    "default_url",
+    "make_engine",
+    "normalize_url",
+    "safe_url",
+]
+
+DEFAULT_DATA_DIR = "data"
+DEFAULT_DB_FILE = "skewlab.db"
+DEFAULT_BUSY_TIMEOUT_MS = 10_000
+
+
+def default_url(data_dir: str | os.PathLike[str] | None = None) -> str:
+    """The default database: ``$SKEWLAB_DB_URL``, else ``sqlite:///<data dir>/skewlab.db``."""
+    if data_dir is None:
+        env = os.environ.get("SKEWLAB_DB_URL")
+        if env:
+            return env
+        data_dir = os.environ.get("SKEWLAB_DATA_DIR") or DEFAULT_DATA_DIR
+    path = Path(data_dir) / DEFAULT_DB_FILE
+    return f"sqlite:///{path}"
+
+
+def normalize_url(url: str | URL | None = None) -> URL:
+    """Parse and normalise a database URL (see the module docstring); raises ``ValueError``."""
+    if url is None:
+        url = default_url()
+    if isinstance(url, str):
+        text = url.strip()
+        if not text:
+            raise ValueError("empty database URL")
+        if "://" not in text:  # a plain path: SQLite file
+            return make_url("sqlite://").set(database=str(Path(text)))
+        try:
+            parsed = make_url(text)
+        except Exception as exc:  # sqlalchemy.exc.ArgumentError: keep the password out of it
+            raise ValueError("cannot parse database URL (expected sqlite:///path or postgresql://…)") from exc
+    else:
+        parsed = url
+    # Split the drivername by hand: get_driver_name() would load the dialect ("postgres" has none).
+    backend, _, driver = parsed.drivername.partition("+")
+    if backend == "sqlite":
+        if driver not in ("pysqlite", ""):
+            raise ValueError(f"unsupported SQLite driver {driver!r} (use sqlite:///path)")
+        return parsed.set(drivername="sqlite")
+    if backend in ("postgresql", "postgres"):
+        if driver not in ("psycopg", "", "psycopg2"):
+            raise ValueError(f"unsupported PostgreSQL driver {driver!r} (use postgresql+psycopg://…)")
+        return parsed.set(drivername="postgresql+psycopg")
+    raise ValueError(f"unsupported database {backend!r}: use sqlite:///path or postgresql://user@host/db")
+
+
+def safe_url(url: str | URL | None) -> str:
+    """The URL as text with the password replaced by ``***`` (for logs and error messages)."""
+    try:
+        return normalize_url(url).render_as_string(hide_password=True)
+    except ValueError:
+        return "<invalid database URL>"
+
+
+def _is_memory(url: URL) -> bool:
+    return url.database in (None, "", ":memory:") or (url.database or "").startswith("file::memory:")
+
+
+def _sqlite_pragmas(busy_timeout_ms: int, memory: bool):
+    def on_connect(dbapi_connection: Any, connection_record: Any) -> None:
+        # Take BEGIN away from the sqlite3 module; the "begin" event below emits it.
+        dbapi_connection.isolation_level = None
+        cur = dbapi_connection.cursor()
+        try:
+            cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")  # int(): never user text
+            if not memory:
+                cur.execute("PRAGMA journal_mode = WAL")
+                cur.execute("PRAGMA synchronous = NORMAL")
+            cur.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cur.close()
+
+    return on_connect
+
+
+def _sqlite_begin(conn: Any) -> None:
+    # The mode comes from a closed set chosen by this package, never from caller data.
+    if conn.get_execution_options().get("skewlab_write"):
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        conn.exec_driver_sql("BEGIN")
+
+
+def make_engine(
+    url: str | URL | None = None,
+    *,
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    echo: bool = False,
+) -> Engine:
+    """A SQLAlchemy engine for ``url`` configured as the module docstring describes."""
+    parsed = normalize_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        memory = _is_memory(parsed)
+        kwargs: dict[str, Any] = {"echo": echo}
+        if memory:
+            # One shared connection, otherwise every pooled connection sees its own empty database.
+            kwargs["poolclass"] = StaticPool
+            kwargs["connect_args"] = {"check_same_thread": False}
+        else:
+            Path(parsed.database).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
+            # Connections are handed to one thread at a time by the pool.
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": busy_timeout_ms / 1000.0}
+        engine = create_engine(parsed, **kwargs)
+        event.listen(engine, "connect", _sqlite_pragmas(busy_timeout_ms, memory))
+        event.listen(engine, "begin", _sqlite_begin)
+        return engine
+    return create_engine(parsed, echo=echo, pool_pre_ping=True)
+
+
+def connect(
+    url: str | URL | None = None,
+    *,
+    create: bool = True,
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    echo: bool = False,
+) -> "Store":
+    """Open the database at ``url`` (default: see :func:`default_url`) and return a ``Store``.
+
+    With ``create`` (default) the tables are created if missing (idempotent, safe when the engine and
+    the dashboard start at the same time).
+    """
+    from storage.store import Store
+
+    store = Store(make_engine(url, busy_timeout_ms=busy_timeout_ms, echo=echo))
+    if create:
+        store.create_schema()
+    return store
