@@ -1,0 +1,136 @@
+"""Operator commands: validation against the registry's declarations, and application to a controller.
+
+Commands travel dashboard/CLI → ``commands`` table → engine.  The store accepts only the known kinds
+and JSON-object payloads; here the engine validates the *content* (algorithm registered, parameters
+declared and in range, worker count in range, operator/grouping compatible) and either applies the
+command or rejects it with a one-line reason.  Nothing in a payload is evaluated: names are looked up
+in the registry, values are parsed by :class:`~engine.params.Param`.
+
+Semantics are absolute: ``set-workers 8`` means "8 workers", so applying a command twice is harmless.
+
+=================  ==========================================  ======================================
+kind               payload                                     effect
+=================  ==========================================  ======================================
+``set-algorithm``  ``{"algorithm": NAME, "params": {...}}``    switch (state follows the migration
+                                                               path); params default as declared
+``set-param``      ``{"params": {NAME: VALUE, ...}}``          change parameters of the current one
+``set-workers``    ``{"workers": N}``                          resize (migration path)
+``pause``          ``{}``                                      stop consuming after the current batch
+``resume``         ``{}``                                      consume again
+=================  ==========================================  ======================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from engine import registry
+from engine.params import ParamError
+
+__all__ = ["COMMAND_KINDS", "CommandError", "CommandResult", "MAX_WORKERS", "apply_command", "validate_command"]
+
+COMMAND_KINDS = ("set-algorithm", "set-param", "set-workers", "pause", "resume")
+MAX_WORKERS = 1024
+_FIELDS = {
+    "set-algorithm": {"algorithm", "params"},
+    "set-param": {"params"},
+    "set-workers": {"workers"},
+    "pause": set(),
+    "resume": set(),
+}
+
+
+class CommandError(ValueError):
+    """The command cannot be applied; the message is the rejection reason (one line)."""
+
+
+@dataclass
+class CommandResult:
+    status: str  # "applied" | "rejected"
+    reason: str = ""
+    action: str = ""  # "switch", "params", "workers", "pause", "resume", "noop"
+    event: dict[str, Any] = field(default_factory=dict)
+
+
+def validate_command(
+    kind: Any,
+    payload: Any,
+    *,
+    current_algorithm: str,
+    current_params: Mapping[str, Any],
+    operator: str = "count",
+    max_workers: int = MAX_WORKERS,
+) -> tuple[str, dict[str, Any]]:
+    """Check a command; return ``(kind, normalised payload)`` or raise :class:`CommandError`."""
+    if not isinstance(kind, str) or kind not in COMMAND_KINDS:
+        raise CommandError(f"unknown command kind {str(kind)[:40]!r}; known: {', '.join(COMMAND_KINDS)}")
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, Mapping):
+        raise CommandError(f"{kind}: payload must be a JSON object")
+    extra = set(map(str, payload)) - _FIELDS[kind]
+    if extra:
+        raise CommandError(f"{kind}: unexpected field(s) {', '.join(sorted(extra))[:80]}")
+    try:
+        if kind == "set-algorithm":
+            name = payload.get("algorithm")
+            if not isinstance(name, str):
+                raise CommandError("set-algorithm: 'algorithm' must be a registry name")
+            cls = registry.get(name)
+            if operator == "join" and not cls.single_owner:
+                raise CommandError(f"set-algorithm: {name} splits keys over workers and cannot serve a join")
+            params = payload.get("params") or {}
+            if not isinstance(params, Mapping):
+                raise CommandError("set-algorithm: 'params' must be an object")
+            return kind, {"algorithm": name, "params": registry.validate_params(name, params)}
+        if kind == "set-param":
+            params = payload.get("params")
+            if not isinstance(params, Mapping) or not params:
+                raise CommandError("set-param: 'params' must be a non-empty object of name: value")
+            validated = registry.validate_params(current_algorithm, {**dict(current_params), **dict(params)})
+            return kind, {"params": validated}
+        if kind == "set-workers":
+            n = payload.get("workers")
+            if isinstance(n, bool) or not isinstance(n, (int, float, str)):
+                raise CommandError("set-workers: 'workers' must be an integer")
+            try:
+                n_int = int(n) if not isinstance(n, float) or float(n).is_integer() else None
+            except ValueError:
+                n_int = None
+            if n_int is None:
+                raise CommandError(f"set-workers: 'workers' must be an integer, got {str(n)[:20]!r}")
+            if not 1 <= n_int <= max_workers:
+                raise CommandError(f"set-workers: workers {n_int} out of range [1, {max_workers}]")
+            return kind, {"workers": n_int}
+        return kind, {}
+    except ParamError as exc:
+        raise CommandError(f"{kind}: {exc}") from None
+
+
+def apply_command(controller: Any, kind: Any, payload: Any, *, operator: str = "count",
+                  max_workers: int = MAX_WORKERS) -> CommandResult:
+    """Validate and apply one command to a :class:`~engine.controller.Controller`.
+
+    Never raises for bad commands: returns a rejected result with the reason, state unchanged.
+    Pause/resume are returned as actions for the runtime to carry out.
+    """
+    g = controller.grouping
+    try:
+        kind, clean = validate_command(kind, payload, current_algorithm=g.name, current_params=g.p,
+                                       operator=operator, max_workers=max_workers)
+    except CommandError as exc:
+        return CommandResult("rejected", str(exc))
+    if kind == "set-algorithm":
+        if clean["algorithm"] == g.name and clean["params"] == g.p:
+            return CommandResult("applied", "already in effect", "noop")
+        return CommandResult("applied", "", "switch", controller.switch(clean["algorithm"], clean["params"]))
+    if kind == "set-param":
+        if clean["params"] == g.p:
+            return CommandResult("applied", "already in effect", "noop")
+        return CommandResult("applied", "", "params", controller.set_params(clean["params"]))
+    if kind == "set-workers":
+        if clean["workers"] == g.n_workers:
+            return CommandResult("applied", "already in effect", "noop")
+        return CommandResult("applied", "", "workers", controller.resize(clean["workers"]))
+    return CommandResult("applied", "", kind)
