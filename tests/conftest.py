@@ -13,3 +13,7 @@ def vocab_1k():
     from engine.keys import Vocabulary
 
     return Vocabulary([f"k{i}" for i in range(1000)])
+
+
+from tests.kafka_fixtures import kafka_broker  # noqa: E402,F401 - session fixture for every test module
+from tests.spark_fixtures import spark  # noqa: E402,F401 - ONE SparkSession for the whole run

@@ -1,0 +1,1006 @@
+"""Streaming sources of the Spark engine, as PySpark Python Data Sources (``pyspark.sql.datasource``;
+no JAR, no Scala).
+
+Three sources, registered on a session by :func:`register` (``engine.spark.session.get_session``
+does it):
+
+``skewlab-generator``
+    A seeded workload of :mod:`engine.workloads` replayed at a target rate by ``partitions``
+    parallel source instances.
+``skewlab-file``
+    A text/CSV file replayed at a target rate; line ``i`` belongs to source instance ``i mod P``.
+``skewlab-kafka``
+    A Kafka topic; one source instance per Kafka partition; offsets carried in Spark's checkpoint.
+
+In all three, one Spark input partition of a micro-batch is one upstream *source instance*
+(column ``source``), and a micro-batch is a half-open offset range ``[start, end)`` per instance.
+Every ``read`` returns exactly the records of its range, so a micro-batch replayed after a failure
+(same offsets from the checkpoint's offset log) yields identical records.
+
+Output schema (columns in this order; :data:`SCHEMAS` holds the DDL):
+
+==========  ========  =============================================================================
+column      type      meaning
+==========  ========  =============================================================================
+``key``     STRING    the grouping key; NULL exactly when ``error`` is set
+``source``  INT       source instance: generator/file partition index, Kafka partition id
+``seq``     BIGINT    position in the instance's stream: generator tuple index within the
+                      instance, file data-line number (0-based, header excluded), Kafka offset
+``error``   STRING    NULL for a good record, else the dead-letter reason (see below)
+``raw``     STRING    (file, kafka) hex of the first 32 bytes of a bad record's key, else NULL
+``ts``      BIGINT    (kafka) record timestamp, ms since the epoch
+==========  ========  =============================================================================
+
+Dead letters (``error``): ``no_key`` (Kafka record without key), ``bad_utf8``, ``oversized``
+(key longer than ``max_key_bytes``), ``empty_line`` / ``missing_column`` (file).  Bad records are
+emitted, never raised, so the engine can count them; a query never dies on a malformed record.
+
+Admission control (generator and file)
+--------------------------------------
+Offsets are JSON ``{"0": n0, "1": n1, ...}``: tuples consumed per source instance.  The driver-side
+reader keeps an anchor ``(t0, total0)`` set at its first ``latestOffset`` call; at time ``t`` the
+source has *emitted* ``total0 + ⌊rate · (t − t0)⌋`` tuples in total (``rate <= 0``: unlimited).
+``latestOffset`` returns ``min(emitted, start_total + limit)`` where ``limit`` is the engine's read
+limit (default :class:`ReadMaxRows` of option ``max_per_batch``; with ``ReadAllAvailable`` the
+option is ignored as the API demands, except for an unlimited-rate infinite stream, which is still
+cut at ``max_per_batch`` per batch).  If Spark falls behind the rate, a backlog builds up and is
+drained ``max_per_batch`` at a time, as with a real queue.  A total ``T`` is split over the
+instances by water-filling (:func:`fair_split`): as equal as possible, lower indices first, never
+above an instance's length; for the file source this is exactly "the first ``T`` lines, line ``i``
+to instance ``i mod P``".  ``Trigger.AvailableNow`` ignores ``rate`` (a paced synthetic source
+would have "nothing available" at query start): it processes the whole finite stream, or one
+``max_per_batch`` for an infinite one, in batches of at most ``max_per_batch``.
+
+Executor-side caches
+--------------------
+Python workers are reused between tasks (``spark.python.worker.reuse``), so module-level caches
+live across micro-batches in each worker process:
+
+* generator: per ``(configuration, instance)`` the workload object, its ``batches()`` iterator and
+  the current chunk.  A read that starts at or after the cached position advances the iterator,
+  generating and discarding any chunks in between (sequential reads cost O(range + chunk); when
+  Spark alternates an instance's tasks between W worker processes, each of them generates the
+  stream up to where it reads, so at most W times the generation work).  A read that starts
+  *before* the current chunk (a replay after a failure) rebuilds the workload and skips forward
+  from tuple 0: O(start) generation work.  Results are identical either way because the stream
+  of an instance is a pure function of the configuration.
+* file: the parsed key column of the whole file per ``(path, size, mtime, column, sep, header)``
+  (memory ~ the file's keys per worker process).  The file must not change while a query runs.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import threading
+import time
+from collections import OrderedDict
+from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+try:  # Spark >= 4.2: admission control API
+    from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
+except ImportError:  # pragma: no cover - older pyspark: no read limits, no availableNow
+    ReadMaxRows = None  # type: ignore[assignment,misc]
+    SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
+
+__all__ = [
+    "ARROW_SCHEMAS",
+    "FILE",
+    "GENERATOR",
+    "KAFKA",
+    "SCHEMAS",
+    "FileDataSource",
+    "GeneratorDataSource",
+    "KafkaDataSource",
+    "UNBOUNDED",
+    "fair_split",
+    "generator_stream_ids",
+    "load_key_file",
+    "partition_seed",
+    "register",
+]
+
+GENERATOR = "skewlab-generator"
+FILE = "skewlab-file"
+KAFKA = "skewlab-kafka"
+
+#: Length used for an unbounded stream (2^62 tuples: never reached, still a JSON/int64 number).
+UNBOUNDED = 1 << 62
+RAW_BYTES = 32  # bytes of a bad record kept (as hex) in column ``raw``
+
+SCHEMAS: dict[str, str] = {
+    GENERATOR: "key STRING, source INT, seq BIGINT, error STRING",
+    FILE: "key STRING, source INT, seq BIGINT, error STRING, raw STRING",
+    KAFKA: "key STRING, source INT, seq BIGINT, error STRING, raw STRING, ts BIGINT",
+}
+_ARROW_TYPES = {
+    "key": pa.string(), "source": pa.int32(), "seq": pa.int64(), "error": pa.string(),
+    "raw": pa.string(), "ts": pa.int64(),
+}
+ARROW_SCHEMAS: dict[str, pa.Schema] = {
+    name: pa.schema([(col.split()[0], _ARROW_TYPES[col.split()[0]]) for col in ddl.split(", ")])
+    for name, ddl in SCHEMAS.items()
+}
+
+
+def register(spark) -> None:
+    """Register the three sources on ``spark`` (idempotent)."""
+    for cls in (GeneratorDataSource, FileDataSource, KafkaDataSource):
+        spark.dataSource.register(cls)
+
+
+# ============================================================================ shared helpers
+class _Options:
+    """Typed access to a data source's string options with one-line :class:`ValueError` messages."""
+
+    def __init__(self, options: Mapping[str, Any], source: str) -> None:
+        self.o = {str(k).lower(): v for k, v in dict(options).items()}
+        self.source = source
+
+    def _fail(self, name: str, value: Any, what: str) -> ValueError:
+        return ValueError(f"{self.source}: option {name}={value!r} {what}")
+
+    def text(self, name: str, default: str | None = None) -> str:
+        value = self.o.get(name.lower(), default)
+        if value is None:
+            raise ValueError(f"{self.source}: option {name!r} is required")
+        return str(value)
+
+    def integer(self, name: str, default: int, low: int | None = None, high: int | None = None) -> int:
+        raw = self.o.get(name.lower(), default)
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            raise self._fail(name, raw, "is not an integer") from None
+        if (low is not None and value < low) or (high is not None and value > high):
+            rng = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
+            raise self._fail(name, raw, f"is out of range {rng}")
+        return value
+
+    def number(self, name: str, default: float, low: float = 0.0) -> float:
+        raw = self.o.get(name.lower(), default)
+        try:
+            value = float(str(raw).strip())
+        except ValueError:
+            raise self._fail(name, raw, "is not a number") from None
+        if not math.isfinite(value) or value < low:
+            raise self._fail(name, raw, f"must be a finite number >= {low:g}")
+        return value
+
+    def boolean(self, name: str, default: bool) -> bool:
+        raw = self.o.get(name.lower(), default)
+        text = str(raw).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise self._fail(name, raw, "is not a boolean (true/false)")
+
+    def choice(self, name: str, default: str, choices: Sequence[str]) -> str:
+        raw = str(self.o.get(name.lower(), default)).strip().lower()
+        if raw not in choices:
+            raise self._fail(name, raw, f"must be one of {'|'.join(choices)}")
+        return raw
+
+
+def fair_split(total: int, caps: Sequence[int]) -> list[int]:
+    """Split ``total`` units over instances with capacities ``caps`` by water-filling.
+
+    Result ``c`` satisfies ``c[p] <= caps[p]``, ``sum(c) = min(total, sum(caps))``, counts differ
+    by at most one among instances below their cap, and the extra units go to the lowest indices.
+    It equals the greedy "next unit to the least-filled instance, lowest index first", hence is
+    monotone in ``total`` (offsets never go backwards) and, with caps ``len(range(p, N, P))``, it is
+    exactly the per-instance count of the first ``total`` lines dealt round-robin.
+    """
+    caps = [max(int(c), 0) for c in caps]
+    if not caps:
+        return []
+    total = max(0, min(int(total), sum(caps)))
+    lo, hi = 0, max(caps)  # largest level L with sum(min(c, L)) <= total
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sum(min(c, mid) for c in caps) <= total:
+            lo = mid
+        else:
+            hi = mid - 1
+    counts = [min(c, lo) for c in caps]
+    rest = total - sum(counts)
+    for p, c in enumerate(caps):
+        if rest <= 0:
+            break
+        if c > lo:
+            counts[p] += 1
+            rest -= 1
+    return counts
+
+
+def _encode_offsets(counts: Sequence[int]) -> dict:
+    return {str(p): int(c) for p, c in enumerate(counts)}
+
+
+def _decode_offsets(offset: Mapping[str, Any] | None, n: int) -> list[int]:
+    offset = offset or {}
+    return [int(offset.get(str(p), 0)) for p in range(n)]
+
+
+def _max_rows(limit: Any) -> int | None:
+    """``ReadMaxRows(n)`` → n; ``ReadAllAvailable``/None/others → None."""
+    value = getattr(limit, "max_rows", None)
+    return None if value is None else max(int(value), 0)
+
+
+def _is_read_all(limit: Any) -> bool:
+    return type(limit).__name__ == "ReadAllAvailable"
+
+
+def _default_limit(max_per_batch: int):
+    if ReadMaxRows is None:  # pragma: no cover - old pyspark
+        return None
+    return ReadMaxRows(int(max_per_batch))
+
+
+class _Pacer:
+    """Driver-side admission control of the generator and file sources (see module docstring)."""
+
+    def __init__(self, rate: float, max_per_batch: int, caps: Sequence[int]) -> None:
+        self.rate = float(rate)
+        self.max_per_batch = int(max_per_batch)
+        self.caps = [int(c) for c in caps]
+        self.total_cap = sum(self.caps)
+        self.finite = all(c < UNBOUNDED for c in self.caps)
+        self._anchor: tuple[float, int] | None = None
+        self._available_now = False
+        self._target: int | None = None
+
+    def prepare_available_now(self) -> None:
+        self._available_now = True
+        self._target = None
+
+    def next_counts(self, start: list[int], limit: Any) -> list[int]:
+        done = sum(start)
+        if self._available_now:
+            if self._target is None:
+                self._target = self.total_cap if self.finite else done + self.max_per_batch
+            emitted = self._target
+        elif self.rate > 0:
+            now = time.monotonic()
+            if self._anchor is None:
+                self._anchor = (now, done)
+            t0, d0 = self._anchor
+            emitted = d0 + int(self.rate * (now - t0))
+        else:
+            emitted = self.total_cap
+        emitted = min(emitted, self.total_cap)
+        rows = _max_rows(limit)
+        if rows is not None:
+            cap = done + rows
+        elif _is_read_all(limit) and (self.finite or self.rate > 0 or self._available_now):
+            cap = emitted
+        else:  # unlimited rate, infinite stream, no explicit limit: one batch of max_per_batch
+            cap = done + self.max_per_batch
+        new_total = max(done, min(emitted, cap))
+        counts = fair_split(new_total, self.caps)
+        return [max(s, c) for s, c in zip(start, counts)]
+
+
+class _LRU:
+    """Tiny thread-safe LRU for executor-side caches."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: OrderedDict = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key, make):
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        value = make()
+        with self.lock:
+            self.items[key] = value
+            self.items.move_to_end(key)
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+        return value
+
+
+def _hex(data: bytes | None) -> str | None:
+    return None if data is None else bytes(data[:RAW_BYTES]).hex()
+
+
+# ============================================================================ generator
+def partition_seed(seed: int, instance: int) -> int:
+    """Workload seed of source instance ``instance``: ``SeedSequence([seed mod 2^64, instance])``.
+
+    Independent, well-mixed 63-bit seeds per instance; a pure function, so every executor and every
+    replay derives the same seed.
+    """
+    ss = np.random.SeedSequence([int(seed) % (1 << 64), int(instance)])
+    return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+def _stride_caps(messages: int, chunk: int, instances: int) -> list[int]:
+    full, rest = divmod(int(messages), int(chunk))
+    caps = []
+    for p in range(instances):
+        n = len(range(p, full, instances)) * chunk
+        if rest and full % instances == p:
+            n += rest
+        caps.append(n)
+    return caps
+
+
+def _generator_caps(messages: int | None, chunk: int, instances: int, mode: str) -> list[int]:
+    if messages is None:
+        return [UNBOUNDED] * instances
+    if mode == "stride":
+        return _stride_caps(messages, chunk, instances)
+    return fair_split(messages, [UNBOUNDED] * instances)
+
+
+class _GenStream:
+    """Executor-side cursor over one instance's infinite (or ``cap``-long) id stream."""
+
+    def __init__(self, cfg: tuple, instance: int) -> None:
+        self.cfg = cfg
+        self.instance = instance
+        self.lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        from engine.workloads import create_workload
+
+        name, params_json, seed, instances, chunk, mode, messages = self.cfg
+        params = json.loads(params_json)
+        p = self.instance
+        if mode == "seed":
+            cap = _generator_caps(messages, chunk, instances, mode)[p]
+            self.workload = create_workload(name, partition_seed(seed, p), params)
+            self.it: Iterator[np.ndarray] = iter(self.workload.batches(cap, chunk))
+        else:  # stride: chunks p, p+S, p+2S, ... of one global stream seeded with `seed`
+            total = UNBOUNDED if messages is None else int(messages)
+            self.workload = create_workload(name, seed, params)
+            glob = self.workload.batches(total, chunk)
+            self.it = (ids for c, ids in enumerate(glob) if c % instances == p)
+        self.base = 0  # stream index of buf[0]
+        self.buf = np.empty(0, dtype=np.int64)
+        self.names = pa.array([], type=pa.string())
+
+    def _key_strings(self, ids: np.ndarray) -> pa.Array:
+        names = self.workload.vocab.names
+        if len(names) != len(self.names):  # vocabularies only grow; append the new names
+            new = pa.array(names[len(self.names):], type=pa.string())
+            self.names = pa.concat_arrays([self.names, new]) if len(self.names) else new
+        return self.names.take(pa.array(ids, type=pa.int64()))
+
+    def read(self, start: int, end: int) -> Iterator[tuple[int, pa.Array]]:
+        """Yield ``(first stream index, key strings)`` slices covering ``[start, end)``."""
+        with self.lock:
+            if start < self.base:
+                self._reset()  # replay / out-of-order range: regenerate from tuple 0
+            pos = start
+            while pos < end:
+                while self.base + self.buf.size <= pos:
+                    nxt = next(self.it, None)
+                    if nxt is None:  # finite workload ended before `end`: nothing more to emit
+                        return
+                    self.base += self.buf.size
+                    self.buf = np.asarray(nxt, dtype=np.int64)
+                lo = pos - self.base
+                hi = min(self.buf.size, end - self.base)
+                yield pos, self._key_strings(self.buf[lo:hi])
+                pos += hi - lo
+
+
+_GEN_CACHE = _LRU(64)
+
+
+def generator_stream_ids(cfg: tuple, instance: int, start: int, end: int) -> list[str]:
+    """Keys ``[start, end)`` of instance ``instance`` (uses the same cache as the source)."""
+    stream = _GEN_CACHE.get((cfg, instance), lambda: _GenStream(cfg, instance))
+    out: list[str] = []
+    for _, keys in stream.read(start, end):
+        out.extend(keys.to_pylist())
+    return out
+
+
+class _RangePartition(InputPartition):
+    """One source instance's half-open range ``[start, end)`` in a micro-batch."""
+
+    def __init__(self, cfg: tuple, instance: int, start: int, end: int) -> None:
+        super().__init__((instance, start, end))
+        self.cfg = cfg
+        self.instance = int(instance)
+        self.start = int(start)
+        self.end = int(end)
+
+
+class GeneratorDataSource(DataSource):
+    """``skewlab-generator``: a seeded :mod:`engine.workloads` stream from ``partitions`` instances.
+
+    Options: ``workload`` (a name of ``engine.workloads.workload_names()``, default ``zipf``),
+    ``params`` (JSON object of workload parameters, default ``{}``), ``seed`` (default 0),
+    ``partitions`` (source instances S, default 2), ``rate`` (target tuples/s over all instances,
+    ``0`` = unlimited, default 100000), ``max_per_batch`` (tuples per micro-batch over all
+    instances, default 500000), ``chunk`` (the workload's ``interval_messages``, default 10000),
+    ``messages`` (total tuples over all instances, default unbounded), ``mode`` (``seed`` or
+    ``stride``, default ``seed``).
+
+    Streams.  ``mode=seed`` (the default): instance p replays
+    ``create_workload(workload, partition_seed(seed, p), params).batches(len_p, chunk)``
+    concatenated, an independent draw of the same workload.  Workloads whose *distribution
+    evolves* randomly (Fang's fluctuation ``f``, Gaussian substream loads) then evolve
+    independently per instance, which averages the change over instances; ``mode=stride`` keeps
+    one global process instead: instance p emits chunks ``p, p+S, p+2S, …`` of the single stream
+    ``create_workload(workload, seed, params).batches(messages, chunk)`` — the union is the
+    workload exactly, at S times the generation cost per instance.  ``chunk`` is part of the
+    stream's identity (it is the workload's interval, the unit at which distributions evolve).
+    A workload whose behaviour depends on the total ``messages`` (``country-skew`` with ``half``)
+    needs the ``messages`` option; unbounded, the "second half" never comes.
+
+    Offsets: JSON ``{instance: tuples consumed}``; ``seq`` = tuple index within the instance.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return GENERATOR
+
+    def schema(self) -> str:
+        return SCHEMAS[GENERATOR]
+
+    def streamReader(self, schema) -> "GeneratorStreamReader":
+        return GeneratorStreamReader(self.options)
+
+
+class GeneratorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Driver side of :class:`GeneratorDataSource` (planning) and executor side (``read``)."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        o = _Options(options, GENERATOR)
+        from engine.params import resolve_params
+        from engine.workloads import WORKLOADS, workload_names
+
+        name = o.text("workload", "zipf")
+        names = workload_names()
+        if name not in names:
+            raise ValueError(f"{GENERATOR}: unknown workload {name!r}; known: {', '.join(names)}")
+        try:
+            params = json.loads(o.text("params", "{}") or "{}")
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{GENERATOR}: option params is not valid JSON: {exc}") from None
+        if not isinstance(params, dict):
+            raise ValueError(f"{GENERATOR}: option params must be a JSON object, got {type(params).__name__}")
+        seed = o.integer("seed", 0)
+        # Validate the parameters now without building a vocabulary (ParamError is a ValueError).
+        resolve_params(WORKLOADS[name].params, params, owner=f"workload {name}")
+        self.instances = o.integer("partitions", 2, 1, 4096)
+        chunk = o.integer("chunk", 10_000, 1, 10_000_000)
+        messages_raw = o.o.get("messages")
+        messages = None if messages_raw in (None, "", "inf", "none") else o.integer("messages", 0, 0, UNBOUNDED)
+        mode = o.choice("mode", "seed", ("seed", "stride"))
+        self.max_per_batch = o.integer("max_per_batch", 500_000, 1)
+        self.cfg = (name, json.dumps(params, sort_keys=True), seed, self.instances, chunk, mode, messages)
+        caps = _generator_caps(messages, chunk, self.instances, mode)
+        self.pacer = _Pacer(o.number("rate", 100_000.0), self.max_per_batch, caps)
+        self._last = [0] * self.instances
+
+    # ---------------------------------------------------------------- driver
+    def initialOffset(self) -> dict:
+        return _encode_offsets([0] * self.instances)
+
+    def getDefaultReadLimit(self):
+        return _default_limit(self.max_per_batch)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.pacer.prepare_available_now()
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        begin = self._last if start is None else _decode_offsets(start, self.instances)
+        counts = self.pacer.next_counts(begin, limit)
+        self._last = counts
+        return _encode_offsets(counts)
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        s = _decode_offsets(start, self.instances)
+        e = _decode_offsets(end, self.instances)
+        return [_RangePartition(self.cfg, p, s[p], e[p]) for p in range(self.instances) if e[p] > s[p]]
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: the stream is a pure function of the configuration."""
+
+    # ---------------------------------------------------------------- executor
+    def read(self, partition: _RangePartition) -> Iterator[pa.RecordBatch]:
+        schema = ARROW_SCHEMAS[GENERATOR]
+        cfg, p = partition.cfg, partition.instance
+        stream = _GEN_CACHE.get((cfg, p), lambda: _GenStream(cfg, p))
+        for first, keys in stream.read(partition.start, partition.end):
+            n = len(keys)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    keys,
+                    pa.array(np.full(n, p, dtype=np.int32)),
+                    pa.array(np.arange(first, first + n, dtype=np.int64)),
+                    pa.nulls(n, pa.string()),
+                ],
+                schema=schema,
+            )
+
+
+# ============================================================================ file
+_FILE_CACHE = _LRU(4)
+
+
+def _file_identity(path: str) -> tuple:
+    st = os.stat(path)
+    return (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+
+
+def _column_index(column: str, header_fields: list[str] | None, path: str) -> int | None:
+    if column == "":
+        return None
+    if column.isdigit():
+        return int(column)
+    if header_fields is None:
+        raise ValueError(f"{FILE}: column {column!r} is a name but the file has no header")
+    if column not in header_fields:
+        raise ValueError(f"{FILE}: column {column!r} not in the header of {path}: {header_fields[:20]}")
+    return header_fields.index(column)
+
+
+def _split_fields(text: str, sep: str) -> list[str]:
+    if '"' not in text:
+        return text.split(sep)
+    try:
+        return next(csv.reader([text], delimiter=sep, strict=False))
+    except (csv.Error, StopIteration):
+        return text.split(sep)
+
+
+def load_key_file(path: str, column: str = "", sep: str = ",", header: bool | None = None):
+    """Parse a key file into ``(keys, errors, raws)`` Arrow string arrays, one entry per data line.
+
+    Lines are split on ``\\n`` (a trailing ``\\r`` is dropped); one record per physical line
+    (quoted fields spanning lines are not supported).  ``column``: ``""`` = the whole line is the
+    key; digits = 0-based CSV column index; otherwise a column name looked up in the header line.
+    ``header`` (default: true iff ``column`` is a name) skips the first line.  Bad lines get
+    ``key = NULL`` and ``error`` = ``bad_utf8`` | ``empty_line`` | ``missing_column``.
+    """
+    column = str(column or "")
+    if header is None:
+        header = column != "" and not column.isdigit()
+    with open(path, "rb") as fh:
+        data = fh.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    lines = [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
+    header_fields = None
+    if header and lines:
+        header_fields = _split_fields(lines[0].decode("utf-8", errors="replace"), sep)
+        lines = lines[1:]
+    idx = _column_index(column, header_fields, path)
+    keys: list[str | None] = []
+    errors: list[str | None] = []
+    raws: list[str | None] = []
+    for line in lines:
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            keys.append(None), errors.append("bad_utf8"), raws.append(_hex(line))
+            continue
+        if text == "":
+            keys.append(None), errors.append("empty_line"), raws.append("")
+            continue
+        if idx is None:
+            keys.append(text), errors.append(None), raws.append(None)
+            continue
+        fields = _split_fields(text, sep)
+        if idx < len(fields):
+            keys.append(fields[idx]), errors.append(None), raws.append(None)
+        else:
+            keys.append(None), errors.append("missing_column"), raws.append(_hex(line))
+    return (pa.array(keys, type=pa.string()), pa.array(errors, type=pa.string()),
+            pa.array(raws, type=pa.string()))
+
+
+def _cached_key_file(path: str, column: str, sep: str, header: bool | None):
+    key = (_file_identity(path), column, sep, header)
+    return _FILE_CACHE.get(key, lambda: load_key_file(path, column, sep, header))
+
+
+class FileDataSource(DataSource):
+    """``skewlab-file``: replay a text/CSV file of keys at a target rate.
+
+    Options: ``path`` (required; readable by the executors — local mode or a shared file
+    system), ``column`` (``""`` = one key per line (default); digits = 0-based CSV column;
+    a name = CSV column by header), ``sep`` (default ``,``), ``header`` (default: true iff
+    ``column`` is a name), ``partitions`` (source instances P, default 1), ``rate`` (lines/s over
+    all instances, ``0`` = unlimited (default)), ``max_per_batch`` (default 500000).
+
+    Data line ``i`` (0-based, header excluded) goes to instance ``i mod P``; offsets = lines
+    consumed per instance; ``seq`` = ``i``.  Finite: the query sees no new data once the file is
+    consumed (``Trigger.AvailableNow`` terminates).
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return FILE
+
+    def schema(self) -> str:
+        return SCHEMAS[FILE]
+
+    def streamReader(self, schema) -> "FileStreamReader":
+        return FileStreamReader(self.options)
+
+
+class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        o = _Options(options, FILE)
+        path = o.text("path")
+        if not os.path.isfile(path):
+            raise ValueError(f"{FILE}: no such file: {path}")
+        column = o.text("column", "")
+        sep = o.text("sep", ",")
+        if len(sep) != 1:
+            raise ValueError(f"{FILE}: option sep={sep!r} must be one character")
+        header = o.boolean("header", column != "" and not column.isdigit()) if "header" in o.o else None
+        self.instances = o.integer("partitions", 1, 1, 4096)
+        self.max_per_batch = o.integer("max_per_batch", 500_000, 1)
+        self.rate = o.number("rate", 0.0)
+        self.cfg = (os.path.abspath(path), column, sep, header, self.instances)
+        self._pacer: _Pacer | None = None  # built on first use: parsing the file is the costly part
+        self._last = [0] * self.instances
+
+    @property
+    def pacer(self) -> _Pacer:
+        if self._pacer is None:
+            path, column, sep, header, instances = self.cfg
+            lines = len(_cached_key_file(path, column, sep, header)[0])
+            caps = [len(range(p, lines, instances)) for p in range(instances)]
+            self._pacer = _Pacer(self.rate, self.max_per_batch, caps)
+        return self._pacer
+
+    def initialOffset(self) -> dict:
+        return _encode_offsets([0] * self.instances)
+
+    def getDefaultReadLimit(self):
+        return _default_limit(self.max_per_batch)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.pacer.prepare_available_now()
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        begin = self._last if start is None else _decode_offsets(start, self.instances)
+        counts = self.pacer.next_counts(begin, limit)
+        self._last = counts
+        return _encode_offsets(counts)
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        s = _decode_offsets(start, self.instances)
+        e = _decode_offsets(end, self.instances)
+        return [_RangePartition(self.cfg, p, s[p], e[p]) for p in range(self.instances) if e[p] > s[p]]
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release."""
+
+    def read(self, partition: _RangePartition) -> Iterator[pa.RecordBatch]:
+        path, column, sep, header, instances = partition.cfg
+        keys, errors, raws = _cached_key_file(path, column, sep, header)
+        p = partition.instance
+        step = 65_536
+        for lo in range(partition.start, partition.end, step):
+            hi = min(partition.end, lo + step)
+            lines = np.arange(lo, hi, dtype=np.int64) * instances + p
+            lines = lines[lines < len(keys)]  # the file shrank under us: emit what exists
+            take = pa.array(lines)
+            yield pa.RecordBatch.from_arrays(
+                [keys.take(take), pa.array(np.full(lines.size, p, dtype=np.int32)), pa.array(lines),
+                 errors.take(take), raws.take(take)],
+                schema=ARROW_SCHEMAS[FILE],
+            )
+
+
+# ============================================================================ kafka
+def _consumer(bootstrap: str, timeout_ms: int, **extra):
+    from kafka import KafkaConsumer
+
+    from engine.kafka_io import kafka_config
+
+    cfg = kafka_config(
+        KafkaConsumer,
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="none",
+        bootstrap_timeout_ms=min(timeout_ms, 10_000),
+        request_timeout_ms=max(timeout_ms, 1000),
+        client_id="skewlab-source",
+        **extra,
+    )
+    return KafkaConsumer(**cfg)
+
+
+_KAFKA_CONSUMERS = _LRU(8)
+
+
+class _KafkaPartition(InputPartition):
+    """Kafka partition ``kpart`` records with offsets in ``[start, end)``."""
+
+    def __init__(self, cfg: tuple, kpart: int, start: int, end: int) -> None:
+        super().__init__((kpart, start, end))
+        self.cfg = cfg
+        self.kpart = int(kpart)
+        self.start = int(start)
+        self.end = int(end)
+
+
+def parse_kafka_record(key: bytes | None, value: bytes | None, key_from: str, max_key_bytes: int):
+    """``(key, error, raw)`` for one record under the key rule of :class:`KafkaDataSource`."""
+    data = key if key_from == "key" else value
+    if data is None:
+        return None, ("no_key" if key_from == "key" else "no_value"), _hex(value if key_from == "key" else key)
+    if len(data) > max_key_bytes:
+        return None, "oversized", _hex(data)
+    try:
+        return bytes(data).decode("utf-8"), None, None
+    except UnicodeDecodeError:
+        return None, "bad_utf8", _hex(data)
+
+
+class KafkaDataSource(DataSource):
+    """``skewlab-kafka``: a Kafka topic, one source instance per Kafka partition.
+
+    Options: ``bootstrap`` (``host:port[,host:port]``, required), ``topic`` (required),
+    ``max_per_batch`` (records per micro-batch over all partitions, default 100000; split over
+    the partitions' backlogs by water-filling), ``starting`` (``earliest`` (default) |
+    ``latest``: where a new query starts), ``max_key_bytes`` (default 1024), ``key_from``
+    (``key`` (default) | ``value``), ``timeout_ms`` (broker requests and the completion of one
+    ``read``, default 30000), ``probe_highwater`` (default true).
+
+    Key rule (one rule per query, never a per-record guess): with ``key_from=key`` the record
+    key's UTF-8 text is the grouping key and a record without key is a dead letter ``no_key``
+    (the value is *not* used as a fallback: a keyed stream whose producer forgot the key is an
+    error to count, not a different key); ``key_from=value`` takes the value's text instead (for
+    topics written by tools that only write values), ``no_value`` when it is null.  Keys longer
+    than ``max_key_bytes`` → ``oversized``; not valid UTF-8 → ``bad_utf8``.  ``raw`` holds the hex
+    of the first 32 bytes of the offending bytes (for ``no_key``: of the value).
+
+    Offsets: JSON ``{kafka partition: next offset}``.  ``latestOffset`` = the broker's end offsets
+    (ListOffsets ``latest``) raised to the high watermark seen in a Fetch response
+    (``probe_highwater``): some Kafka-protocol brokers (tansu 0.6, used by the tests) answer
+    ListOffsets with the base offset of the last record *batch* + 1, which would leave the rest of
+    that batch unread until more data arrives; the high watermark of a Fetch is right on them and
+    equals the ListOffsets answer on Apache Kafka, where the probe costs one tiny fetch per
+    partition and trigger.  Partitions added to the topic later join from their earliest offset.
+    ``read`` assigns the partition, ``seek(start)`` and polls until the position reaches ``end``,
+    dropping records at or beyond ``end``, so replays are exact.  If the range cannot be completed
+    within ``timeout_ms`` (records deleted by retention, broker gone) the task fails with a clear
+    message rather than returning a partial batch; Spark retries it.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return KAFKA
+
+    def schema(self) -> str:
+        return SCHEMAS[KAFKA]
+
+    def streamReader(self, schema) -> "KafkaStreamReader":
+        return KafkaStreamReader(self.options)
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        o = _Options(options, KAFKA)
+        self.bootstrap = o.text("bootstrap")
+        self.topic = o.text("topic")
+        self.max_per_batch = o.integer("max_per_batch", 100_000, 1)
+        self.starting = o.choice("starting", "earliest", ("earliest", "latest"))
+        self.timeout_ms = o.integer("timeout_ms", 30_000, 100, 3_600_000)
+        self.probe = o.boolean("probe_highwater", True)
+        key_from = o.choice("key_from", "key", ("key", "value"))
+        max_key_bytes = o.integer("max_key_bytes", 1024, 1)
+        self.cfg = (self.bootstrap, self.topic, key_from, max_key_bytes, self.timeout_ms)
+        self._client = None
+        self._earliest: dict[int, int] = {}
+        self._target: dict[int, int] | None = None
+        self._available_now = False
+        self._last: dict | None = None
+
+    # ---------------------------------------------------------------- driver helpers
+    def _meta(self):
+        if self._client is None:
+            try:
+                self._client = _consumer(self.bootstrap, self.timeout_ms, fetch_max_wait_ms=20,
+                                         max_partition_fetch_bytes=1)
+            except Exception as exc:  # noqa: BLE001 - NoBrokersAvailable, KafkaTimeoutError, ...
+                raise ValueError(f"{KAFKA}: cannot reach Kafka at {self.bootstrap}: {exc}") from None
+        return self._client
+
+    def _partitions(self) -> list[int]:
+        parts = self._meta().partitions_for_topic(self.topic)
+        if not parts:
+            raise ValueError(f"{KAFKA}: topic {self.topic!r} does not exist at {self.bootstrap}")
+        return sorted(int(p) for p in parts)
+
+    def _earliest_of(self, parts: list[int]) -> dict[int, int]:
+        from kafka import TopicPartition
+
+        missing = [p for p in parts if p not in self._earliest]
+        if missing:
+            res = self._meta().beginning_offsets([TopicPartition(self.topic, p) for p in missing])
+            for tp, off in res.items():
+                self._earliest[tp.partition] = int(off)
+        return {p: self._earliest[p] for p in parts}
+
+    def _end_offsets(self, parts: list[int]) -> dict[int, int]:
+        from kafka import TopicPartition
+
+        c = self._meta()
+        tps = [TopicPartition(self.topic, p) for p in parts]
+        ends = {tp.partition: int(off) for tp, off in c.end_offsets(tps).items()}
+        if not self.probe:
+            return ends
+        c.assign(tps)
+        try:
+            waiting = set()
+            for tp in tps:
+                listed = ends[tp.partition]
+                c.seek(tp, max(listed - 1, 0))
+                if listed > 0:
+                    waiting.add(tp)
+            deadline = time.monotonic() + min(self.timeout_ms, 5000) / 1000.0
+            while waiting and time.monotonic() < deadline:
+                got = c.poll(timeout_ms=50, max_records=100_000)
+                for tp, recs in got.items():
+                    if recs:
+                        ends[tp.partition] = max(ends[tp.partition], recs[-1].offset + 1)
+                        waiting.discard(tp)
+            for tp in tps:  # the high watermark never exceeds the real end: always safe to use
+                hw = c.highwater(tp)
+                if hw is not None:
+                    ends[tp.partition] = max(ends[tp.partition], int(hw))
+        finally:
+            c.unsubscribe()  # stop fetching and drop anything prefetched
+        return ends
+
+    # ---------------------------------------------------------------- driver
+    def initialOffset(self) -> dict:
+        parts = self._partitions()
+        offs = self._earliest_of(parts) if self.starting == "earliest" else self._end_offsets(parts)
+        return {str(p): int(offs[p]) for p in parts}
+
+    def getDefaultReadLimit(self):
+        return _default_limit(self.max_per_batch)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now = True
+        self._target = None
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        if start is None:
+            start = self._last if self._last is not None else self.initialOffset()
+        parts = self._partitions()
+        begin = {int(k): int(v) for k, v in start.items()}
+        new = [p for p in parts if p not in begin]
+        if new:
+            begin.update(self._earliest_of(new))
+        if self._available_now:
+            if self._target is None:
+                self._target = self._end_offsets(sorted(begin))
+            ends = dict(self._target)
+        else:
+            ends = self._end_offsets(sorted(begin))
+        order = sorted(begin)
+        backlog = [max(ends.get(p, begin[p]) - begin[p], 0) for p in order]
+        rows = _max_rows(limit)
+        budget = sum(backlog) if rows is None else rows
+        if rows is None and not _is_read_all(limit):
+            budget = min(budget, self.max_per_batch)
+        take = fair_split(budget, backlog)
+        out = {str(p): begin[p] + t for p, t in zip(order, take)}
+        self._last = out
+        return out
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        out = []
+        for key, e in sorted(end.items(), key=lambda kv: int(kv[0])):
+            p = int(key)
+            s = start.get(key)
+            if s is None:
+                s = self._earliest_of([p])[p]
+            if int(e) > int(s):
+                out.append(_KafkaPartition(self.cfg, p, int(s), int(e)))
+        return out
+
+    def commit(self, end: dict) -> None:
+        """Offsets live in Spark's checkpoint; nothing is committed to Kafka."""
+
+    def stop(self) -> None:
+        if self._client is not None:
+            try:
+                self._client.close()
+            finally:
+                self._client = None
+
+    # ---------------------------------------------------------------- executor
+    def read(self, partition: _KafkaPartition) -> Iterator[pa.RecordBatch]:
+        from kafka import TopicPartition
+
+        bootstrap, topic, _, _, timeout_ms = partition.cfg
+        consumer = _KAFKA_CONSUMERS.get(
+            (bootstrap, timeout_ms),
+            lambda: _consumer(bootstrap, timeout_ms, max_poll_records=50_000, fetch_max_wait_ms=100),
+        )
+        tp = TopicPartition(topic, partition.kpart)
+        consumer.assign([tp])
+        try:
+            yield from self._read_range(consumer, tp, partition)
+        finally:
+            consumer.unsubscribe()  # drop prefetched records; the worker's next task reassigns
+
+    def _read_range(self, consumer, tp, partition: _KafkaPartition) -> Iterator[pa.RecordBatch]:
+        topic = tp.topic
+        timeout_ms = partition.cfg[4]
+        key_from, max_key_bytes = partition.cfg[2], partition.cfg[3]
+        start, end = partition.start, partition.end
+        consumer.seek(tp, start)
+        pos = start
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        cols: dict[str, list] = {"key": [], "seq": [], "error": [], "raw": [], "ts": []}
+        while pos < end:
+            got = consumer.poll(timeout_ms=200, max_records=min(end - pos, 50_000)).get(tp, [])
+            progressed = False
+            for rec in got:
+                if rec.offset < pos:
+                    continue
+                if rec.offset >= end:
+                    pos = end
+                    break
+                key, err, raw = parse_kafka_record(rec.key, rec.value, key_from, max_key_bytes)
+                cols["key"].append(key)
+                cols["seq"].append(rec.offset)
+                cols["error"].append(err)
+                cols["raw"].append(raw)
+                cols["ts"].append(rec.timestamp)
+                pos = rec.offset + 1
+                progressed = True
+            if pos < end:  # gaps (compaction, transaction markers) move the position, not records
+                position = consumer.position(tp)
+                if position is not None and position > pos:
+                    pos = min(int(position), end)
+                    progressed = True
+            if progressed:
+                deadline = time.monotonic() + timeout_ms / 1000.0
+            elif time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"{KAFKA}: {topic}[{partition.kpart}] stuck at offset {pos} of [{start}, {end}) "
+                    f"after {timeout_ms} ms (records deleted or broker unreachable)"
+                )
+            if len(cols["key"]) >= 65_536 or (pos >= end and cols["key"]):
+                yield self._batch(cols, partition.kpart)
+                cols = {name: [] for name in cols}
+        if cols["key"]:
+            yield self._batch(cols, partition.kpart)
+
+    @staticmethod
+    def _batch(cols: dict[str, list], kpart: int) -> pa.RecordBatch:
+        n = len(cols["key"])
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array(cols["key"], type=pa.string()),
+                pa.array(np.full(n, kpart, dtype=np.int32)),
+                pa.array(cols["seq"], type=pa.int64()),
+                pa.array(cols["error"], type=pa.string()),
+                pa.array(cols["raw"], type=pa.string()),
+                pa.array(cols["ts"], type=pa.int64()),
+            ],
+            schema=ARROW_SCHEMAS[KAFKA],
+        )
