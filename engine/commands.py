@@ -27,10 +27,10 @@ from typing import Any, Mapping
 
 from engine import registry
 from engine.params import ParamError
+from storage.models import COMMAND_KINDS
 
 __all__ = ["COMMAND_KINDS", "CommandError", "CommandResult", "MAX_WORKERS", "apply_command", "validate_command"]
 
-COMMAND_KINDS = ("set-algorithm", "set-param", "set-workers", "pause", "resume")
 MAX_WORKERS = 1024
 _FIELDS = {
     "set-algorithm": {"algorithm", "params"},

@@ -103,7 +103,6 @@ class ShadowEvaluator:
                     "replication": row["replication"],
                     "migration_cost": row["migration_cost"],
                     "routing_table_size": row["routing_table_size"],
-                    "tuples": row["tuples"],
                 }
             )
         return rows
