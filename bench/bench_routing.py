@@ -1,0 +1,164 @@
+#!/usr/bin/env python
+"""Routing throughput of every streaming grouping (keys/s on one core), ratio vs ``hash``.
+
+Usage::
+
+    python bench/bench_routing.py [--messages M] [--keys K] [--workers N] [--zipf Z]
+                                  [--sources S] [--batch B] [--repeat R] [--only a,b] [--json PATH|-]
+
+The stream: ``M`` keys drawn from a Zipf distribution with exponent ``Z`` over ``K`` ranks (inverse
+CDF over ranks, seeded numpy generator), rank r → key ``str(r)`` → fingerprint through
+:class:`engine.keys.Vocabulary`.  Every grouping in :func:`engine.registry.names` that is not
+rebalancing is measured: a throw-away instance first routes a small warm-up batch (numba JIT
+compilation excluded), then for each of ``R`` repeats a fresh instance routes the whole stream in
+batches of ``B`` keys, the batches going to the sources in turn; the best repeat is reported.
+Only ``route`` calls are timed (wall clock, or ``--clock cpu`` for process CPU time, which is
+steadier on a shared machine).  The table also gives the imbalance of the routed stream
+(skewlab's headline ``max_w L_w / mean_w L_w − 1``) and the replication (mean number of distinct
+workers per key).
+
+Issue target: hash >= 10M keys/s; every load-aware grouping >= 0.5x hash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from engine import registry  # noqa: E402
+from engine.keys import Vocabulary  # noqa: E402
+
+
+def zipf_ranks(messages: int, keys: int, z: float, seed: int) -> np.ndarray:
+    """``messages`` ranks in ``[0, keys)`` with P(r) ∝ (r + 1)^-z (inverse CDF, seeded)."""
+    weights = np.arange(1, keys + 1, dtype=np.float64) ** -float(z)
+    cdf = np.cumsum(weights)
+    cdf /= cdf[-1]
+    u = np.random.default_rng(seed).random(messages)
+    return np.minimum(np.searchsorted(cdf, u, side="right"), keys - 1).astype(np.int64)
+
+
+def measure(name: str, fps: np.ndarray, ranks: np.ndarray, args: argparse.Namespace) -> dict:
+    n, s, b = args.workers, args.sources, args.batch
+    warm = registry.create(name, n, s, seed=args.seed)
+    for src in range(s):
+        warm.route(fps[: min(fps.size, 4096)], src)
+    best = float("inf")
+    outs: list[np.ndarray] = []
+    for _ in range(args.repeat):
+        g = registry.create(name, n, s, seed=args.seed)
+        outs = []
+        src = 0
+        clock = time.process_time if args.clock == "cpu" else time.perf_counter
+        t0 = clock()
+        for start in range(0, fps.size, b):
+            outs.append(g.route(fps[start : start + b], src))
+            src = src + 1 if src + 1 < s else 0
+        best = min(best, clock() - t0)
+    workers = np.concatenate(outs) if outs else np.zeros(0, np.int64)
+    loads = np.bincount(workers, minlength=n)
+    mean = loads.mean() if loads.size else 0.0
+    pairs = np.unique(ranks * n + workers)
+    replication = pairs.size / max(np.unique(ranks).size, 1)
+    row = {
+        "algorithm": name,
+        "seconds": best,
+        "keys_per_s": fps.size / best if best > 0 else float("inf"),
+        "imbalance": float(loads.max() / mean - 1.0) if mean > 0 else 0.0,
+        "replication": float(replication),
+    }
+    if hasattr(g, "d_of"):
+        row["d"] = [int(g.d_of(x)) for x in range(s)]
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--messages", type=float, default=1e7, help="keys in the stream (default 1e7)")
+    ap.add_argument("--keys", type=float, default=1e6, help="distinct keys |K| (default 1e6)")
+    ap.add_argument("--workers", type=int, default=50, help="workers n (default 50)")
+    ap.add_argument("--zipf", type=float, default=1.0, help="Zipf exponent z (default 1.0)")
+    ap.add_argument("--sources", type=int, default=1, help="sources (default 1)")
+    ap.add_argument("--batch", type=int, default=100_000, help="keys per route() call (default 1e5)")
+    ap.add_argument("--repeat", type=int, default=3, help="timed repeats, best reported (default 3)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--clock", choices=("wall", "cpu"), default="wall",
+        help="wall (perf_counter) or cpu (process_time: ignores time descheduled on a busy machine)",
+    )
+    ap.add_argument("--only", default="", help="comma-separated subset of algorithms (hash always runs)")
+    ap.add_argument("--json", default="", help="write the results as JSON to this path ('-' = stdout)")
+    args = ap.parse_args(argv)
+    m, k = int(args.messages), int(args.keys)
+    if m < 1 or k < 1 or args.workers < 1 or args.sources < 1 or args.batch < 1 or args.repeat < 1:
+        ap.error("messages, keys, workers, sources, batch and repeat must be >= 1")
+
+    t0 = time.perf_counter()
+    ranks = zipf_ranks(m, k, args.zipf, args.seed)
+    fps = Vocabulary([str(i) for i in range(k)]).fps[ranks]
+    gen_s = time.perf_counter() - t0
+
+    names = [x for x in registry.names() if not registry.get(x).rebalancing]
+    if args.only:
+        wanted = {x.strip() for x in args.only.split(",") if x.strip()}
+        names = [x for x in names if x in wanted or x == "hash"]
+    rows = []
+    for name in names:
+        try:
+            rows.append(measure(name, fps, ranks, args))
+        except Exception as exc:  # another engineer's grouping may be unfinished: report, go on
+            rows.append({"algorithm": name, "error": f"{type(exc).__name__}: {exc}"})
+    hash_rate = next((r["keys_per_s"] for r in rows if r["algorithm"] == "hash" and "error" not in r), None)
+    for r in rows:
+        if "error" not in r and hash_rate:
+            r["ratio_vs_hash"] = r["keys_per_s"] / hash_rate
+
+    out = sys.stderr if args.json == "-" else sys.stdout
+    print(
+        f"# {m:,} messages, {k:,} keys, zipf z={args.zipf}, n={args.workers}, sources={args.sources}, "
+        f"batch={args.batch}, best of {args.repeat}, {args.clock} clock (stream generated in {gen_s:.1f}s)",
+        file=out,
+    )
+    print(f"{'algorithm':<12} {'Mkeys/s':>9} {'vs hash':>8} {'imbalance':>10} {'repl':>6}  d", file=out)
+    for r in rows:
+        if "error" in r:
+            print(f"{r['algorithm']:<12} ERROR {r['error']}", file=out)
+            continue
+        ratio = r.get("ratio_vs_hash", float("nan"))
+        d = r.get("d", "")
+        print(
+            f"{r['algorithm']:<12} {r['keys_per_s'] / 1e6:9.1f} {ratio:8.2f} {r['imbalance']:10.4f} "
+            f"{r['replication']:6.2f}  {d}",
+            file=out,
+        )
+    if args.json:
+        doc = {
+            "config": {
+                "messages": m, "keys": k, "workers": args.workers, "zipf": args.zipf,
+                "sources": args.sources, "batch": args.batch, "repeat": args.repeat, "seed": args.seed,
+                "clock": args.clock,
+            },
+            "machine": {"python": platform.python_version(), "processor": platform.processor()},
+            "results": rows,
+        }
+        text = json.dumps(doc, indent=2)
+        if args.json == "-":
+            print(text)
+        else:
+            with open(args.json, "w", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

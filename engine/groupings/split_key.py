@@ -1,0 +1,690 @@
+"""Split-key groupings of Nasir et al., "When Two Choices Are not Enough", ICDE 2016.
+
+Registry names: ``pkg``, ``dchoices``, ``wchoices``, ``rr-head``.  All four split a key over
+several workers (``single_owner = False``) and decide per tuple from the state of the emitting
+source only (Nasir et al. Sec. IV-B "Overhead on Sources": each source keeps its own load vector
+and its own SpaceSaving sketch).
+
+Per source ``s`` the state is
+
+* ``loads[s]`` (int64, length n): tuples ``s`` has sent to each worker (the *local* load estimate);
+* for the head-aware groupings, a SpaceSaving sketch (:mod:`engine.sketches`), ``N_s`` = tuples seen.
+
+Hash choices are those of :mod:`engine.keys`: ``F_0 = h(k) = fp mod n`` and
+``F_i = mix64(fp + i·GOLDEN) mod n`` (the paper's F_1..F_d, numbered from 0 here).  They are
+computed in the kernels with an exact division-free remainder (Lemire, Kaser & Kurz, "Faster
+remainder by direct computation", 2019, 128-bit magic constant; see :func:`_fastmod`), which gives
+the same value as ``%`` and lets LLVM vectorise the F_0/F_1 pre-pass; the tests check equality with
+:func:`engine.keys.candidate` for every n used.
+
+Routing of one tuple with key k at source s (Alg. 1), sequential greedy: tuple i sees the loads after
+tuple i−1 of the same source, exactly; batches are processed tuple by tuple in numba kernels, so
+splitting a stream into batches never changes the result.
+
+* ``pkg`` — Partial Key Grouping (Sec. II-B): ``w = argmin(L[F_0], L[F_1])``, ties → F_0.
+* Head-aware groupings first count k in the sketch (Alg. 1 line 2, ``UPDATESPACESAVING``), then decide
+  whether k is in the head ``H = {k : p_k >= θ}`` (Sec. III-A), θ = ``head_threshold`` or 1/(5n):
+
+  - ``dchoices`` — head keys: Greedy-d over ``F_0..F_{d-1}`` (ties → lower choice index) with d from
+    :func:`find_d` (Sec. IV-A); when ``d >= n`` head keys use W-Choices.
+  - ``wchoices`` — head keys: least loaded of all n workers (ties → lower worker id).
+  - ``rr-head`` — head keys: round robin over all n workers, one pointer per source starting at
+    ``s mod n`` (as ``shuffle``), load-oblivious; the loads it causes still count for the tail.
+  - tail keys (all three): PKG as above, on the same load vector.
+
+Head membership (decision; the pitfall of papers/README.md "Notes for implementers"): the authors'
+public simulator (anisnasir/SLBSimulator, LBDChoice) flags k as hot when ``(count + error)/N``
+exceeds the threshold, so the very first tuples of a stream are all "hot" (count 1 of N = 1) and a
+key that just took over a counter inherits the victim's count.  skewlab uses the **guaranteed**
+count instead: k ∈ H iff
+
+    N_s > warmup   and   count_k − error_k >= θ · N_s         (both from the source's sketch),
+
+``count − error`` is a lower bound of the true count, so a newly inserted key (guaranteed count 1)
+is never hot, and ``warmup`` (the first ``warmup`` tuples of a source are all routed as tail;
+default ``ceil(10/θ)`` = 50n: a key exactly at the threshold has then been seen ~10 times) removes
+the small-N noise.  The price is that keys whose frequency is within ``1/capacity`` of θ may be
+missed (1e-4 with the default capacity).  Membership is evaluated for every tuple after its sketch
+update (Alg. 1 lines 2–4).  SpaceSaving ties (which counter to evict) follow the rule documented in
+:mod:`engine.sketches` (least recently updated among the minimum counts).
+
+d for D-Choices (``FINDOPTIMALCHOICES``, Sec. IV-A): :func:`find_d` searches d upward from
+``max(2, ceil(p_1 · n))`` for the first d satisfying Eq. (3) for **every** head prefix h = 1..|H|,
+
+    Σ_{i<=h} p_i + (b_h/n)^d Σ_{h<i<=|H|} p_i + (b_h/n)^2 Σ_{i>|H|} p_i <= b_h (1/n + ε),
+    b_h = n − n((n−1)/n)^{h·d}                                             (Eq. 10),
+
+and returns n (W-Choices) when no d < n qualifies.  (The public simulator checks only h = 1 and
+h = |H|, which the paper calls the tight ones; skewlab checks all prefixes, as Eq. 3 states.)
+Online, p_i is the guaranteed frequency ``(count − error)/N_s`` of the head keys of the source's
+sketch, and the tail mass is ``1 − Σ p_i``.  Alg. 1 calls FINDOPTIMALCHOICES for every head
+tuple; that costs O(|H|·d) per tuple, so skewlab recomputes d (per source) when the source's tuple
+count reaches ``warmup`` and then every ``refresh`` tuples — a function of the source's tuple count
+only, hence deterministic and independent of batching; before the first refresh d = 2.  Per-tuple
+membership still uses the current sketch.  ``d_of(source)`` exposes d (n = any worker),
+``head(source)`` the current head with guaranteed frequencies.
+
+Implementation notes (speed only; results are those of the plain tuple-by-tuple algorithm, which
+the tests replay in pure Python): the least loaded of all n workers (W-Choices, and D-Choices with
+d >= n) comes from an amortised O(1) tracker of (min load, lowest worker holding it), valid because
+loads only grow by one; D-Choices caches, per head key, its distinct choices in choice order
+(:func:`_dchoices_pick`); kernels are compiled with ``_nrt=False`` (no reference counting of the
+array arguments inside the per-tuple loop, which otherwise costs ~50 ns per tuple).
+
+``resize(n)``: the local loads restart at zero (``Grouping.resize`` contract), the sketches are
+kept, θ = 1/(5n) and the automatic warm-up follow the new n, and d is recomputed at the next tuple
+of each source.
+
+Imbalance reported in the tests and benchmarks is skewlab's headline ``max_w L_w / mean_w L_w − 1``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+from numba import njit
+
+from engine.grouping import Grouping
+from engine.keys import mix64_scalar
+from engine.params import Param
+from engine.registry import register
+from engine.sketches import TOTAL, SpaceSaving, ss_count, ss_guaranteed, ss_offer
+
+__all__ = [
+    "DChoicesGrouping",
+    "PKGGrouping",
+    "RoundRobinHeadGrouping",
+    "WChoicesGrouping",
+    "b_h",
+    "find_d",
+]
+
+_GOLDEN = 0x9E3779B97F4A7C15
+_CHUNK = 512  # tuples per vectorised candidate pre-pass
+
+# head modes
+MODE_D, MODE_W, MODE_RR = 1, 2, 3
+# per-source state columns
+ST_D, ST_NEXT, ST_RR, ST_MINV, ST_CUR, ST_ROW, ST_STAMP = 0, 1, 2, 3, 4, 5, 6
+_NST = 7
+_CACHE_ENTRIES = 1 << 20  # bound on rows x n of the D-Choices candidate cache, per source
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact remainder without division (n < 2^32)
+# ---------------------------------------------------------------------------------------------
+def _magic(n: int) -> tuple[np.uint64, np.uint64]:
+    """128-bit M = floor((2^128 − 1)/n) + 1 as (high, low) words; (0, 0) for n = 1 (x mod 1 = 0)."""
+    n = int(n)
+    if not 1 <= n < (1 << 32):
+        raise ValueError(f"number of workers must be in [1, 2^32), got {n}")
+    if n == 1:
+        return np.uint64(0), np.uint64(0)
+    m = ((1 << 128) - 1) // n + 1
+    return np.uint64(m >> 64), np.uint64(m & 0xFFFFFFFFFFFFFFFF)
+
+
+@njit(cache=True, inline="always")
+def _mulhi64(a, b):  # pragma: no cover - compiled
+    """High 64 bits of the 128-bit product of two uint64."""
+    m32 = np.uint64(0xFFFFFFFF)
+    s = np.uint64(32)
+    ah = a >> s
+    al = a & m32
+    bh = b >> s
+    bl = b & m32
+    ll = al * bl
+    lh = al * bh
+    hl = ah * bl
+    mid = (ll >> s) + (lh & m32) + (hl & m32)
+    return ah * bh + (lh >> s) + (hl >> s) + (mid >> s)
+
+
+@njit(cache=True, inline="always")
+def _mulhi_small(x, d):  # pragma: no cover - compiled
+    """High 64 bits of x·d for d < 2^32."""
+    s = np.uint64(32)
+    return ((x >> s) * d + (((x & np.uint64(0xFFFFFFFF)) * d) >> s)) >> s
+
+
+@njit(cache=True, inline="always")
+def _fastmod(a, mhi, mlo, d):  # pragma: no cover - compiled
+    """``a mod d`` (uint64 a, d < 2^32) by Lemire's direct computation with a 128-bit M."""
+    lo = mlo * a
+    hi = mhi * a + _mulhi64(mlo, a)
+    h0 = hi * d
+    total = h0 + _mulhi_small(lo, d)
+    return _mulhi_small(hi, d) + np.uint64(total < h0)
+
+
+@njit(cache=True, inline="always")
+def _cand(fp, i, d, mhi, mlo):  # pragma: no cover - compiled
+    """``F_i(fp)`` in ``[0, n)``; equal to :func:`engine.keys.candidate_scalar` (d = uint64(n))."""
+    if i == 0:
+        return np.int64(_fastmod(fp, mhi, mlo, d))
+    x = mix64_scalar(fp + np.uint64(i) * np.uint64(_GOLDEN))
+    return np.int64(_fastmod(x, mhi, mlo, d))
+
+
+@njit(cache=True, _nrt=False)
+def _candidates_kernel(fps, i, n, mhi, mlo, out):  # pragma: no cover - compiled
+    d = np.uint64(n)
+    for x in range(fps.size):
+        out[x] = _cand(fps[x], i, d, mhi, mlo)
+
+
+def fast_candidate(fps: np.ndarray, i: int, n: int) -> np.ndarray:
+    """``F_i`` through the kernels' division-free path (tests compare it with ``keys.candidate``)."""
+    fps = np.ascontiguousarray(fps, dtype=np.uint64)
+    mhi, mlo = _magic(n)
+    out = np.empty(fps.size, dtype=np.int64)
+    if fps.size:
+        _candidates_kernel(fps, int(i), int(n), mhi, mlo, out)
+    return out
+
+
+@njit(cache=True, inline="always")
+def _prepass(f, d, mhi, mlo, c0, c1):  # pragma: no cover - compiled
+    """F_0, F_1 of the chunk ``f`` into c0, c1.
+
+    No loop-carried dependency, so LLVM vectorises it; ``f`` must be a slice (a view starting at
+    0): indexing ``fps[start + x]`` instead would keep numba's negative-index wraparound check
+    and block vectorisation (measured 4x slower).
+    """
+    g = np.uint64(_GOLDEN)
+    for x in range(f.size):
+        fp = f[x]
+        c0[x] = np.int64(_fastmod(fp, mhi, mlo, d))
+        c1[x] = np.int64(_fastmod(mix64_scalar(fp + g), mhi, mlo, d))
+
+
+# ---------------------------------------------------------------------------------------------
+# Eq. (3) / Eq. (10) and FINDOPTIMALCHOICES
+# ---------------------------------------------------------------------------------------------
+def b_h(h: int, d: int, n: int) -> float:
+    """Expected number of distinct workers among the choices of a head prefix of length h (Eq. 10).
+
+    ``b_h = n − n((n−1)/n)^{h·d}`` (Appendix A with h·d balls in n bins).
+    """
+    h, d, n = int(h), int(d), int(n)
+    if n < 1 or h < 0 or d < 0:
+        raise ValueError("b_h needs n >= 1, h >= 0, d >= 0")
+    return float(_b_h(h, d, n))
+
+
+@njit(cache=True, inline="always")
+def _b_h(h, d, n):  # pragma: no cover - compiled
+    return n - n * ((n - 1.0) / n) ** (h * d)
+
+
+@njit(cache=True, _nrt=False)
+def _find_d_sorted(p, m, tail, n, eps):  # pragma: no cover - compiled
+    """FINDOPTIMALCHOICES on p[:m] sorted decreasingly; returns d in [2, n) or n (W-Choices)."""
+    if m == 0:
+        return np.int64(2) if n > 2 else np.int64(n)
+    start = p[0] * n
+    if start >= n:
+        return np.int64(n)
+    d = np.int64(math.ceil(start))
+    if d < 2:
+        d = np.int64(2)
+    total_head = 0.0
+    for i in range(m):
+        total_head += p[i]
+    while d < n:
+        ok = True
+        prefix = 0.0
+        for h in range(1, m + 1):
+            prefix += p[h - 1]
+            b = _b_h(h, d, n)
+            r = b / n
+            lhs = prefix + r ** d * (total_head - prefix) + r * r * tail
+            if lhs > b * (1.0 / n + eps):
+                ok = False
+                break
+        if ok:
+            return d
+        d += 1
+    return np.int64(n)
+
+
+def find_d(head_probs: np.ndarray, tail_prob_sum: float, n: int, epsilon: float) -> int:
+    """Number of choices for head keys (Nasir et al. Sec. IV-A, Prop. 4.1 / Eq. 3).
+
+    ``head_probs`` are the head keys' frequencies (any order; sorted decreasingly here),
+    ``tail_prob_sum`` the total frequency of the tail.  Search upward from ``max(2, ceil(p_1·n))``
+    for the smallest d < n meeting Eq. (3) for every prefix h = 1..|H|; return ``n`` (switch to
+    W-Choices) when there is none.  An empty head gives 2 (PKG), n <= 2 gives n.
+    """
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if not (math.isfinite(float(tail_prob_sum)) and math.isfinite(float(epsilon))):
+        raise ValueError("tail_prob_sum and epsilon must be finite")
+    if np.any(~np.isfinite(np.asarray(head_probs, dtype=np.float64))):
+        raise ValueError("head_probs must be finite")
+    p = np.sort(np.asarray(head_probs, dtype=np.float64).ravel())[::-1].copy()
+    return int(_find_d_sorted(p, p.size, float(tail_prob_sum), n, float(epsilon)))
+
+
+@njit(cache=True, inline="always")
+def _sort_desc(a, m):  # pragma: no cover - compiled
+    """In-place heapsort of a[:m] into decreasing order (no allocation: the kernels run without NRT)."""
+    # min-heap, then move the minimum to the end repeatedly -> decreasing order
+    for start in range(m // 2 - 1, -1, -1):
+        _sift_min(a, start, m)
+    for end in range(m - 1, 0, -1):
+        t = a[0]
+        a[0] = a[end]
+        a[end] = t
+        _sift_min(a, 0, end)
+
+
+@njit(cache=True, inline="always")
+def _sift_min(a, i, m):  # pragma: no cover - compiled
+    while True:
+        c = 2 * i + 1
+        if c >= m:
+            return
+        if c + 1 < m and a[c + 1] < a[c]:
+            c += 1
+        if a[i] <= a[c]:
+            return
+        t = a[i]
+        a[i] = a[c]
+        a[c] = t
+        i = c
+
+
+@njit(cache=True, _nrt=False)
+def _refresh_d(sk, theta, eps, n, probs):  # pragma: no cover - compiled
+    """FINDOPTIMALCHOICES on the source's current head: keys with guaranteed count >= θ·N, their
+    frequencies (count − error)/N sorted decreasingly, tail = 1 − Σ; ``probs`` is scratch space."""
+    total = sk[7][TOTAL]
+    if total <= 0:
+        return np.int64(2) if n > 2 else np.int64(n)
+    m = ss_guaranteed(sk, theta * total, probs)
+    for a in range(m):
+        probs[a] = probs[a] / total
+    _sort_desc(probs, m)
+    head = 0.0
+    for a in range(m):
+        head += probs[a]
+    tail = 1.0 - head
+    if tail < 0.0:
+        tail = 0.0
+    return _find_d_sorted(probs, m, tail, n, eps)
+
+
+# ---------------------------------------------------------------------------------------------
+# Routing kernels
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True, _nrt=False)
+def _pkg_kernel(fps, out, loads, mhi, mlo, c0, c1):  # pragma: no cover - compiled
+    n = loads.size
+    d = np.uint64(n)
+    m = fps.size
+    for start in range(0, m, _CHUNK):
+        stop = min(start + _CHUNK, m)
+        _prepass(fps[start:stop], d, mhi, mlo, c0, c1)
+        o = out[start:stop]
+        for x in range(stop - start):
+            a = c0[x]
+            b = c1[x]
+            la = loads[a]
+            lb = loads[b]
+            if lb < la:
+                a = b
+                la = lb
+            loads[a] = la + 1
+            o[x] = a
+
+
+@njit(cache=True, inline="always")
+def _bump(loads, w, st, n):  # pragma: no cover - compiled
+    """loads[w] += 1 keeping st[ST_MINV] = min(loads), st[ST_CUR] = lowest worker holding it."""
+    loads[w] += 1
+    if w == st[ST_CUR]:
+        mv = st[ST_MINV]
+        j = w + 1
+        while j < n and loads[j] != mv:
+            j += 1
+        if j == n:
+            mv += 1
+            j = 0
+            while loads[j] != mv:
+                j += 1
+            st[ST_MINV] = mv
+        st[ST_CUR] = j
+
+
+@njit(cache=True, inline="always")
+def _dchoices_pick(fp, cid, d, f0, f1, loads, st, hc, dn, mhi, mlo):  # pragma: no cover - compiled
+    """Greedy-d for a head key: least loaded of F_0..F_{d-1}, ties → lower choice index.
+
+    The distinct choices of a head key, in choice order, are cached per sketch counter (``hc``:
+    counter → row, row → fingerprint, (d, length), workers; ``seen`` stamps for de-duplication).
+    Dropping repeated workers keeps the first occurrence, so the argmin and its tie rule are
+    unchanged; the cache only saves recomputing up to n − 1 hash choices per head tuple.  A row is
+    rebuilt when it belongs to another key (counter reused, row reallocated) or d changed.
+    """
+    hslot, cfp, cmeta, crow, seen = hc
+    rows = cfp.size
+    row = hslot[cid]
+    if row < 0 or cfp[row] != fp:
+        row = st[ST_ROW]
+        st[ST_ROW] = row + 1 if row + 1 < rows else 0
+        hslot[cid] = row
+        cfp[row] = fp
+        cmeta[row, 0] = -1
+    if cmeta[row, 0] != d:
+        stamp = st[ST_STAMP] + 1
+        st[ST_STAMP] = stamp
+        seen[f0] = stamp
+        crow[row, 0] = f0
+        length = 1
+        if seen[f1] != stamp:
+            seen[f1] = stamp
+            crow[row, length] = f1
+            length += 1
+        for i in range(2, d):
+            c = _cand(fp, i, dn, mhi, mlo)
+            if seen[c] != stamp:
+                seen[c] = stamp
+                crow[row, length] = c
+                length += 1
+        cmeta[row, 0] = d
+        cmeta[row, 1] = length
+    r = crow[row]
+    w = np.int64(r[0])
+    lw = loads[w]
+    for i in range(1, cmeta[row, 1]):
+        c = np.int64(r[i])
+        lc = loads[c]
+        if lc < lw:
+            w = c
+            lw = lc
+    return w
+
+
+@njit(cache=True, _nrt=False)
+def _head_kernel(  # pragma: no cover - compiled
+    mode, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, probs
+):
+    """Alg. 1 for one batch of one source (mode: MODE_D, MODE_W or MODE_RR)."""
+    n = loads.size
+    dn = np.uint64(n)
+    meta = sk[7]
+    errs = sk[1]
+    track = mode != MODE_RR
+    m = fps.size
+    for start in range(0, m, _CHUNK):
+        stop = min(start + _CHUNK, m)
+        f = fps[start:stop]
+        o = out[start:stop]
+        _prepass(f, dn, mhi, mlo, c0, c1)
+        for x in range(stop - start):
+            fp = f[x]
+            cid = ss_offer(sk, fp)
+            total = meta[TOTAL]
+            if mode == MODE_D and total == st[ST_NEXT]:
+                st[ST_D] = _refresh_d(sk, theta, eps, n, probs)
+                st[ST_NEXT] = total + refresh
+            head = total > warmup and (ss_count(sk, cid) - errs[cid]) >= theta * total
+            if head:
+                if mode == MODE_RR:
+                    w = st[ST_RR]
+                    nxt = w + 1
+                    st[ST_RR] = nxt if nxt < n else 0
+                elif mode == MODE_W or st[ST_D] >= n:
+                    w = st[ST_CUR]
+                else:
+                    w = _dchoices_pick(fp, cid, st[ST_D], c0[x], c1[x], loads, st, hc, dn, mhi, mlo)
+            else:
+                w = c0[x]
+                cand = c1[x]
+                if loads[cand] < loads[w]:
+                    w = cand
+            if track:
+                _bump(loads, w, st, n)
+            else:
+                loads[w] += 1
+            o[x] = w
+
+
+# ---------------------------------------------------------------------------------------------
+# Groupings
+# ---------------------------------------------------------------------------------------------
+class _SplitKeyBase(Grouping):
+    """Per-source local loads and the common ``route`` plumbing."""
+
+    single_owner: ClassVar[bool] = False
+    paper: ClassVar[str] = "nasir-icde16 (When Two Choices Are not Enough)"
+
+    def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
+        super().__init__(n_workers, n_sources, seed, params)
+        self._c0 = np.zeros(_CHUNK, dtype=np.int64)
+        self._c1 = np.zeros(_CHUNK, dtype=np.int64)
+        self._reset_loads()
+
+    def _reset_loads(self) -> None:
+        self.loads = np.zeros((self.n_sources, self.n_workers), dtype=np.int64)
+        self._mhi, self._mlo = _magic(self.n_workers)
+
+    def _source(self, source: int) -> int:
+        s = int(source)
+        if not 0 <= s < self.n_sources:
+            raise ValueError(f"source must be in [0, {self.n_sources}), got {source}")
+        return s
+
+    def resize(self, n_workers: int) -> None:
+        """New number of workers: local loads restart at zero (sketches, if any, are kept)."""
+        super().resize(n_workers)
+        self._reset_loads()
+
+    def d_of(self, source: int = 0) -> int:
+        """Number of choices a head key has at ``source`` now (n means any worker)."""
+        return 2
+
+
+@register
+class PKGGrouping(_SplitKeyBase):
+    """Partial Key Grouping: least loaded (local estimate) of F_0(k), F_1(k); ties → F_0."""
+
+    name: ClassVar[str] = "pkg"
+    summary: ClassVar[str] = "Partial key grouping: least loaded of two hash choices (local load per source)"
+    paper: ClassVar[str] = "nasir-icde16 Sec. II-B (PKG, Nasir et al. ICDE 2015)"
+
+    def route(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
+        s = self._source(source)
+        fps = np.ascontiguousarray(fps, dtype=np.uint64).ravel()
+        out = np.empty(fps.size, dtype=np.int64)
+        if fps.size:
+            _pkg_kernel(fps, out, self.loads[s], self._mhi, self._mlo, self._c0, self._c1)
+        return out
+
+
+_THETA = Param(
+    "head_threshold", "float", 0.0,
+    "θ: a key is in the head when its guaranteed frequency (count − error)/N at the source is >= θ; "
+    "0 means the paper's default 1/(5n)",
+    low=0.0, high=1.0,
+)
+_CAPACITY = Param(
+    "capacity", "int", 10000,
+    "SpaceSaving counters per source (1/ε of the sketch: counts are over-estimated by at most "
+    "N/capacity); memory ≈ 70 bytes per counter per source",
+    low=1, high=1_000_000,
+)
+_WARMUP = Param(
+    "warmup", "int", 0,
+    "the first this many tuples of each source are routed as tail (no key is hot before; avoids "
+    "flagging keys hot from their first tuples); 0 means ceil(10/θ) = 50n with the default θ",
+    low=0, high=10**12,
+)
+_EPSILON = Param(
+    "epsilon", "float", 1e-4,
+    "ε: imbalance tolerance of Eq. (3) used to choose d (paper default 1e-4)",
+    low=0.0, high=1.0, low_open=True,
+)
+_REFRESH = Param(
+    "refresh", "int", 1000,
+    "d is recomputed from the source's head every this many tuples (first at the end of warmup)",
+    low=1, high=10**12,
+)
+
+
+class _HeadBase(_SplitKeyBase):
+    """Head/tail split with a SpaceSaving sketch per source; subclasses set ``mode``."""
+
+    mode: ClassVar[int] = 0
+
+    def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
+        super().__init__(n_workers, n_sources, seed, params)
+        self.sketch = SpaceSaving(self.p["capacity"], self.n_sources)
+        self._probs = np.zeros(self.sketch.capacity, dtype=np.float64)
+        self.state = np.zeros((self.n_sources, _NST), dtype=np.int64)
+        self._reset_state()
+
+    # ------------------------------------------------------------------ effective parameters
+    @property
+    def theta(self) -> float:
+        """Effective head threshold θ (``head_threshold`` or 1/(5n))."""
+        t = float(self.p["head_threshold"])
+        return t if t > 0 else 1.0 / (5.0 * self.n_workers)
+
+    @property
+    def warmup(self) -> int:
+        """Effective warm-up in tuples per source (``warmup`` or ceil(10/θ))."""
+        w = int(self.p["warmup"])
+        # round first: 10 / (1/(5n)) must give 50n, not 50n + 1 through a representation error
+        return w if w > 0 else int(math.ceil(round(10.0 / self.theta, 6)))
+
+    def _reset_state(self) -> None:
+        n = self.n_workers
+        st = self.state
+        st[:, ST_D] = 2 if n > 2 else n
+        st[:, ST_RR] = np.arange(self.n_sources) % n
+        st[:, ST_MINV] = 0
+        st[:, ST_CUR] = 0
+        st[:, ST_ROW] = 0
+        st[:, ST_STAMP] = 0
+        self._alloc_cache()
+        totals = self.sketch.meta[:, TOTAL]
+        # next d refresh: at the end of warm-up, or on the next tuple if already past it
+        st[:, ST_NEXT] = np.maximum(self.warmup, totals + 1)
+
+    def _reset_loads(self) -> None:
+        super()._reset_loads()
+        if hasattr(self, "state"):
+            self._reset_state()
+
+    def _alloc_cache(self) -> None:
+        """D-Choices candidate cache (see :func:`_dchoices_pick`); a stub for the other modes.
+
+        Rows: at most ``1/θ`` keys can be in the head at once (their guaranteed frequencies sum to
+        <= 1), so ``min(capacity, floor(1/θ) + 1)`` rows, capped so rows × n <= 2^20 per source.
+        """
+        s, n = self.n_sources, self.n_workers
+        if self.mode == MODE_D and n > 2:
+            rows = max(1, min(self.sketch.capacity, int(1.0 / self.theta) + 1, _CACHE_ENTRIES // n))
+            cols = n
+        else:
+            rows, cols = 1, 1
+        self._hslot = np.full((s, self.sketch.capacity if self.mode == MODE_D else 1), -1, dtype=np.int32)
+        self._cfp = np.zeros((s, rows), dtype=np.uint64)
+        self._cmeta = np.full((s, rows, 2), -1, dtype=np.int64)
+        self._crow = np.zeros((s, rows, cols), dtype=np.int32)
+        self._seen = np.zeros((s, max(n, 1)), dtype=np.int64)
+
+    def _cache(self, s: int) -> tuple:
+        return (self._hslot[s], self._cfp[s], self._cmeta[s], self._crow[s], self._seen[s])
+
+    # ------------------------------------------------------------------ routing
+    def route(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
+        s = self._source(source)
+        fps = np.ascontiguousarray(fps, dtype=np.uint64).ravel()
+        out = np.empty(fps.size, dtype=np.int64)
+        if fps.size:
+            _head_kernel(
+                self.mode, fps, out, self.loads[s], self.state[s], self.sketch.arrays(s), self._cache(s),
+                self.theta, float(self.p.get("epsilon", 1e-4)), self.warmup,
+                int(self.p.get("refresh", 1)), self._mhi, self._mlo, self._c0, self._c1,
+                self._probs,
+            )
+        return out
+
+    # ------------------------------------------------------------------ inspection
+    def head(self, source: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Current head of ``source``: fingerprints and guaranteed frequencies (count − error)/N_s,
+        by decreasing frequency: the keys the next tuple would treat as head (empty while
+        ``N_s <= warmup``)."""
+        s = self._source(source)
+        total = self.sketch.total(s)
+        if total <= 0 or total <= self.warmup:
+            return np.zeros(0, np.uint64), np.zeros(0, np.float64)
+        thr = self.theta * total
+        fps, counts, errs = self.sketch.entries(s, min_count=int(math.floor(thr)))
+        g = counts - errs
+        keep = g >= thr
+        fps, freqs = fps[keep], g[keep] / total
+        order = np.argsort(-freqs, kind="stable")
+        return fps[order], freqs[order]
+
+    def resize(self, n_workers: int) -> None:
+        """New number of workers: loads restart, sketches are kept, d is recomputed at the next
+        tuple of each source (θ = 1/(5n) and the automatic warm-up follow the new n)."""
+        super().resize(n_workers)
+
+    def describe(self) -> dict[str, Any]:
+        out = super().describe()
+        out["theta"] = self.theta
+        out["warmup_tuples"] = self.warmup
+        out["d"] = [self.d_of(s) for s in range(self.n_sources)]
+        return out
+
+
+@register
+class DChoicesGrouping(_HeadBase):
+    """D-Choices: head keys Greedy-d with d from Eq. (3) (W-Choices when d >= n), tail PKG."""
+
+    name: ClassVar[str] = "dchoices"
+    summary: ClassVar[str] = "D-Choices: heavy hitters get d >= 2 hash choices (d from Eq. 3), tail PKG"
+    paper: ClassVar[str] = "nasir-icde16 Sec. III-B, IV-A, Alg. 1 (D-Choices)"
+    params: ClassVar[tuple[Param, ...]] = (_THETA, _EPSILON, _CAPACITY, _WARMUP, _REFRESH)
+    mode: ClassVar[int] = MODE_D
+
+    def d_of(self, source: int = 0) -> int:
+        return int(self.state[self._source(source), ST_D])
+
+
+@register
+class WChoicesGrouping(_HeadBase):
+    """W-Choices: head keys go to the least loaded of all n workers, tail PKG."""
+
+    name: ClassVar[str] = "wchoices"
+    summary: ClassVar[str] = "W-Choices: heavy hitters may go to any worker (least loaded), tail PKG"
+    paper: ClassVar[str] = "nasir-icde16 Sec. III-B, Alg. 1 (W-Choices)"
+    params: ClassVar[tuple[Param, ...]] = (_THETA, _CAPACITY, _WARMUP)
+    mode: ClassVar[int] = MODE_W
+
+    def d_of(self, source: int = 0) -> int:
+        self._source(source)
+        return self.n_workers
+
+
+@register
+class RoundRobinHeadGrouping(_HeadBase):
+    """Round-Robin: head keys round robin over all n workers (load-oblivious), tail PKG."""
+
+    name: ClassVar[str] = "rr-head"
+    summary: ClassVar[str] = "Round robin for heavy hitters over all workers, tail PKG"
+    paper: ClassVar[str] = "nasir-icde16 Sec. III-B (Round-Robin baseline)"
+    params: ClassVar[tuple[Param, ...]] = (_THETA, _CAPACITY, _WARMUP)
+    mode: ClassVar[int] = MODE_RR
+
+    def d_of(self, source: int = 0) -> int:
+        self._source(source)
+        return self.n_workers

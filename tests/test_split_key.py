@@ -1,0 +1,672 @@
+"""Tests of the split-key groupings (Nasir et al. ICDE 2016) and the SpaceSaving sketches.
+
+Imbalance here is skewlab's headline ``max_w L_w / mean_w L_w − 1``.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine import registry
+from engine.groupings.split_key import (
+    DChoicesGrouping,
+    b_h,
+    fast_candidate,
+    find_d,
+)
+from engine.keys import Vocabulary, candidate, candidates
+from engine.params import ParamError
+from engine.sketches import SpaceSaving
+
+HEAD_ALGOS = ("dchoices", "wchoices", "rr-head")
+ALL_ALGOS = ("pkg",) + HEAD_ALGOS
+
+
+# ---------------------------------------------------------------------------------------------
+# Streams
+# ---------------------------------------------------------------------------------------------
+_VOCABS: dict[int, np.ndarray] = {}
+
+
+def vocab_fps(k: int) -> np.ndarray:
+    if k not in _VOCABS:
+        _VOCABS[k] = Vocabulary([str(i) for i in range(k)]).fps
+    return _VOCABS[k]
+
+
+def zipf_probs(k: int, z: float) -> np.ndarray:
+    w = np.arange(1, k + 1, dtype=np.float64) ** -z
+    return w / w.sum()
+
+
+def zipf_ranks(m: int, k: int, z: float, seed: int) -> np.ndarray:
+    """Inverse CDF over ranks, seeded."""
+    cdf = np.cumsum(zipf_probs(k, z))
+    u = np.random.default_rng(seed).random(m)
+    return np.minimum(np.searchsorted(cdf, u, side="right"), k - 1)
+
+
+def zipf_stream(m: int, k: int, z: float, seed: int) -> np.ndarray:
+    return vocab_fps(k)[zipf_ranks(m, k, z, seed)]
+
+
+def imbalance(workers: np.ndarray, n: int) -> float:
+    loads = np.bincount(workers, minlength=n)
+    return float(loads.max() / loads.mean() - 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure-Python reference (straightforward, tuple by tuple)
+# ---------------------------------------------------------------------------------------------
+class RefSpaceSaving:
+    """SpaceSaving with the documented tie rule: evict min (count, last update time)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.c: dict[int, list[int]] = {}  # fp -> [count, error, last update]
+        self.n = 0
+
+    def offer(self, fp: int) -> None:
+        t = self.n
+        self.n += 1
+        if fp in self.c:
+            self.c[fp][0] += 1
+            self.c[fp][2] = t
+        elif len(self.c) < self.capacity:
+            self.c[fp] = [1, 0, t]
+        else:
+            victim = min(self.c, key=lambda k: (self.c[k][0], self.c[k][2]))
+            vcount = self.c.pop(victim)[0]
+            self.c[fp] = [vcount + 1, vcount, t]
+
+
+class RefGrouping:
+    """Alg. 1 of Nasir et al. as documented in engine.groupings.split_key, one dict per source."""
+
+    def __init__(self, algo, n, sources, capacity=10000, theta=0.0, warmup=0, refresh=1000, eps=1e-4):
+        self.algo, self.n = algo, n
+        self.theta = theta if theta > 0 else 1.0 / (5.0 * n)
+        self.warmup = warmup if warmup > 0 else 50 * n if theta == 0 else math.ceil(round(10.0 / theta, 6))
+        self.refresh, self.eps = refresh, eps
+        self.loads = [[0] * n for _ in range(sources)]
+        self.ss = [RefSpaceSaving(capacity) for _ in range(sources)]
+        self.d = [2 if n > 2 else n for _ in range(sources)]
+        self.next = [self.warmup for _ in range(sources)]
+        self.rr = [s % n for s in range(sources)]
+
+    def _refresh(self, s: int) -> int:
+        sk = self.ss[s]
+        probs = sorted(
+            ((c - e) / sk.n for c, e, _ in sk.c.values() if c - e >= self.theta * sk.n), reverse=True
+        )
+        head = 0.0
+        for p in probs:
+            head += p
+        return find_d(np.array(probs), max(0.0, 1.0 - head), self.n, self.eps)
+
+    def route(self, fps, s: int, cand) -> list[int]:
+        """``cand[x, i]`` = F_i of fps[x] (from engine.keys.candidates)."""
+        out = []
+        loads = self.loads[s]
+        for x, fp in enumerate(fps):
+            fp = int(fp)
+            w = None
+            if self.algo != "pkg":
+                sk = self.ss[s]
+                sk.offer(fp)
+                big_n = sk.n
+                if self.algo == "dchoices" and big_n == self.next[s]:
+                    self.d[s] = self._refresh(s)
+                    self.next[s] = big_n + self.refresh
+                c, e, _ = sk.c[fp]
+                if big_n > self.warmup and c - e >= self.theta * big_n:
+                    if self.algo == "rr-head":
+                        w = self.rr[s]
+                        self.rr[s] = (w + 1) % self.n
+                    elif self.algo == "wchoices" or self.d[s] >= self.n:
+                        w = loads.index(min(loads))
+                    else:
+                        w = int(cand[x, 0])
+                        for i in range(1, self.d[s]):
+                            if loads[int(cand[x, i])] < loads[w]:
+                                w = int(cand[x, i])
+            if w is None:
+                a, b = int(cand[x, 0]), int(cand[x, 1])
+                w = b if loads[b] < loads[a] else a
+            loads[w] += 1
+            out.append(w)
+        return out
+
+
+def run_both(algo, n, sources, fps, params, seed):
+    """Route ``fps`` through the grouping and the reference with random batches and sources."""
+    rng = np.random.default_rng(seed)
+    g = registry.create(algo, n, sources, params=params)
+    ref = RefGrouping(
+        algo, n, sources,
+        capacity=params.get("capacity", 10000), theta=params.get("head_threshold", 0.0),
+        warmup=params.get("warmup", 0), refresh=params.get("refresh", 1000), eps=params.get("epsilon", 1e-4),
+    )
+    cand = candidates(fps, max(n, 2), n)
+    start = 0
+    got, exp = [], []
+    while start < fps.size:
+        size = int(rng.integers(0, 200))
+        s = int(rng.integers(0, sources))
+        batch = fps[start : start + size]
+        got.append(g.route(batch, s))
+        exp.append(np.array(ref.route(batch, s, cand[start : start + size]), dtype=np.int64))
+        start += size
+    return g, ref, np.concatenate(got), np.concatenate(exp)
+
+
+# ---------------------------------------------------------------------------------------------
+# Eq. (10) and FINDOPTIMALCHOICES
+# ---------------------------------------------------------------------------------------------
+def test_b_h_values():
+    # one choice of one key occupies exactly one worker
+    for n in (1, 2, 5, 100):
+        assert b_h(1, 1, n) == pytest.approx(1.0)
+    # hand computed: 2 - 2 * (1/2)^2 = 1.5 ; 10 - 10 * 0.9^6 = 4.68559 ; 5 - 5 * 0.8^4 = 2.952
+    assert b_h(1, 2, 2) == pytest.approx(1.5)
+    assert b_h(2, 3, 10) == pytest.approx(4.68559)
+    assert b_h(1, 4, 5) == pytest.approx(2.952)
+    # exact rational formula for a grid
+    for n in (1, 3, 7, 50):
+        for h in (0, 1, 4):
+            for d in (1, 2, 9):
+                exact = n - n * Fraction(n - 1, n) ** (h * d)
+                assert b_h(h, d, n) == pytest.approx(float(exact), rel=1e-12, abs=1e-12)
+    # b_h <= min(n, h*d) and it tends to n
+    assert b_h(3, 3, 50) <= 9
+    assert b_h(1000, 50, 50) == pytest.approx(50.0)
+    with pytest.raises(ValueError):
+        b_h(1, 1, 0)
+
+
+def _indep_find_d(p, tail, n, eps):
+    """Independent plain-Python transcription of Sec. IV-A (prefix sums recomputed each time)."""
+    p = sorted(p, reverse=True)
+    if n <= 2:
+        return n
+    d = max(2, math.ceil(p[0] * n)) if p else 2
+    total = sum(p)
+    while d < n:
+        if all(
+            sum(p[:h]) + (b / n) ** d * (total - sum(p[:h])) + (b / n) ** 2 * tail <= b * (1 / n + eps)
+            for h in range(1, len(p) + 1)
+            for b in [n - n * ((n - 1) / n) ** (h * d)]
+        ):
+            return d
+        d += 1
+    return n
+
+
+# d computed for Zipf |K| = 1e4, θ = 1/(5n), ε = 1e-4 (Sec. IV-B, Fig. 4 setting)
+PAPER_GRID = {
+    (1.4, 5): 5, (1.4, 10): 8, (1.4, 50): 22, (1.4, 100): 43,
+    (2.0, 5): 5, (2.0, 10): 10, (2.0, 50): 49, (2.0, 100): 95,
+    (1.0, 5): 2, (1.0, 10): 2, (1.0, 50): 6, (1.0, 100): 12,
+}
+
+
+def _zipf_head(z, n, k=10_000):
+    p = zipf_probs(k, z)
+    head = p[p >= 1.0 / (5 * n)]
+    return head, float(p[p < 1.0 / (5 * n)].sum())
+
+
+def test_find_d_zipf_values():
+    for (z, n), expected in PAPER_GRID.items():
+        head, tail = _zipf_head(z, n)
+        assert find_d(head, tail, n, 1e-4) == expected, (z, n)
+        assert _indep_find_d(list(head), tail, n, 1e-4) == expected, (z, n)
+
+
+def test_find_d_by_hand():
+    # z=2.0, n=5: p1 = 0.6079, p1*n = 3.04 -> start at d=4; h=1: b = 5 - 5*0.8^4 = 2.952,
+    # b*(1/5 + 1e-4) = 0.5907 < p1, so d=4 fails and D-Choices switches to W-Choices (d = n).
+    head, tail = _zipf_head(2.0, 5)
+    assert head[0] == pytest.approx(0.6079, abs=1e-4)
+    assert find_d(head, tail, 5, 1e-4) == 5
+    # z=1.0, n=5: head = {p1 = 0.10217, p2 = 0.05109}, d = 2 holds:
+    # h=1: b = 1.8, 0.10217 + 0.36^2*0.05109 + 0.36^2*0.84674 = 0.2185 <= 1.8*0.2001 = 0.3602
+    # h=2: b = 2.952, 0.15326 + 0.5904^2*0.84674 = 0.4484 <= 2.952*0.2001 = 0.5907
+    head, tail = _zipf_head(1.0, 5)
+    assert head.size == 2
+    assert find_d(head, tail, 5, 1e-4) == 2
+
+
+def test_find_d_trend_fig4():
+    """Fig. 4: d grows with skew; W-Choices (d = n) at small n and high skew; d < n at n = 50, 100."""
+    for n in (5, 10, 50, 100):
+        ds = [find_d(*_zipf_head(z, n), n, 1e-4) for z in (0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)]
+        assert ds == sorted(ds), (n, ds)
+        assert all(2 <= d <= n for d in ds)
+    for n in (50, 100):
+        assert all(find_d(*_zipf_head(z, n), n, 1e-4) < n for z in (0.5, 1.0, 1.5, 2.0))
+    assert find_d(*_zipf_head(2.0, 5), 5, 1e-4) == 5
+    assert find_d(*_zipf_head(2.0, 10), 10, 1e-4) == 10
+
+
+def test_find_d_degenerate():
+    assert find_d(np.array([]), 1.0, 10, 1e-4) == 2  # empty head: PKG
+    assert find_d(np.array([0.5]), 0.5, 1, 1e-4) == 1
+    assert find_d(np.array([0.5]), 0.5, 2, 1e-4) == 2
+    assert find_d(np.array([1.0]), 0.0, 10, 1e-4) == 10  # one key is everything: W-Choices
+    assert find_d(np.array([1e300]), 0.0, 10, 1e-4) == 10  # nonsense input still terminates
+    assert find_d(np.array([0.01, 0.3]), 0.69, 10, 1e-4) == find_d(np.array([0.3, 0.01]), 0.69, 10, 1e-4)
+    with pytest.raises(ValueError):
+        find_d(np.array([np.nan]), 0.0, 10, 1e-4)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.floats(1e-4, 1.0), min_size=0, max_size=8),
+    st.integers(1, 40),
+    st.sampled_from([1e-4, 1e-3, 1e-2]),
+)
+def test_find_d_matches_independent(raw, n, eps):
+    total = sum(raw) or 1.0
+    p = [x / total / 2 for x in raw]  # head holds half of the mass
+    tail = 1.0 - sum(p)
+    assert find_d(np.array(p), tail, n, eps) == _indep_find_d(p, tail, n, eps)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=0, max_size=40), st.data())
+def test_kernel_heapsort_is_decreasing(values, data):
+    from engine.groupings.split_key import _sort_desc
+
+    m = data.draw(st.integers(0, len(values)))
+    a = np.array(values + [7.0], dtype=np.float64)
+    _sort_desc(a, m)
+    assert list(a[:m]) == sorted(values[:m], reverse=True)
+    assert list(a[m:]) == values[m:] + [7.0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Hash choices
+# ---------------------------------------------------------------------------------------------
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=50),
+    st.one_of(st.integers(1, 200), st.integers(2**31, 2**32 - 1)),
+    st.integers(0, 6),
+)
+def test_fast_candidate_equals_keys_candidate(raw, n, i):
+    fps = np.array(raw, dtype=np.uint64)
+    assert np.array_equal(fast_candidate(fps, i, n), candidate(fps, i, n))
+
+
+def test_fast_candidate_edge_values():
+    fps = np.array([0, 1, 2**63, 2**64 - 1, 2**64 - 2, 12345678901234567890], dtype=np.uint64)
+    for n in (1, 2, 3, 10, 50, 100, 1000, 2**32 - 1):
+        for i in (0, 1, 3):
+            assert np.array_equal(fast_candidate(fps, i, n), candidate(fps, i, n)), (n, i)
+
+
+# ---------------------------------------------------------------------------------------------
+# SpaceSaving
+# ---------------------------------------------------------------------------------------------
+def test_spacesaving_matches_reference_and_bounds():
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        cap = int(rng.integers(1, 12))
+        k = int(rng.integers(1, 40))
+        m = int(rng.integers(0, 300))
+        ranks = zipf_ranks(m, k, float(rng.uniform(0.0, 2.0)), trial)
+        if trial % 2:
+            base = vocab_fps(k)
+        else:  # fingerprints sharing their top bits: every key probes the same table slot
+            base = np.arange(k, dtype=np.uint64) + np.uint64(7 << 58)
+        fps = base[ranks]
+        ss = SpaceSaving(cap, 2)
+        cut = int(rng.integers(0, m + 1))
+        ss.offer(fps[:cut], 1)
+        ss.offer(fps[cut:], 1)
+        ref = RefSpaceSaving(cap)
+        for fp in fps:
+            ref.offer(int(fp))
+        keys, counts, errs = ss.entries(1)
+        assert {int(a): (int(b), int(c)) for a, b, c in zip(keys, counts, errs)} == {
+            a: (v[0], v[1]) for a, v in ref.c.items()
+        }
+        assert list(counts) == sorted(counts, reverse=True)
+        assert ss.total(1) == m and ss.total(0) == 0
+        true = {}
+        for fp in fps:
+            true[int(fp)] = true.get(int(fp), 0) + 1
+        for a, b, c in zip(keys, counts, errs):
+            assert b - c <= true[int(a)] <= b
+            assert c <= m / cap
+        # every key with f > N / capacity is tracked
+        tracked = {int(a) for a in keys}
+        assert all(a in tracked for a, f in true.items() if f > m / cap)
+        est_c, est_e = ss.estimate(base, 1)
+        for fp, c, e in zip(base, est_c, est_e):
+            if int(fp) in ref.c:
+                assert (c, e) == tuple(ref.c[int(fp)][:2])
+            else:
+                assert (c, e) == (0, 0)
+
+
+def test_spacesaving_validation_and_pickle():
+    with pytest.raises(ValueError):
+        SpaceSaving(0)
+    with pytest.raises(ValueError):
+        SpaceSaving(10).total(3)
+    ss = SpaceSaving(5, 1)
+    ss.offer(np.array([], dtype=np.uint64))
+    assert ss.total() == 0 and ss.entries()[0].size == 0
+    ss.offer(vocab_fps(20)[[1, 1, 2, 3, 4, 5, 6, 1]])
+    clone = pickle.loads(pickle.dumps(ss))
+    more = vocab_fps(20)[[7, 8, 1, 9]]
+    ss.offer(more)
+    clone.offer(more)
+    for a, b in zip(ss.entries(), clone.entries()):
+        assert np.array_equal(a, b)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel vs reference: exact sequential greedy
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("algo", ALL_ALGOS)
+def test_kernel_matches_reference(algo):
+    cases = [
+        # n, sources, K, z, params
+        (1, 1, 30, 1.2, dict(capacity=8, warmup=5, refresh=7)),
+        (2, 2, 30, 1.5, dict(capacity=6, warmup=10, refresh=9)),
+        (3, 1, 50, 1.8, dict(capacity=16, warmup=20, refresh=13)),
+        (7, 3, 200, 1.1, dict(capacity=12, warmup=30, refresh=17)),
+        (16, 2, 100, 1.6, dict(capacity=20, warmup=40, refresh=25, head_threshold=0.02)),
+        (10, 1, 500, 2.0, dict(capacity=10000)),  # defaults: θ = 1/50, warmup = 500, refresh = 1000
+    ]
+    for c, (n, sources, k, z, params) in enumerate(cases):
+        if algo == "pkg":
+            params = {}
+        elif algo != "dchoices":
+            params = {key: v for key, v in params.items() if key != "refresh"}
+        m = 2500 if c < 5 else 4000
+        fps = zipf_stream(m, k, z, seed=100 + c)
+        g, ref, got, exp = run_both(algo, n, sources, fps, params, seed=c)
+        assert np.array_equal(got, exp), (algo, n, sources, int(np.argmax(got != exp)))
+        assert np.array_equal(g.loads, np.array(ref.loads)), (algo, n)
+        if algo == "dchoices":
+            assert [g.d_of(s) for s in range(sources)] == ref.d, (n, ref.d)
+
+
+def test_dchoices_reference_exercises_d_between_2_and_n():
+    """The reference comparison above must cover 2 < d < n, not only PKG or W-Choices."""
+    fps = zipf_stream(6000, 300, 1.3, seed=5)
+    params = dict(capacity=64, warmup=100, refresh=50)
+    g, ref, got, exp = run_both("dchoices", 20, 1, fps, params, seed=3)
+    assert np.array_equal(got, exp)
+    assert 2 < g.d_of(0) < 20, g.d_of(0)
+
+
+def test_dchoices_candidate_cache_with_one_row(monkeypatch):
+    """The per-key choice cache only changes speed: with a single row (constant thrashing) the
+    routing is still the reference's."""
+    import engine.groupings.split_key as sk
+
+    monkeypatch.setattr(sk, "_CACHE_ENTRIES", 20)
+    fps = zipf_stream(5000, 300, 1.3, seed=8)
+    g, ref, got, exp = run_both("dchoices", 20, 2, fps, dict(capacity=40, warmup=100, refresh=30), seed=4)
+    assert g._cfp.shape == (2, 1)
+    assert np.array_equal(got, exp)
+    assert 2 < g.d_of(0) < 20
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    st.sampled_from(ALL_ALGOS),
+    st.integers(1, 12),
+    st.integers(1, 3),
+    st.integers(1, 60),
+    st.floats(0.0, 2.2),
+    st.integers(0, 10**6),
+)
+def test_kernel_matches_reference_property(algo, n, sources, k, z, seed):
+    params = {} if algo == "pkg" else dict(capacity=int(1 + seed % 9), warmup=int(1 + seed % 40))
+    if algo == "dchoices":
+        params["refresh"] = int(1 + seed % 23)
+    fps = zipf_stream(600, k, z, seed)
+    _, _, got, exp = run_both(algo, n, sources, fps, params, seed)
+    assert np.array_equal(got, exp)
+
+
+@pytest.mark.parametrize("algo", ALL_ALGOS)
+def test_batching_does_not_change_routing(algo):
+    fps = zipf_stream(5000, 300, 1.4, seed=11)
+    params = {} if algo == "pkg" else dict(warmup=200)
+    whole = registry.create(algo, 9, params=params).route(fps)
+    g = registry.create(algo, 9, params=params)
+    parts = [g.route(fps[a:b]) for a, b in [(0, 1), (1, 1), (1, 1777), (1777, 1778), (1778, 5000)]]
+    assert np.array_equal(whole, np.concatenate(parts))
+
+
+# ---------------------------------------------------------------------------------------------
+# Candidate-set invariants
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("algo", ALL_ALGOS)
+def test_candidate_sets(algo):
+    n = 12
+    fps = zipf_stream(1500, 200, 1.5, seed=21)
+    params = {} if algo == "pkg" else dict(warmup=100, capacity=50)
+    if algo == "dchoices":
+        params["refresh"] = 40
+    g = registry.create(algo, n, params=params)
+    cand = candidates(fps, n, n)
+    saw_head = saw_mid_d = False
+    for x, fp in enumerate(fps):
+        w = int(g.route(fps[x : x + 1])[0])
+        in_head = algo != "pkg" and int(fp) in set(g.head(0)[0].tolist())
+        saw_head |= in_head
+        if not in_head:
+            assert w in (cand[x, 0], cand[x, 1]), (x, w)
+        elif algo == "dchoices":
+            d = g.d_of(0)
+            if d < n:
+                saw_mid_d = True
+                assert w in cand[x, :d], (x, w, d)
+    if algo != "pkg":
+        assert saw_head
+    if algo == "dchoices":
+        assert saw_mid_d
+
+
+def test_tail_key_never_leaves_its_two_choices():
+    """A key that is never in the head uses only F_0, F_1, whatever the grouping."""
+    n = 20
+    fps = zipf_stream(20000, 1000, 1.2, seed=2)
+    rare = vocab_fps(1000)[500]
+    for algo in ALL_ALGOS:
+        out = registry.create(algo, n).route(fps)
+        used = set(out[fps == rare].tolist())
+        assert used <= {int(candidate(np.array([rare]), 0, n)[0]), int(candidate(np.array([rare]), 1, n)[0])}
+
+
+# ---------------------------------------------------------------------------------------------
+# Balance
+# ---------------------------------------------------------------------------------------------
+def test_imbalance_ordering_on_skewed_stream():
+    n = 50
+    fps = zipf_stream(200_000, 10_000, 1.4, seed=4)
+    imb = {a: imbalance(registry.create(a, n).route(fps), n) for a in ("hash",) + ALL_ALGOS}
+    assert imb["pkg"] < imb["hash"]
+    assert imb["dchoices"] <= imb["pkg"]
+    assert imb["wchoices"] <= imb["pkg"]
+    assert imb["wchoices"] < 0.05  # W-Choices is near-ideal (Fig. 10)
+    assert imb["rr-head"] < imb["pkg"]
+
+
+def test_wchoices_balances_single_hot_key_after_warmup():
+    n = 8
+    fps = np.full(4000, vocab_fps(3)[0], dtype=np.uint64)
+    g = registry.create("wchoices", n)  # warmup = ceil(10 / (1/40)) = 400
+    out = g.route(fps)
+    two = {int(candidate(fps[:1], 0, n)[0]), int(candidate(fps[:1], 1, n)[0])}
+    assert set(out[:400].tolist()) <= two  # warm-up: PKG only
+    assert out[400] not in two  # tuple 401: the head key goes to the least loaded worker
+    loads = np.bincount(out, minlength=n)
+    assert loads.max() - loads.min() <= 1  # then the head fills the least loaded workers
+    assert g.warmup == 400 and g.theta == pytest.approx(1 / 40)
+
+
+# ---------------------------------------------------------------------------------------------
+# Heavy-hitter pitfall
+# ---------------------------------------------------------------------------------------------
+def test_no_key_is_hot_during_warmup():
+    n = 10
+    g = registry.create("dchoices", n)
+    assert g.warmup == 500  # ceil(10 / θ), θ = 1/(5n)
+    fps = zipf_stream(500, 50, 1.0, seed=1)
+    out = g.route(fps)  # tuple 500 ends the warm-up and computes d
+    cand = candidates(fps, 2, n)
+    assert np.all((out == cand[:, 0]) | (out == cand[:, 1]))
+    assert g.head(0)[0].size == 0 and g.sketch.total(0) == 500
+    g.route(fps[:1])  # tuple 501 may be head
+    assert g.head(0)[0].size > 0
+
+
+def test_key_taking_over_a_counter_is_not_hot():
+    """A newcomer inherits count min+1 and error min: guaranteed count 1, so it is not head even
+    though its estimated frequency (count / N ≈ 1/2) is far above θ."""
+    v = vocab_fps(3)
+    a, b, c = v
+    g = registry.create("wchoices", 10, params=dict(capacity=2, warmup=10))
+    g.route(np.array([a, b] * 1000, dtype=np.uint64))
+    assert set(g.head(0)[0].tolist()) == {int(a), int(b)}
+    w = int(g.route(np.array([c], dtype=np.uint64))[0])
+    counts, errs = g.sketch.estimate(np.array([c], dtype=np.uint64))
+    assert counts[0] == 1001 and errs[0] == 1000
+    assert int(c) not in set(g.head(0)[0].tolist())
+    assert w in (int(candidate(np.array([c]), 0, 10)[0]), int(candidate(np.array([c]), 1, 10)[0]))
+
+
+def test_head_reports_guaranteed_frequencies():
+    n = 10
+    fps = zipf_stream(20000, 1000, 1.4, seed=9)
+    g = registry.create("dchoices", n)
+    g.route(fps)
+    hf, freq = g.head(0)
+    true = zipf_probs(1000, 1.4)
+    assert hf.size >= 3
+    assert list(freq) == sorted(freq, reverse=True)
+    assert np.all(freq >= 1 / (5 * n))
+    assert int(hf[0]) == int(vocab_fps(1000)[0])
+    assert freq[0] == pytest.approx(true[0], abs=0.01)
+    assert 2 <= g.d_of(0) <= n
+    assert g.describe()["d"] == [g.d_of(0)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Degenerate cases, sources, resize, pickling, params
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("algo", ALL_ALGOS)
+def test_degenerate_inputs(algo):
+    params = {} if algo == "pkg" else dict(warmup=5)
+    # one worker
+    g = registry.create(algo, 1, params=params)
+    assert np.array_equal(g.route(zipf_stream(300, 20, 1.0, 0)), np.zeros(300, np.int64))
+    # empty batch
+    out = g.route(np.array([], dtype=np.uint64))
+    assert out.dtype == np.int64 and out.size == 0
+    # one key
+    g = registry.create(algo, 6, params=params)
+    out = g.route(np.full(600, vocab_fps(2)[1], dtype=np.uint64))
+    assert out.min() >= 0 and out.max() < 6
+    if algo == "pkg":
+        assert np.unique(out).size <= 2
+    else:
+        assert np.unique(out).size == 6  # the hot key is split over all workers
+    # more workers than keys
+    g = registry.create(algo, 100, params=params)
+    out = g.route(zipf_stream(3000, 3, 0.5, 1))
+    assert out.min() >= 0 and out.max() < 100
+    # two workers
+    g = registry.create(algo, 2, params=params)
+    out = g.route(zipf_stream(500, 10, 2.0, 1))
+    assert set(out.tolist()) <= {0, 1}
+    assert g.d_of(0) == 2
+    # bad source
+    with pytest.raises(ValueError):
+        g.route(np.zeros(3, np.uint64), source=5)
+
+
+@pytest.mark.parametrize("algo", ALL_ALGOS)
+def test_sources_are_independent(algo):
+    fps = zipf_stream(3000, 100, 1.5, seed=3)
+    noise = zipf_stream(2000, 100, 0.7, seed=4)
+    params = {} if algo == "pkg" else dict(warmup=50)
+    alone = registry.create(algo, 7, 3, params=params).route(fps, 2)
+    g = registry.create(algo, 7, 3, params=params)
+    g.route(noise, 0)
+    first = g.route(fps[:1000], 2)
+    g.route(noise[:10], 1)
+    got = np.concatenate([first, g.route(fps[1000:], 2)])
+    assert np.array_equal(alone, got)
+    assert g.loads[0].sum() == 2000 and g.loads[1].sum() == 10 and g.loads[2].sum() == 3000
+
+
+@pytest.mark.parametrize("algo", ALL_ALGOS)
+def test_resize_restarts_loads_keeps_sketch(algo):
+    g = registry.create(algo, 10, 2, params={} if algo == "pkg" else dict(warmup=100))
+    fps = zipf_stream(3000, 100, 1.6, seed=8)
+    g.route(fps, 0)
+    totals = g.sketch.meta[:, 4].copy() if algo != "pkg" else None
+    g.resize(4)
+    assert g.loads.shape == (2, 4) and g.loads.sum() == 0
+    if algo != "pkg":
+        assert np.array_equal(g.sketch.meta[:, 4], totals)
+        assert g.head(0)[0].size > 0
+    out = g.route(fps, 0)
+    assert out.min() >= 0 and out.max() < 4
+    assert g.loads[0].sum() == 3000
+    if algo == "dchoices":
+        head, freqs = g.head(0)
+        assert 2 <= g.d_of(0) <= 4
+    g.resize(25)
+    out = g.route(fps[:100], 1)
+    assert out.max() < 25 and g.loads.shape == (2, 25)
+
+
+@pytest.mark.parametrize("algo", ALL_ALGOS)
+def test_pickle_round_trip(algo):
+    params = {} if algo == "pkg" else dict(warmup=50, capacity=30)
+    g = registry.create(algo, 9, 2, params=params)
+    fps = zipf_stream(4000, 200, 1.3, seed=6)
+    g.route(fps[:2000], 0)
+    g.route(fps[:500], 1)
+    clone = pickle.loads(pickle.dumps(g))
+    assert np.array_equal(clone.route(fps[2000:], 0), g.route(fps[2000:], 0))
+    assert np.array_equal(clone.route(fps[500:900], 1), g.route(fps[500:900], 1))
+    assert clone.d_of(0) == g.d_of(0)
+
+
+def test_registry_and_params():
+    for algo in ALL_ALGOS:
+        cls = registry.get(algo)
+        assert cls.single_owner is False and cls.rebalancing is False
+        assert cls.summary and cls.paper
+    assert registry.get("dchoices") is DChoicesGrouping
+    assert {p.name for p in DChoicesGrouping.params} == {"head_threshold", "epsilon", "capacity", "warmup", "refresh"}
+    with pytest.raises(ParamError):
+        registry.create("dchoices", 5, params={"capacity": 0})
+    with pytest.raises(ParamError):
+        registry.create("dchoices", 5, params={"epsilon": 0})
+    with pytest.raises(ParamError):
+        registry.create("wchoices", 5, params={"head_threshold": 1.5})
+    with pytest.raises(ParamError):
+        registry.create("wchoices", 5, params={"refresh": 10})  # d is a D-Choices parameter
+    g = registry.create("rr-head", 5, params={"head_threshold": "0.1", "warmup": "7"})
+    assert g.theta == pytest.approx(0.1) and g.warmup == 7
+    assert registry.create("pkg", 5).d_of(0) == 2
