@@ -134,6 +134,75 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_engine(args: argparse.Namespace) -> int:
+    from engine.spark.engine import EngineConfig, SparkEngine
+
+    wparams: dict[str, Any] = parse_assignments(args.workload_param or [])
+    if args.zipf is not None:
+        wparams["z"] = args.zipf
+    if args.keys is not None:
+        wparams["keys"] = args.keys
+    cfg = EngineConfig(
+        source=args.source, db=args.db, algorithm=args.algorithm, params=parse_assignments(args.param or []),
+        workers=args.workers, sources=args.sources, interval=args.interval, rate=args.rate,
+        max_per_batch=args.max_per_batch, checkpoint=args.checkpoint, run_name=args.run_name or "",
+        duration=args.duration, master=args.master, window=args.window, operator=args.operator,
+        workload=args.workload, workload_params=wparams, seed=args.seed, bootstrap=args.bootstrap or "",
+        topic=args.topic or "", path=args.input or "", column=args.column or "",
+        shadow=None if args.shadow is None else [n for n in args.shadow.split(",") if n],
+        max_batches=args.max_batches,
+    )
+    return SparkEngine(cfg).run()
+
+
+def cmd_control(args: argparse.Namespace) -> int:
+    from engine.commands import CommandError, validate_command
+    from storage import connect
+
+    store = connect(args.db)
+    if args.action == "status":
+        runs = store.list_runs(limit=1)
+        if runs:
+            r = runs[0]
+            print(f"run {r['id']} {r.get('name') or ''} algorithm={r['algorithm']} workers={r.get('n_workers')} "
+                  f"status={r['status']}")
+        for c in store.recent_commands(args.limit):
+            where = f" at batch {c['applied_batch']}" if c.get("applied_batch") is not None else ""
+            reason = f" ({c['reason']})" if c.get("reason") else ""
+            print(f"#{c['id']:<5} {c['kind']:<14} {json.dumps(c['payload'])[:60]:<60} {c['status']}{where}{reason}")
+        return 0
+    if args.action == "set-algorithm":
+        if not args.values:
+            raise UsageError("set-algorithm needs NAME [name=value ...]")
+        kind, payload = "set-algorithm", {"algorithm": args.values[0], "params": parse_assignments(args.values[1:])}
+    elif args.action == "set-param":
+        if not args.values:
+            raise UsageError("set-param needs name=value [name=value ...]")
+        kind, payload = "set-param", {"params": parse_assignments(args.values)}
+    elif args.action == "set-workers":
+        if len(args.values) != 1:
+            raise UsageError("set-workers needs exactly one number")
+        kind, payload = "set-workers", {"workers": args.values[0]}
+    else:
+        if args.values:
+            raise UsageError(f"{args.action} takes no arguments")
+        kind, payload = args.action, {}
+    # Validate what can be validated here (the engine validates again against its current state).
+    runs = store.list_runs(limit=1)
+    current = runs[0]["algorithm"] if runs else "hash"
+    current_params = runs[0].get("params") or {} if runs else {}
+    try:
+        if kind != "set-param":
+            kind, payload = validate_command(kind, payload, current_algorithm=current, current_params={})
+        else:
+            validate_command(kind, payload, current_algorithm=current, current_params=current_params)
+    except CommandError as exc:
+        raise UsageError(str(exc)) from None
+    cid = store.submit_command(kind, payload)
+    print(f"command {cid} {kind} submitted (pending); see 'skewlab control --db ... status'")
+    return 0
+
+
 # ------------------------------------------------------------------------------------- output
 def _json_default(obj: Any) -> Any:
     import numpy as np
@@ -215,6 +284,41 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     pl.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     pl.set_defaults(func=cmd_plan)
+    e = sub.add_parser("engine", help="run the PySpark streaming engine")
+    e.add_argument("--source", default="generator", help="generator|kafka|file (default generator)")
+    e.add_argument("--db", default=None, help="database URL (default: SQLite file data/skewlab.db)")
+    e.add_argument("--algorithm", default="mixed", help="registry name (default mixed)")
+    e.add_argument("--param", action="append", metavar="NAME=VALUE", help="algorithm parameter (repeatable)")
+    e.add_argument("--workers", type=int, default=8, help="number of workers (default 8)")
+    e.add_argument("--sources", type=int, default=2, help="source instances for generator/file (default 2)")
+    e.add_argument("--interval", type=float, default=2.0, help="seconds per micro-batch / interval (default 2)")
+    e.add_argument("--rate", type=float, default=50_000, help="target tuples/s for generator/file (0 = unlimited)")
+    e.add_argument("--max-per-batch", type=int, default=2_000_000, help="cap on tuples per micro-batch")
+    e.add_argument("--checkpoint", default=None, help="checkpoint directory (restart with the same one)")
+    e.add_argument("--run-name", default=None, help="name of the run (default checkpoint dir data/checkpoints/NAME)")
+    e.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    e.add_argument("--max-batches", type=int, default=None, help=argparse.SUPPRESS)
+    e.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    e.add_argument("--window", type=int, default=10, help="state window in intervals (default 10)")
+    e.add_argument("--operator", default="count", help="count (windowed word count) or join (self-join)")
+    e.add_argument("--workload", default="zipf", help="generator workload (default zipf)")
+    e.add_argument("--zipf", type=float, default=None, help="Zipf exponent for zipf/drift")
+    e.add_argument("--keys", type=int, default=None, help="distinct keys for zipf/drift")
+    e.add_argument("--workload-param", action="append", metavar="NAME=VALUE", help="workload parameter")
+    e.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    e.add_argument("--bootstrap", default=None, help="Kafka bootstrap HOST:PORT (--source kafka)")
+    e.add_argument("--topic", default=None, help="Kafka topic (--source kafka)")
+    e.add_argument("--input", default=None, help="file to replay (--source file)")
+    e.add_argument("--column", default=None, help="CSV column (--source file)")
+    e.add_argument("--shadow", default=None, help="comma-separated shadow algorithms ('' = none; default all)")
+    e.set_defaults(func=cmd_engine)
+
+    c = sub.add_parser("control", help="send an operator command to a running engine")
+    c.add_argument("--db", default=None, help="database URL (default: SQLite file data/skewlab.db)")
+    c.add_argument("--limit", type=int, default=20, help="commands shown by status")
+    c.add_argument("action", choices=["set-algorithm", "set-param", "set-workers", "pause", "resume", "status"])
+    c.add_argument("values", nargs="*", help="NAME [name=value ...] | name=value ... | N")
+    c.set_defaults(func=cmd_control)
     return p
 
 

@@ -305,12 +305,11 @@ def test_spark_file_source_lines_and_column(spark, tmp_path):
           .option("partitions", 4).option("max_per_batch", 400).load())
     batches = _run(spark, df, tmp_path / "ck")
     assert [len(batches[b]) for b in sorted(batches)] == [400, 400, 202]
-    rows = sorted((r for b in batches.values() for r in b), key=lambda r: r[2])
-    good = sorted((seq, key) for key, src, seq, err, raw in rows if err is None)
-    assert good == list(enumerate(words))
-    assert all(src == seq % 4 for key, src, seq, err, raw in rows)
+    rows = [r for b in batches.values() for r in b]
+    good = sorted((seq * 4 + src, key) for key, src, seq, err, raw in rows if err is None)
+    assert good == list(enumerate(words))  # data line i = seq * P + source
     bad = [r for r in rows if r[3] is not None]
-    assert bad == [(None, 1001 % 4, 1001, "missing_column", b"bad-line".hex())]
+    assert bad == [(None, 1001 % 4, 1001 // 4, "missing_column", b"bad-line".hex())]
 
 
 def test_spark_file_source_one_key_per_line(spark, tmp_path):

@@ -25,7 +25,8 @@ column      type      meaning
 ``key``     STRING    the grouping key; NULL exactly when ``error`` is set
 ``source``  INT       source instance: generator/file partition index, Kafka partition id
 ``seq``     BIGINT    position in the instance's stream: generator tuple index within the
-                      instance, file data-line number (0-based, header excluded), Kafka offset
+                      instance, file line position within the instance (data line
+                      ``seq·P + source``, header excluded), Kafka offset
 ``error``   STRING    NULL for a good record, else the dead-letter reason (see below)
 ``raw``     STRING    (file, kafka) hex of the first 32 bytes of a bad record's key, else NULL
 ``ts``      BIGINT    (kafka) record timestamp, ms since the epoch
@@ -625,7 +626,8 @@ class FileDataSource(DataSource):
     all instances, ``0`` = unlimited (default)), ``max_per_batch`` (default 500000).
 
     Data line ``i`` (0-based, header excluded) goes to instance ``i mod P``; offsets = lines
-    consumed per instance; ``seq`` = ``i``.  Finite: the query sees no new data once the file is
+    consumed per instance; ``seq`` = ``i div P``, the line's position in its instance's stream
+    (as for the other sources), so line ``i = seq·P + source``.  Finite: the query sees no new data once the file is
     consumed (``Trigger.AvailableNow`` terminates).
     """
 
@@ -697,11 +699,13 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         step = 65_536
         for lo in range(partition.start, partition.end, step):
             hi = min(partition.end, lo + step)
-            lines = np.arange(lo, hi, dtype=np.int64) * instances + p
-            lines = lines[lines < len(keys)]  # the file shrank under us: emit what exists
+            pos = np.arange(lo, hi, dtype=np.int64)
+            lines = pos * instances + p
+            keep = lines < len(keys)  # the file shrank under us: emit what exists
+            pos, lines = pos[keep], lines[keep]
             take = pa.array(lines)
             yield pa.RecordBatch.from_arrays(
-                [keys.take(take), pa.array(np.full(lines.size, p, dtype=np.int32)), pa.array(lines),
+                [keys.take(take), pa.array(np.full(lines.size, p, dtype=np.int32)), pa.array(pos),
                  errors.take(take), raws.take(take)],
                 schema=ARROW_SCHEMAS[FILE],
             )

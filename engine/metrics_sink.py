@@ -1,0 +1,98 @@
+"""Buffered, retrying metric writes: the metrics database may go away, the stream must not stop.
+
+The engine hands every finished interval to :meth:`MetricsSink.put`.  Writes go through
+:meth:`storage.store.Store.record_interval`, which is idempotent by (run, batch), so retrying a
+write that may or may not have landed is always safe.  When the database is unreachable the rows stay
+in an in-memory queue (bounded only by ``max_buffer``; the oldest rows are *never* dropped silently:
+past the bound the engine is told to pause consumption) and are retried with exponential back-off on
+every later call.  :attr:`status` says what is going on for the status line.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = ["MetricsSink", "PendingInterval"]
+
+try:  # errors that mean "the database is not available now"; anything else is a bug and raises
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    _TRANSIENT: tuple[type[BaseException], ...] = (OperationalError, DBAPIError, OSError, ConnectionError, TimeoutError)
+except ImportError:  # pragma: no cover
+    _TRANSIENT = (OSError, ConnectionError, TimeoutError)
+
+
+@dataclass
+class PendingInterval:
+    batch_id: int
+    interval: int
+    metrics: dict[str, Any]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    commands: list[tuple[int, str, str | None]] = field(default_factory=list)  # (id, status, reason)
+
+
+class MetricsSink:
+    def __init__(self, store: Any, run_id: int, *, max_buffer: int = 100_000,
+                 clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] | None = None) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.queue: deque[PendingInterval] = deque()
+        self.max_buffer = int(max_buffer)
+        self.clock = clock
+        self.log = log
+        self.failures = 0
+        self.written = 0
+        self.last_error = ""
+        self._next_try = 0.0
+        self._backoff = 0.5
+
+    @property
+    def backlog(self) -> int:
+        return len(self.queue)
+
+    @property
+    def full(self) -> bool:
+        return len(self.queue) >= self.max_buffer
+
+    @property
+    def status(self) -> str:
+        if not self.queue:
+            return "db ok"
+        return f"db DOWN, {len(self.queue)} interval(s) buffered ({self.last_error[:60]})"
+
+    def put(self, item: PendingInterval) -> None:
+        self.queue.append(item)
+        self.flush()
+
+    def flush(self, force: bool = False) -> bool:
+        """Try to write everything buffered; True when the buffer is empty afterwards."""
+        if not self.queue:
+            return True
+        if not force and self.clock() < self._next_try:
+            return False
+        while self.queue:
+            item = self.queue[0]
+            try:
+                self.store.record_interval(self.run_id, item.batch_id, item.interval, item.metrics, **item.kwargs)
+                for cid, status, reason in item.commands:
+                    self.store.mark_command(cid, status, reason=reason, applied_batch=item.batch_id)
+            except _TRANSIENT as exc:  # database unreachable/failing: keep the row, retry later
+                self.failures += 1
+                first = not self.last_error
+                self.last_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                self._next_try = self.clock() + self._backoff
+                self._backoff = min(self._backoff * 2, 10.0)
+                if first and self.log:
+                    self.log(f"metrics database unavailable, buffering ({self.last_error[:120]})")
+                return False
+            self.queue.popleft()
+            self.written += 1
+        if self.last_error and self.log:
+            self.log(f"metrics database back, {self.failures} failed attempt(s), nothing lost")
+        self.last_error = ""
+        self._backoff = 0.5
+        self._next_try = 0.0
+        return True

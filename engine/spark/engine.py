@@ -1,0 +1,540 @@
+"""``skewlab engine``: a PySpark Structured Streaming query with a swappable grouping.
+
+Per micro-batch (``foreachBatch`` on the driver):
+
+1. skip the batch if the restored snapshot already applied it (exactly-once, see
+   :mod:`engine.checkpoint`);
+2. apply pending operator commands (validated, :mod:`engine.commands`) — before routing, so the
+   batch is routed with the new configuration;
+3. ship a :class:`~engine.spark.topology.RoutingSnapshot` to the executors, route every input
+   partition (= source instance) there, ``repartitionById(n_workers, worker)``, run the keyed
+   operator per worker, collect only per-(worker, key) aggregates, per-source state and dead-letter
+   summaries (:mod:`engine.spark.topology`);
+4. the :class:`~engine.controller.Controller` closes the interval: keyed state, statistics,
+   rebalancing and the migration protocol (moved keys are paused while their state moves: in this
+   engine all state lives with the controller between micro-batches, so the move happens while no
+   tuple of the batch is in flight, and the pause time is the move's duration);
+5. shadow what-if of the other groupings (:mod:`engine.shadow`), hot keys;
+6. snapshot to the checkpoint directory, then metrics to the database through the buffered sink
+   (:mod:`engine.metrics_sink`), then one status line.
+
+Pausing stops the streaming query after the current batch (offsets stay in Spark's checkpoint, no
+record is lost) and polls for ``resume``; resuming restarts the query from the checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from engine import registry
+from engine.checkpoint import SnapshotStore
+from engine.commands import MAX_WORKERS, apply_command
+from engine.controller import COST_MODELS, Controller
+from engine.keys import Vocabulary
+from engine.metrics_sink import MetricsSink, PendingInterval
+from engine.params import ParamError
+from engine.shadow import ShadowEvaluator, default_shadow_names
+
+__all__ = ["EngineConfig", "SparkEngine", "OPERATORS", "SOURCES"]
+
+# py4j logs every exception our foreachBatch callback raises, with the whole traceback; the engine
+# logs its own failures in one line and refuses batches on purpose while stopping.
+logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
+
+
+def _quiet_stream_errors(spark: Any) -> None:
+    """Silence Spark's multi-page ERROR for a foreachBatch failure; the engine logs it in one line."""
+    try:
+        jvm = spark.sparkContext._jvm
+        level = jvm.org.apache.logging.log4j.Level.OFF
+        for name in ("org.apache.spark.sql.execution.streaming.MicroBatchExecution",
+                     "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+                     "org.apache.spark.sql.execution.streaming.StreamExecution"):
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)
+    except Exception:  # noqa: BLE001 - logging is cosmetic
+        pass
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+OPERATORS = {"count": "linear", "join": "join"}
+SOURCES = ("generator", "kafka", "file")
+
+
+@dataclass
+class EngineConfig:
+    source: str = "generator"
+    db: str | None = None
+    algorithm: str = "mixed"
+    params: dict[str, Any] = field(default_factory=dict)
+    workers: int = 8
+    sources: int = 2
+    interval: float = 2.0
+    rate: float = 50_000.0
+    max_per_batch: int = 2_000_000
+    checkpoint: str | None = None
+    run_name: str = ""
+    duration: float | None = None
+    master: str = "local[*]"
+    window: int = 10
+    operator: str = "count"
+    workload: str = "zipf"
+    workload_params: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    bootstrap: str = ""
+    topic: str = ""
+    path: str = ""
+    column: str = ""
+    shadow: list[str] | None = None
+    shadow_max_tuples: int = 50_000
+    top_k: int = 10
+    max_batches: int | None = None
+
+    def validate(self) -> None:
+        """One-line :class:`ParamError` for every bad setting (before Spark starts)."""
+        if self.source not in SOURCES:
+            raise ParamError(f"--source must be one of {'|'.join(SOURCES)}, got {self.source!r}")
+        if self.operator not in OPERATORS:
+            raise ParamError(f"--operator must be one of {'|'.join(OPERATORS)}, got {self.operator!r}")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise ParamError(f"--workers must be in [1, {MAX_WORKERS}], got {self.workers}")
+        if self.sources < 1:
+            raise ParamError(f"--sources must be >= 1, got {self.sources}")
+        if not self.interval > 0:
+            raise ParamError(f"--interval must be > 0 seconds, got {self.interval}")
+        if self.rate < 0:
+            raise ParamError(f"--rate must be >= 0 tuples/s (0 = unlimited), got {self.rate}")
+        if self.window < 1:
+            raise ParamError(f"--window must be >= 1 interval, got {self.window}")
+        if self.duration is not None and self.duration <= 0:
+            raise ParamError(f"--duration must be > 0 seconds, got {self.duration}")
+        cls = registry.get(self.algorithm)
+        registry.validate_params(self.algorithm, self.params)
+        if self.operator == "join" and not cls.single_owner:
+            raise ParamError(
+                f"{self.algorithm} splits keys over workers and cannot serve the join operator "
+                "(a join needs every tuple of a key on one worker); use a key grouping or a rebalancer"
+            )
+        if self.source == "kafka" and (not self.bootstrap or not self.topic):
+            raise ParamError("--source kafka needs --bootstrap HOST:PORT and --topic NAME")
+        if self.source == "file":
+            if not self.path:
+                raise ParamError("--source file needs --input FILE")
+            if not os.path.isfile(self.path) or not os.access(self.path, os.R_OK):
+                raise ParamError(f"cannot read input file {self.path!r}")
+        if self.source == "generator":
+            from engine.workloads import create_workload
+
+            create_workload(self.workload, self.seed, self.workload_params)  # validates params
+        for name in self.shadow or []:
+            registry.get(name)
+
+    def source_options(self) -> tuple[str, dict[str, str]]:
+        if self.source == "generator":
+            return "skewlab-generator", {
+                "workload": self.workload,
+                "params": json.dumps(self.workload_params),
+                "seed": str(self.seed),
+                "partitions": str(self.sources),
+                "rate": str(self.rate),
+                "max_per_batch": str(self.max_per_batch),
+            }
+        if self.source == "file":
+            return "skewlab-file", {
+                "path": self.path,
+                "column": self.column,
+                "partitions": str(self.sources),
+                "rate": str(self.rate),
+                "max_per_batch": str(self.max_per_batch),
+            }
+        return "skewlab-kafka", {
+            "bootstrap": self.bootstrap,
+            "topic": self.topic,
+            "max_per_batch": str(self.max_per_batch),
+        }
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("SKEWLAB_DATA_DIR", "data"))
+
+
+class SparkEngine:
+    """Owns the Spark query, the controller, the snapshots and the metrics sink of one run."""
+
+    def __init__(self, cfg: EngineConfig, *, log: Callable[[str], None] | None = None,
+                 after_batch: Callable[["SparkEngine", int], None] | None = None) -> None:
+        cfg.validate()
+        self.after_batch = after_batch
+        self.cfg = cfg
+        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.checkpoint = Path(cfg.checkpoint or default_data_dir() / "checkpoints" / (cfg.run_name or "default"))
+        self.snapshots = SnapshotStore(self.checkpoint / "skewlab")
+        self.stop_requested = threading.Event()
+        self.in_batch = threading.Lock()
+        self.paused = False
+        self.batches_done = 0
+        self.started = time.monotonic()
+        self.store = None
+        self.sink: MetricsSink | None = None
+        self.run_id: int | None = None
+        self.last_batch = -1
+        self.applied_commands: list[int] = []
+        self.consumed: dict[int, int] = {}
+        self.dead_total = 0
+        self._carry_events: list[dict[str, Any]] = []
+        self._stopping = False
+        self._idle_since: float | None = None
+        self._restore_or_init()
+
+    # ------------------------------------------------------------------ state
+    def _restore_or_init(self) -> None:
+        from storage import connect
+
+        self.store = connect(self.cfg.db)
+        latest = self.snapshots.latest()
+        if latest is not None:
+            batch, snap = latest
+            self.controller: Controller = snap["controller"]
+            self.shadow: ShadowEvaluator | None = snap["shadow"]
+            self.run_id = snap["run_id"]
+            self.last_batch = batch
+            self.paused = snap.get("paused", False)
+            self.applied_commands = snap.get("applied_commands", [])
+            self.consumed = snap.get("consumed", {})
+            self.dead_total = snap.get("dead_total", 0)
+            pending = snap.get("pending", [])
+            self.log(f"restored run {self.run_id} at batch {batch} from {self.snapshots.dir}")
+        else:
+            vocab = Vocabulary()
+            grouping = registry.create(self.cfg.algorithm, self.cfg.workers, self.cfg.sources, self.cfg.seed, self.cfg.params)
+            self.controller = Controller(grouping, vocab, window=self.cfg.window, cost_model=OPERATORS[self.cfg.operator])
+            names = self.cfg.shadow if self.cfg.shadow is not None else default_shadow_names(grouping.name, self.cfg.operator)
+            self.shadow = (
+                ShadowEvaluator(names, vocab, n_workers=self.cfg.workers, n_sources=self.cfg.sources, seed=self.cfg.seed,
+                                window=self.cfg.window, cost_model=OPERATORS[self.cfg.operator],
+                                max_tuples=self.cfg.shadow_max_tuples)
+                if names else None
+            )
+            config = {k: v for k, v in asdict(self.cfg).items() if k != "db"}
+            self.run_id = self.store.create_run(
+                grouping.name, grouping.p, seed=self.cfg.seed, n_workers=self.cfg.workers,
+                workload=self.cfg.workload if self.cfg.source == "generator" else f"{self.cfg.source}",
+                config=config, name=self.cfg.run_name,
+            )
+            pending = []
+        self.sink = MetricsSink(self.store, self.run_id, log=self.log)
+        for item in pending:
+            self.sink.queue.append(item)
+        self.sink.flush(force=True)
+
+    def _save(self, batch_id: int) -> None:
+        assert self.sink is not None
+        self.snapshots.save(batch_id, {
+            "run_id": self.run_id,
+            "controller": self.controller,
+            "shadow": self.shadow,
+            "paused": self.paused,
+            "applied_commands": self.applied_commands[-1000:],
+            "consumed": self.consumed,
+            "dead_total": self.dead_total,
+            "pending": list(self.sink.queue),
+        })
+
+    # ------------------------------------------------------------------ commands
+    def _apply_commands(self, batch_id: int) -> tuple[list[tuple[int, str, str | None]], list[dict[str, Any]]]:
+        marks: list[tuple[int, str, str | None]] = []
+        events: list[dict[str, Any]] = []
+        try:
+            pending = self.store.pending_commands(self.run_id)
+        except Exception as exc:  # noqa: BLE001 - database down: no commands this batch
+            self.log(f"cannot read commands: {type(exc).__name__}")
+            return marks, events
+        for cmd in pending:
+            cid = int(cmd["id"])
+            if cid in self.applied_commands:
+                continue
+            res = apply_command(self.controller, cmd.get("kind"), cmd.get("payload"), operator=self.cfg.operator)
+            self.applied_commands.append(cid)
+            marks.append((cid, res.status, res.reason or None))
+            if res.status == "rejected":
+                self.log(f"command {cid} {cmd.get('kind')} rejected: {res.reason}")
+                continue
+            if res.action == "pause":
+                self.paused = True
+            elif res.action == "resume":
+                self.paused = False
+            if res.action == "workers" and self.shadow is not None:
+                self.shadow.resize(self.controller.n_workers)
+            kind = {"switch": "algorithm", "params": "params", "workers": "workers"}.get(res.action, res.action)
+            detail = {k: v for k, v in res.event.items() if k not in ("interval", "kind")}
+            events.append({"kind": kind, "detail": detail, "command_id": cid})
+            self.log(f"command {cid} {cmd.get('kind')} applied at batch {batch_id} ({res.action})")
+        return marks, events
+
+    # ------------------------------------------------------------------ one micro-batch
+    def process_batch(self, df: Any, batch_id: int) -> None:
+        if self._stopping or self._done():
+            # Never return normally without applying: Spark would commit the batch. Failing leaves
+            # it uncommitted, so it is replayed (and applied once) on the next start.
+            raise RuntimeError("skewlab engine stopping; batch left for replay")
+        with self.in_batch:
+            if batch_id <= self.last_batch:
+                self.log(f"batch {batch_id} already applied (restored snapshot); skipping")
+                return
+            try:
+                self._process(df, batch_id)
+            except Exception as exc:
+                self.log(f"batch {batch_id} failed: {type(exc).__name__}: {_first_line(exc)}")
+                raise
+
+    def _process(self, df: Any, batch_id: int) -> None:
+        from engine.spark.topology import AGG_SCHEMA, ROUTED_SCHEMA, RoutingSnapshot, make_router, make_worker, unpack_aggregates
+
+        t0 = time.perf_counter()
+        c = self.controller
+        marks, events = self._apply_commands(batch_id)
+        events = self._carry_events + events
+        self._carry_events = []
+        n = c.n_workers
+        snap = RoutingSnapshot(batch_id, c.grouping).dumps()
+        routed = df.mapInArrow(make_router(snap), ROUTED_SCHEMA)
+        agg = routed.repartitionById(n, "worker").mapInArrow(make_worker(), AGG_SCHEMA)
+        table = agg.toArrow()
+        u = unpack_aggregates(table)
+        for s, side in u["states"].items():
+            if side.get("source_state"):
+                c.grouping.set_source_state(s % c.grouping.n_sources, side["source_state"])
+            if side.get("consumed", -1) >= 0:
+                if side["first_seq"] != self.consumed.get(s, side["first_seq"]):
+                    self.log(f"warning: source {s} batch {batch_id} starts at {side['first_seq']}, "
+                             f"expected {self.consumed.get(s)} (gap or overlap in the source)")
+                self.consumed[s] = int(side["consumed"])
+        dead = u["dead_letters"]
+        self.dead_total += sum(v[0] for v in dead.values())
+        key_ids = c.vocab.encode(u["keys"])
+        route_seconds = sum(side.get("route_seconds", 0.0) for side in u["states"].values())
+        row = c.end_interval(key_ids, u["workers"], u["counts"], route_seconds=route_seconds)
+
+        # shadow what-if and hot keys on the interval's per-key counts
+        uk, inv = np.unique(key_ids, return_inverse=True) if key_ids.size else (key_ids, key_ids)
+        per_key = np.bincount(inv, weights=u["counts"], minlength=uk.size).astype(np.int64) if key_ids.size else key_ids
+        shadow_rows = self.shadow.evaluate(uk, per_key) if self.shadow is not None else []
+        hot = self._hot_keys(uk, per_key, key_ids, u["workers"], row["tuples"])
+
+        batch_seconds = time.perf_counter() - t0
+        metrics = {k: row[k] for k in (
+            "tuples", "algorithm", "imbalance", "theta_max_observed", "seeds_imbalance", "load_variance", "load_stddev",
+            "replication", "routing_table_size", "migration_cost", "plan_seconds", "tuples_per_second")}
+        metrics["n_workers"] = row["workers"]
+        metrics["throughput"] = row["tuples"] / batch_seconds if batch_seconds > 0 else 0.0
+        metrics["batch_latency_ms"] = batch_seconds * 1000.0
+        if row.get("rebalanced"):
+            metrics["feasible"] = row.get("plan_feasible")
+            metrics["note"] = row.get("plan_note", "")
+        state_per_worker = c.state.per_worker(n if n == c.n_workers else c.n_workers)
+        loads = row["worker_loads"]
+        tuples_w = np.bincount(u["workers"], weights=u["counts"], minlength=n)[:n]
+        keys_w = np.bincount(u["workers"], minlength=n)[:n]
+        workers_rows = [
+            {"worker": w, "tuples": int(tuples_w[w]), "cost": float(loads[w]) if w < len(loads) else 0.0,
+             "distinct_keys": int(keys_w[w]), "state_size": int(state_per_worker[w]) if w < state_per_worker.size else 0,
+             "processing_seconds": float(u["seconds"].get(w, 0.0))}
+            for w in range(n)
+        ]
+        migrations = [
+            {"algorithm": c.grouping.name, "keys_moved": m.keys, "state_moved": m.state_moved,
+             "migration_cost": m.migration_cost, "pause_ms": m.pause_seconds * 1000.0,
+             "detail": {"reason": m.reason, **{k: v for k, v in m.detail.items() if isinstance(v, (int, float, str, bool))}}}
+            for m in c.migrations if m.interval == row["interval"]
+        ]
+        for ev in c.events:
+            if ev["interval"] == row["interval"] and ev["kind"] == "rebalance":
+                events.append({"kind": "rebalance", "detail": {k: v for k, v in ev.items() if k not in ("interval", "kind")}})
+        amax = c.grouping.p.get("amax")
+        kwargs = {
+            "workers": workers_rows,
+            "hot_keys": hot,
+            "shadow": shadow_rows,
+            "migrations": migrations,
+            "routing": {"entries": row["routing_table_size"], "amax": amax},
+            "events": events,
+            "dead_letters": {r: {"count": v[0], "samples": v[1]} for r, v in dead.items()} or None,
+        }
+        self.last_batch = batch_id
+        self.batches_done += 1
+        item = PendingInterval(batch_id, row["interval"], metrics, kwargs, marks)
+        self.sink.queue.append(item)
+        # Snapshot first (it holds the unwritten rows, so nothing is lost on a crash; rows already
+        # written are re-sent idempotently after a restart), then the database.
+        self._save(batch_id)
+        self.sink.flush()
+        self.log(self._status_line(batch_id, row, metrics, dead))
+        if self.after_batch is not None:
+            self.after_batch(self, batch_id)
+
+    def _hot_keys(self, uk, per_key, key_ids, workers, total) -> list[dict[str, Any]]:
+        if uk.size == 0 or total <= 0:
+            return []
+        top = np.argsort(-per_key, kind="stable")[: self.cfg.top_k]
+        names = self.controller.vocab.names
+        fps = self.controller.vocab.fps
+        out = []
+        for rank, i in enumerate(top):
+            k = int(uk[i])
+            dest = sorted(set(workers[key_ids == k].tolist()))
+            out.append({"key": names[k], "fingerprint": int(fps[k]), "count": int(per_key[i]),
+                        "share": float(per_key[i] / total), "workers": dest, "rank": rank})
+        return out
+
+    def _status_line(self, batch_id: int, row: dict[str, Any], metrics: dict[str, Any], dead: dict) -> str:
+        parts = [
+            f"batch {batch_id}", f"{row['algorithm']}", f"n={row['workers']}", f"tuples={row['tuples']}",
+            f"imbalance={row['imbalance']:.3f}", f"repl={row['replication']:.2f}",
+            f"|A|={row['routing_table_size']}", f"migr={row['migration_cost']:.3f}",
+            f"{metrics['throughput'] / 1000:.0f}k tuples/s", f"latency={metrics['batch_latency_ms']:.0f}ms",
+        ]
+        if dead:
+            parts.append(f"dead={sum(v[0] for v in dead.values())}")
+        parts.append(self.sink.status if self.sink else "")
+        if self.paused:
+            parts.append("PAUSED")
+        return " | ".join(parts)
+
+    # ------------------------------------------------------------------ the query
+    def _start_query(self, spark: Any) -> Any:
+        fmt, opts = self.cfg.source_options()
+        df = spark.readStream.format(fmt).options(**opts).load()
+        return (
+            df.writeStream.foreachBatch(self.process_batch)
+            .option("checkpointLocation", str(self.checkpoint / "spark"))
+            .trigger(processingTime=f"{self.cfg.interval} seconds")
+            .queryName(f"skewlab-{self.run_id}")
+            .start()
+        )
+
+    def request_stop(self, *_: Any) -> None:
+        if not self.stop_requested.is_set():
+            self.log("stopping: finishing the current batch and flushing metrics (Ctrl-C again to force)")
+            self.stop_requested.set()
+        else:
+            raise KeyboardInterrupt
+
+    def run(self) -> int:
+        """Run until ``--duration`` passes, ``max_batches`` are done or Ctrl-C; returns an exit status."""
+        from engine.spark.session import get_session
+
+        previous_handlers = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous_handlers[sig] = signal.signal(sig, self.request_stop)
+        spark = get_session(self.cfg.master, f"skewlab-engine-{self.run_id}")
+        _quiet_stream_errors(spark)
+        self.log(f"run {self.run_id}: {self.cfg.algorithm} on {self.cfg.source}, {self.controller.n_workers} workers, "
+                 f"checkpoint {self.checkpoint}, db {self.store.url}")
+        status = "finished"
+        query = None
+        try:
+            while not self._done():
+                if self.paused:
+                    self._wait_resume()
+                    continue
+                query = self._start_query(spark)
+                while not self._done() and not self.paused:
+                    try:
+                        terminated = query.awaitTermination(0.5)
+                    except Exception as exc:  # noqa: BLE001 - StreamingQueryException from a failed batch
+                        if self._done():
+                            break  # the batch refused while stopping; it is replayed on the next start
+                        raise RuntimeError(f"streaming query failed: {_first_line(exc)}") from None
+                    if terminated:
+                        break
+                    if self.sink is not None:
+                        self.sink.flush()
+                    if self.cfg.source == "file" and self._file_exhausted(query):
+                        self.log("input file fully replayed; stopping")
+                        self.stop_requested.set()
+                self._stop_query(query)
+                query = None
+        except KeyboardInterrupt:
+            status = "stopped"
+        finally:
+            if query is not None:
+                self._stop_query(query)
+            if self.sink is not None and not self.sink.flush(force=True):
+                self.log(f"warning: {self.sink.backlog} interval(s) not yet written; they are kept in the snapshot "
+                         "and written on the next start")
+            try:
+                self.store.finish_run(self.run_id, status)
+            except Exception:  # noqa: BLE001
+                pass
+            for sig, handler in previous_handlers.items():
+                signal.signal(sig, handler)
+        self.log(f"run {self.run_id} {status} after {self.batches_done} batch(es)")
+        return 0
+
+    def _file_exhausted(self, query: Any) -> bool:
+        """A finite file is done when the query has had no data for a few trigger intervals."""
+        status = query.status or {}
+        busy = status.get("isDataAvailable") or status.get("isTriggerActive") or self.batches_done == 0
+        now = time.monotonic()
+        if busy:
+            self._idle_since = None
+            return False
+        if self._idle_since is None:
+            self._idle_since = now
+        return now - self._idle_since > max(3 * self.cfg.interval, 3.0)
+
+    def _stop_query(self, query: Any) -> None:
+        """Stop between batches: new batches refuse to start, the running one finishes first."""
+        self._stopping = True
+        try:
+            with self.in_batch:
+                pass
+            query.stop()
+        except Exception:  # noqa: BLE001 - the query may already have failed on the refused batch
+            pass
+        finally:
+            self._stopping = False
+
+    def _done(self) -> bool:
+        if self.stop_requested.is_set():
+            return True
+        if self.cfg.duration is not None and time.monotonic() - self.started >= self.cfg.duration:
+            return True
+        return self.cfg.max_batches is not None and self.batches_done >= self.cfg.max_batches
+
+    def _wait_resume(self) -> None:
+        """Paused: the query is stopped; poll commands until ``resume`` (or stop)."""
+        self.log("paused: query stopped, polling for resume")
+        try:
+            self.store.update_run(self.run_id, status="paused")
+        except Exception:  # noqa: BLE001
+            pass
+        while self.paused and not self._done():
+            time.sleep(0.5)
+            marks, events = self._apply_commands(self.last_batch)
+            self._carry_events.extend(events)
+            for cid, status, reason in marks:
+                try:
+                    self.store.mark_command(cid, status, reason=reason or "", applied_batch=self.last_batch)
+                except Exception:  # noqa: BLE001
+                    pass
+            if marks:
+                self._save(self.last_batch)
+        try:
+            self.store.update_run(self.run_id, status="running")
+        except Exception:  # noqa: BLE001
+            pass
