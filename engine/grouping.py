@@ -25,6 +25,7 @@ runtime can ship them to Spark executors.
 
 from __future__ import annotations
 
+import copy
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -273,7 +274,7 @@ class Grouping(ABC):
 
     def source_state(self, source: int) -> dict[str, Any]:
         """Copy of the state that belongs to ``source`` (see :attr:`source_state_attrs`)."""
-        return {a: np.copy(getattr(self, a)[source]) for a in self.source_state_attrs}
+        return {a: copy.deepcopy(getattr(self, a)[source]) for a in self.source_state_attrs}
 
     def set_source_state(self, source: int, state: Mapping[str, Any]) -> None:
         """Install state returned by the task that routed ``source``."""

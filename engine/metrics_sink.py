@@ -10,6 +10,7 @@ every later call.  :attr:`status` says what is going on for the status line.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ class MetricsSink:
         self.last_error = ""
         self._next_try = 0.0
         self._backoff = 0.5
+        self._lock = threading.RLock()  # the engine flushes from its main loop and from batch callbacks
 
     @property
     def backlog(self) -> int:
@@ -63,12 +65,25 @@ class MetricsSink:
             return "db ok"
         return f"db DOWN, {len(self.queue)} interval(s) buffered ({self.last_error[:60]})"
 
+    def enqueue(self, item: PendingInterval) -> None:
+        """Buffer a row without writing yet."""
+        with self._lock:
+            self.queue.append(item)
+
     def put(self, item: PendingInterval) -> None:
-        self.queue.append(item)
+        self.enqueue(item)
         self.flush()
+
+    def pending(self) -> list[PendingInterval]:
+        with self._lock:
+            return list(self.queue)
 
     def flush(self, force: bool = False) -> bool:
         """Try to write everything buffered; True when the buffer is empty afterwards."""
+        with self._lock:
+            return self._flush(force)
+
+    def _flush(self, force: bool) -> bool:
         if not self.queue:
             return True
         if not force and self.clock() < self._next_try:

@@ -115,7 +115,7 @@ def test_kafka_source_end_to_end_with_malformed_records(spark, tmp_path, kafka_b
     p.flush()
     p.close()
     cfg = gen_cfg(tmp_path, source="kafka", bootstrap=kafka_broker, topic=topic, algorithm="consistent", shadow=[],
-                  max_batches=3, max_per_batch=10_000)
+                  max_batches=2, max_per_batch=2_000)
     engine = SparkEngine(cfg, log=lambda m: None)
     engine.run()
     assert sum(engine.controller.results().values()) == 3000
@@ -156,7 +156,8 @@ def test_pause_and_resume_lose_nothing(spark, tmp_path):
         (["engine", "--algorithm", "nope"], "unknown algorithm"),
         (["engine", "--source", "kafka"], "needs --bootstrap"),
         (["engine", "--workers", "0"], "--workers must be in"),
-        (["engine", "--param", "theta_max=5"], "out of range"),
+        (["engine", "--param", "theta_max=-1"], "out of range"),
+        (["engine", "--workload", "zipf", "--zipf", "9"], "out of range"),
     ],
 )
 def test_engine_cli_user_errors(capsys, argv, fragment):

@@ -237,7 +237,7 @@ class SparkEngine:
             pending = []
         self.sink = MetricsSink(self.store, self.run_id, log=self.log)
         for item in pending:
-            self.sink.queue.append(item)
+            self.sink.enqueue(item)
         self.sink.flush(force=True)
 
     def _save(self, batch_id: int) -> None:
@@ -250,7 +250,7 @@ class SparkEngine:
             "applied_commands": self.applied_commands[-1000:],
             "consumed": self.consumed,
             "dead_total": self.dead_total,
-            "pending": list(self.sink.queue),
+            "pending": self.sink.pending(),
         })
 
     # ------------------------------------------------------------------ commands
@@ -376,7 +376,7 @@ class SparkEngine:
         self.last_batch = batch_id
         self.batches_done += 1
         item = PendingInterval(batch_id, row["interval"], metrics, kwargs, marks)
-        self.sink.queue.append(item)
+        self.sink.enqueue(item)
         # Snapshot first (it holds the unwritten rows, so nothing is lost on a crash; rows already
         # written are re-sent idempotently after a restart), then the database.
         self._save(batch_id)
