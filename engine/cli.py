@@ -155,6 +155,36 @@ def cmd_engine(args: argparse.Namespace) -> int:
     return SparkEngine(cfg).run()
 
 
+def cmd_produce(args: argparse.Namespace) -> int:
+    from engine.kafka_io import produce
+    from engine.progress import Progress
+    from engine.workloads import create_workload
+
+    wparams: dict[str, Any] = parse_assignments(args.workload_param or [])
+    if args.zipf is not None:
+        wparams["z"] = args.zipf
+    if args.keys is not None:
+        wparams["keys"] = args.keys
+    if args.messages < 0:
+        raise UsageError(f"--messages must be >= 0, got {args.messages}")
+    if args.rate < 0:
+        raise UsageError(f"--rate must be >= 0 (0 = as fast as possible), got {args.rate}")
+    if args.partitions is not None and args.partitions < 1:
+        raise UsageError(f"--partitions must be >= 1, got {args.partitions}")
+    workload = create_workload(args.workload, args.seed, wparams)  # validates before connecting
+    bar = Progress(args.messages, f"produce {args.topic}")
+    try:
+        out = produce(args.bootstrap, args.topic, workload, None, args.seed, args.rate, args.messages,
+                      partitions=args.partitions, progress=bar)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        bar.close()
+    print(f"produced {out['messages']} messages to {out['topic']} ({out['partitions']} partitions) "
+          f"in {out['seconds']:.1f} s ({out['rate']:.0f}/s)")
+    return 0
+
+
 def cmd_control(args: argparse.Namespace) -> int:
     from engine.commands import CommandError, validate_command
     from storage import connect
@@ -312,6 +342,19 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--column", default=None, help="CSV column (--source file)")
     e.add_argument("--shadow", default=None, help="comma-separated shadow algorithms ('' = none; default all)")
     e.set_defaults(func=cmd_engine)
+
+    pr = sub.add_parser("produce", help="replay a workload into a Kafka topic")
+    pr.add_argument("--bootstrap", required=True, help="Kafka bootstrap HOST:PORT")
+    pr.add_argument("--topic", required=True, help="topic name")
+    pr.add_argument("--workload", default="zipf", help="workload name (default zipf)")
+    pr.add_argument("--zipf", type=float, default=None, help="Zipf exponent for zipf/drift")
+    pr.add_argument("--keys", type=int, default=None, help="distinct keys for zipf/drift")
+    pr.add_argument("--workload-param", action="append", metavar="NAME=VALUE", help="workload parameter")
+    pr.add_argument("--rate", type=float, default=10_000, help="messages/s (0 = as fast as possible)")
+    pr.add_argument("--messages", type=int, default=1_000_000, help="messages to produce (default 1e6)")
+    pr.add_argument("--partitions", type=int, default=None, help="create the topic with this many partitions")
+    pr.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    pr.set_defaults(func=cmd_produce)
 
     c = sub.add_parser("control", help="send an operator command to a running engine")
     c.add_argument("--db", default=None, help="database URL (default: SQLite file data/skewlab.db)")

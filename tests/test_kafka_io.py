@@ -92,3 +92,15 @@ def test_bad_arguments_are_value_errors(kafka_broker):
         kafka_io.produce(kafka_broker, "t", "no-such-workload", {}, 0, 0, 10)
     with pytest.raises(ValueError, match="messages"):
         kafka_io.produce(kafka_broker, "t", "zipf", ZIPF, 0, 0, -1)
+
+
+def test_produce_cli(kafka_broker, capsys):
+    from engine.cli import main
+
+    assert main(["produce", "--bootstrap", kafka_broker, "--topic", "cli-produce", "--messages", "500",
+                 "--rate", "0", "--partitions", "2", "--keys", "20"]) == 0
+    assert "produced 500 messages to cli-produce (2 partitions)" in capsys.readouterr().out
+    assert main(["produce", "--bootstrap", "127.0.0.1:1", "--topic", "t", "--messages", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("skewlab: error:") and err.count("\n") == 1
+    assert main(["produce", "--bootstrap", kafka_broker, "--topic", "t", "--workload", "zipf", "--zipf", "-1"]) == 2

@@ -53,6 +53,11 @@ __all__ = ["EngineConfig", "SparkEngine", "OPERATORS", "SOURCES"]
 logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
 
 
+#: fault injection for the reliability tests: "migration:<batch>" kills the process with SIGKILL
+#: right after a rebalance of that batch moved state, before the snapshot is written.
+_FAULT = os.environ.get("SKEWLAB_FAULT_INJECT", "")
+
+
 def _quiet_stream_errors(spark: Any) -> None:
     """Silence Spark's multi-page ERROR for a foreachBatch failure; the engine logs it in one line."""
     try:
@@ -327,6 +332,8 @@ class SparkEngine:
         key_ids = c.vocab.encode(u["keys"])
         route_seconds = sum(side.get("route_seconds", 0.0) for side in u["states"].values())
         row = c.end_interval(key_ids, u["workers"], u["counts"], route_seconds=route_seconds)
+        if row.get("rebalanced") and _FAULT == f"migration:{batch_id}":
+            os.kill(os.getpid(), signal.SIGKILL)  # test hook: die after moving state, before the snapshot
 
         # shadow what-if and hot keys on the interval's per-key counts
         uk, inv = np.unique(key_ids, return_inverse=True) if key_ids.size else (key_ids, key_ids)
