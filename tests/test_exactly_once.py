@@ -71,12 +71,12 @@ def test_kill_9_at_random_points_then_restart_gives_ground_truth(tmp_path):
             run_env["SKEWLAB_FAULT_INJECT"] = f"migration:{done + 2}"
         proc = subprocess.Popen(engine_cmd(tmp_path, data), stdout=log, stderr=log, env=run_env)
         if fault == "migration":
-            proc.wait(timeout=180)  # it kills itself right after the migration of that batch
-            if proc.returncode == -signal.SIGKILL:
-                kills += 1
+            proc.wait(timeout=180)  # it kills itself right after a migration moved state
+            assert proc.returncode == -signal.SIGKILL
+            assert b"fault injection: SIGKILL after the migration" in (tmp_path / "engine.log").read_bytes()
+            kills += 1
             continue
-        if not wait_for_batches(tmp_path, proc, done + 1):
-            break  # finished the file already
+        assert wait_for_batches(tmp_path, proc, done + 1), "the file ran out before the planned faults"
         time.sleep(rnd.uniform(0.0, 1.5))  # mid-batch, between batches, during a plan ...
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
@@ -86,7 +86,7 @@ def test_kill_9_at_random_points_then_restart_gives_ground_truth(tmp_path):
     proc = subprocess.Popen(engine_cmd(tmp_path, data), stdout=log, stderr=log, env=env)
     assert proc.wait(timeout=300) == 0
     log.close()
-    assert kills >= 4, (tmp_path / "engine.log").read_text()[-3000:]
+    assert kills >= 5, (tmp_path / "engine.log").read_text()[-3000:]
 
     snap = latest_snapshot(tmp_path)
     controller = snap["controller"]

@@ -54,7 +54,7 @@ logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
 
 
 #: fault injection for the reliability tests: "migration:<batch>" kills the process with SIGKILL
-#: right after a rebalance of that batch moved state, before the snapshot is written.
+#: right after the first rebalance that moves state at or after that batch, before its snapshot.
 _FAULT = os.environ.get("SKEWLAB_FAULT_INJECT", "")
 
 
@@ -332,7 +332,9 @@ class SparkEngine:
         key_ids = c.vocab.encode(u["keys"])
         route_seconds = sum(side.get("route_seconds", 0.0) for side in u["states"].values())
         row = c.end_interval(key_ids, u["workers"], u["counts"], route_seconds=route_seconds)
-        if row.get("rebalanced") and _FAULT == f"migration:{batch_id}":
+        if row.get("rebalanced") and row.get("state_moved") and _FAULT.startswith("migration:") \
+                and batch_id >= int(_FAULT.split(":")[1]):
+            self.log(f"fault injection: SIGKILL after the migration of batch {batch_id}, before its snapshot")
             os.kill(os.getpid(), signal.SIGKILL)  # test hook: die after moving state, before the snapshot
 
         # shadow what-if and hot keys on the interval's per-key counts
