@@ -99,7 +99,7 @@ class Controller:
         self.cum_plan_seconds = 0.0
         self.cum_state_moved = 0.0
         self.cum_state_total = 0.0
-        self.cum_pairs = np.zeros(0, dtype=np.int64)
+        self._pair_log: list[np.ndarray] = []  # distinct (key, worker) codes per interval, compacted lazily
         self.migrations: list[MigrationEvent] = []
         self.events: list[dict[str, Any]] = []
         self.intervals: list[dict[str, Any]] = []
@@ -200,7 +200,9 @@ class Controller:
         self.cum_loads[: loads.size] += loads
         self.cum_tuples += tuples
         self.cum_route_seconds += route_seconds
-        self.cum_pairs = np.union1d(self.cum_pairs, codes)
+        self._pair_log.append(codes)
+        if len(self._pair_log) >= 32:
+            self._pair_log = [np.unique(np.concatenate(self._pair_log))]
 
         ik, _ = decode(codes)
         n_keys = int(np.unique(ik).size)
@@ -359,7 +361,9 @@ class Controller:
     def summary(self) -> dict[str, Any]:
         """Cumulative metrics of the run so far (same names as the per-interval rows)."""
         loads = self.cum_loads[: self.n_workers] if self.cum_loads.size >= self.n_workers else self.cum_loads
-        keys, _ = decode(self.cum_pairs)
+        pairs = np.unique(np.concatenate(self._pair_log)) if self._pair_log else np.zeros(0, np.int64)
+        self._pair_log = [pairs]
+        keys, _ = decode(pairs)
         n_keys = int(np.unique(keys).size)
         return {
             "algorithm": self.grouping.name,
@@ -367,7 +371,7 @@ class Controller:
             "messages": self.cum_tuples,
             "worker_loads": self.cum_loads.tolist(),
             **load_metrics(loads if loads.size else self.cum_loads),
-            "replication": float(self.cum_pairs.size / n_keys) if n_keys else 0.0,
+            "replication": float(pairs.size / n_keys) if n_keys else 0.0,
             "routing_table_size": self.grouping.routing_table_size(),
             "migration_cost": self.cum_state_moved / self.cum_state_total if self.cum_state_total > 0 else 0.0,
             "state_moved": self.cum_state_moved,

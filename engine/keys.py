@@ -57,8 +57,13 @@ def fingerprint(key: str | bytes) -> int:
 
 
 def fingerprints(keys: Iterable[str | bytes]) -> np.ndarray:
-    """Fingerprints of many keys as a ``uint64`` array."""
-    return np.fromiter((fingerprint(k) for k in keys), dtype=np.uint64)
+    """Fingerprints of many keys as a ``uint64`` array (same values as :func:`fingerprint`).
+
+    Uses mmh3's signed default (fast positional call) and reinterprets the two's-complement bits
+    as unsigned; ``str`` keys are hashed as their UTF-8 bytes by mmh3 itself.
+    """
+    h = mmh3.hash64
+    return np.fromiter((h(k)[0] for k in keys), dtype=np.int64).view(np.uint64)
 
 
 def mix64(x: np.ndarray) -> np.ndarray:
@@ -138,6 +143,17 @@ class Vocabulary:
     def fps(self) -> np.ndarray:
         """Fingerprint of every id (``uint64``, indexable by id)."""
         return self._fps
+
+    def extend(self, names: Sequence[str]) -> np.ndarray:
+        """Add keys known to be distinct and new (bulk path for workloads); returns their ids."""
+        start = len(self.names)
+        names = [str(k) for k in names]
+        self._index.update(zip(names, range(start, start + len(names))))
+        if len(self._index) != start + len(names):
+            raise ValueError("Vocabulary.extend: keys are not distinct or already present")
+        self.names.extend(names)
+        self._fps = np.concatenate([self._fps, fingerprints(names)])
+        return np.arange(start, start + len(names), dtype=np.int64)
 
     def encode(self, keys: Iterable[str]) -> np.ndarray:
         """Ids of ``keys`` (new keys are added), as ``int64``."""

@@ -108,7 +108,7 @@ class _ZipfBase(Workload):
         self.n_keys = int(self.p["keys"])
         self.probs = zipf_probabilities(self.n_keys, float(self.p["z"]))
         self.cdf = _cdf(self.probs)
-        self.key_ids = self.vocab.encode(f"k{i}" for i in range(self.n_keys))
+        self.key_ids = self.vocab.extend([f"k{i}" for i in range(self.n_keys)])
 
     def top_share(self) -> float:
         """Theoretical share of the hottest key, ``1 / H_{K,z}``."""
@@ -388,7 +388,7 @@ class GaussianWorkload(Workload):
             names = [str(j + 1) for j in range(p)]
         else:
             names = [f"{j + 1}:{i + 1}" for j in range(p) for i in range(c)]
-        self.key_ids = self.vocab.encode(names)
+        self.key_ids = self.vocab.extend(names)
         self.substream_shares = np.full(p, 1.0 / p)  # shares of the most recently yielded window
 
     @staticmethod
@@ -481,7 +481,7 @@ class CountrySkewWorkload(Workload):
 
     def __init__(self, seed: int = 0, params: Mapping[str, Any] | None = None) -> None:
         super().__init__(seed, params)
-        self.key_ids = self.vocab.encode(COUNTRIES)
+        self.key_ids = self.vocab.extend(COUNTRIES)
         pick = np.random.Generator(np.random.PCG64([_seed64(self.seed), 204]))
         self.hot_index = int(pick.integers(0, len(COUNTRIES)))
         self.hot_key = COUNTRIES[self.hot_index]
