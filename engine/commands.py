@@ -77,6 +77,8 @@ def validate_command(
             name = payload.get("algorithm")
             if not isinstance(name, str):
                 raise CommandError("set-algorithm: 'algorithm' must be a registry name")
+            if len(name) > 64:
+                raise CommandError(f"set-algorithm: unknown algorithm {name[:40]!r}... (name too long)")
             cls = registry.get(name)
             if operator == "join" and not cls.single_owner:
                 raise CommandError(f"set-algorithm: {name} splits keys over workers and cannot serve a join")

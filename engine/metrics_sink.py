@@ -19,9 +19,10 @@ from typing import Any, Callable
 __all__ = ["MetricsSink", "PendingInterval"]
 
 try:  # errors that mean "the database is not available now"; anything else is a bug and raises
-    from sqlalchemy.exc import DBAPIError, OperationalError
+    from sqlalchemy.exc import InterfaceError, OperationalError
 
-    _TRANSIENT: tuple[type[BaseException], ...] = (OperationalError, DBAPIError, OSError, ConnectionError, TimeoutError)
+    _TRANSIENT: tuple[type[BaseException], ...] = (OperationalError, InterfaceError, OSError, ConnectionError,
+                                                   TimeoutError)
 except ImportError:  # pragma: no cover
     _TRANSIENT = (OSError, ConnectionError, TimeoutError)
 
@@ -36,7 +37,7 @@ class PendingInterval:
 
 
 class MetricsSink:
-    def __init__(self, store: Any, run_id: int, *, max_buffer: int = 100_000,
+    def __init__(self, store: Any, run_id: int, *, max_buffer: int = 1_000,
                  clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] | None = None) -> None:
         self.store = store
         self.run_id = run_id

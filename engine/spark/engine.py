@@ -202,6 +202,7 @@ class SparkEngine:
         self._carry_events: list[dict[str, Any]] = []
         self._stopping = False
         self._idle_since: float | None = None
+        self._backpressure = False
         self._restore_or_init()
 
     # ------------------------------------------------------------------ state
@@ -389,7 +390,10 @@ class SparkEngine:
         # Snapshot first (it holds the unwritten rows, so nothing is lost on a crash; rows already
         # written are re-sent idempotently after a restart), then the database.
         self._save(batch_id)
-        self.sink.flush()
+        if not self.sink.flush() and self.sink.full and not self.paused:
+            # Back-pressure: never drop metric rows; stop consuming until the database is back.
+            self.paused = self._backpressure = True
+            self.log(f"metrics buffer full ({self.sink.backlog} intervals): pausing consumption until the database is back")
         self.log(self._status_line(batch_id, row, metrics, dead))
         if self.after_batch is not None:
             self.after_batch(self, batch_id)
@@ -451,6 +455,10 @@ class SparkEngine:
                 previous_handlers[sig] = signal.signal(sig, self.request_stop)
         spark = get_session(self.cfg.master, f"skewlab-engine-{self.run_id}")
         _quiet_stream_errors(spark)
+        try:
+            self.store.update_run(self.run_id, status="running")  # a restored run is running again
+        except Exception:  # noqa: BLE001 - the database may be down; metrics are buffered anyway
+            pass
         self.log(f"run {self.run_id}: {self.cfg.algorithm} on {self.cfg.source}, {self.controller.n_workers} workers, "
                  f"checkpoint {self.checkpoint}, db {self.store.url}")
         status = "finished"
@@ -534,6 +542,11 @@ class SparkEngine:
             pass
         while self.paused and not self._done():
             time.sleep(0.5)
+            if self._backpressure:
+                if self.sink is not None and self.sink.flush(force=True):
+                    self.paused = self._backpressure = False
+                    self.log("metrics database back: resuming consumption")
+                continue
             marks, events = self._apply_commands(self.last_batch)
             self._carry_events.extend(events)
             for cid, status, reason in marks:

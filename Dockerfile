@@ -1,0 +1,47 @@
+# syntax=docker/dockerfile:1
+# The skewlab image: one image for the producer, the engine (PySpark, local master) and the dashboard.
+# Which one runs is the command: `skewlab produce ...`, `skewlab engine ...`, `skewlab dashboard ...`
+# (see docker-compose.yml and docs/docker.md).
+#
+#   docker build -t skewlab:latest .
+#   docker run --rm skewlab:latest skewlab algorithms
+FROM python:3.11-slim-bookworm
+
+# Java 17 for Spark 4 (local master inside the container); procps because Spark's launch scripts call
+# `ps`; tini as PID 1 so SIGTERM reaches skewlab (the engine finishes its batch and flushes metrics)
+# and the JVM's children are reaped.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps tini \
+    && rm -rf /var/lib/apt/lists/*
+
+ENV PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    SKEWLAB_DATA_DIR=/data \
+    NUMBA_CACHE_DIR=/tmp/numba-cache
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY engine ./engine
+COPY storage ./storage
+COPY dashboard ./dashboard
+COPY bench ./bench
+# Editable install: the package metadata declares no package data, so a regular install would leave
+# out dashboard/assets/ (the stylesheet); with -e the code runs from /app, assets included.
+RUN pip install -e . \
+    && python -c "import engine.cli, storage, dashboard, pyspark, psycopg"
+
+COPY docker/entrypoint.sh /usr/local/bin/skewlab-entrypoint
+RUN chmod 0755 /usr/local/bin/skewlab-entrypoint \
+    && useradd --create-home --uid 10001 --shell /usr/sbin/nologin skewlab \
+    && mkdir -p /data \
+    && chown skewlab:skewlab /data
+
+USER skewlab
+VOLUME ["/data"]
+# the dashboard's port (skewlab dashboard --port 8050 in docker-compose.yml)
+EXPOSE 8050
+
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/skewlab-entrypoint"]
+CMD ["skewlab", "algorithms"]

@@ -1,0 +1,515 @@
+"""Reliability of the Spark engine under faults (issue "Demo and reliability", part "Reliability tests").
+
+Four scenarios, each against the real engine (:class:`engine.spark.engine.SparkEngine` in-process on
+the session ``spark`` fixture, ``local[2]``):
+
+* **Database outage** — a private PostgreSQL server (``tests.pg``) is stopped for >= 30 s while the
+  generator stream keeps flowing, then started again.  The engine must keep processing batches,
+  buffer the metric rows (:mod:`engine.metrics_sink`), say so in its status line
+  (``db DOWN, N interval(s) buffered``), retry, and in the end every processed batch has exactly
+  one row in ``interval_metrics`` (and its per-worker rows); merged per-key results equal the
+  ground truth regenerated from the consumed offsets.
+* **Bad input** — 1e5 malformed Kafka records (no key, invalid UTF-8, oversized key) interleaved at
+  random with valid ones, on the tansu test broker (``kafka_broker`` fixture): every malformed
+  record is counted as a dead letter under its exact reason, every valid record is processed
+  (merged per-key results equal the produced valid keys, including boundary keys of exactly
+  ``max_key_bytes`` bytes and multi-byte UTF-8 keys), the query never dies.
+* **Bad commands** — out-of-range, wrong types, unknown algorithm/parameter, unknown kind and
+  non-object payloads (written to the table directly, as a foreign client could), SQL/template/
+  path "injection" strings: every one is rejected with a reason, the controller is bit-for-bit
+  unchanged across the batch that consumed them (grouping pickle: algorithm, parameters, worker
+  count, routing table; keyed state; vocabulary), the database is intact, and a valid command
+  afterwards still applies.
+* **Worker changes under load** — ``set-workers 8`` then ``set-workers 6`` (from 4) while the
+  generator stream runs: results equal the ground truth (no tuple lost), and the state each resize
+  moved — recomputed here independently from the keyed state before/after — equals what the
+  engine reported in its ``workers`` event and ``migration_events`` row.
+
+The kill -9 exactly-once scenario is :mod:`tests.test_exactly_once`.  The long scenarios (outage,
+bad input) are marked ``slow``; they run in CI like every test.  Each test prints one
+``RELIABILITY <name>: {...}`` line with its figures (``pytest -s`` shows them; ``docs/results.md``
+section "Reliability" records a run).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import random
+import subprocess
+import time
+from collections import Counter
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyspark")
+
+from engine.spark import sources as S  # noqa: E402
+from engine.spark.engine import EngineConfig, SparkEngine  # noqa: E402
+from engine.state import decode  # noqa: E402
+from storage import connect  # noqa: E402
+from tests.pg import _cmd, _start, _stop, _unavailable, find_pg_bin  # noqa: E402
+
+
+def report(name: str, figures: dict) -> None:
+    print(f"\nRELIABILITY {name}: {json.dumps(figures, sort_keys=True)}")
+
+
+def gen_cfg(tmp_path, db: str, **kw) -> EngineConfig:
+    base = dict(
+        source="generator", db=db, checkpoint=str(tmp_path / "ckpt"), algorithm="mixed", workers=4, sources=2,
+        interval=0.3, rate=0, max_per_batch=2000, window=100_000, workload="zipf",
+        workload_params={"keys": 500, "z": 1.2}, seed=3, shadow=[], duration=240,
+    )
+    base.update(kw)
+    return EngineConfig(**base)
+
+
+def generator_truth(cfg: EngineConfig, consumed: dict[int, int]) -> Counter:
+    """The keys the generator source emitted for ``consumed`` (same as tests/test_engine.py)."""
+    reader = S.GeneratorStreamReader(dict(cfg.source_options()[1]))
+    truth: Counter = Counter()
+    for p, end in consumed.items():
+        truth.update(S.generator_stream_ids(reader.cfg, p, 0, end))
+    return truth
+
+
+# --------------------------------------------------------------------------------------------
+# Database outage
+# --------------------------------------------------------------------------------------------
+OUTAGE_SECONDS = 30.0
+
+
+@pytest.fixture
+def private_pg():
+    """A PostgreSQL server of this test alone (the session one is shared and must stay up)."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        _unavailable('the psycopg driver is not installed (pip install "psycopg[binary]")')
+    bindir = find_pg_bin()
+    if bindir is None:
+        _unavailable("initdb/pg_ctl/postgres not found")
+    server = _start(bindir)
+    try:
+        server.database = server.new_database()
+        yield server
+    finally:
+        _stop(server)
+
+
+def _pg_ctl(server, *args: str) -> None:
+    res = subprocess.run(_cmd(server.run_as, [str(server.bindir / "pg_ctl"), "-D", str(server.datadir), *args]),
+                         capture_output=True, text=True, timeout=90)
+    assert res.returncode == 0, res.stderr[-2000:]
+
+
+def pg_down(server) -> None:
+    _pg_ctl(server, "-m", "fast", "-w", "stop")
+
+
+def pg_up(server) -> None:
+    # the same options tests/pg.py starts the server with (same port: the URL does not change)
+    opts = (f"-p {server.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={server.root} "
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=50")
+    _pg_ctl(server, "-l", str(server.root / "server.log"), "-o", opts, "-w", "-t", "60", "start")
+
+
+@pytest.mark.slow
+def test_database_outage_engine_buffers_retries_and_loses_no_row(spark, tmp_path, private_pg):
+    db = private_pg.url(private_pg.database)
+    cfg = gen_cfg(tmp_path, db)
+    lines: list[str] = []
+    seen: list[int] = []
+    t = {"down": None, "up": None, "after_up": 0}
+    down_batches: list[int] = []
+    max_buffered = 0
+
+    def after(engine: SparkEngine, batch_id: int) -> None:
+        nonlocal max_buffered
+        seen.append(batch_id)
+        max_buffered = max(max_buffered, engine.sink.backlog)
+        now = time.monotonic()
+        if t["down"] is None:
+            if len(seen) == 3:
+                pg_down(private_pg)
+                t["down"] = time.monotonic()
+        elif t["up"] is None:
+            down_batches.append(batch_id)
+            if now - t["down"] >= OUTAGE_SECONDS:
+                pg_up(private_pg)
+                t["up"] = time.monotonic()
+        else:
+            t["after_up"] += 1
+            if engine.sink.backlog == 0 and t["after_up"] >= 2:
+                engine.stop_requested.set()
+
+    engine = SparkEngine(cfg, after_batch=after, log=lines.append)
+    try:
+        assert engine.run() == 0
+    finally:
+        if t["down"] is not None and t["up"] is None:  # never leave the server down
+            pg_up(private_pg)
+    assert t["up"] is not None, "the engine stopped before the outage ended:\n" + "\n".join(lines[-20:])
+    outage = t["up"] - t["down"]
+    assert outage >= OUTAGE_SECONDS
+
+    # the engine kept processing during the outage and said so in its status line
+    assert len(down_batches) >= 5, down_batches
+    down_lines = [ln for ln in lines if "db DOWN" in ln]
+    assert len(down_lines) >= len(down_batches) - 1
+    buffered = [int(ln.split("db DOWN, ")[1].split(" ")[0]) for ln in down_lines]
+    assert max(buffered) >= len(down_batches) and buffered == sorted(buffered)
+    assert any("metrics database unavailable, buffering" in ln for ln in lines)
+    assert any("metrics database back" in ln and "nothing lost" in ln for ln in lines)
+    assert engine.sink.backlog == 0 and engine.sink.failures >= 1
+
+    # every processed batch has exactly one metrics row; nothing lost, nothing doubled
+    store = connect(db)
+    rows = store.interval_metrics(engine.run_id)
+    batch_ids = [r["batch_id"] for r in rows]
+    assert batch_ids == seen == sorted(set(seen))
+    assert sum(r["tuples"] for r in rows) == sum(engine.consumed.values()) == sum(m["tuples"] for m in engine.controller.intervals)
+    per_batch_workers = Counter(w["batch_id"] for w in store.worker_metrics(engine.run_id))
+    assert all(per_batch_workers[b] == r["n_workers"] for b, r in zip(batch_ids, rows))
+    assert store.get_run(engine.run_id)["status"] == "finished"
+    assert Counter(engine.controller.results()) == generator_truth(cfg, engine.consumed)
+    report("db_outage", {
+        "outage_seconds": round(outage, 1), "batches_total": len(seen), "batches_during_outage": len(down_batches),
+        "max_rows_buffered": max_buffered, "failed_write_attempts": engine.sink.failures,
+        "metric_rows_expected": len(seen), "metric_rows_written": len(rows), "rows_lost": len(seen) - len(rows),
+        "tuples": sum(engine.consumed.values()),
+    })
+
+
+# --------------------------------------------------------------------------------------------
+# Bad input: 1e5 malformed Kafka records
+# --------------------------------------------------------------------------------------------
+MAX_KEY_BYTES = 1024  # the skewlab-kafka source's default max_key_bytes
+BAD = {"no_key": 40_000, "bad_utf8": 40_000, "oversized": 20_000}  # 1e5 malformed records
+N_GOOD = 20_000
+
+
+def _bad_record(reason: str, i: int, rng: random.Random) -> tuple[bytes | None, bytes]:
+    if reason == "no_key":
+        return None, f"no key {i}".encode()
+    if reason == "bad_utf8":
+        junk = rng.choice([b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xe2\x82", b"\x80abc", b"\xf8\x88\x80\x80\x80"])
+        return b"k" + junk + str(i).encode(), b"bad utf8"
+    # oversized: longer than max_key_bytes (some of them also invalid UTF-8: size is checked first)
+    body = b"x" * (MAX_KEY_BYTES + 1 + i % 7) if i % 3 else b"\xff" * (MAX_KEY_BYTES + 1)
+    return body, b"oversized"
+
+
+def _good_keys(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    keys = [f"v{int(x)}" for x in rng.zipf(1.3, n) % 3000]
+    keys[0] = "b" * MAX_KEY_BYTES  # boundary: exactly max_key_bytes bytes is valid
+    keys[1] = "ключ-" + "é" * ((MAX_KEY_BYTES - len("ключ-".encode())) // 2)  # multi-byte, <= max bytes
+    for j in range(2, 60):
+        keys[j] = f"ключ{j % 5}-日本"  # valid multi-byte keys
+    return keys
+
+
+@pytest.mark.slow
+def test_malformed_kafka_records_are_dead_letters_and_valid_ones_all_processed(spark, tmp_path, kafka_broker):
+    from kafka import KafkaProducer
+
+    from engine.kafka_io import ensure_topic
+
+    assert len(_good_keys(N_GOOD, 1)[1].encode()) <= MAX_KEY_BYTES
+    topic = "reliability-bad-input"
+    partitions = 2
+    assert ensure_topic(kafka_broker, topic, partitions) == partitions
+    good = _good_keys(N_GOOD, 1)
+    kinds = ["good"] * N_GOOD + [r for r, n in BAD.items() for _ in range(n)]
+    rng = random.Random(7)
+    rng.shuffle(kinds)  # malformed records interleaved at random with the valid ones
+    producer = KafkaProducer(bootstrap_servers=kafka_broker, acks=1, linger_ms=20, batch_size=1 << 20,
+                             max_request_size=8 << 20)
+    gi = 0
+    t0 = time.monotonic()
+    for i, kind in enumerate(kinds):
+        if kind == "good":
+            key, value = good[gi].encode(), str(i).encode()
+            gi += 1
+        else:
+            key, value = _bad_record(kind, i, rng)
+        producer.send(topic, key=key, value=value, partition=i % partitions)
+    producer.flush(timeout=120)
+    producer.close()
+    produce_s = time.monotonic() - t0
+    total = len(kinds)
+
+    processed = {"n": 0}
+
+    def after(engine: SparkEngine, batch_id: int) -> None:
+        processed["n"] = sum(m["tuples"] for m in engine.controller.intervals) + engine.dead_total
+        if processed["n"] >= total:
+            engine.stop_requested.set()
+
+    db = f"sqlite:///{tmp_path}/db.sqlite"
+    cfg = EngineConfig(source="kafka", bootstrap=kafka_broker, topic=topic, db=db, checkpoint=str(tmp_path / "ckpt"),
+                       algorithm="mixed", workers=4, interval=0.5, max_per_batch=40_000, window=100_000, shadow=[],
+                       duration=300)
+    lines: list[str] = []
+    engine = SparkEngine(cfg, after_batch=after, log=lines.append)
+    t1 = time.monotonic()
+    assert engine.run() == 0
+    run_s = time.monotonic() - t1
+    assert processed["n"] == total, "\n".join(lines[-10:])
+    assert not any("failed" in ln for ln in lines), [ln for ln in lines if "failed" in ln]
+
+    # every malformed record counted under its exact reason, in memory and in the database
+    assert engine.dead_total == sum(BAD.values()) == 100_000
+    dead = {d["reason"]: d for d in connect(db).dead_letters(engine.run_id)}
+    assert {r: d["count"] for r, d in dead.items()} == BAD
+    assert all(d["sample"] for d in dead.values())  # hex samples of the offending bytes kept
+    assert all(len(s) <= 64 for d in dead.values() for s in d["sample"])
+    # every valid record processed, keys intact (UTF-8, boundary length)
+    assert Counter(engine.controller.results()) == Counter(good)
+    assert sum(engine.consumed.values()) == total
+    report("bad_input", {
+        "records_total": total, "malformed": sum(BAD.values()), "malformed_by_reason": BAD, "valid": N_GOOD,
+        "dead_letters_counted": engine.dead_total, "valid_processed": sum(engine.controller.results().values()),
+        "batches": engine.batches_done, "produce_seconds": round(produce_s, 1), "engine_seconds": round(run_s, 1),
+    })
+
+
+# --------------------------------------------------------------------------------------------
+# Bad commands
+# --------------------------------------------------------------------------------------------
+INJECTION = [
+    "hash; DROP TABLE commands; --",
+    "mixed' OR '1'='1",
+    "__import__('os').system('touch /tmp/pwned')",
+    "{{7*7}}",
+    "${jndi:ldap://x/a}",
+    "../../etc/passwd",
+    "hash\x00",
+    "mixed\n",
+    "a" * 10_000,
+]
+
+#: (kind, payload) submitted through the Store (the path the dashboard and `skewlab control` use)
+BAD_COMMANDS: list[tuple[str, object]] = [
+    ("set-workers", {"workers": 0}),
+    ("set-workers", {"workers": -3}),
+    ("set-workers", {"workers": 1025}),
+    ("set-workers", {"workers": 10**12}),
+    ("set-workers", {"workers": 3.5}),
+    ("set-workers", {"workers": "eight"}),
+    ("set-workers", {"workers": True}),
+    ("set-workers", {"workers": None}),
+    ("set-workers", {"workers": [8]}),
+    ("set-workers", {"workers": {"n": 8}}),
+    ("set-workers", {"workers": "8; DROP TABLE runs"}),
+    ("set-workers", {}),
+    ("set-workers", {"workers": 8, "extra": 1}),
+    ("set-algorithm", {"algorithm": "nosuch"}),
+    ("set-algorithm", {"algorithm": None}),
+    ("set-algorithm", {"algorithm": 42}),
+    ("set-algorithm", {"algorithm": ["mixed"]}),
+    ("set-algorithm", {"algorithm": "mixed", "params": {"theta_max": -1}}),
+    ("set-algorithm", {"algorithm": "mixed", "params": {"nope": 1}}),
+    ("set-algorithm", {"algorithm": "mixed", "params": "theta_max=0.1"}),
+    ("set-param", {"params": {"theta_max": -0.5}}),
+    ("set-param", {"params": {"theta_max": 1e9}}),
+    ("set-param", {"params": {"theta_max": "lots"}}),
+    ("set-param", {"params": {"theta_max": float("inf")}}),
+    ("set-param", {"params": {"theta_max": None}}),
+    ("set-param", {"params": {"no_such_param": 1}}),
+    ("set-param", {"params": {}}),
+    ("set-param", {"params": ["theta_max", 0.1]}),
+    ("set-param", {"params": {"theta_max": "0.1; DROP TABLE runs"}}),
+    ("pause", {"now": True}),
+    ("resume", {"x": 1}),
+] + [("set-algorithm", {"algorithm": s}) for s in INJECTION] \
+  + [("set-param", {"params": {s[:200]: 1}}) for s in INJECTION] \
+  + [("set-workers", {"workers": s}) for s in INJECTION]
+
+#: written to the commands table directly (the Store refuses them): a foreign or buggy client
+RAW_COMMANDS: list[tuple[str, str]] = [
+    ("drop-table", "{}"),
+    ("SET-WORKERS", '{"workers": 8}'),
+    ("set-workers; DROP TABLE runs", '{"workers": 8}'),
+    ("set-workers", "[8]"),
+    ("set-workers", '"8"'),
+    ("set-workers", "not json at all"),
+    ("set-algorithm", '{"algorithm": "hash"'),
+    ("set-param", "null"),
+]
+
+
+def _controller_fingerprint(c) -> dict:
+    codes, counts = c.state.merged()
+    return {
+        "algorithm": c.grouping.name,
+        "params": dict(c.grouping.p),
+        "workers": c.n_workers,
+        "routing_table": c.grouping.table.as_dict() if hasattr(c.grouping, "table") else None,
+        "grouping_pickle": pickle.dumps(c.grouping, protocol=pickle.HIGHEST_PROTOCOL),
+        "state": (codes.tobytes(), counts.tobytes()),
+        "vocab": len(c.vocab.names),
+        "migrations": len(c.migrations),
+        "events": len(c.events),
+    }
+
+
+def test_bad_commands_rejected_with_reasons_state_unchanged(spark, tmp_path):
+    from sqlalchemy import text
+
+    from engine.cli import main
+
+    db = f"sqlite:///{tmp_path}/db.sqlite"
+    cfg = gen_cfg(tmp_path, db, max_batches=5, duration=None)
+    store = connect(db)
+    checks: list[tuple[int, dict, dict, list]] = []
+
+    store_refused: list[tuple[str, str]] = []  # (kind, reason): refused by the Store at submission
+
+    def submit_bad() -> list[int]:
+        ids = []
+        for kind, payload in BAD_COMMANDS:
+            try:
+                ids.append(store.submit_command(kind, payload))
+            except ValueError as exc:  # e.g. infinity is not JSON: refused before reaching the table
+                store_refused.append((kind, str(exc)))
+        with store.engine.begin() as conn:
+            for kind, payload in RAW_COMMANDS:
+                now = time.time()
+                res = conn.execute(text("INSERT INTO commands (run_id, kind, payload, status, reason, created_at, "
+                                        "updated_at) VALUES (NULL, :k, :p, 'pending', '', :t, :t)"),
+                                   {"k": kind, "p": payload, "t": now})
+                ids.append(int(res.lastrowid))
+        return ids
+
+    bad_ids: list[int] = []
+    good_id: dict = {}
+
+    def after(engine: SparkEngine, batch_id: int) -> None:
+        if batch_id == 0:  # commands arrive while the stream runs
+            bad_ids.extend(submit_bad())
+        if batch_id == 2:
+            good_id["id"] = store.submit_command("set-param", {"params": {"theta_max": 0.2}})
+
+    engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
+    original = engine._apply_commands
+
+    def wrapped(batch_id: int):
+        before = _controller_fingerprint(engine.controller)
+        marks, events = original(batch_id)
+        after_fp = _controller_fingerprint(engine.controller)
+        checks.append((batch_id, before, after_fp, marks))
+        return marks, events
+
+    engine._apply_commands = wrapped  # the engine object is never pickled (only its controller is)
+    assert engine.run() == 0
+
+    # the batch that consumed the bad commands: every one rejected, controller unchanged bit for bit
+    bad_batch = [(b, x, y, m) for b, x, y, m in checks if any(cid in bad_ids for cid, _, _ in m)]
+    assert len(bad_batch) == 1
+    _, before, after_fp, marks = bad_batch[0]
+    assert sorted(cid for cid, _, _ in marks) == sorted(bad_ids)
+    assert len(bad_ids) + len(store_refused) == len(BAD_COMMANDS) + len(RAW_COMMANDS)
+    assert all(status == "rejected" and reason for _, status, reason in marks)
+    assert before == after_fp
+    # and in the database: rejected with a one-line reason each
+    rows = {c["id"]: c for c in store.recent_commands(1000)}
+    assert all(rows[i]["status"] == "rejected" and rows[i]["reason"] for i in bad_ids)
+    assert all("\n" not in rows[i]["reason"] for i in bad_ids)
+    assert all(reason and "\n" not in reason for _, reason in store_refused)
+    reasons = [rows[i]["reason"] for i in bad_ids]
+    assert sum("out of range" in r for r in reasons) >= 3
+    assert sum("unknown command kind" in r for r in reasons) == 3
+    assert sum("unknown algorithm" in r for r in reasons) >= len(INJECTION)
+    # the database is intact and the injection strings were stored verbatim, never executed
+    assert store.get_run(engine.run_id) is not None and len(store.interval_metrics(engine.run_id)) == 5
+    assert any(r["payload"].get("algorithm") == INJECTION[0] for r in rows.values() if isinstance(r["payload"], dict))
+    # the engine still applies a valid command afterwards
+    assert rows[good_id["id"]]["status"] == "applied"
+    assert engine.controller.grouping.p["theta_max"] == 0.2
+    assert engine.controller.n_workers == 4 and engine.controller.grouping.name == "mixed"
+    assert Counter(engine.controller.results()) == generator_truth(cfg, engine.consumed)
+
+    # the CLI refuses the same things before they reach the database (exit 2, one line)
+    n_before = len(store.recent_commands(10_000))
+    for argv in (["set-workers", "0"], ["set-workers", "eight"], ["set-workers", "8; DROP TABLE runs"],
+                 ["set-algorithm", INJECTION[0]], ["set-algorithm", "mixed", "theta_max=-1"],
+                 ["set-param", "theta_max=lots"], ["pause", "now"]):
+        assert main(["control", "--db", db, *argv]) == 2
+    assert len(store.recent_commands(10_000)) == n_before
+    report("bad_commands", {"bad_commands": len(BAD_COMMANDS) + len(RAW_COMMANDS), "via_store": len(BAD_COMMANDS),
+                            "refused_by_store": len(store_refused), "raw_rows": len(RAW_COMMANDS),
+                            "rejected_by_engine": len(bad_ids), "state_changed": False,
+                            "longest_reason": max(len(rows[i]["reason"]) for i in bad_ids)})
+
+
+# --------------------------------------------------------------------------------------------
+# Worker changes under load
+# --------------------------------------------------------------------------------------------
+def _moved_between(before: tuple[np.ndarray, np.ndarray], after: tuple[np.ndarray, np.ndarray]) -> float:
+    """State units that left their (key, worker) place: sum over pairs of max(0, before - after)."""
+    b = dict(zip(before[0].tolist(), before[1].tolist()))
+    a = dict(zip(after[0].tolist(), after[1].tolist()))
+    return float(sum(max(0, v - a.get(code, 0)) for code, v in b.items()))
+
+
+def test_worker_changes_under_load_lose_nothing_and_report_moved_state(spark, tmp_path):
+    db = f"sqlite:///{tmp_path}/db.sqlite"
+    cfg = gen_cfg(tmp_path, db, workers=4, max_batches=7, duration=None, max_per_batch=3000)
+    store = connect(db)
+    plan = {1: 8, 3: 6}  # after batch 1: add 4 workers; after batch 3: remove 2
+
+    def after(engine: SparkEngine, batch_id: int) -> None:
+        if batch_id in plan:
+            store.submit_command("set-workers", {"workers": plan[batch_id]})
+
+    engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
+    resizes: list[dict] = []
+    original = engine._apply_commands
+
+    def wrapped(batch_id: int):
+        c = engine.controller
+        n0, before = c.n_workers, tuple(x.copy() for x in c.state.merged())
+        per_key0 = c.state.per_key()
+        marks, events = original(batch_id)
+        if c.n_workers != n0:
+            after_state = c.state.merged()
+            per_key1 = c.state.per_key()
+            _, workers = decode(after_state[0])
+            resizes.append({"batch": batch_id, "from": n0, "to": c.n_workers, "events": events,
+                            "moved": _moved_between(before, after_state), "total": float(before[1].sum()),
+                            "per_key_same": all(np.array_equal(x, y) for x, y in zip(per_key0, per_key1)),
+                            "max_worker": int(workers.max()) if workers.size else -1})
+        return marks, events
+
+    engine._apply_commands = wrapped
+    assert engine.run() == 0
+    c = engine.controller
+    assert [(r["from"], r["to"]) for r in resizes] == [(4, 8), (8, 6)]
+    assert c.n_workers == 6
+    # no tuple lost, none doubled
+    assert sum(engine.consumed.values()) == sum(m["tuples"] for m in c.intervals) == 7 * 3000
+    assert Counter(c.results()) == generator_truth(cfg, engine.consumed)
+
+    mig = store.migration_events(engine.run_id)
+    ev = [e for e in store.events(engine.run_id) if e["kind"] == "workers"]
+    assert len(ev) == 2
+    for r, e in zip(resizes, ev):
+        assert r["per_key_same"] and r["max_worker"] < r["to"]
+        assert r["moved"] > 0  # re-homing on a resize moves state ...
+        reported = [x["detail"] for x in r["events"] if x["kind"] == "workers"][0]
+        assert reported["previous"] == r["from"] and reported["workers"] == r["to"]
+        assert reported["state_moved"] == pytest.approx(r["moved"])  # ... exactly as much as reported
+        assert e["detail"]["state_moved"] == pytest.approx(r["moved"])
+        assert reported["migration_cost"] == pytest.approx(r["moved"] / r["total"])
+        rows = [m for m in mig if m["detail"].get("reason") == "workers" and m["state_moved"] == pytest.approx(r["moved"])]
+        assert len(rows) == 1 and rows[0]["keys_moved"] == reported["keys"]
+    metrics = store.interval_metrics(engine.run_id)
+    assert [m["n_workers"] for m in metrics] == [4, 4, 8, 8, 6, 6, 6]
+    last = metrics[-1]["batch_id"]
+    assert {w["worker"] for w in store.worker_metrics(engine.run_id) if w["batch_id"] == last} == set(range(6))
+    report("worker_changes", {"resizes": [(r["from"], r["to"]) for r in resizes], "tuples": sum(engine.consumed.values()),
+                              "state_moved": [r["moved"] for r in resizes], "tuples_lost": 0})
