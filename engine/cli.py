@@ -362,6 +362,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("action", choices=["set-algorithm", "set-param", "set-workers", "pause", "resume", "status"])
     c.add_argument("values", nargs="*", help="NAME [name=value ...] | name=value ... | N")
     c.set_defaults(func=cmd_control)
+
+    from bench.cli import add_commands as add_bench_commands
+    from dashboard.commands import add_commands as add_dashboard_commands
+
+    add_dashboard_commands(sub)  # dashboard, demo
+    add_bench_commands(sub)  # bench
     return p
 
 

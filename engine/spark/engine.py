@@ -203,6 +203,7 @@ class SparkEngine:
         self._stopping = False
         self._idle_since: float | None = None
         self._backpressure = False
+        self._interrupted = False
         self._restore_or_init()
 
     # ------------------------------------------------------------------ state
@@ -439,6 +440,7 @@ class SparkEngine:
         )
 
     def request_stop(self, *_: Any) -> None:
+        self._interrupted = True
         if not self.stop_requested.is_set():
             self.log("stopping: finishing the current batch and flushing metrics (Ctrl-C again to force)")
             self.stop_requested.set()
@@ -449,12 +451,14 @@ class SparkEngine:
         """Run until ``--duration`` passes, ``max_batches`` are done or Ctrl-C; returns an exit status."""
         from engine.spark.session import get_session
 
+        spark = get_session(self.cfg.master, f"skewlab-engine-{self.run_id}")
+        _quiet_stream_errors(spark)
+        # After the session: SparkContext installs its own SIGINT handler (cancel jobs + raise),
+        # which would interrupt a batch; ours finishes the batch and flushes metrics first.
         previous_handlers = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 previous_handlers[sig] = signal.signal(sig, self.request_stop)
-        spark = get_session(self.cfg.master, f"skewlab-engine-{self.run_id}")
-        _quiet_stream_errors(spark)
         try:
             self.store.update_run(self.run_id, status="running")  # a restored run is running again
         except Exception:  # noqa: BLE001 - the database may be down; metrics are buffered anyway
@@ -488,6 +492,8 @@ class SparkEngine:
         except KeyboardInterrupt:
             status = "stopped"
         finally:
+            if self._interrupted:
+                status = "stopped"
             if query is not None:
                 self._stop_query(query)
             if self.sink is not None and not self.sink.flush(force=True):

@@ -1,0 +1,129 @@
+"""``skewlab bench``: paper reproductions and performance benchmarks → figures and ``results.md``.
+
+Usage::
+
+    skewlab bench {all,nasir,fang,gedik,dkg,guo-zhou,perf} [--out DIR] [--quick] [--seed N] [--skip-spark]
+
+``--out DIR`` (default ``docs``) receives ``DIR/figures/*.png`` and ``DIR/results.md`` (a single
+target refreshes only its own section of an existing ``results.md``).  ``--quick`` runs CI-sized
+versions of every experiment (≤ 3 minutes for ``all``): the figures and tables are produced and the
+invariants checked, but sizes are far too small for the numbers to mean much.  Every target checks
+invariants of its results (shapes and properties, never speeds); the exit status is 0 when all pass,
+1 when a check failed or a target raised, 2 for usage errors.
+
+The engine's CLI adds the subcommand with :func:`add_commands`; ``python -m bench.cli ...`` runs the
+same thing stand-alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+import traceback
+from typing import Any, Sequence
+
+from bench import TARGETS
+
+__all__ = ["LAST_RUN", "add_commands", "cmd_bench", "main", "run_targets"]
+
+#: the :class:`~bench.common.Section` objects of the most recent :func:`cmd_bench` call in this process
+#: (for in-process callers such as ``tests/test_bench_quick.py``, which check the data behind the page)
+LAST_RUN: list = []
+
+
+def add_commands(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``bench`` subcommand to an argparse ``subparsers`` object; returns its parser."""
+    b = subparsers.add_parser(
+        "bench",
+        help="paper reproductions and performance benchmarks (figures + results.md)",
+        description="Reproduce the papers' figures and measure performance; writes DIR/figures/*.png and "
+                    "DIR/results.md.",
+    )
+    b.add_argument("target", choices=["all", *TARGETS], help="what to run ('all' = every section)")
+    b.add_argument("--out", default="docs", metavar="DIR", help="output directory (default docs)")
+    b.add_argument("--quick", action="store_true", help="CI-sized run: small sizes, shapes and invariants only")
+    b.add_argument("--seed", type=int, default=0, help="base seed of every stream (default 0)")
+    b.add_argument("--skip-spark", action="store_true", help="perf: skip the Spark end-to-end benchmark")
+    b.set_defaults(func=cmd_bench)
+    return b
+
+
+def _module(target: str):
+    return importlib.import_module(f"bench.{TARGETS[target]}")
+
+
+def run_targets(targets: Sequence[str], out: str, quick: bool = False, seed: int = 0, *,
+                skip_spark: bool = False, progress: bool | None = None,
+                log=None) -> list:
+    """Run the given targets in order and write ``OUT/results.md``; returns their :class:`Section` s.
+
+    A target that raises yields a section whose single check failed (with the error), so the
+    others still run and the page says what went wrong.
+    """
+    from bench.common import Check, Context, Section, stderr_is_tty, write_results
+    from engine.progress import Progress
+
+    unknown = [t for t in targets if t not in TARGETS]
+    if unknown:
+        raise ValueError(f"unknown bench target(s) {unknown}; known: {', '.join(TARGETS)}")
+    modules = {t: _module(t) for t in targets}
+    total = sum(int(m.units(quick)) for m in modules.values())
+    show = stderr_is_tty() if progress is None else progress
+    bar = Progress(total, "skewlab bench", force=show, delay=0.0) if show else None
+    ctx = Context(out, quick=quick, seed=seed, progress=bar, log=log)
+    ctx.skip_spark = skip_spark  # type: ignore[attr-defined]
+    sections = []
+    try:
+        for t in targets:
+            t0 = time.perf_counter()
+            start_units = ctx.done
+            try:
+                sec = modules[t].run(ctx)
+            except Exception as exc:  # keep going: report the failure in the page and the exit status
+                tb = traceback.format_exc(limit=6)
+                sec = Section(t, f"{t} (failed)", ctx.command(t),
+                              f"This target raised an exception:\n\n```\n{tb}\n```",
+                              checks=[Check("target ran", False, f"{type(exc).__name__}: {exc}")])
+                sec.seconds = time.perf_counter() - t0
+            ctx.done = start_units + int(modules[t].units(quick))  # re-sync the bar if a target ticked less
+            if bar is not None:
+                bar.update(ctx.done, t)
+            sections.append(sec)
+            write_results(out, [sec], seed, list(TARGETS))  # write as we go: a crash keeps earlier results
+    finally:
+        if bar is not None:
+            bar.close()
+    return sections
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    targets = list(TARGETS) if args.target == "all" else [args.target]
+    started = time.perf_counter()
+    sections = run_targets(targets, args.out, quick=args.quick, seed=args.seed,
+                           skip_spark=getattr(args, "skip_spark", False))
+    LAST_RUN[:] = sections
+    failed = 0
+    for sec in sections:
+        bad = [c for c in sec.checks if not c.ok]
+        failed += bool(bad)
+        print(f"{sec.key:<9} {sec.seconds:7.1f} s  checks {len(sec.checks) - len(bad)}/{len(sec.checks)} passed  "
+              f"figures {len(sec.figures)}")
+        for c in bad:
+            print(f"          FAILED {c.name}: {c.detail}")
+    print(f"wrote {args.out}/results.md and {args.out}/figures/ in {time.perf_counter() - started:.0f} s")
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Stand-alone entry point: ``python -m bench.cli bench all --quick --out /tmp/b``."""
+    parser = argparse.ArgumentParser(prog="skewlab")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_commands(sub)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

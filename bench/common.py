@@ -1,0 +1,519 @@
+"""Shared machinery of ``skewlab bench``: run context, progress, simulation helpers, figures, results page.
+
+Simulation helpers
+------------------
+* :func:`zipf_stream` / :func:`workload_stream` draw a whole stream from a registered workload
+  (:mod:`engine.workloads`) with the given seed: the same key ids ``skewlab simulate`` would see
+  (one interval holding every message).
+* :func:`route` routes a stream with :func:`engine.runtime.local.route_sources` — the local runtime's own
+  routing step (tuple ``i`` belongs to source ``i mod S``, each source routes its sub-sequence in
+  order) — and :func:`stream_metrics` measures it with :mod:`engine.metrics`.  For the streaming
+  groupings (no plans, no migration) this is exactly what ``skewlab simulate`` computes for the whole
+  run (routing is batch-size invariant); ``tests/test_bench_quick.py`` checks the equality.  It lets a
+  reproduction reuse one generated stream for dozens of (algorithm, n) configurations.
+* :func:`simulate` is :func:`engine.simulate.run_simulation` (same workload set-up, same
+  :class:`~engine.runtime.local.LocalRuntime`) that also records every plan the controller asks for
+  (the plan's own imbalance, feasibility, table size, ``extra``), which the run summary does not keep.
+
+Results page
+------------
+Every target returns a :class:`Section` (markdown text, figures, checks).  :func:`write_results`
+puts each section between ``<!-- bench:KEY:start -->`` / ``<!-- bench:KEY:end -->`` markers in
+``OUT/results.md``, so running one target refreshes its section and keeps the others.
+
+Plots: matplotlib with the non-interactive Agg backend (PNG written directly by the library, no
+browser or external renderer; plotly's static export needs kaleido, which drives a Chrome binary).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import platform
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from engine import registry
+from engine.metrics import load_metrics
+from engine.progress import Progress
+
+__all__ = [
+    "ALGO_STYLE",
+    "Check",
+    "Context",
+    "Section",
+    "check",
+    "fmt",
+    "machine_info",
+    "md_table",
+    "new_figure",
+    "route",
+    "save_figure",
+    "simulate",
+    "stream_metrics",
+    "workload_stream",
+    "write_results",
+    "zipf_stream",
+]
+
+FIG_DIR = "figures"
+
+
+# ---------------------------------------------------------------------------------------------
+# Context, sections, checks
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class Check:
+    """One invariant of a reproduction (shape or property, never a speed)."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+def check(checks: list[Check], name: str, ok: bool, detail: str = "") -> bool:
+    checks.append(Check(name, bool(ok), detail))
+    return bool(ok)
+
+
+@dataclass
+class Section:
+    """What one bench target produced."""
+
+    key: str
+    title: str
+    command: str
+    markdown: str
+    figures: list[str] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+class Context:
+    """Output directory, mode, seed and the shared progress bar of one ``skewlab bench`` run."""
+
+    def __init__(self, out: str | os.PathLike[str], quick: bool = False, seed: int = 0,
+                 progress: Progress | None = None, log: Callable[[str], None] | None = None) -> None:
+        self.out = Path(out)
+        self.quick = bool(quick)
+        self.seed = int(seed)
+        self.progress = progress
+        self.done = 0
+        self.log = log or (lambda msg: None)
+        (self.out / FIG_DIR).mkdir(parents=True, exist_ok=True)
+
+    def tick(self, label: str = "", units: int = 1) -> None:
+        """One unit of work finished (drives the progress bar)."""
+        self.done += units
+        if self.progress is not None:
+            self.progress.update(self.done, label[:60])
+
+    def command(self, target: str) -> str:
+        parts = ["skewlab bench", target, "--seed", str(self.seed), "--out", str(self.out)]
+        if self.quick:
+            parts.insert(2, "--quick")
+        return " ".join(parts)
+
+    def figure_path(self, name: str) -> Path:
+        return self.out / FIG_DIR / name
+
+
+# ---------------------------------------------------------------------------------------------
+# Machine
+# ---------------------------------------------------------------------------------------------
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU, core count (affinity), memory, load average, versions: where the numbers were measured."""
+    import numba
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    mem_gb = None
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("MemTotal"):
+                    mem_gb = round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    return {
+        "cpu": _cpu_model(),
+        "cores": cores,
+        "memory_gb": mem_gb,
+        "load_average": [round(x, 2) for x in load],
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "numba": numba.__version__,
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def machine_line(info: Mapping[str, Any] | None = None) -> str:
+    m = dict(info or machine_info())
+    la = m["load_average"]
+    return (f"{m['cpu']}, {m['cores']} cores available, {m['memory_gb']} GB RAM, {m['platform']}, "
+            f"Python {m['python']}, numpy {m['numpy']}, numba {m['numba']}; load average "
+            f"{la[0]} / {la[1]} / {la[2]} (1/5/15 min) at {m['date']}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Streams and simulation
+# ---------------------------------------------------------------------------------------------
+def workload_stream(name: str, params: Mapping[str, Any], messages: int, seed: int):
+    """``(workload, key_ids, fps)`` of the whole stream of a registered workload, drawn as ONE interval."""
+    from engine.workloads import create_workload
+
+    wl = create_workload(name, seed, dict(params))
+    parts = list(wl.batches(int(messages), max(int(messages), 1)))
+    ids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return wl, ids, wl.vocab.fps[ids]
+
+
+def zipf_stream(z: float, keys: int, messages: int, seed: int):
+    """Static Zipf stream (``zipf`` workload, f = 0): ``(workload, key_ids, fps)``."""
+    return workload_stream("zipf", {"z": float(z), "keys": int(keys)}, messages, seed)
+
+
+def route(name: str, n: int, sources: int, fps: np.ndarray, seed: int = 0,
+          params: Mapping[str, Any] | None = None, grouping=None) -> tuple[np.ndarray, float]:
+    """Workers of every tuple under grouping ``name`` (or the given instance) with ``sources`` sources.
+
+    Uses the local runtime's :func:`~engine.runtime.local.route_sources`; returns (workers, seconds
+    inside ``route``).
+    """
+    from engine.runtime.local import route_sources
+
+    g = grouping if grouping is not None else registry.create(name, n, sources, seed, params or {})
+    return route_sources(g, np.asarray(fps, dtype=np.uint64), g.n_sources, 0)
+
+
+def stream_metrics(key_ids: np.ndarray, workers: np.ndarray, n: int) -> dict[str, float]:
+    """:func:`engine.metrics.load_metrics` of the routed stream plus replication and (key, worker) pairs."""
+    loads = np.bincount(np.asarray(workers, dtype=np.int64), minlength=n)[:n].astype(np.float64)
+    out = load_metrics(loads)
+    key_ids = np.asarray(key_ids, dtype=np.int64)
+    pairs = distinct = 0
+    if key_ids.size:
+        codes = key_ids * np.int64(n) + np.asarray(workers, dtype=np.int64)
+        top = int(key_ids.max()) + 1
+        if top * n <= 50_000_000:  # a bitmap is O(m) where np.unique sorts: same counts, ~10x faster
+            mark = np.zeros(top * n, dtype=np.bool_)
+            mark[codes] = True
+            pairs = int(np.count_nonzero(mark))
+            seen = np.zeros(top, dtype=np.bool_)
+            seen[key_ids] = True
+            distinct = int(np.count_nonzero(seen))
+        else:
+            pairs = int(np.unique(codes).size)
+            distinct = int(np.unique(key_ids).size)
+    out["pairs"] = int(pairs)
+    out["distinct_keys"] = int(distinct)
+    out["replication"] = pairs / distinct if distinct else 0.0
+    return out
+
+
+def plan_summary(plan) -> dict[str, Any]:
+    """The fields of a :class:`~engine.grouping.Plan` the reproductions use (JSON-friendly)."""
+    extra = {k: v for k, v in plan.extra.items() if isinstance(v, (int, float, str, bool)) or v is None}
+    return {
+        "imbalance": plan.imbalance(),
+        "feasible": bool(plan.feasible),
+        "migration_cost": float(plan.migration_cost),
+        "migrated_keys": plan.migrated_keys,
+        "table": plan.routing_table_size,
+        "seconds": float(plan.plan_seconds),
+        "note": plan.note,
+        "extra": extra,
+    }
+
+
+def simulate(cfg, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """:func:`engine.simulate.run_simulation` plus ``result["plans"]``: a summary of every plan.
+
+    Same workload set-up as ``run_simulation`` (Fang's ``instances`` default to the worker count),
+    same :class:`~engine.runtime.local.LocalRuntime`; the grouping's ``plan`` is wrapped on the
+    instance to record what it returned.
+    """
+    from engine.runtime.local import LocalRuntime
+    from engine.workloads import WORKLOADS, create_workload, workload_names
+
+    cfg.validate()
+    wparams = dict(cfg.workload_params)
+    workload_names()
+    wcls = WORKLOADS.get(cfg.workload)
+    if wcls is not None and "instances" in {p.name for p in wcls.params} and "instances" not in wparams:
+        wparams["instances"] = cfg.workers
+    workload = create_workload(cfg.workload, cfg.seed, wparams)
+    grouping = registry.create(cfg.algorithm, cfg.workers, cfg.sources, cfg.seed, cfg.params)
+    plans: list[dict[str, Any]] = []
+    original = grouping.plan
+
+    def recording_plan(stats):
+        p = original(stats)
+        if p is not None:
+            row = plan_summary(p)
+            row["interval"] = int(stats.interval)
+            plans.append(row)
+        return p
+
+    grouping.plan = recording_plan  # type: ignore[method-assign]
+    runtime = LocalRuntime(grouping, workload.vocab, window=cfg.window, cost_model=cfg.cost_model)
+    out = runtime.run(workload.batches(cfg.messages, cfg.interval_messages), cfg.changes, progress)
+    out["plans"] = plans
+    out["workload"] = workload.describe()
+    out["distinct_keys_total"] = len(workload.vocab)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting
+# ---------------------------------------------------------------------------------------------
+def fmt(x: Any, digits: int = 3) -> str:
+    """Compact number formatting for tables (``-`` for None/NaN, ``inf``)."""
+    if x is None:
+        return "-"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, (int, np.integer)):
+        return f"{int(x):,}"
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if math.isnan(v):
+        return "-"
+    if math.isinf(v):
+        return "inf"
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 1e5 or a < 1e-3:
+        return f"{v:.{max(digits - 1, 1)}e}"
+    if a >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}g}" if a < 1 else f"{v:.{digits}g}"
+
+
+def md_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], digits: int = 3) -> str:
+    """A GitHub markdown table (numbers through :func:`fmt`)."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(c if isinstance(c, str) else fmt(c, digits) for c in r) + " |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures
+# ---------------------------------------------------------------------------------------------
+ALGO_STYLE: dict[str, dict[str, Any]] = {
+    "hash": {"color": "#444444", "marker": "s", "ls": "-"},
+    "uniform": {"color": "#444444", "marker": "s", "ls": "-"},
+    "consistent": {"color": "#8c564b", "marker": "D", "ls": "-"},
+    "shuffle": {"color": "#7f7f7f", "marker": "x", "ls": ":"},
+    "pkg": {"color": "#1f77b4", "marker": "o", "ls": "-"},
+    "dchoices": {"color": "#d62728", "marker": "^", "ls": "-"},
+    "wchoices": {"color": "#2ca02c", "marker": "v", "ls": "-"},
+    "rr-head": {"color": "#9467bd", "marker": "<", "ls": "--"},
+    "dkg": {"color": "#ff7f0e", "marker": "P", "ls": "-"},
+    "llfd": {"color": "#bcbd22", "marker": ">", "ls": "-"},
+    "mintable": {"color": "#9467bd", "marker": "s", "ls": "-"},
+    "minmig": {"color": "#17becf", "marker": "d", "ls": "-"},
+    "mixed": {"color": "#d62728", "marker": "o", "ls": "-"},
+    "mixed-bf": {"color": "#ff7f0e", "marker": "x", "ls": "--"},
+    "scan": {"color": "#1f77b4", "marker": "^", "ls": "-"},
+    "redist": {"color": "#2ca02c", "marker": "v", "ls": "-"},
+    "readj": {"color": "#e377c2", "marker": "o", "ls": "-"},
+    "elb": {"color": "#d62728", "marker": "o", "ls": "-"},
+    "clb": {"color": "#2ca02c", "marker": "^", "ls": "-"},
+    "uhlb": {"color": "#8c564b", "marker": "s", "ls": "-"},
+}
+
+
+def style(name: str) -> dict[str, Any]:
+    base = name.split("/")[0].split(" ")[0]
+    s = dict(ALGO_STYLE.get(base, {}))
+    s.setdefault("marker", "o")
+    s["markersize"] = 4
+    s["linewidth"] = 1.3
+    if "ls" in s:
+        s["linestyle"] = s.pop("ls")
+    return s
+
+
+def new_figure(rows: int = 1, cols: int = 1, width: float = 4.2, height: float = 3.2, **kw):
+    """``(fig, axes)`` with the Agg backend; ``axes`` is always a 2-D array."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, **kw)
+    for ax in axes.flat:
+        ax.grid(True, which="both", alpha=0.25, linewidth=0.6)
+    return fig, axes
+
+
+def save_figure(fig, ctx: Context, name: str, title: str | None = None) -> str:
+    """Write ``OUT/figures/NAME`` (PNG, 110 dpi) and return its path relative to OUT."""
+    import matplotlib.pyplot as plt
+
+    if title:
+        fig.suptitle(title, fontsize=11)
+    h = fig.get_size_inches()[1]
+    bottom = min(0.42 / h, 0.2) if fig.legends else 0.0  # room for the figure legend (~0.4 in)
+    top = 1.0 - min(0.3 / h, 0.15) if title else 1.0
+    fig.tight_layout(rect=(0, bottom, 1, top))
+    path = ctx.figure_path(name)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return f"{FIG_DIR}/{name}"
+
+
+def legend_once(fig, axes, ncol: int | None = None) -> None:
+    """One legend for the whole figure (labels of the first axes that has any)."""
+    for ax in np.asarray(axes).flat:
+        h, lab = ax.get_legend_handles_labels()
+        if h:
+            fig.legend(h, lab, loc="lower center", ncol=ncol or min(len(lab), 8), fontsize=8, frameon=False)
+            return
+
+
+def floor_log(values: Sequence[float], floor: float) -> list[float]:
+    """Values for a log axis: below ``floor`` (including 0) drawn at ``floor``."""
+    return [max(float(v), floor) if v is not None and not math.isnan(float(v)) else float("nan") for v in values]
+
+
+# ---------------------------------------------------------------------------------------------
+# The results page
+# ---------------------------------------------------------------------------------------------
+HEADER = """# skewlab benchmark and paper-reproduction results
+
+Generated by `skewlab bench` (package `bench/`).  Every section states the exact command and seed
+that produced it, the machine it ran on and the sizes used; every figure is a PNG under
+[`figures/`](figures/).  Regenerate everything with
+
+    skewlab bench all --seed 0 --out docs          # full run (≤ 30 min on 2 cores)
+    skewlab bench all --quick --out /tmp/bench     # CI-sized run: shapes and invariants only
+
+or one section with `skewlab bench nasir|fang|gedik|dkg|guo-zhou|perf --out docs`.
+
+**Imbalance** is skewlab's headline `max_w L_w / mean_w L_w − 1` (0 = perfect) unless a table says
+otherwise; the papers' own definitions are reported next to it where we compare with a paper:
+Nasir et al.'s `I = max_w ℓ_w − avg_w ℓ_w` with `ℓ_w = L_w / ΣL` ("seeds' I"), Fang et al.'s
+`max L / avg L`, Gedik's relative imbalance `b` and migration `m` (Eq. 11–12), Dalabasmaz & Can's
+`StdDev` of load percentages and `DistCost` (= replication), Guo & Zhou's `var(L)`.  Replication =
+distinct (key, worker) pairs / distinct keys.  Migration cost = state moved / total state.
+
+**Plots** use matplotlib with the Agg backend: it writes PNG files itself, installs from PyPI as a
+plain wheel and needs no browser.  plotly (already a dependency for the dashboard) would need
+kaleido for static export, whose current versions drive a Chrome/Chromium binary that must be
+downloaded separately — exactly what the issue rules out.
+
+**Noise.** The benchmark machine is shared (2 cores, other jobs running; the load average is
+recorded in every section).  Quality numbers (imbalance, migration, sizes) are deterministic for a
+seed; times and throughputs are not, so speed comparisons are ratios measured within one run.
+"""
+
+
+def _section_block(sec: Section, info: Mapping[str, Any]) -> str:
+    checks = ""
+    if sec.checks:
+        passed = sum(c.ok for c in sec.checks)
+        rows = [[c.name, "pass" if c.ok else "**FAIL**", c.detail] for c in sec.checks]
+        checks = (f"\n\n<details><summary>Invariant checks: {passed}/{len(sec.checks)} passed</summary>\n\n"
+                  + md_table(["check", "result", "detail"], rows) + "\n\n</details>")
+    body = sec.markdown.strip()
+    return (f"<!-- bench:{sec.key}:start -->\n## {sec.title}\n\n"
+            f"Command: `{sec.command}` (seed {info.get('seed', 0)}; part of `skewlab bench all`).  "
+            f"Wall time {sec.seconds:.0f} s.  Machine: {machine_line(info['machine'])}.\n\n"
+            f"{body}{checks}\n<!-- bench:{sec.key}:end -->\n")
+
+
+BLOCK_BEGIN = "<!-- bench:begin — generated by `skewlab bench`; text outside this block is kept as it is -->"
+BLOCK_END = "<!-- bench:end -->"
+_SECTION_RE = re.compile(r"<!-- bench:([\w-]+):start -->.*?<!-- bench:\1:end -->\n?", re.S)
+
+
+def write_results(out: str | os.PathLike[str], sections: Sequence[Section], seed: int,
+                  order: Sequence[str]) -> Path:
+    """Write/refresh ``OUT/results.md``: replace the given sections, keep the others, in ``order``.
+
+    Everything ``skewlab bench`` writes lives between :data:`BLOCK_BEGIN` and :data:`BLOCK_END`; text
+    outside that block (sections other parts of the project append to the same page) is preserved
+    verbatim.  A page without the block gets it at the top, its previous text after it.
+    """
+    path = Path(out) / "results.md"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if BLOCK_BEGIN in text and BLOCK_END in text.split(BLOCK_BEGIN, 1)[1]:
+        before, rest = text.split(BLOCK_BEGIN, 1)
+        block, after = rest.split(BLOCK_END, 1)
+    else:
+        before, block, after = "", text, text
+    existing: dict[str, str] = {m.group(1): m.group(0) for m in _SECTION_RE.finditer(block)}
+    after = _SECTION_RE.sub("", after)
+    info = {"machine": machine_info(), "seed": seed}
+    for sec in sections:
+        existing[sec.key] = _section_block(sec, info)
+    keys = [k for k in order if k in existing] + [k for k in existing if k not in order]
+    toc = [f"- [{_title_of(existing[k])}](#{_anchor(_title_of(existing[k]))})" for k in keys]
+    for other in re.findall(r"^## (.+)$", before + after, re.M):
+        toc.append(f"- [{other.strip()}](#{_anchor(other.strip())}) (not generated by `skewlab bench`)")
+    doc = (before + BLOCK_BEGIN + "\n" + HEADER + "\n## Contents\n\n" + "\n".join(toc) + "\n\n"
+           + "\n".join(existing[k] for k in keys) + BLOCK_END + "\n")
+    if after.strip():
+        doc += "\n" + after.lstrip("\n")
+    path.write_text(doc, encoding="utf-8")
+    return path
+
+
+def _title_of(block: str) -> str:
+    m = re.search(r"^## (.+)$", block, re.M)
+    return m.group(1).strip() if m else "section"
+
+
+def _anchor(title: str) -> str:
+    a = title.lower()
+    a = re.sub(r"[^\w\- ]", "", a)
+    return a.replace(" ", "-")
+
+
+class Timer:
+    """``with Timer() as t: ...; t.seconds``."""
+
+    def __enter__(self) -> "Timer":
+        self.t0 = time.perf_counter()
+        self.seconds = 0.0
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.seconds = time.perf_counter() - self.t0
+
+
+def stderr_is_tty() -> bool:
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())

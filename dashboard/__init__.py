@@ -1,0 +1,25 @@
+"""skewlab dashboard: a Dash app that reads only :mod:`storage` and writes only operator commands.
+
+* :func:`dashboard.app.create_app` — the app (``app.server`` is the Flask server, for gunicorn);
+* :mod:`dashboard.data` — incremental queries (``since_interval``) with a small cache;
+* :mod:`dashboard.figures` — Plotly figures and the ``Patch`` objects that extend them;
+* :mod:`dashboard.controls` — forms from the registry's declarations, validation, authorisation;
+* :mod:`dashboard.layout` — the page;
+* :mod:`dashboard.commands` — ``skewlab dashboard`` and ``skewlab demo``.
+
+Importing this package is cheap (Dash is imported by :mod:`dashboard.app` only), so the CLI can add
+the subcommands without loading the web stack; nothing here imports ``engine.spark`` or pyspark.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["create_app"]
+
+
+def create_app(*args: Any, **kwargs: Any) -> Any:
+    """See :func:`dashboard.app.create_app`."""
+    from dashboard.app import create_app as _create
+
+    return _create(*args, **kwargs)

@@ -1,0 +1,483 @@
+"""The Dash app: :func:`create_app` wires the layout, the callbacks and the export routes.
+
+``create_app(db_url, token=None, read_only=None, host="127.0.0.1")`` returns a ``dash.Dash``;
+``app.server`` is its Flask server (for gunicorn: ``gunicorn -w 2 -b 0.0.0.0:8050 'dashboard.app:server()'``
+with ``SKEWLAB_DB_URL`` and ``SKEWLAB_DASHBOARD_TOKEN`` in the environment, see ``dashboard/README.md``).
+
+Modes (issue, "Security"):
+
+* bound to a loopback address (the default 127.0.0.1) without a token: controls enabled; POSTs must
+  name a loopback ``Host`` (a page on another site cannot reach them through DNS rebinding);
+* with a token: every control action must carry it (checked on the server, constant time);
+* bound elsewhere without a token, or ``read_only=True``: read-only — controls disabled, a banner says
+  so, and the server refuses actions even if a request reaches the callback.
+
+Refresh: one ``dcc.Interval`` per tab at the run's interval (``--interval`` of the engine, clamped to
+[0.5 s, 10 s]); each tick asks :meth:`dashboard.data.DashboardData.load` for the delta since the
+tab's cursor and *extends* the figures with ``dash.Patch`` (see :mod:`dashboard.figures`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Mapping
+
+from dash import ALL, Dash, Input, Output, Patch, State, ctx, html, no_update
+from flask import Response, abort, request
+
+from dashboard import figures as F
+from dashboard.controls import (
+    TOKEN_ENV,
+    TOKEN_MIN_LENGTH,
+    Authorizer,
+    algorithm_catalog,
+    build_algorithm_command,
+    build_workers_command,
+    is_loopback,
+    submit,
+    validate_fields,
+)
+from dashboard.data import DEFAULT_WINDOW, MIGRATION_TABLE_ROWS, DashboardData
+from dashboard.layout import (
+    build_layout,
+    commands_view,
+    event_log,
+    kpi_cards,
+    migration_table,
+    param_form,
+    runs_table,
+)
+from engine.commands import CommandError
+from engine.params import ParamError
+
+__all__ = ["create_app", "server"]
+
+ASSETS = str(Path(__file__).with_name("assets"))
+_EVENT_LOG_KEEP = 12
+
+
+def _refresh_ms(interval_seconds: float | None) -> int:
+    s = interval_seconds if interval_seconds and interval_seconds > 0 else 1.0
+    return int(min(max(s, 0.5), 10.0) * 1000)
+
+
+def create_app(
+    db_url: str | None = None,
+    *,
+    token: str | None = None,
+    read_only: bool | None = None,
+    host: str | None = "127.0.0.1",
+    store: Any = None,
+    window: int = DEFAULT_WINDOW,
+    url_base_pathname: str = "/",
+    title: str = "skewlab dashboard",
+) -> Dash:
+    """Build the dashboard over the database at ``db_url`` (or an open ``store``).
+
+    ``host`` is the address the server binds to (None: unknown, e.g. under gunicorn — treated as
+    non-loopback).  ``read_only`` None means: read-only iff bound to a non-loopback address without a
+    token.  A non-loopback address without a token is always read-only.  Raises ``ParamError`` for a
+    token shorter than :data:`~dashboard.controls.TOKEN_MIN_LENGTH` characters.
+    """
+    if store is None:
+        from storage import connect
+
+        store = connect(db_url)
+    token = token or None
+    if token is not None and len(token) < TOKEN_MIN_LENGTH:
+        raise ParamError(f"operator token must be at least {TOKEN_MIN_LENGTH} characters")
+    loopback = host is not None and is_loopback(host)
+    forced = not loopback and token is None
+    read_only = bool(read_only) or forced
+    auth = Authorizer(token, read_only)
+    data = DashboardData(store, window=window)
+    banner = None
+    if read_only:
+        why = (f"bound to {host or 'a non-loopback address'} without an operator token "
+               f"(start with --token or ${TOKEN_ENV} to enable controls)") if forced else "started read-only"
+        banner = f"Read-only dashboard: control actions are disabled — {why}."
+
+    app = Dash(__name__, title=title, update_title=None, assets_folder=ASSETS, suppress_callback_exceptions=True,
+               url_base_pathname=url_base_pathname, serve_locally=True)
+    app.skewlab = SimpleNamespace(data=data, store=store, auth=auth, read_only=read_only)  # type: ignore[attr-defined]
+    export_base = app.get_relative_path("/export/")
+
+    def layout() -> Any:
+        return build_layout(read_only=read_only, token_required=auth.token_required, refresh_ms=1000, banner=banner,
+                            export_base=export_base, initial=initial_outputs(data, export_base, read_only))
+
+    app.layout = layout
+    _register_routes(app, store, loopback_open=(not read_only and token is None))
+    _register_callbacks(app, data, store, auth)
+    return app
+
+
+def server() -> Any:
+    """WSGI factory for gunicorn: ``gunicorn 'dashboard.app:server()'``.
+
+    Reads ``SKEWLAB_DB_URL`` (storage default otherwise) and ``SKEWLAB_DASHBOARD_TOKEN``; the bind
+    address is not known here, so without a token the dashboard is read-only.
+    """
+    return create_app(None, token=os.environ.get(TOKEN_ENV) or None, host=None).server
+
+
+# ------------------------------------------------------------------------------------ routes
+def _register_routes(app: Dash, store: Any, *, loopback_open: bool) -> None:
+    from storage import UnknownRun
+
+    srv = app.server
+    prefix = app.config.routes_pathname_prefix
+
+    @srv.before_request
+    def _guard_host() -> None:
+        # Controls without a token are only for the loopback: refuse actions addressed to any other
+        # host name (a DNS-rebinding page would send its own name in Host).
+        if loopback_open and request.method == "POST":
+            host = request.host or ""
+            name = host[1:].split("]")[0] if host.startswith("[") else host.rsplit(":", 1)[0]
+            if not is_loopback(name):
+                abort(403)
+
+    @srv.route(f"{prefix}export/run-<int:run_id>.json")
+    def export_json(run_id: int) -> Response:
+        try:
+            payload = store.export_run(run_id)
+        except UnknownRun:
+            abort(404)
+        body = json.dumps(payload, sort_keys=True, allow_nan=False)
+        return Response(body, mimetype="application/json",
+                        headers={"Content-Disposition": f'attachment; filename="skewlab-run-{run_id}.json"'})
+
+    @srv.route(f"{prefix}export/run-<int:run_id>-csv.zip")
+    def export_csv(run_id: int) -> Response:
+        try:
+            tables = store.export_csv(run_id)
+        except UnknownRun:
+            abort(404)
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, text in tables.items():
+                zf.writestr(f"skewlab-run-{run_id}/{name}.csv", text)
+        return Response(buf.getvalue(), mimetype="application/zip",
+                        headers={"Content-Disposition": f'attachment; filename="skewlab-run-{run_id}-csv.zip"'})
+
+
+# ------------------------------------------------------------------------------------ callbacks
+def _export_links(base: str, run_id: int) -> list[Any]:
+    return [html.A("JSON", href=f"{base}run-{run_id}.json", className="export", download=f"skewlab-run-{run_id}.json"),
+            html.A("CSV", href=f"{base}run-{run_id}-csv.zip", className="export",
+                   download=f"skewlab-run-{run_id}-csv.zip")]
+
+
+def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorizer) -> None:
+    export_base = app.get_relative_path("/export/")
+
+    # ---------------------------------------------------------------- runs (slow)
+    @app.callback(
+        Output("run-select", "options"), Output("run-select", "value"), Output("runs-table", "children"),
+        Output("compare-a", "options"), Output("compare-b", "options"),
+        Input("slow-tick", "n_intervals"), State("run-select", "value"), State("follow", "value"),
+        prevent_initial_call=True,  # the page arrives with the list (initial_outputs)
+    )
+    def runs(_n: Any, current: Any, follow: Any):
+        rows = D.runs()
+        opts = _run_options(rows)
+        ids = [int(r["id"]) for r in rows]
+        value: Any = no_update
+        if rows:
+            if current not in ids:
+                value = D.default_run_id()
+            elif follow and "follow" in follow:
+                newest = D.default_run_id()
+                if newest is not None and newest > int(current):
+                    value = newest
+        table = runs_table(rows, export_base)
+        cmp_opts = [{"label": o["label"], "value": o["value"]} for o in opts]
+        return opts, value, table, cmp_opts, cmp_opts
+
+    # ---------------------------------------------------------------- live refresh
+    @app.callback(
+        *[Output(cid, prop) for _, cid, prop in LIVE_OUTPUTS],
+        Input("tick", "n_intervals"), Input("run-select", "value"), Input("worker-view", "value"),
+        Input("cmd-signal", "data"),
+        State("cursor", "data"), State("imb-metrics", "value"), State("controls-state", "data"),
+        State("tick", "interval"),
+        prevent_initial_call=True,  # the page arrives with its first render (initial_outputs)
+    )
+    def refresh(_n, run_id, view, _sig, cursor, visible, cstate, tick_ms):
+        if run_id is None:
+            return (no_update,) * len(LIVE_OUTPUTS)
+        run_id = int(run_id)
+        trig = ctx.triggered_id
+        full = trig in (None, "run-select", "worker-view") or not cursor or cursor.get("run_id") != run_id
+        d = D.load(run_id, None if full else cursor)
+        if d.get("missing"):
+            return (no_update,) * len(LIVE_OUTPUTS)
+        out = _common_outputs(D, d, run_id, export_base)
+        if out["controls-state"] == cstate:
+            out["controls-state"] = no_update
+        if out["tick"] == tick_ms:
+            out["tick"] = no_update
+        if d["reset"]:
+            out.update(_full_outputs(d, view or "auto", visible))
+            return tuple(out.get(key, no_update) for key, _, _ in LIVE_OUTPUTS)
+        out["export-links"] = no_update
+        if not d["new"] and not d["events"]:
+            return tuple(out.get(key, no_update) for key, _, _ in LIVE_OUTPUTS)
+        ops = [e for e in d["events"] if e.get("kind") != "rebalance"]
+        delta = dict(d, event_offset=int(cursor.get("ops") or 0))
+        log = (list(cursor.get("log") or []) + ops)[-_EVENT_LOG_KEEP:]
+        new_cursor = dict(cursor, last_interval=d["last_interval"], last_event_id=d["last_event_id"],
+                          points=int(cursor.get("points") or 0) + len(d["series"]["interval"]),
+                          ops=int(cursor.get("ops") or 0) + len(ops), log=log)
+        out.update({
+            "fig-imbalance": F.time_patch("imbalance", delta), "fig-throughput": F.time_patch("throughput", delta),
+            "fig-routing": F.time_patch("routing", delta), "fig-migrations": F.time_patch("migrations", delta),
+            "cursor": new_cursor,
+        })
+        if ops:
+            out["event-log"] = event_log(log)
+        if d["new"]:
+            if d.get("workers"):
+                out["fig-workers"] = (F.worker_load_patch(d, view or "auto") if cursor.get("bars")
+                                      else F.worker_load_figure(d, view or "auto"))
+                new_cursor["bars"] = True
+            if d.get("migration_rows"):
+                mig = (list(d["migration_rows"]) + list(cursor.get("mig") or []))[:MIGRATION_TABLE_ROWS]
+                new_cursor["mig"] = mig
+                out["migration-table"] = migration_table(mig)
+            out.update({"fig-shadow": F.shadow_figure(d), "shadow-verdict": F.shadow_verdict(d),
+                        "fig-hotkeys": F.hot_keys_figure(d), "kpis": kpi_cards(d)})
+        return tuple(out.get(key, no_update) for key, _, _ in LIVE_OUTPUTS)
+
+    @app.callback(Output("fig-imbalance", "figure", allow_duplicate=True), Input("imb-metrics", "value"),
+                  prevent_initial_call=True)
+    def metric_visibility(visible):
+        p = Patch()
+        for i, spec in enumerate(F.TIME_FIGURES["imbalance"][0]):
+            if spec.y in F.IMBALANCE_METRICS:
+                p["data"][i]["visible"] = True if spec.y in (visible or []) else "legendonly"
+        return p
+
+    # ---------------------------------------------------------------- drill-down
+    @app.callback(Output("worker-detail", "children"),
+                  Input("fig-workers", "clickData"), Input("run-select", "value"), Input("worker-view", "value"),
+                  State("cursor", "data"), prevent_initial_call=True)
+    def drill(click, run_id, _view, cursor):
+        from dash import dcc
+
+        if ctx.triggered_id != "fig-workers" or not click or run_id is None:
+            return []
+        try:
+            worker = int(click["points"][0]["customdata"][0])
+        except (KeyError, IndexError, TypeError, ValueError):
+            return []
+        last = (cursor or {}).get("last_interval")
+        h = D.worker_history(int(run_id), worker, last)
+        st = D.state(int(run_id))
+        theta = None if st is None or last is None else st.param_at(int(last), "theta_max")
+        return [html.Div(f"worker w{worker} — last {len(h['interval'])} intervals", className="drill-title"),
+                dcc.Graph(figure=F.worker_detail_figure(h, theta), config={"displaylogo": False}, id="fig-worker-detail")]
+
+    # ---------------------------------------------------------------- controls
+    @app.callback(Output("algo-select", "options"), Output("algo-select", "value"), Output("workers-input", "value"),
+                  Input("controls-state", "data"), prevent_initial_call=True)
+    def sync_controls(cs):
+        c = _controls_outputs(cs, auth.read_only)
+        return c["algo-options"], c.get("algo-value", no_update), c.get("workers-value", no_update)
+
+    @app.callback(Output("param-form", "children"), Output("apply-btn", "children"), Output("algo-summary", "children"),
+                  Output("apply-btn", "disabled"),
+                  Input("algo-select", "value"), Input("controls-state", "data"), prevent_initial_call=True)
+    def render_form(algo, cs):
+        c = _controls_outputs(cs, auth.read_only, algo)
+        return (c.get("param-form", []), c.get("apply-label", "Apply"), c.get("algo-summary", ""),
+                c.get("apply-disabled", True))
+
+    @app.callback(Output({"type": "param-msg", "name": ALL}, "children"),
+                  Input({"type": "param-input", "name": ALL}, "value"), State("algo-select", "value"),
+                  prevent_initial_call=True)
+    def check_fields(values, algo):
+        names = [i["id"]["name"] for i in ctx.inputs_list[0]]
+        if not names or not algo:
+            return [""] * len(names)
+        _, errors = validate_fields(algo, names, values)
+        return [errors.get(n, "") for n in names]
+
+    @app.callback(
+        Output("control-msg", "children"), Output("control-msg", "className"), Output("cmd-signal", "data"),
+        Input("apply-btn", "n_clicks"), Input("workers-minus", "n_clicks"), Input("workers-plus", "n_clicks"),
+        Input("workers-set", "n_clicks"), Input("pause-btn", "n_clicks"), Input("resume-btn", "n_clicks"),
+        State("algo-select", "value"), State({"type": "param-input", "name": ALL}, "value"),
+        State({"type": "param-input", "name": ALL}, "id"), State("workers-input", "value"),
+        State("token", "value"), State("run-select", "value"),
+        prevent_initial_call=True,
+    )
+    def act(_a, _m, _p, _s, _pause, _resume, algo, values, ids, workers_value, token, run_id):
+        trig = ctx.triggered_id
+        if trig is None or not (ctx.triggered and ctx.triggered[0].get("value")):
+            return no_update, no_update, no_update
+        refusal = auth.refusal(token)
+        if refusal is not None:  # server side: hidden buttons are not the protection
+            return refusal, "control-msg error", no_update
+        if run_id is None:
+            return "no run selected", "control-msg error", no_update
+        run_id = int(run_id)
+        st = D.state(run_id)
+        latest = store.interval_metrics(run_id, limit=1, latest=True)
+        current_algo = latest[0]["algorithm"] if latest else (st.algorithm if st else "")
+        current_params = dict(st.params) if st else {}
+        n_now = (latest[0].get("n_workers") if latest else None) or (D.run(run_id) or {}).get("n_workers") or 1
+        run = D.run(run_id) or {}
+        operator = ((run.get("config") or {}) if isinstance(run.get("config"), Mapping) else {}).get("operator", "count")
+        try:
+            if trig == "apply-btn":
+                names = [i["name"] for i in ids]
+                params, errors = validate_fields(algo, names, values)
+                if errors:
+                    return ("refused: " + "; ".join(errors.values()), "control-msg error", no_update)
+                kind, payload = build_algorithm_command(algo, params, current_algorithm=current_algo,
+                                                        current_params=current_params, operator=operator)
+            elif trig in ("workers-minus", "workers-plus"):
+                kind, payload = build_workers_command(int(n_now) + (1 if trig == "workers-plus" else -1))
+            elif trig == "workers-set":
+                kind, payload = build_workers_command(workers_value)
+            elif trig == "pause-btn":
+                kind, payload = "pause", {}
+            elif trig == "resume-btn":
+                kind, payload = "resume", {}
+            else:
+                return no_update, no_update, no_update
+        except CommandError as exc:
+            return f"refused: {exc}", "control-msg error", no_update
+        ok, message, cid = submit(store, auth, token, run_id, kind, payload)
+        return message, "control-msg " + ("ok" if ok else "error"), (cid if ok else no_update)
+
+    # ---------------------------------------------------------------- comparison
+    @app.callback(Output("fig-compare", "figure"), Output("compare-summary", "children"),
+                  Input("compare-a", "value"), Input("compare-b", "value"), prevent_initial_call=True)
+    def compare(a, b):
+        ra = D.run_series(int(a)) if a is not None else None
+        rb = D.run_series(int(b)) if b is not None else None
+        return F.compare_figure(ra, rb), _compare_table(ra, rb)
+
+
+#: Outputs of the live refresh callback: (key, component id, property); the layout's ``initial`` uses the keys.
+LIVE_OUTPUTS: tuple[tuple[str, str, str], ...] = tuple(
+    (key, key.removesuffix("-class"), prop) for key, prop in (
+        ("fig-imbalance", "figure"), ("fig-throughput", "figure"), ("fig-routing", "figure"),
+        ("fig-migrations", "figure"), ("fig-workers", "figure"), ("fig-shadow", "figure"),
+        ("shadow-verdict", "children"), ("fig-hotkeys", "figure"), ("kpis", "children"),
+        ("migration-table", "children"), ("event-log", "children"), ("commands", "children"),
+        ("run-status", "children"), ("run-status-class", "className"), ("export-links", "children"),
+        ("tick", "interval"), ("controls-state", "data"), ("cursor", "data"),
+    )
+)
+
+
+def _common_outputs(D: DashboardData, d: Mapping[str, Any], run_id: int, export_base: str) -> dict[str, Any]:
+    """Outputs refreshed on every tick: commands, status, refresh rate, what the controls act on."""
+    run = d["run"]
+    status = run["status"]
+    return {
+        "commands": commands_view(D.commands(run_id)),
+        "run-status": status,
+        "run-status-class": ("status-badge " + status).strip(),
+        "export-links": _export_links(export_base, run_id),
+        "tick": _refresh_ms(run.get("interval_seconds")),
+        "controls-state": {"run_id": run_id, "algorithm": d["algorithm"], "params": d["params"],
+                           "n_workers": d["n_workers"], "status": status, "operator": run.get("operator") or "count"},
+    }
+
+
+def _full_outputs(d: Mapping[str, Any], view: str, visible: Any) -> dict[str, Any]:
+    """A reset: every figure drawn from the window, and a new cursor."""
+    ops = [e for e in d["events"] if e.get("kind") != "rebalance"]
+    cursor = {"run_id": d["run_id"], "last_interval": d["last_interval"], "last_event_id": d["last_event_id"],
+              "points": len(d["series"]["interval"]), "ops": len(ops), "bars": bool(d.get("workers")),
+              "log": ops[-_EVENT_LOG_KEEP:], "mig": list(d.get("migration_rows") or [])}
+    return {
+        "fig-imbalance": F.time_figure("imbalance", d, visible), "fig-throughput": F.time_figure("throughput", d),
+        "fig-routing": F.time_figure("routing", d), "fig-migrations": F.time_figure("migrations", d),
+        "fig-workers": F.worker_load_figure(d, view), "fig-shadow": F.shadow_figure(d),
+        "shadow-verdict": F.shadow_verdict(d), "fig-hotkeys": F.hot_keys_figure(d), "kpis": kpi_cards(d),
+        "migration-table": migration_table(cursor["mig"]), "event-log": event_log(cursor["log"]),
+        "cursor": cursor,
+    }
+
+
+def initial_outputs(D: DashboardData, export_base: str, read_only: bool = False) -> dict[str, Any]:
+    """The first render of the live view (page load): runs, the default run's window, its cursor."""
+    runs = D.runs()
+    out: dict[str, Any] = {"run-options": _run_options(runs), "runs-table": runs_table(runs, export_base),
+                           **_controls_outputs(None, read_only)}
+    run_id = D.default_run_id()
+    if run_id is None:
+        msg = F.empty_figure("no runs in the database yet — start one with 'skewlab engine'")
+        out.update({k: msg for k, _, p in LIVE_OUTPUTS if p == "figure"})
+        return out
+    d = D.load(run_id)
+    if d.get("missing"):
+        return out
+    out["run-id"] = run_id
+    out.update(_common_outputs(D, d, run_id, export_base))
+    out.update(_full_outputs(d, "auto", ["imbalance", "theta_max_observed"]))
+    out.update(_controls_outputs(out["controls-state"], read_only))
+    return out
+
+
+def _controls_outputs(cs: Mapping[str, Any] | None, read_only: bool, algo: str | None = None) -> dict[str, Any]:
+    """Operator sidebar: algorithm list, the form of ``algo`` (default: the live one), worker count."""
+    catalog = {a["name"]: a for a in algorithm_catalog()}
+    out: dict[str, Any] = {"algo-options": [{"label": n, "value": n, "title": a["summary"]} for n, a in catalog.items()]}
+    cs = cs or {}
+    if cs.get("algorithm"):
+        out["algo-value"] = cs["algorithm"]
+        out["workers-value"] = str(cs.get("n_workers") or "")
+    algo = algo or cs.get("algorithm")
+    if algo in catalog:
+        same = algo == cs.get("algorithm")
+        a = catalog[algo]
+        out["param-form"] = param_form(algo, a["params"], (cs.get("params") or {}) if same else {}, read_only)
+        out["apply-label"] = ("Apply parameters" if a["params"] else "no parameters") if same else f"Switch to {algo}"
+        out["apply-disabled"] = read_only or (same and not a["params"])
+        out["algo-summary"] = f"{a['summary']} — {a['paper']}"
+    return out
+
+
+def _run_options(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"label": f"#{r['id']} {r.get('name') or r['algorithm']} · {r['status']} · {r['intervals']} intervals",
+             "value": int(r["id"])} for r in rows]
+
+
+def _compare_table(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> Any:
+    if not a and not b:
+        return []
+    rows = (
+        ("intervals shown", "intervals", "int"), ("algorithms", "algorithms", "list"),
+        ("mean imbalance", "imbalance_mean", "f"), ("p95 imbalance", "imbalance_p95", "f"),
+        ("max θ observed", "theta_observed_max", "f"), ("mean replication", "replication_mean", "f"),
+        ("mean migration cost", "migration_cost_mean", "f"), ("max |A|", "routing_table_max", "int"),
+        ("mean throughput (tuples/s)", "throughput_mean", "int"), ("p95 batch latency (ms)", "latency_p95_ms", "int"),
+    )
+
+    def cell(run: Mapping[str, Any] | None, key: str, kind: str) -> str:
+        if not run:
+            return "—"
+        v = run["summary"].get(key)
+        if v is None:
+            return "—"
+        if kind == "list":
+            return ", ".join(v)
+        if kind == "int":
+            return f"{int(v):,}"
+        return f"{v:.4f}"
+
+    head = html.Tr([html.Th("")] + [html.Th(f"run {r['run_id']}" if r else "—") for r in (a, b)])
+    body = [html.Tr([html.Td(label)] + [html.Td(cell(r, key, kind)) for r in (a, b)]) for label, key, kind in rows]
+    return html.Table([html.Thead(head), html.Tbody(body)], className="cmp-table")

@@ -1,0 +1,259 @@
+"""``skewlab dashboard`` and ``skewlab demo``: :func:`add_commands` adds both to skewlab's parser.
+
+``skewlab dashboard [--db URL] [--host H] [--port N] [--token T] [--read-only]`` serves the dashboard
+alone over any database the engine writes (default 127.0.0.1:8050).  The operator token may also come
+from ``$SKEWLAB_DASHBOARD_TOKEN`` (preferred: a command-line argument is visible in ``ps``); bound to
+a non-loopback address without one, the dashboard is read-only and says so.  The token is never
+printed.
+
+``skewlab demo [--port N] [--db URL] [--duration S]`` starts ``skewlab engine`` as a subprocess
+(generator source, SQLite under the data directory, checkpoint ``data/checkpoints/demo``; its log goes
+to ``data/logs/demo-engine.log``) and the dashboard on 127.0.0.1, prints the URL once data flows, and
+on Ctrl-C / SIGTERM asks the engine to stop (SIGTERM: it finishes its batch and flushes its metrics),
+waits for it, then stops the web server.  A second Ctrl-C forwards SIGINT (the engine stops at once), a
+third kills it.  The database URL reaches the engine through ``$SKEWLAB_DB_URL``, not its command line.
+
+For production, serve ``app.server`` with gunicorn instead (``dashboard/README.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from engine.cli import UsageError
+
+__all__ = ["add_commands", "cmd_dashboard", "cmd_demo"]
+
+DEFAULT_PORT = 8050
+
+
+def add_commands(subparsers: Any) -> None:
+    """Add ``dashboard`` and ``demo`` to ``skewlab``'s argparse subparsers."""
+    from dashboard.controls import TOKEN_ENV
+
+    d = subparsers.add_parser("dashboard", help="serve the live dashboard over a metrics database")
+    d.add_argument("--db", default=None, help="database URL (default: $SKEWLAB_DB_URL or SQLite data/skewlab.db)")
+    d.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    d.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 = any free port)")
+    d.add_argument("--token", default=None,
+                   help=f"operator token required for control actions (or ${TOKEN_ENV}); without one, a "
+                        "dashboard bound to a non-loopback address is read-only")
+    d.add_argument("--read-only", action="store_true", help="disable every control action")
+    d.add_argument("--window", type=int, default=600, help="intervals shown on the time axes (default 600)")
+    d.set_defaults(func=cmd_dashboard)
+
+    m = subparsers.add_parser("demo", help="start the engine (generator, SQLite) and the dashboard together")
+    m.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"dashboard port (default {DEFAULT_PORT}; 0 = any free)")
+    m.add_argument("--db", default=None, help="database URL (default: $SKEWLAB_DB_URL or SQLite data/skewlab.db)")
+    m.add_argument("--duration", type=float, default=None, help="stop both after this many seconds")
+    m.add_argument("--algorithm", default=None, help="engine algorithm (default: the engine's, mixed)")
+    m.add_argument("--workers", type=int, default=None, help="engine workers (default: the engine's, 8)")
+    m.add_argument("--interval", type=float, default=None, help="seconds per interval (default: the engine's, 2)")
+    m.add_argument("--rate", type=float, default=None, help="generator tuples/s (default: the engine's)")
+    m.set_defaults(func=cmd_demo)
+
+
+# ------------------------------------------------------------------------------------ helpers
+def _check_port(port: int) -> None:
+    if not 0 <= int(port) <= 65535:
+        raise UsageError(f"--port must be in [0, 65535], got {port}")
+
+
+def _open_store(db: str | None) -> Any:
+    from storage import connect, safe_url
+
+    try:
+        return connect(db)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - sqlalchemy errors: one line, no password
+        raise UsageError(f"cannot open database {safe_url(db)}: {type(exc).__name__}") from None
+
+
+def _make_server(app: Any, host: str, port: int) -> Any:
+    from werkzeug.serving import make_server
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no request log lines per tick
+    try:
+        return make_server(host, int(port), app.server, threaded=True)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    except (SystemExit, ValueError) as exc:  # werkzeug exits on a port in use in some versions
+        raise UsageError(f"cannot listen on {host}:{port}: {exc}") from None
+
+
+def _url(host: str, port: int) -> str:
+    shown = host if host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    if ":" in shown and not shown.startswith("["):
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}/"
+
+
+# ------------------------------------------------------------------------------------ dashboard
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from dashboard.app import create_app
+    from dashboard.controls import TOKEN_ENV, is_loopback
+    from storage import safe_url
+
+    _check_port(args.port)
+    if args.window < 10:
+        raise UsageError(f"--window must be >= 10 intervals, got {args.window}")
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    store = _open_store(args.db)
+    app = create_app(store=store, token=token, read_only=True if args.read_only else None, host=args.host,
+                     window=args.window)
+    srv = _make_server(app, args.host, args.port)
+    if app.skewlab.read_only:
+        mode = "read-only" + ("" if args.read_only else f" (no operator token; set --token or ${TOKEN_ENV})")
+    elif token:
+        mode = "control actions need the operator token"
+    else:
+        mode = "control actions enabled" + (" (loopback only)" if is_loopback(args.host) else "")
+    print(f"skewlab dashboard: {_url(args.host, srv.server_port)} — database {safe_url(args.db)}; {mode}. "
+          "Ctrl-C stops it.", flush=True)
+    previous = _on_signals({signal.SIGTERM: _raise_interrupt})
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        srv.server_close()
+        _restore(previous)
+        store.close()
+    print("skewlab dashboard: stopped", flush=True)
+    return 0
+
+
+def _raise_interrupt(*_: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _on_signals(handlers: dict[int, Callable[..., Any]]) -> dict[int, Any]:
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, h) for sig, h in handlers.items()}
+
+
+def _restore(previous: dict[int, Any]) -> None:
+    for sig, h in previous.items():
+        signal.signal(sig, h)
+
+
+# ------------------------------------------------------------------------------------ demo
+def _data_dir() -> Path:
+    return Path(os.environ.get("SKEWLAB_DATA_DIR") or "data")
+
+
+def _demo_checkpoint(db: str | None, url: str) -> Path:
+    """``data/checkpoints/demo`` for the default database; one per database otherwise (a checkpoint
+    belongs to the run of one database)."""
+    from storage import normalize_url
+
+    if db is None and not os.environ.get("SKEWLAB_DB_URL"):
+        return _data_dir() / "checkpoints" / "demo"
+    digest = hashlib.sha1(normalize_url(url).render_as_string(hide_password=False).encode()).hexdigest()[:10]
+    return _data_dir() / "checkpoints" / f"demo-{digest}"
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from dashboard.app import create_app
+    from storage import default_url, safe_url
+
+    _check_port(args.port)
+    if args.duration is not None and args.duration <= 0:
+        raise UsageError(f"--duration must be > 0 seconds, got {args.duration}")
+    url = args.db or default_url()
+    store = _open_store(url)
+    app = create_app(store=store, host="127.0.0.1")
+    srv = _make_server(app, "127.0.0.1", args.port)  # fails before the engine starts if the port is taken
+
+    checkpoint = _demo_checkpoint(args.db, url)
+    log_path = _data_dir() / "logs" / "demo-engine.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "engine.cli", "engine", "--checkpoint", str(checkpoint), "--run-name", "demo"]
+    for flag, value in (("--algorithm", args.algorithm), ("--workers", args.workers), ("--interval", args.interval),
+                        ("--rate", args.rate), ("--duration", args.duration)):
+        if value is not None:
+            cmd += [flag, str(value)]
+    env = dict(os.environ, SKEWLAB_DB_URL=url, PYTHONUNBUFFERED="1")
+
+    thread = threading.Thread(target=srv.serve_forever, name="skewlab-dashboard", daemon=True)
+    thread.start()
+    started = time.time()
+    print(f"skewlab demo: starting the Spark engine (log {log_path}; database {safe_url(url)}) …", flush=True)
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                start_new_session=True)  # Ctrl-C reaches the demo only; it forwards it
+    signals = {"count": 0}
+
+    def forward(_signum: int, _frame: Any) -> None:
+        signals["count"] += 1
+        if proc.poll() is not None:
+            return
+        if signals["count"] == 1:
+            print("skewlab demo: stopping — the engine finishes its batch and flushes its metrics "
+                  "(Ctrl-C again to force)", flush=True)
+        # First signal: SIGTERM, the engine's graceful stop (pyspark replaces the engine's SIGINT handler
+        # with its own, which interrupts the batch); second: SIGINT (stop now); third: SIGKILL.
+        sig = {1: signal.SIGTERM, 2: signal.SIGINT}.get(signals["count"], signal.SIGKILL)
+        try:
+            proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+
+    previous = _on_signals({signal.SIGINT: forward, signal.SIGTERM: forward})
+    announced = False
+    try:
+        while proc.poll() is None:
+            time.sleep(0.5)
+            if not announced and signals["count"] == 0 and _data_flows(store, started):
+                announced = True
+                print(f"skewlab demo: dashboard at {_url('127.0.0.1', srv.server_port)} — data is flowing. "
+                      "Ctrl-C stops the engine and the dashboard.", flush=True)
+        rc = proc.returncode
+    finally:
+        if proc.poll() is None:  # an exception in this loop: never leave the engine behind
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        srv.shutdown()
+        thread.join(timeout=10)
+        srv.server_close()
+        _restore(previous)
+        store.close()
+    if rc != 0 and signals["count"] == 0:
+        print(f"skewlab demo: the engine exited with status {rc}; last lines of {log_path}:", file=sys.stderr)
+        print(_tail(log_path), file=sys.stderr, flush=True)
+        return 2 if rc == 2 else 1
+    print(f"skewlab demo: stopped (engine exit status {rc})", flush=True)
+    return 0 if rc == 0 or signals["count"] > 0 else 1
+
+
+def _data_flows(store: Any, since: float) -> bool:
+    """True once some run has an interval written after ``since`` (new or restored run)."""
+    try:
+        runs = store.list_runs(limit=5)
+    except Exception:  # noqa: BLE001 - the engine may be creating the schema
+        return False
+    return any((r.get("last_wall_time") or 0) >= since - 1 for r in runs)
+

@@ -1,0 +1,487 @@
+"""The dashboard's queries: incremental reads through :class:`storage.Store` and a small cache.
+
+Everything the dashboard shows comes from the reader API of :mod:`storage.store`; the only write is
+:meth:`storage.store.Store.submit_command` (in :mod:`dashboard.controls`).
+
+Incremental protocol (one browser tab = one *cursor*)
+----------------------------------------------------
+A cursor is ``{"run_id", "last_interval", "last_event_id", "points"}``.  :meth:`DashboardData.load`
+with no cursor (or a cursor of another run, or one whose figures grew past ``2 × window`` points)
+returns a **reset**: the last ``window`` intervals of every series.  With a cursor it returns a
+**delta**: only the intervals after ``last_interval`` and the events after ``last_event_id``, read
+with the indexed ``since_interval`` / ``since_id`` queries, so a tick costs a handful of index seeks
+whatever the size of the run.  The figures are then *extended* in the browser (``dash.Patch``), not
+redrawn.
+
+Consistency: ``interval_metrics`` is read first; its newest interval is the *upper bound* of the
+tick, and rows of the other per-interval tables beyond it (written by the engine between two of our
+queries) are dropped, to be read by the next tick — the engine writes all rows of a batch in one
+transaction, so nothing is seen half-written.
+
+Shared per-run state (:class:`RunState`, one per run and process, behind a lock): the parameters in
+force (the run row keeps the *start* configuration; algorithm and parameter changes are events), the
+operator events and recent rebalances (events are ordered by id, not by interval, so they are scanned
+once and then followed with ``since_id``) and which interval each command was applied at.
+
+Window: ``window`` intervals on the time axes (default 600), reduced for many workers so the initial
+read of per-worker rows stays below ``MAX_WORKER_ROWS`` (about 40k rows: 600 intervals at 64 workers,
+312 at 128).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Mapping, Sequence
+
+import numpy as np
+
+__all__ = [
+    "DEFAULT_THETA",
+    "DEFAULT_WINDOW",
+    "DashboardData",
+    "MAX_WORKER_ROWS",
+    "OPERATOR_EVENT_KINDS",
+    "RunState",
+    "SERIES_FIELDS",
+    "TTLCache",
+    "load_bands",
+    "window_for",
+]
+
+DEFAULT_WINDOW = 600
+MAX_WORKER_ROWS = 40_000
+SHADOW_INTERVALS = 5
+MIGRATION_TABLE_ROWS = 15
+DEFAULT_THETA = 0.08  # Fang et al.'s default θmax: the tolerance line of algorithms without one
+#: Events drawn as labelled annotations (rebalances are drawn as markers: there may be one per interval).
+OPERATOR_EVENT_KINDS = ("algorithm", "params", "workers", "pause", "resume")
+_REBALANCE_KEEP = 5_000
+
+#: Run-metric columns the dashboard reads per interval.
+SERIES_FIELDS: tuple[str, ...] = (
+    "interval", "batch_id", "wall_time", "algorithm", "n_workers", "tuples", "imbalance",
+    "theta_max_observed", "seeds_imbalance", "replication", "routing_table_size", "migration_cost",
+    "throughput", "batch_latency_ms", "plan_seconds", "load_stddev",
+)
+
+
+def window_for(n_workers: int | None, window: int = DEFAULT_WINDOW) -> int:
+    """Intervals shown on the time axes for ``n_workers`` workers (see module docstring)."""
+    n = max(int(n_workers or 1), 1)
+    return int(max(min(window, MAX_WORKER_ROWS // n), min(window, 60)))
+
+
+def _num(v: Any) -> float | None:
+    """A finite float or None (JSON-friendly)."""
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _mean(values: Sequence[Any]) -> float | None:
+    vals = [x for x in (_num(v) for v in values) if x is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _load(row: Mapping[str, Any]) -> float:
+    """L_w of a worker row: ``cost`` (the cost model's load), else ``tuples``."""
+    c = _num(row.get("cost"))
+    return c if c is not None else float(row.get("tuples") or 0)
+
+
+def load_bands(worker_rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """Per interval: min / p25 / median / p75 / max / mean of the worker loads L_w (columns)."""
+    out: dict[str, list[Any]] = {k: [] for k in ("interval", "min", "p25", "median", "p75", "max", "mean")}
+    if not worker_rows:
+        return out
+    iv = np.fromiter((int(r["interval"]) for r in worker_rows), dtype=np.int64, count=len(worker_rows))
+    ld = np.fromiter((_load(r) for r in worker_rows), dtype=np.float64, count=len(worker_rows))
+    order = np.lexsort((ld, iv))
+    iv, ld = iv[order], ld[order]
+    starts = np.flatnonzero(np.r_[True, iv[1:] != iv[:-1]])
+    ends = np.r_[starts[1:], iv.size]
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        q = np.quantile(ld[s:e], [0.0, 0.25, 0.5, 0.75, 1.0])
+        out["interval"].append(int(iv[s]))
+        for k, v in zip(("min", "p25", "median", "p75", "max"), q.tolist()):
+            out[k].append(float(v))
+        out["mean"].append(float(ld[s:e].mean()))
+    return out
+
+
+class TTLCache:
+    """A tiny thread-safe cache with a time-to-live per entry and a bounded size."""
+
+    def __init__(self, ttl: float, max_entries: int = 64, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = float(ttl)
+        self.max_entries = int(max_entries)
+        self.clock = clock
+        self._data: OrderedDict[Hashable, tuple[float, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, compute: Callable[[], Any], ttl: float | None = None) -> Any:
+        now = self.clock()
+        with self._lock:
+            hit = self._data.get(key)
+            if hit is not None and hit[0] > now:
+                return hit[1]
+        value = compute()
+        with self._lock:
+            self._data[key] = (now + (self.ttl if ttl is None else ttl), value)
+            self._data.move_to_end(key)
+            while len(self._data) > self.max_entries:
+                self._data.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+@dataclass
+class RunState:
+    """What the dashboard derives from a run's events (see the module docstring)."""
+
+    run_id: int
+    start_algorithm: str
+    start_params: dict[str, Any]
+    last_event_id: int = 0
+    n_workers: int | None = None
+    algorithm: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    #: (from interval, algorithm, params) in force, oldest first
+    history: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
+    op_events: list[dict[str, Any]] = field(default_factory=list)
+    rebalances: deque = field(default_factory=lambda: deque(maxlen=_REBALANCE_KEEP))
+    command_interval: dict[int, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.algorithm = self.algorithm or self.start_algorithm
+        self.params = dict(self.params or self.start_params)
+        if not self.history:
+            self.history.append((-(2**62), self.start_algorithm, dict(self.start_params)))
+
+    def absorb(self, events: Sequence[Mapping[str, Any]]) -> None:
+        """Fold events (in id order) into the state."""
+        for ev in events:
+            self.last_event_id = max(self.last_event_id, int(ev["id"]))
+            kind = ev.get("kind")
+            detail = ev.get("detail") if isinstance(ev.get("detail"), Mapping) else {}
+            interval = ev.get("interval")
+            slim = {"id": int(ev["id"]), "interval": interval, "kind": kind, "detail": dict(detail),
+                    "command_id": ev.get("command_id")}
+            if ev.get("command_id") is not None and interval is not None:
+                self.command_interval[int(ev["command_id"])] = int(interval)
+            if kind in ("algorithm", "params"):
+                algo = str(detail.get("algorithm") or self.algorithm)
+                params = detail.get("params") if isinstance(detail.get("params"), Mapping) else self.params
+                slim["changed"] = {k: v for k, v in params.items() if self.params.get(k) != v} if kind == "params" else {}
+                slim["previous"] = self.algorithm
+                self.algorithm, self.params = algo, dict(params)
+                self.history.append((int(interval if interval is not None else 0), algo, dict(params)))
+            if kind == "workers" and detail.get("workers") is not None:
+                self.n_workers = int(detail["workers"])
+            if kind in OPERATOR_EVENT_KINDS:
+                self.op_events.append(slim)
+            elif kind == "rebalance":
+                self.rebalances.append(slim)
+
+    def param_at(self, interval: int, name: str) -> Any:
+        """The value of parameter ``name`` in force at ``interval`` (None if the algorithm has none)."""
+        value = None
+        for start, _, params in self.history:
+            if start <= interval:
+                value = params.get(name)
+            else:
+                break
+        return value
+
+    def events_since(self, event_id: int, min_interval: int | None = None) -> list[dict[str, Any]]:
+        """Operator events and rebalances with id > ``event_id`` (and interval ≥ ``min_interval``)."""
+        out = [e for e in self.op_events if e["id"] > event_id]
+        out += [e for e in self.rebalances if e["id"] > event_id]
+        if min_interval is not None:
+            out = [e for e in out if e["interval"] is None or e["interval"] >= min_interval]
+        out.sort(key=lambda e: e["id"])
+        return out
+
+
+class DashboardData:
+    """Read side of the dashboard over one :class:`storage.Store` (thread-safe)."""
+
+    def __init__(self, store: Any, *, window: int = DEFAULT_WINDOW, ttl: float = 0.5) -> None:
+        self.store = store
+        self.window = int(window)
+        self.cache = TTLCache(ttl)
+        self._states: dict[int, RunState] = {}
+        self._states_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ runs
+    def runs(self, limit: int = 200) -> list[dict[str, Any]]:
+        """Runs, newest first, with progress (cached for a few seconds: it aggregates every interval)."""
+        return self.cache.get(("runs", limit), lambda: self.store.list_runs(limit=limit), ttl=3.0)
+
+    def run(self, run_id: int) -> dict[str, Any] | None:
+        return self.cache.get(("run", int(run_id)), lambda: self.store.get_run(int(run_id)), ttl=1.0)
+
+    def default_run_id(self) -> int | None:
+        """The newest running run, else the newest run, else None."""
+        runs = self.runs()
+        for r in runs:
+            if r.get("status") in ("running", "paused"):
+                return int(r["id"])
+        return int(runs[0]["id"]) if runs else None
+
+    def state(self, run_id: int) -> RunState | None:
+        """The run's :class:`RunState`, brought up to date with the events recorded since last time."""
+        run_id = int(run_id)
+        with self._states_lock:
+            st = self._states.get(run_id)
+            if st is None:
+                run = self.run(run_id)
+                if run is None:
+                    return None
+                params = run.get("params") if isinstance(run.get("params"), Mapping) else {}
+                st = RunState(run_id, str(run.get("algorithm") or ""), dict(params), n_workers=run.get("n_workers"))
+                self._states[run_id] = st
+        with st.lock:
+            while True:  # pages: the first call on a long run reads its whole event history once
+                batch = self.store.events(run_id, since_id=st.last_event_id or None, limit=5_000)
+                st.absorb(batch)
+                if len(batch) < 5_000:
+                    break
+        return st
+
+    # ------------------------------------------------------------------ live view
+    def load(self, run_id: int, cursor: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """A reset or a delta for ``run_id`` (see the module docstring); cached for ``ttl`` seconds."""
+        run_id = int(run_id)
+        reset = (
+            not cursor
+            or cursor.get("run_id") != run_id
+            or cursor.get("last_interval") is None
+            or int(cursor.get("points") or 0) >= 2 * self.window
+        )
+        key = ("load", run_id, None if reset else int(cursor["last_interval"]),
+               None if reset else int(cursor.get("last_event_id") or 0))
+        return self.cache.get(key, lambda: self._load(run_id, None if reset else cursor))
+
+    def _load(self, run_id: int, cursor: Mapping[str, Any] | None) -> dict[str, Any]:
+        store = self.store
+        run = self.run(run_id)
+        if run is None:
+            return {"missing": True, "run_id": run_id}
+        if cursor is not None:
+            since = int(cursor["last_interval"])
+            rows = store.interval_metrics(run_id, since_interval=since, limit=self.window + 1)
+            if len(rows) > self.window:  # fell far behind (tab asleep): start over
+                return self._load(run_id, None)
+            reset = False
+        else:
+            latest = store.interval_metrics(run_id, limit=1, latest=True)
+            n = (latest[0].get("n_workers") if latest else None) or run.get("n_workers") or 1
+            rows = store.interval_metrics(run_id, limit=window_for(n, self.window), latest=True)
+            since = int(rows[0]["interval"]) - 1 if rows else None
+            reset = True
+        st = self.state(run_id)
+        assert st is not None
+        out: dict[str, Any] = {
+            "missing": False,
+            "reset": reset,
+            "run_id": run_id,
+            "run": _run_summary(run),
+            "algorithm": rows[-1]["algorithm"] if rows else st.algorithm,
+            "params": dict(st.params),
+            "n_workers": (rows[-1].get("n_workers") if rows else None) or st.n_workers,
+            "new": bool(rows),
+        }
+        first_event = int(cursor.get("last_event_id") or 0) if cursor is not None else 0
+        min_iv = int(rows[0]["interval"]) if (reset and rows) else None
+        out["events"] = st.events_since(first_event, min_iv)
+        out["last_event_id"] = max(st.last_event_id, first_event)
+        if not rows:
+            out["last_interval"] = None if reset else int(cursor["last_interval"])  # type: ignore[index]
+            out["series"] = {k: [] for k in SERIES_FIELDS + ("theta_max",)}
+            out["first_interval"] = None
+            return out
+        upper = int(rows[-1]["interval"])
+        if rows[-1].get("n_workers"):
+            st.n_workers = int(rows[-1]["n_workers"])
+        out["last_interval"] = upper
+        out["first_interval"] = int(rows[0]["interval"])
+        series = {k: [r.get(k) for r in rows] for k in SERIES_FIELDS}
+        series["theta_max"] = [_num(st.param_at(int(iv), "theta_max")) for iv in series["interval"]]
+        out["series"] = series
+
+        def upto(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [r for r in items if int(r["interval"]) <= upper]
+
+        workers = upto(store.worker_metrics(run_id, since_interval=since))
+        out["bands"] = load_bands(workers)
+        latest_workers = [r for r in workers if int(r["interval"]) == upper]
+        out["workers"] = [
+            {"worker": int(r["worker"]), "load": _load(r), "tuples": int(r.get("tuples") or 0),
+             "distinct_keys": int(r.get("distinct_keys") or 0), "state_size": _num(r.get("state_size")),
+             "processing_seconds": _num(r.get("processing_seconds"))}
+            for r in sorted(latest_workers, key=lambda r: int(r["worker"]))
+        ]
+        theta_now = _num(st.param_at(upper, "theta_max"))
+        out["theta_now"] = theta_now
+
+        routing = upto(store.routing_sizes(run_id, since_interval=since))
+        out["routing"] = {
+            "interval": [int(r["interval"]) for r in routing],
+            "entries": [int(r.get("entries") or 0) for r in routing],
+            "amax": [r.get("amax") for r in routing],
+        }
+
+        migs = upto(store.migration_events(run_id, since_interval=since))
+        # every interval gets a (possibly zero) bar, so the axis matches the other time figures
+        per: OrderedDict[int, list[float]] = OrderedDict((int(iv), [0.0, 0.0, 0.0]) for iv in series["interval"])
+        for m in migs:
+            agg = per.setdefault(int(m["interval"]), [0.0, 0.0, 0.0])
+            agg[0] += _num(m.get("state_moved")) or 0.0
+            agg[1] += int(m.get("keys_moved") or 0)
+            agg[2] += _num(m.get("pause_ms")) or 0.0
+        out["migrations"] = {
+            "interval": list(per.keys()),
+            "state_moved": [v[0] for v in per.values()],
+            "keys_moved": [int(v[1]) for v in per.values()],
+            "pause_ms": [v[2] for v in per.values()],
+        }
+        out["migration_rows"] = [
+            {"interval": int(m["interval"]), "algorithm": m.get("algorithm") or "",
+             "reason": str((m.get("detail") or {}).get("reason", "")) if isinstance(m.get("detail"), Mapping) else "",
+             "keys_moved": int(m.get("keys_moved") or 0), "state_moved": _num(m.get("state_moved")),
+             "migration_cost": _num(m.get("migration_cost")), "pause_ms": _num(m.get("pause_ms"))}
+            for m in reversed(migs[-MIGRATION_TABLE_ROWS:])
+        ]
+
+        out["hot_keys"] = [
+            {"rank": int(h["rank"]), "key": str(h.get("key") or h.get("fingerprint") or ""),
+             "count": int(h.get("count") or 0), "share": _num(h.get("share")) or 0.0,
+             "workers": [int(w) for w in (h.get("workers") or [])]}
+            for h in store.hot_keys(run_id, interval=upper)
+        ]
+
+        # what-if: mean of the last SHADOW_INTERVALS intervals, live algorithm included
+        lo = upper - SHADOW_INTERVALS
+        shadow = upto(store.shadow_results(run_id, since_interval=lo))
+        live_rows = [r for r in rows if int(r["interval"]) > lo]
+        if len(live_rows) < SHADOW_INTERVALS and not reset:
+            live_rows = [r for r in store.interval_metrics(run_id, limit=SHADOW_INTERVALS, latest=True)
+                         if lo < int(r["interval"]) <= upper]
+        out["shadow"] = shadow_summary(shadow, live_rows)
+        return out
+
+    def worker_history(self, run_id: int, worker: int, last_interval: int | None, intervals: int = 120) -> dict[str, Any]:
+        """Drill-down: one worker's load, keys, state and time over the last ``intervals``, with the mean."""
+        since = None if last_interval is None else int(last_interval) - int(intervals)
+        rows = self.store.worker_metrics(int(run_id), since_interval=since)
+        if last_interval is not None:
+            rows = [r for r in rows if int(r["interval"]) <= int(last_interval)]
+        bands = load_bands(rows)
+        mine = [r for r in rows if int(r["worker"]) == int(worker)]
+        mean_by = dict(zip(bands["interval"], bands["mean"]))
+        return {
+            "worker": int(worker),
+            "interval": [int(r["interval"]) for r in mine],
+            "load": [_load(r) for r in mine],
+            "mean": [mean_by.get(int(r["interval"])) for r in mine],
+            "tuples": [int(r.get("tuples") or 0) for r in mine],
+            "distinct_keys": [int(r.get("distinct_keys") or 0) for r in mine],
+            "state_size": [_num(r.get("state_size")) for r in mine],
+            "processing_seconds": [_num(r.get("processing_seconds")) for r in mine],
+        }
+
+    # ------------------------------------------------------------------ commands
+    def commands(self, run_id: int, limit: int = 8) -> list[dict[str, Any]]:
+        """Recent commands of the run (and global ones), newest first, with the interval applied at."""
+        st = self.state(run_id)
+        rows = self.store.recent_commands(limit, run_id=int(run_id))
+        out = []
+        for c in rows:
+            iv = st.command_interval.get(int(c["id"])) if st is not None else None
+            out.append({
+                "id": int(c["id"]), "kind": c["kind"], "payload": c.get("payload") or {}, "status": c["status"],
+                "reason": c.get("reason") or "", "applied_batch": c.get("applied_batch"), "interval": iv,
+                "created_at": c.get("created_at"),
+            })
+        return out
+
+    # ------------------------------------------------------------------ history and comparison
+    def run_series(self, run_id: int, limit: int = 5_000) -> dict[str, Any]:
+        """The last ``limit`` intervals of a run and summary statistics (for run comparison)."""
+        rows = self.store.interval_metrics(int(run_id), limit=limit, latest=True)
+        series = {k: [r.get(k) for r in rows] for k in SERIES_FIELDS}
+        return {"run_id": int(run_id), "series": series, "summary": summarize(rows)}
+
+
+def _run_summary(run: Mapping[str, Any]) -> dict[str, Any]:
+    config = run.get("config") if isinstance(run.get("config"), Mapping) else {}
+    return {
+        "id": int(run["id"]), "name": run.get("name") or "", "status": run.get("status") or "",
+        "algorithm": run.get("algorithm") or "", "n_workers": run.get("n_workers"),
+        "workload": run.get("workload") or "", "interval_seconds": _num(config.get("interval")),
+        "operator": config.get("operator") or "count", "created_at": run.get("created_at"),
+    }
+
+
+def shadow_summary(shadow_rows: Sequence[Mapping[str, Any]], live_rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Mean imbalance / replication / migration cost per algorithm; the live one marked ``live``."""
+    by: OrderedDict[str, list[Mapping[str, Any]]] = OrderedDict()
+    for r in shadow_rows:
+        by.setdefault(str(r["algorithm"]), []).append(r)
+    out = []
+    if live_rows:
+        algos = [str(r.get("algorithm")) for r in live_rows]
+        out.append({
+            "algorithm": algos[-1], "live": True, "intervals": len(live_rows),
+            "imbalance": _mean([r.get("imbalance") for r in live_rows]),
+            "replication": _mean([r.get("replication") for r in live_rows]),
+            "migration_cost": _mean([r.get("migration_cost") for r in live_rows]),
+        })
+    for name, rs in by.items():
+        out.append({
+            "algorithm": name, "live": False, "intervals": len(rs),
+            "imbalance": _mean([r.get("imbalance") for r in rs]),
+            "replication": _mean([r.get("replication") for r in rs]),
+            "migration_cost": _mean([r.get("migration_cost") for r in rs]),
+        })
+    return out
+
+
+def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Summary of interval rows: means and tails of the headline metrics."""
+
+    def vals(k: str) -> np.ndarray:
+        return np.array([x for x in (_num(r.get(k)) for r in rows) if x is not None], dtype=np.float64)
+
+    def stat(k: str, fn: Callable[[np.ndarray], float]) -> float | None:
+        v = vals(k)
+        return float(fn(v)) if v.size else None
+
+    return {
+        "intervals": len(rows),
+        "first_interval": int(rows[0]["interval"]) if rows else None,
+        "last_interval": int(rows[-1]["interval"]) if rows else None,
+        "tuples": int(sum(int(r.get("tuples") or 0) for r in rows)),
+        "imbalance_mean": stat("imbalance", np.mean),
+        "imbalance_p95": stat("imbalance", lambda v: np.quantile(v, 0.95)),
+        "theta_observed_max": stat("theta_max_observed", np.max),
+        "replication_mean": stat("replication", np.mean),
+        "migration_cost_mean": stat("migration_cost", np.mean),
+        "routing_table_max": stat("routing_table_size", np.max),
+        "throughput_mean": stat("throughput", np.mean),
+        "latency_p95_ms": stat("batch_latency_ms", lambda v: np.quantile(v, 0.95)),
+        "algorithms": sorted({str(r.get("algorithm")) for r in rows}),
+    }

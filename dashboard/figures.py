@@ -1,0 +1,559 @@
+"""Plotly figures of the dashboard, and the ``dash.Patch`` objects that extend them tick by tick.
+
+Every time figure is described once by a tuple of :class:`TraceSpec` (which block of a
+:meth:`dashboard.data.DashboardData.load` answer feeds which trace).  :func:`time_figure` draws a
+reset; :func:`time_patch` turns a delta into a ``Patch`` that *extends* the same traces, adds the new
+event lines and annotations, and leaves zoom / legend state alone (``uirevision``).  Data arrays are
+always plain lists: numpy arrays would be sent as typed arrays, which a ``Patch`` cannot extend.
+
+Roll-up first: the worker-load bars show every worker up to :data:`ALL_WORKERS_MAX` workers, and the
+:data:`TOP_N` most loaded ones (with a min/median/max roll-up line) beyond that — or on request.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Mapping, Sequence
+
+from dash import Patch
+from plotly.subplots import make_subplots
+
+from dashboard.data import DEFAULT_THETA, OPERATOR_EVENT_KINDS
+from dashboard.definitions import LABELS
+
+__all__ = [
+    "ALL_WORKERS_MAX",
+    "IMBALANCE_METRICS",
+    "TIME_FIGURES",
+    "TOP_N",
+    "TraceSpec",
+    "compare_figure",
+    "empty_figure",
+    "event_label",
+    "hot_keys_figure",
+    "shadow_figure",
+    "time_figure",
+    "time_patch",
+    "worker_detail_figure",
+    "worker_load_figure",
+    "worker_load_patch",
+]
+
+TOP_N = 16
+ALL_WORKERS_MAX = 32
+IMBALANCE_METRICS = ("imbalance", "theta_max_observed", "seeds_imbalance")
+
+FONT = "Inter, system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
+C = {
+    "imbalance": "#2563eb",
+    "theta_max_observed": "#7c3aed",
+    "seeds_imbalance": "#0891b2",
+    "theta_max": "#dc2626",
+    "band_outer": "rgba(37, 99, 235, 0.12)",
+    "band_inner": "rgba(37, 99, 235, 0.28)",
+    "median": "#1e3a8a",
+    "mean": "#111827",
+    "bar": "#3b82f6",
+    "over": "#dc2626",
+    "live": "#f59e0b",
+    "best": "#16a34a",
+    "other": "#94a3b8",
+    "event": "#6b7280",
+    "rebalance": "#f59e0b",
+    "amax": "#dc2626",
+    "entries": "#0d9488",
+    "state": "#6366f1",
+    "keys": "#0ea5e9",
+    "pause": "#f97316",
+    "throughput": "#059669",
+    "latency": "#d97706",
+    "run_a": "#2563eb",
+    "run_b": "#db2777",
+}
+
+
+@dataclass(frozen=True)
+class TraceSpec:
+    """One trace of a time figure: ``block`` of the load answer, its x and y columns, where it goes."""
+
+    name: str
+    block: str
+    y: str
+    x: str = "interval"
+    row: int = 1
+    kind: str = "line"  # line | dash | bar | fill_upper | fill_lower | markers
+    color: str = "#000000"
+    hover: str = ""
+
+
+def _imbalance_specs() -> tuple[TraceSpec, ...]:
+    return (
+        TraceSpec(LABELS["imbalance"], "series", "imbalance", color=C["imbalance"], hover="imbalance"),
+        TraceSpec(LABELS["theta_max_observed"], "series", "theta_max_observed", color=C["theta_max_observed"],
+                  hover="theta_max_observed"),
+        TraceSpec(LABELS["seeds_imbalance"], "series", "seeds_imbalance", color=C["seeds_imbalance"],
+                  hover="seeds_imbalance"),
+        TraceSpec(LABELS["theta_max"], "series", "theta_max", kind="dash", color=C["theta_max"], hover="theta_max"),
+        TraceSpec("rebalance", "rebalance", "y", kind="markers", color=C["rebalance"], hover="rebalance"),
+        TraceSpec("max", "bands", "max", row=2, kind="fill_upper", color=C["band_outer"], hover="load_bands"),
+        TraceSpec("min – max", "bands", "min", row=2, kind="fill_lower", color=C["band_outer"], hover="load_bands"),
+        TraceSpec("p75", "bands", "p75", row=2, kind="fill_upper", color=C["band_inner"], hover="load_bands"),
+        TraceSpec("p25 – p75", "bands", "p25", row=2, kind="fill_lower", color=C["band_inner"], hover="load_bands"),
+        TraceSpec("median", "bands", "median", row=2, color=C["median"], hover="load_bands"),
+        TraceSpec("mean L̄", "bands", "mean", row=2, kind="dash", color=C["mean"], hover="worker_load"),
+    )
+
+
+#: name → (trace specs, row titles, height)
+TIME_FIGURES: dict[str, tuple[tuple[TraceSpec, ...], tuple[str, ...], int]] = {
+    "imbalance": (_imbalance_specs(), ("imbalance", "worker load L_w"), 430),
+    "routing": (
+        (
+            TraceSpec(LABELS["routing_table_size"], "routing", "entries", color=C["entries"], hover="routing_table_size"),
+            TraceSpec(LABELS["amax"], "routing", "amax", kind="dash", color=C["amax"], hover="amax"),
+        ),
+        ("entries",),
+        260,
+    ),
+    "migrations": (
+        (
+            TraceSpec(LABELS["state_moved"], "migrations", "state_moved", kind="bar", color=C["state"], hover="state_moved"),
+            TraceSpec(LABELS["keys_moved"], "migrations", "keys_moved", row=2, kind="bar", color=C["keys"],
+                      hover="keys_moved"),
+            TraceSpec(LABELS["pause_ms"], "migrations", "pause_ms", row=3, kind="bar", color=C["pause"], hover="pause_ms"),
+        ),
+        ("state", "keys", "pause ms"),
+        300,
+    ),
+    "throughput": (
+        (
+            TraceSpec("throughput", "series", "throughput", color=C["throughput"], hover="throughput"),
+            TraceSpec("batch latency", "series", "batch_latency_ms", row=2, color=C["latency"], hover="batch_latency_ms"),
+        ),
+        ("tuples/s", "latency ms"),
+        300,
+    ),
+}
+
+
+_AXIS = dict(gridcolor="#eef1f5", linecolor="#d1d5db", zerolinecolor="#e5e7eb", ticks="", automargin=True)
+#: A small template (plotly_white's look): the built-in one adds ~8 kB of JSON to every figure sent.
+TEMPLATE: dict[str, Any] = {"layout": dict(
+    paper_bgcolor="white", plot_bgcolor="white", xaxis=_AXIS, yaxis=_AXIS,
+    colorway=["#2563eb", "#7c3aed", "#0891b2", "#dc2626", "#059669", "#d97706", "#db2777", "#64748b"],
+)}
+
+Figure = dict  # figures are plain dicts: built fast, serialised fast, extended by Patch
+
+
+# ------------------------------------------------------------------------------------ helpers
+def _base_layout(height: int, uirevision: Any, top: int = 36) -> dict[str, Any]:
+    return dict(
+        template=TEMPLATE,
+        height=height,
+        margin=dict(l=52, r=16, t=top, b=32),
+        font=dict(family=FONT, size=12, color="#1f2937"),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0, font=dict(size=11), bgcolor="rgba(0,0,0,0)"),
+        hoverlabel=dict(font=dict(family=FONT, size=12)),
+        uirevision=uirevision,
+        bargap=0.15,
+    )
+
+
+@lru_cache(maxsize=32)
+def _grid_json(rows: int, cols: int, shared: str, heights: tuple[float, ...] | None, titles: tuple[str, ...],
+               spacing: float) -> str:
+    """Axis domains of a subplot grid, computed once by plotly's make_subplots (then reused as JSON)."""
+    kw: dict[str, Any] = {"rows": rows, "cols": cols}
+    if shared == "x":
+        kw.update(shared_xaxes=True, vertical_spacing=spacing)
+    elif shared == "y":
+        kw.update(shared_yaxes=True, horizontal_spacing=spacing)
+    if heights:
+        kw["row_heights"] = list(heights)
+    if titles:
+        kw["subplot_titles"] = list(titles)
+    layout = make_subplots(**kw).to_dict()["layout"]
+    layout.pop("template", None)
+    return json.dumps(layout)
+
+
+def _grid(rows: int, cols: int = 1, *, shared: str = "x", heights: tuple[float, ...] | None = None,
+          titles: tuple[str, ...] = (), spacing: float = 0.07) -> dict[str, Any]:
+    return json.loads(_grid_json(rows, cols, shared, heights, titles, spacing))
+
+
+def _axis_ref(i: int) -> str:
+    return "" if i == 1 else str(i)
+
+
+def empty_figure(message: str = "waiting for data…", height: int = 260) -> Figure:
+    layout = _base_layout(height, "empty")
+    layout.update(
+        xaxis=dict(visible=False), yaxis=dict(visible=False),
+        annotations=[dict(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                          font=dict(size=14, color="#6b7280"))],
+    )
+    return {"data": [], "layout": layout}
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def event_label(ev: Mapping[str, Any]) -> tuple[str, str]:
+    """Short label and hover text of an operator event."""
+    kind = ev.get("kind")
+    d = ev.get("detail") or {}
+    cmd = f" (command #{ev['command_id']})" if ev.get("command_id") is not None else ""
+    moved = ""
+    if d.get("state_moved") is not None:
+        moved = f"; moved {d.get('keys', 0)} keys, state {_fmt(d.get('state_moved'))} (cost {_fmt(d.get('migration_cost'))})"
+    if kind == "algorithm":
+        label = f"→ {d.get('algorithm', '?')}"
+        hover = f"interval {ev.get('interval')}: algorithm {ev.get('previous') or d.get('previous', '?')} → {d.get('algorithm')}"
+    elif kind == "params":
+        changed = ev.get("changed") or {}
+        label = ", ".join(f"{'θmax' if k == 'theta_max' else k}={_fmt(v)}" for k, v in list(changed.items())[:2]) or "params"
+        hover = f"interval {ev.get('interval')}: parameters of {d.get('algorithm', '?')}: " + (
+            ", ".join(f"{k}={v}" for k, v in changed.items()) or "unchanged")
+    elif kind == "workers":
+        label = f"workers {d.get('previous', '?')}→{d.get('workers', '?')}"
+        hover = f"interval {ev.get('interval')}: {label}"
+    else:
+        label = str(kind)
+        hover = f"interval {ev.get('interval')}: {kind}"
+    return label, hover + moved + cmd
+
+
+def _event_decor(events: Sequence[Mapping[str, Any]], labels: bool, start: int = 0) -> tuple[list, list]:
+    """Vertical lines (all time figures) and labels (the imbalance figure) for operator events."""
+    shapes, annotations = [], []
+    k = start
+    for ev in events:
+        if ev.get("kind") not in OPERATOR_EVENT_KINDS or ev.get("interval") is None:
+            continue
+        x = ev["interval"]
+        shapes.append(dict(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1,
+                           line=dict(color=C["event"], width=1.2, dash="dot"), layer="below"))
+        if labels:
+            text, hover = event_label(ev)
+            annotations.append(dict(x=x, y=1.0 if k % 2 == 0 else 0.93, xref="x", yref="paper", text=text,
+                                    hovertext=hover, showarrow=False, xanchor="right", yanchor="top",
+                                    font=dict(size=10, color="#374151"), bgcolor="rgba(255,255,255,0.85)",
+                                    bordercolor="#d1d5db", borderwidth=1, borderpad=2,
+                                    name=f"event-{ev.get('kind')}"))
+        k += 1
+    return shapes, annotations
+
+
+def _rebalance_points(data: Mapping[str, Any]) -> dict[str, list]:
+    series = data.get("series") or {}
+    at = dict(zip(series.get("interval", []), series.get("imbalance", [])))
+    xs, ys, texts = [], [], []
+    for ev in data.get("events") or []:
+        if ev.get("kind") != "rebalance" or ev.get("interval") is None:
+            continue
+        d = ev.get("detail") or {}
+        xs.append(ev["interval"])
+        ys.append(at.get(ev["interval"]) or 0.0)
+        texts.append(f"rebalance: {d.get('keys', 0)} keys, state {_fmt(d.get('state_moved'))}, "
+                     f"cost {_fmt(d.get('migration_cost'))}" + ("" if d.get("feasible", True) else " (infeasible)"))
+    return {"interval": xs, "y": ys, "text": texts}
+
+
+def _column(data: Mapping[str, Any], spec: TraceSpec) -> tuple[list, list]:
+    if spec.block == "rebalance":
+        block = _rebalance_points(data)
+    else:
+        block = data.get(spec.block) or {}
+    return list(block.get(spec.x, [])), list(block.get(spec.y, []))
+
+
+# ------------------------------------------------------------------------------------ time figures
+def _trace(spec: TraceSpec, x: list, y: list, data: Mapping[str, Any]) -> dict[str, Any]:
+    ref = _axis_ref(spec.row)
+    tr: dict[str, Any] = dict(x=x, y=y, name=spec.name, legendgroup=spec.hover or spec.name,
+                              xaxis=f"x{ref}", yaxis=f"y{ref}", hovertemplate=f"%{{y:.4g}}<extra>{spec.name}</extra>")
+    if spec.kind == "bar":
+        tr.update(type="bar", marker=dict(color=spec.color), width=0.8)  # one interval wide, even when sparse
+    elif spec.kind == "markers":
+        tr.update(type="scatter", mode="markers", text=_rebalance_points(data)["text"],
+                  hovertemplate="%{text}<extra>interval %{x}</extra>",
+                  marker=dict(symbol="triangle-down", size=8, color=spec.color, line=dict(width=0.5, color="#92400e")))
+    elif spec.kind == "fill_upper":
+        tr.update(type="scatter", mode="lines", line=dict(width=0), showlegend=False)
+    elif spec.kind == "fill_lower":
+        tr.update(type="scatter", mode="lines", line=dict(width=0), fill="tonexty", fillcolor=spec.color)
+    else:
+        line = dict(color=spec.color, width=1.8)
+        if spec.kind == "dash":
+            line["dash"] = "dash"
+        tr.update(type="scatter", mode="lines", line=line)
+    return tr
+
+
+def time_figure(name: str, data: Mapping[str, Any], visible: Sequence[str] | None = None) -> Figure:
+    """A reset of time figure ``name`` from a :meth:`DashboardData.load` answer."""
+    specs, rows, height = TIME_FIGURES[name]
+    traces = []
+    for spec in specs:
+        x, y = _column(data, spec)
+        tr = _trace(spec, x, y, data)
+        if name == "imbalance" and spec.y in IMBALANCE_METRICS and visible is not None:
+            tr["visible"] = True if spec.y in visible else "legendonly"
+        traces.append(tr)
+    layout = _grid(len(rows), heights=(0.55, 0.45) if name == "imbalance" else None)
+    layout.update(_base_layout(height, f"{name}-{data.get('run_id')}", top=44 if name == "imbalance" else 36))
+    for i, title in enumerate(rows, start=1):
+        ax = layout.setdefault(f"yaxis{_axis_ref(i)}", {})
+        ax.update(title=dict(text=title, font=dict(size=11)), rangemode="tozero")
+    xa = layout.setdefault(f"xaxis{_axis_ref(len(rows))}", {})
+    xa.update(title=dict(text="interval", font=dict(size=11)))
+    shapes, annotations = _event_decor(data.get("events") or [], labels=(name == "imbalance"))
+    layout.update(shapes=shapes, annotations=annotations)
+    return {"data": traces, "layout": layout}
+
+
+def time_patch(name: str, delta: Mapping[str, Any]) -> Patch:
+    """Extend time figure ``name`` with a delta (new points, event lines and labels)."""
+    specs, _, _ = TIME_FIGURES[name]
+    p = Patch()
+    for i, spec in enumerate(specs):
+        x, y = _column(delta, spec)
+        if not x:
+            continue
+        p["data"][i]["x"].extend(x)
+        p["data"][i]["y"].extend(y)
+        if spec.kind == "markers":
+            p["data"][i]["text"].extend(_rebalance_points(delta)["text"])
+    shapes, annotations = _event_decor(delta.get("events") or [], labels=(name == "imbalance"),
+                                       start=int(delta.get("event_offset") or 0))
+    if shapes:
+        p["layout"]["shapes"].extend(shapes)
+    if annotations:
+        p["layout"]["annotations"].extend(annotations)
+    return p
+
+
+# ------------------------------------------------------------------------------------ workers
+def _worker_view(workers: Sequence[Mapping[str, Any]], view: str) -> tuple[list[Mapping[str, Any]], bool]:
+    show_all = view == "all" or (view == "auto" and len(workers) <= ALL_WORKERS_MAX)
+    if show_all:
+        return list(workers), True
+    return sorted(workers, key=lambda w: -w["load"])[:TOP_N], False
+
+
+def _worker_arrays(data: Mapping[str, Any], view: str) -> dict[str, Any]:
+    workers = data.get("workers") or []
+    loads = [w["load"] for w in workers]
+    n = len(workers)
+    mean = sum(loads) / n if n else 0.0
+    theta = data.get("theta_now")
+    theta_note = f"θmax={theta:g}" if theta is not None else f"θ={DEFAULT_THETA:g}, display default"
+    theta = DEFAULT_THETA if theta is None else theta
+    tol = (1.0 + theta) * mean
+    shown, all_shown = _worker_view(workers, view)
+    over = sum(1 for v in loads if v > tol)
+    labels = [f"w{w['worker']}" for w in shown]
+    colors = [C["over"] if w["load"] > tol else C["bar"] for w in shown]
+    custom = [[w["worker"], w["tuples"], w["distinct_keys"], w["state_size"] or 0, (w["load"] / mean - 1) if mean else 0]
+              for w in shown]
+    srt = sorted(loads)
+    rollup = (f"{n} workers · min {_fmt(srt[0])} · median {_fmt(srt[n // 2])} · max {_fmt(srt[-1])} · "
+              f"{over} above tolerance" if n else "no workers reported yet")
+    if not all_shown:
+        rollup = f"top {len(shown)} of " + rollup
+    shapes = []
+    if n:
+        shapes = [
+            dict(type="line", xref="paper", x0=0, x1=1, y0=mean, y1=mean, line=dict(color=C["mean"], width=1.5)),
+            dict(type="line", xref="paper", x0=0, x1=1, y0=tol, y1=tol, line=dict(color=C["over"], width=1.5, dash="dash")),
+        ]
+    annotations = [
+        dict(text=rollup, xref="paper", yref="paper", x=0, y=1.0, xanchor="left", yanchor="bottom", showarrow=False,
+             font=dict(size=11, color="#374151"), name="rollup"),
+    ]
+    if n:
+        annotations += [
+            dict(text=f"mean L̄ = {_fmt(mean)}", xref="paper", x=1, y=mean, xanchor="right", yanchor="top",
+                 showarrow=False, font=dict(size=10, color=C["mean"]), bgcolor="rgba(255,255,255,0.85)",
+                 name="mean"),
+            dict(text=f"tolerance (1+θ)·L̄ = {_fmt(tol)} ({theta_note})", xref="paper", x=1, y=tol, xanchor="right",
+                 yanchor="bottom", showarrow=False, font=dict(size=10, color=C["over"]),
+                 bgcolor="rgba(255,255,255,0.85)", name="tolerance"),
+        ]
+    top = max(max(loads) if loads else 0.0, tol) * 1.12 or 1.0
+    return dict(x=labels, y=[w["load"] for w in shown], colors=colors, custom=custom, shapes=shapes,
+                annotations=annotations, range=[0, top], over=over)
+
+
+_WORKER_HOVER = ("worker %{customdata[0]}<br>load L_w %{y:.4g} (%{customdata[4]:+.1%} vs mean)<br>"
+                 "tuples %{customdata[1]}<br>distinct keys %{customdata[2]}<br>state %{customdata[3]:.4g}<extra></extra>")
+
+
+def worker_load_figure(data: Mapping[str, Any], view: str = "auto") -> Figure:
+    """Per-worker load of the latest interval: bars, the mean and the (1+θmax)·mean tolerance line."""
+    if not data.get("workers"):
+        return empty_figure("no worker metrics yet", 330)
+    a = _worker_arrays(data, view)
+    bar = dict(type="bar", x=a["x"], y=a["y"], marker=dict(color=a["colors"]), customdata=a["custom"],
+               hovertemplate=_WORKER_HOVER, name="load")
+    layout = _base_layout(330, f"workers-{data.get('run_id')}-{view}", top=30)
+    layout.update(shapes=a["shapes"], annotations=a["annotations"], showlegend=False, clickmode="event",
+                  yaxis=dict(title=dict(text="load L_w (latest interval)", font=dict(size=11)), range=a["range"]),
+                  xaxis=dict(type="category", tickfont=dict(size=10 if len(a["x"]) <= 32 else 8)))
+    return {"data": [bar], "layout": layout}
+
+
+def worker_load_patch(data: Mapping[str, Any], view: str = "auto") -> Patch:
+    """New bars, lines and roll-up for the latest interval, without touching the rest of the layout."""
+    a = _worker_arrays(data, view)
+    p = Patch()
+    p["data"][0]["x"] = a["x"]
+    p["data"][0]["y"] = a["y"]
+    p["data"][0]["marker"]["color"] = a["colors"]
+    p["data"][0]["customdata"] = a["custom"]
+    p["layout"]["shapes"] = a["shapes"]
+    p["layout"]["annotations"] = a["annotations"]
+    p["layout"]["yaxis"]["range"] = a["range"]
+    return p
+
+
+def worker_detail_figure(h: Mapping[str, Any], theta: float | None) -> Figure:
+    """Drill-down of one worker: its load against the mean and tolerance, its state and keys."""
+    if not h.get("interval"):
+        return empty_figure(f"no rows for worker {h.get('worker')}", 300)
+    theta = DEFAULT_THETA if theta is None else theta
+    x = h["interval"]
+
+    def line(y: list, name: str, color: str, axis: int = 1, dash: str | None = None, yaxis: str | None = None) -> dict:
+        ln = dict(color=color, width=1.6)
+        if dash:
+            ln["dash"] = dash
+        return dict(type="scatter", mode="lines", x=x, y=y, name=name, line=ln, xaxis=f"x{_axis_ref(axis)}",
+                    yaxis=yaxis or f"y{_axis_ref(axis)}")
+
+    traces = [
+        line(h["load"], f"w{h['worker']} load", C["bar"]),
+        line(h["mean"], "mean L̄", C["mean"], dash="dash"),
+        line([None if m is None else (1 + theta) * m for m in h["mean"]], "tolerance", C["over"], dash="dot"),
+        line(h["state_size"], "state size", C["state"], axis=2),
+        line(h["distinct_keys"], "distinct keys", C["keys"], axis=2, dash="dot", yaxis="y3"),
+    ]
+    layout = _grid(2, spacing=0.12)
+    layout.update(_base_layout(320, f"detail-{h['worker']}"))
+    layout["yaxis"].update(title=dict(text="load", font=dict(size=11)))
+    layout["yaxis2"].update(title=dict(text="state", font=dict(size=11)))
+    layout["yaxis3"] = dict(overlaying="y2", side="right", showgrid=False, anchor="x2",
+                            title=dict(text="keys", font=dict(size=11)))
+    layout["xaxis2"].update(title=dict(text="interval", font=dict(size=11)))
+    return {"data": traces, "layout": layout}
+
+
+# ------------------------------------------------------------------------------------ what-if, hot keys
+def shadow_figure(data: Mapping[str, Any]) -> Figure:
+    """Live algorithm vs every shadow grouping on the same intervals: imbalance, replication, migration."""
+    rows = [r for r in (data.get("shadow") or []) if r.get("imbalance") is not None]
+    if not rows:
+        return empty_figure("no shadow results (engine started with --shadow '')", 330)
+    rows.sort(key=lambda r: (r["imbalance"], r["replication"] or 0.0))
+    names = [f"{r['algorithm']} (live)" if r["live"] else r["algorithm"] for r in rows]
+    best = next((r for r in rows if not r["live"]), None)
+    colors = [C["live"] if r["live"] else (C["best"] if r is best else C["other"]) for r in rows]
+    traces = []
+    for col, key in enumerate(("imbalance", "replication", "migration_cost"), start=1):
+        vals = [r[key] if r[key] is not None else 0.0 for r in rows]
+        ref = _axis_ref(col)
+        traces.append(dict(type="bar", x=vals, y=names, orientation="h", marker=dict(color=colors), showlegend=False,
+                           text=[_fmt(v, 2) for v in vals], textposition="auto", textfont=dict(size=10),
+                           xaxis=f"x{ref}", yaxis=f"y{ref}",
+                           hovertemplate=f"%{{y}}<br>{key}: %{{x:.4g}}<extra></extra>"))
+    height = max(220, 60 + 24 * len(rows))
+    layout = _grid(1, 3, shared="y", titles=("imbalance", "replication", "migration cost"), spacing=0.04)
+    layout.update(_base_layout(height, f"shadow-{data.get('run_id')}", top=40))
+    for col in (1, 2, 3):
+        ref = _axis_ref(col)
+        layout[f"yaxis{ref}"].update(autorange="reversed", tickfont=dict(size=11))
+        layout[f"xaxis{ref}"].update(rangemode="tozero", tickfont=dict(size=9))
+    for ann in layout.get("annotations", []):
+        ann["font"] = dict(size=11, color="#374151")
+    return {"data": traces, "layout": layout}
+
+
+def shadow_verdict(data: Mapping[str, Any]) -> str:
+    """One line: which grouping would be better now."""
+    rows = [r for r in (data.get("shadow") or []) if r.get("imbalance") is not None]
+    live = next((r for r in rows if r["live"]), None)
+    others = sorted((r for r in rows if not r["live"]), key=lambda r: r["imbalance"])
+    if not others:
+        return "No shadow groupings recorded for this run."
+    b = others[0]
+    text = (f"Lowest imbalance now: {b['algorithm']} ({b['imbalance']:.3f}, replication {_fmt(b['replication'])}, "
+            f"migration {_fmt(b['migration_cost'])})")
+    if live is not None:
+        text += f" vs live {live['algorithm']} {live['imbalance']:.3f}"
+    n = max(r["intervals"] for r in rows)
+    return text + f" — mean of the last {n} interval(s)."
+
+
+def hot_keys_figure(data: Mapping[str, Any]) -> Figure:
+    """Top-k keys of the latest interval: share of the load and the workers each is routed to."""
+    hot = data.get("hot_keys") or []
+    if not hot:
+        return empty_figure("no hot keys yet", 330)
+    keys = [h["key"] if len(h["key"]) <= 24 else h["key"][:23] + "…" for h in hot]
+    shares = [100.0 * h["share"] for h in hot]
+
+    def where(ws: list[int]) -> str:
+        if len(ws) > 6:
+            return f"→ {len(ws)} workers"
+        return "→ " + ", ".join(f"w{w}" for w in ws) if ws else ""
+
+    bar = dict(
+        type="bar", x=shares, y=keys, orientation="h", marker=dict(color=C["bar"]),
+        text=[where(h["workers"]) for h in hot], textposition="outside", textfont=dict(size=10),
+        customdata=[[h["count"], ", ".join(f"w{w}" for w in h["workers"])] for h in hot],
+        hovertemplate="%{y}: %{x:.2f}% of the load (%{customdata[0]} tuples)<br>workers: %{customdata[1]}<extra></extra>",
+    )
+    layout = _base_layout(max(240, 60 + 24 * len(hot)), f"hot-{data.get('run_id')}", top=16)
+    top = max(shares) if shares else 1.0
+    layout.update(showlegend=False,
+                  xaxis=dict(title=dict(text="share of the interval's tuples (%)", font=dict(size=11)),
+                             range=[0, top * 1.35]),
+                  yaxis=dict(autorange="reversed", tickfont=dict(size=11)))
+    return {"data": [bar], "layout": layout}
+
+
+# ------------------------------------------------------------------------------------ history
+def compare_figure(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> Figure:
+    """Two runs side by side: imbalance, throughput and latency per interval (interval from run start)."""
+    if not a and not b:
+        return empty_figure("pick two runs to compare", 420)
+    traces = []
+    for run, color in ((a, C["run_a"]), (b, C["run_b"])):
+        if not run:
+            continue
+        s = run["series"]
+        x0 = s["interval"][0] if s["interval"] else 0
+        x = [i - x0 for i in s["interval"]]
+        label = f"run {run['run_id']}"
+        for row, key in enumerate(("imbalance", "throughput", "batch_latency_ms"), start=1):
+            ref = _axis_ref(row)
+            traces.append(dict(type="scatter", mode="lines", x=x, y=list(s[key]), name=label, legendgroup=label,
+                               showlegend=row == 1, line=dict(color=color, width=1.6), xaxis=f"x{ref}",
+                               yaxis=f"y{ref}", hovertemplate=f"{label} %{{y:.4g}}<extra>{key}</extra>"))
+    layout = _grid(3, spacing=0.06)
+    layout.update(_base_layout(460, "compare"))
+    for row, title in enumerate(("imbalance", "tuples/s", "latency ms"), start=1):
+        layout[f"yaxis{_axis_ref(row)}"].update(title=dict(text=title, font=dict(size=11)), rangemode="tozero")
+    layout["xaxis3"].update(title=dict(text="interval since the start of the shown window", font=dict(size=11)))
+    return {"data": traces, "layout": layout}

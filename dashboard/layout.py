@@ -1,0 +1,390 @@
+"""Page layout and the small HTML views the callbacks fill (KPI cards, commands, events, forms).
+
+Live tab: KPI strip (roll-up), imbalance over time with worker-load bands, per-worker load (all
+workers up to 32, the most loaded 16 beyond, click a bar to drill down), shadow what-if, hot keys,
+throughput / latency, routing table vs Amax, migrations with their table; the operator sidebar
+(algorithm form, workers, pause / resume, commands with their status, event log).  History tab:
+runs with export links, two runs compared side by side.
+
+Every metric title carries its definition in a ``title`` attribute (the browser shows it on hover).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from typing import Any, Mapping, Sequence
+
+from dash import dcc, html
+
+from dashboard.data import DEFAULT_THETA
+from dashboard.definitions import LABELS, definition
+from dashboard.figures import IMBALANCE_METRICS, empty_figure
+
+__all__ = [
+    "GRAPH_CONFIG", "build_layout", "commands_view", "event_log", "kpi_cards", "migration_table", "param_form",
+    "runs_table",
+]
+
+#: Plotly modebar: "download as PNG" (client-side) with a useful file name, no logo.
+GRAPH_CONFIG: dict[str, Any] = {
+    "displaylogo": False,
+    "toImageButtonOptions": {"format": "png", "scale": 2},
+    "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+}
+
+
+def _info(name: str) -> html.Span:
+    return html.Span("i", className="info", title=definition(name))
+
+
+def _card(title: str, body: Sequence[Any], *, metric: str | None = None, extra: Any = None,
+          class_name: str = "", card_id: str | None = None) -> html.Div:
+    head = [html.H3([title, _info(metric)] if metric else title, title=definition(metric) if metric else None)]
+    if extra is not None:
+        head.append(html.Div(extra, className="card-extra"))
+    kw = {"id": card_id} if card_id else {}
+    return html.Div([html.Div(head, className="card-head"), *body], className=f"card {class_name}".strip(), **kw)
+
+
+def _graph(gid: str, filename: str, height: int = 300, initial: Mapping[str, Any] | None = None) -> dcc.Graph:
+    cfg = dict(GRAPH_CONFIG, toImageButtonOptions={**GRAPH_CONFIG["toImageButtonOptions"], "filename": filename})
+    fig = (initial or {}).get(gid)
+    return dcc.Graph(id=gid, figure=fig if fig is not None else empty_figure(height=height), config=cfg,
+                     className="graph")
+
+
+# ------------------------------------------------------------------------------------ page
+def build_layout(*, read_only: bool, token_required: bool, refresh_ms: int, banner: str | None,
+                 export_base: str, initial: Mapping[str, Any] | None = None) -> html.Div:
+    """The whole page.  ``initial`` holds the first render of every live output (see
+    :func:`dashboard.app.initial_outputs`) so the page shows data without waiting for a callback."""
+    init = dict(initial or {})
+    header = html.Header([
+        html.Div([html.Span("skewlab", className="brand"), html.Span("live load balancing", className="tagline")],
+                 className="brand-box"),
+        html.Div([
+            html.Label("run", htmlFor="run-select", className="hdr-label"),
+            dcc.Dropdown(id="run-select", clearable=False, placeholder="no runs yet", className="run-select",
+                         options=init.get("run-options", []), value=init.get("run-id")),
+            dcc.Checklist(id="follow", options=[{"label": " follow newest", "value": "follow"}], value=["follow"],
+                          className="follow", inputClassName="follow-input"),
+            html.Span(init.get("run-status", ""), id="run-status", className=init.get("run-status-class", "status-badge")),
+            html.Span(init.get("export-links", []), id="export-links", className="export-links"),
+        ], className="hdr-run"),
+    ], className="header")
+    notices = [html.Div(banner, id="mode-banner", className="banner readonly")] if banner else []
+
+    live = html.Div([
+        html.Div(init.get("kpis", []), id="kpis", className="kpis"),
+        html.Div([
+            html.Div([
+                _card("Imbalance over time", [_graph("fig-imbalance", "skewlab-imbalance", 430, init)], metric="imbalance",
+                      extra=dcc.Checklist(
+                          id="imb-metrics", value=["imbalance", "theta_max_observed"], inline=True,
+                          options=[{"label": html.Span(LABELS[m], title=definition(m)), "value": m}
+                                   for m in IMBALANCE_METRICS], className="metric-pick")),
+                html.Div([
+                    _card("Per-worker load now", [
+                        _graph("fig-workers", "skewlab-worker-load", 330, init),
+                        html.Div(id="worker-detail", className="drill"),
+                    ], metric="worker_load", extra=dcc.RadioItems(
+                        id="worker-view", value="auto", inline=True, className="view-pick",
+                        options=[{"label": "auto", "value": "auto"}, {"label": f"top 16", "value": "top"},
+                                 {"label": "all", "value": "all"}])),
+                    _card("Shadow what-if", [html.Div(init.get("shadow-verdict", ""), id="shadow-verdict", className="verdict"),
+                                             _graph("fig-shadow", "skewlab-shadow", 330, init)], metric="shadow"),
+                ], className="row2"),
+                html.Div([
+                    _card("Hot keys", [_graph("fig-hotkeys", "skewlab-hot-keys", 300, init)], metric="hot_key_share"),
+                    _card("Throughput & batch latency", [_graph("fig-throughput", "skewlab-throughput", 300, init)],
+                          metric="throughput"),
+                ], className="row2"),
+                html.Div([
+                    _card("Routing table vs Amax", [_graph("fig-routing", "skewlab-routing", 260, init)],
+                          metric="routing_table_size"),
+                    _card("Migrations", [_graph("fig-migrations", "skewlab-migrations", 300, init)], metric="state_moved"),
+                ], className="row2"),
+                _card("Recent migration events", [html.Div(init.get("migration-table", migration_table([])),
+                                                           id="migration-table", className="table-box")],
+                      metric="migration_cost"),
+            ], className="main-col"),
+            html.Aside(_sidebar(read_only, token_required, init), className="side-col"),
+        ], className="live-grid"),
+    ])
+
+    history = html.Div([
+        _card("Runs", [
+            html.P("Every run in the database, newest first. Export any run's metrics (all tables) as JSON or CSV.",
+                   className="muted"),
+            html.Div(init.get("runs-table"), id="runs-table", className="table-box"),
+        ]),
+        _card("Compare two runs", [
+            html.Div([
+                html.Div([html.Label("run A"), dcc.Dropdown(id="compare-a", placeholder="pick a run",
+                                                                   options=init.get("run-options", []))], className="cmp-pick"),
+                html.Div([html.Label("run B"), dcc.Dropdown(id="compare-b", placeholder="pick a run",
+                                                                   options=init.get("run-options", []))], className="cmp-pick"),
+            ], className="cmp-row"),
+            html.Div(id="compare-summary"),
+            _graph("fig-compare", "skewlab-compare", 460),
+        ], metric="imbalance"),
+    ])
+
+    return html.Div([
+        dcc.Store(id="cursor", data=init.get("cursor")),
+        dcc.Store(id="controls-state", data=init.get("controls-state")),
+        dcc.Store(id="cmd-signal"),
+        dcc.Interval(id="tick", interval=init.get("tick", refresh_ms)),
+        dcc.Interval(id="slow-tick", interval=5_000),
+        html.Div(export_base, id="export-base", hidden=True),
+        header,
+        *notices,
+        dcc.Tabs(id="tabs", value="live", className="tabs", children=[
+            dcc.Tab(label="Live", value="live", children=live, className="tab", selected_className="tab-on"),
+            dcc.Tab(label="Runs & comparison", value="runs", children=history, className="tab",
+                    selected_className="tab-on"),
+        ]),
+        html.Footer(["skewlab dashboard · reads the metrics store, writes only operator commands · ",
+                     "hover (i) for a metric's definition · charts download as PNG from their toolbar"],
+                    className="footer"),
+    ], className="page" + (" read-only" if read_only else ""))
+
+
+def _sidebar(read_only: bool, token_required: bool, init: Mapping[str, Any]) -> list[Any]:
+    dis = bool(read_only)
+    token_box = []
+    if token_required:
+        token_box = [html.Div([
+            html.Label("operator token", htmlFor="token"),
+            dcc.Input(id="token", type="password", placeholder="required for actions", autoComplete="off",
+                      className="text-input", debounce=False),
+        ], className="field")]
+    else:
+        token_box = [dcc.Input(id="token", type="hidden", value="")]
+    controls = [
+        *token_box,
+        html.Div([
+            html.Label("algorithm", htmlFor="algo-select"),
+            dcc.Dropdown(id="algo-select", clearable=False, disabled=dis, className="algo-select",
+                         options=init.get("algo-options", []), value=init.get("algo-value")),
+            html.Div(init.get("algo-summary", ""), id="algo-summary", className="muted small"),
+        ], className="field"),
+        html.Div(init.get("param-form", []), id="param-form", className="param-form"),
+        html.Button(init.get("apply-label", "Apply"), id="apply-btn", n_clicks=0,
+                    disabled=bool(init.get("apply-disabled", dis)), className="btn primary"),
+        html.Hr(),
+        html.Div([
+            html.Label(["workers ", html.Span("i", className="info", title=definition("n_workers"))]),
+            html.Div([
+                html.Button("−1", id="workers-minus", n_clicks=0, disabled=dis, className="btn", title="remove a worker"),
+                dcc.Input(id="workers-input", type="text", disabled=dis, className="text-input workers-input",
+                          value=init.get("workers-value"), autoComplete="off"),
+                html.Button("+1", id="workers-plus", n_clicks=0, disabled=dis, className="btn", title="add a worker"),
+                html.Button("Set", id="workers-set", n_clicks=0, disabled=dis, className="btn"),
+            ], className="workers-row"),
+        ], className="field"),
+        html.Div([
+            html.Button("Pause", id="pause-btn", n_clicks=0, disabled=dis, className="btn"),
+            html.Button("Resume", id="resume-btn", n_clicks=0, disabled=dis, className="btn"),
+        ], className="btn-row"),
+        html.Div(id="control-msg", className="control-msg", role="status"),
+    ]
+    return [
+        _card("Operator controls", controls, class_name="controls"),
+        _card("Commands", [html.Div(init.get("commands", []), id="commands", className="commands")]),
+        _card("Events", [html.Div(init.get("event-log", []), id="event-log", className="event-log")]),
+    ]
+
+
+# ------------------------------------------------------------------------------------ views
+def _fmt(v: Any, kind: str = "g") -> str:
+    if v is None:
+        return "—"
+    if kind == "int":
+        return f"{int(v):,}"
+    if kind == "pct":
+        return f"{100 * v:.1f}%"
+    if kind == "rate":
+        return f"{v / 1000:,.1f}k" if v >= 1000 else f"{v:,.0f}"
+    return f"{v:.3f}" if abs(v) < 100 else f"{v:,.0f}"
+
+
+def kpi_cards(data: Mapping[str, Any]) -> list[html.Div]:
+    """Roll-up of the latest interval."""
+    s = data.get("series") or {}
+
+    def last(k: str) -> Any:
+        v = s.get(k) or []
+        return v[-1] if v else None
+
+    theta_now = data.get("theta_now")
+    routing = data.get("routing") or {}
+    amax = (routing.get("amax") or [None])[-1] if routing.get("amax") else None
+    workers = data.get("workers") or []
+    over = 0
+    if workers:
+        mean = sum(w["load"] for w in workers) / len(workers)
+        tol = (1 + (theta_now if theta_now is not None else DEFAULT_THETA)) * mean
+        over = sum(1 for w in workers if w["load"] > tol)
+    imb = last("imbalance")
+    cards = [
+        ("imbalance", "imbalance", _fmt(imb), "bad" if theta_now is not None and imb is not None and imb > theta_now else ""),
+        ("θ observed / θmax", "theta_max_observed", f"{_fmt(last('theta_max_observed'))} / {_fmt(theta_now)}", ""),
+        ("workers (overloaded)", "n_workers", f"{_fmt(last('n_workers'), 'int')} ({over})", "bad" if over else ""),
+        ("replication", "replication", _fmt(last("replication")), ""),
+        ("routing |A| / Amax", "routing_table_size",
+         f"{_fmt(last('routing_table_size'), 'int')} / {_fmt(amax, 'int')}", ""),
+        ("migration cost", "migration_cost", _fmt(last("migration_cost")), ""),
+        ("throughput (tuples/s)", "throughput", _fmt(last("throughput"), "rate"), ""),
+        ("batch latency", "batch_latency_ms", f"{_fmt(last('batch_latency_ms'), 'int')} ms", ""),
+    ]
+    out = [html.Div([html.Div(label, className="kpi-label"), html.Div(value, className="kpi-value")],
+                    className=f"kpi {cls}".strip(), title=definition(metric), id=f"kpi-{metric}")
+           for label, metric, value, cls in cards]
+    interval = last("interval")
+    algo = data.get("algorithm") or "—"
+    out.insert(0, html.Div([html.Div("algorithm · interval", className="kpi-label"),
+                            html.Div(f"{algo} · #{interval if interval is not None else '—'}", className="kpi-value",
+                                     id="kpi-algorithm-value")],
+                           className="kpi", title="live algorithm and the latest interval shown"))
+    return out
+
+
+def _payload_text(kind: str, payload: Mapping[str, Any]) -> str:
+    if kind == "set-algorithm":
+        params = payload.get("params") or {}
+        return f"→ {payload.get('algorithm')}" + (f" ({len(params)} params)" if params else "")
+    if kind == "set-param":
+        return ", ".join(f"{k}={v}" for k, v in (payload.get("params") or {}).items())
+    if kind == "set-workers":
+        return f"workers={payload.get('workers')}"
+    return ""
+
+
+def commands_view(rows: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """Recent commands: pending, applied (at which interval) or rejected (with the engine's reason)."""
+    if not rows:
+        return [html.Div("no commands yet", className="muted small")]
+    items = []
+    for c in rows:
+        status = c["status"]
+        if status == "applied":
+            where = f"interval {c['interval']}" if c.get("interval") is not None else f"batch {c.get('applied_batch')}"
+            state = f"applied at {where}" + (f" — {c['reason']}" if c.get("reason") else "")
+        elif status == "rejected":
+            state = f"rejected: {c.get('reason') or 'no reason given'}"
+        else:
+            state = "pending…"
+        items.append(html.Li([
+            html.Span(f"#{c['id']}", className="cmd-id"),
+            html.Span(c["kind"], className="cmd-kind"),
+            html.Span(_payload_text(c["kind"], c.get("payload") or {}), className="cmd-payload"),
+            html.Div(state, className=f"cmd-state {status}"),
+        ], className=f"cmd {status}", id=f"cmd-{c['id']}", **{"data-status": status}))
+    return [html.Ul(items, className="cmd-list")]
+
+
+def event_log(events: Sequence[Mapping[str, Any]], limit: int = 12) -> list[Any]:
+    """The latest operator events (the same ones drawn on the time axes)."""
+    from dashboard.figures import event_label
+
+    ops = [e for e in events if e.get("kind") not in ("rebalance",)][-limit:]
+    if not ops:
+        return [html.Div("no operator events in this window", className="muted small")]
+    return [html.Ul([html.Li([html.Span(f"#{e.get('interval')}", className="ev-iv"),
+                              html.Span(event_label(e)[0], className=f"ev-kind {e.get('kind')}")],
+                             title=event_label(e)[1]) for e in reversed(ops)], className="ev-list")]
+
+
+def param_form(algorithm: str, declarations: Sequence[Mapping[str, Any]], values: Mapping[str, Any],
+               disabled: bool) -> list[Any]:
+    """One field per declared parameter (from :func:`engine.registry.describe`), pre-filled with ``values``."""
+    if not declarations:
+        return [html.Div(f"{algorithm} has no parameters", className="muted small")]
+    out = []
+    for p in declarations:
+        name = p["name"]
+        value = values.get(name, p["default"])
+        pid = {"type": "param-input", "name": name}
+        cls = f"param-input param-input-{name}"
+        if p["kind"] == "bool":
+            field = dcc.Dropdown(id=pid, options=[{"label": "true", "value": True}, {"label": "false", "value": False}],
+                                 value=bool(value), clearable=False, disabled=disabled, className=cls)
+        elif p["kind"] == "choice":
+            field = dcc.Dropdown(id=pid, options=[{"label": c, "value": c} for c in p["choices"]], value=str(value),
+                                 clearable=False, disabled=disabled, className=cls)
+        else:
+            field = dcc.Input(id=pid, type="text", value=_input_text(value), disabled=disabled,
+                              className=f"text-input {cls}", debounce=False, autoComplete="off")
+        label = "θmax" if name == "theta_max" else ("Amax" if name == "amax" else name)
+        out.append(html.Div([
+            html.Label([label, html.Span(p["range"] if p["kind"] not in ("bool", "choice") else "", className="range"),
+                        html.Span("i", className="info", title=p["help"])],
+                       title=p["help"]),
+            field,
+            html.Div(id={"type": "param-msg", "name": name}, className="param-msg"),
+        ], className="field"))
+    return out
+
+
+def _input_text(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(value)
+    return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+
+
+def started(ts: Any) -> str:
+    """Epoch seconds as local ``YYYY-MM-DD HH:MM``."""
+    try:
+        return _dt.datetime.fromtimestamp(float(ts)).strftime("%Y-%m-%d %H:%M")
+    except (TypeError, ValueError, OverflowError, OSError):
+        return ""
+
+
+def _table(columns: Sequence[tuple[str, str]], rows: Sequence[Mapping[str, Any]], empty: str,
+           cell: Any = None) -> Any:
+    if not rows:
+        return html.Div(empty, className="muted small")
+    render = cell or (lambda key, row: row.get(key, ""))
+    return html.Table([
+        html.Thead(html.Tr([html.Th(label) for label, _ in columns])),
+        html.Tbody([html.Tr([html.Td(render(key, r)) for _, key in columns]) for r in rows]),
+    ], className="data-table")
+
+
+def _num(v: Any, digits: int = 4) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def migration_table(rows: Sequence[Mapping[str, Any]]) -> Any:
+    """The most recent migration events (newest first)."""
+    cols = (("interval", "interval"), ("algorithm", "algorithm"), ("reason", "reason"), ("keys moved", "keys_moved"),
+            ("state moved", "state_moved"), ("migration cost", "migration_cost"), ("pause ms", "pause_ms"))
+    return _table(cols, rows, "no migrations in this window",
+                  lambda k, r: _num(r.get(k)) if k not in ("algorithm", "reason") else (r.get(k) or ""))
+
+
+def runs_table(rows: Sequence[Mapping[str, Any]], export_base: str) -> Any:
+    """Every run with its progress and export links."""
+    cols = (("id", "id"), ("name", "name"), ("algorithm", "algorithm"), ("workers", "n_workers"),
+            ("workload", "workload"), ("status", "status"), ("intervals", "intervals"), ("started", "created_at"),
+            ("export", "export"))
+
+    def cell(key: str, r: Mapping[str, Any]) -> Any:
+        if key == "export":
+            rid = r["id"]
+            return [html.A("JSON", href=f"{export_base}run-{rid}.json", className="export"), " · ",
+                    html.A("CSV", href=f"{export_base}run-{rid}-csv.zip", className="export")]
+        if key == "created_at":
+            return started(r.get(key))
+        if key == "status":
+            return html.Span(r.get(key) or "", className=f"status-badge {r.get(key) or ''}")
+        v = r.get(key)
+        return "" if v is None else str(v)
+
+    return _table(cols, rows, "no runs in this database yet", cell)

@@ -1,0 +1,160 @@
+"""``skewlab bench all --quick``: every figure and table is produced and the reproductions' invariants hold.
+
+Runs the whole quick benchmark once, in-process, through an argparse parser built with
+``bench.cli.add_commands`` (the way ``engine/cli.py`` wires it), then checks the page, the figures and
+the data behind them.  Budget: ≤ 3 minutes on the 2-core CI machine (measured ~1 minute there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import numpy as np
+import pytest
+
+from bench import TARGETS
+from bench import cli as bench_cli
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    parser = argparse.ArgumentParser(prog="skewlab")
+    sub = parser.add_subparsers(dest="command", required=True)
+    bench_cli.add_commands(sub)
+    args = parser.parse_args(["bench", "all", "--quick", "--out", str(out), "--seed", "0"])
+    code = args.func(args)
+    sections = {s.key: s for s in bench_cli.LAST_RUN}
+    return out, code, sections
+
+
+def test_exit_status_and_every_section(quick_run):
+    out, code, sections = quick_run
+    failed = {k: [(c.name, c.detail) for c in s.checks if not c.ok] for k, s in sections.items()}
+    assert code == 0, failed
+    assert list(sections) == list(TARGETS)
+    for s in sections.values():
+        assert s.checks and all(c.ok for c in s.checks), (s.key, failed[s.key])
+
+
+def test_page_links_every_figure_and_figures_exist(quick_run):
+    out, _, sections = quick_run
+    page = (out / "results.md").read_text(encoding="utf-8")
+    for key in TARGETS:
+        assert f"<!-- bench:{key}:start -->" in page and f"<!-- bench:{key}:end -->" in page
+    linked = set(re.findall(r"!\[[^\]]*\]\((figures/[^)]+\.png)\)", page))
+    on_disk = {f"figures/{p.name}" for p in (out / "figures").glob("*.png")}
+    assert linked == on_disk and len(on_disk) >= 14
+    for f in linked:
+        data = (out / f).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5_000
+    for s in sections.values():
+        assert set(s.figures) <= linked
+        assert "|---|" in s.markdown  # at least one table
+        assert f"`{s.command}`" in page  # exact command recorded next to the section
+    assert "seed 0" in page and "load average" in page
+
+
+def test_nasir_invariants(quick_run):
+    rows = quick_run[2]["nasir"].data["rows"]
+    for r in rows:
+        if r["algorithm"] == "shuffle":
+            assert r["imbalance"] < 1e-3
+            if not np.isnan(r["hot_replication"]):  # nan: no key with >= 20n tuples in this stream
+                assert r["hot_replication"] == pytest.approx(r["n"], rel=0.01)
+        if r["algorithm"] == "hash":
+            assert r["replication"] == 1.0
+        if r["algorithm"] == "pkg":
+            assert r["replication"] <= 2.0
+
+    assert any(r["algorithm"] == "shuffle" and not np.isnan(r["hot_replication"]) for r in rows)
+
+    def I(alg, z, n):
+        return next(r["seeds_imbalance"] for r in rows if r["algorithm"] == alg and r["z"] == z and r["n"] == n)
+
+    assert I("dchoices", 2.0, 50) <= I("pkg", 2.0, 50)
+    assert I("wchoices", 2.0, 50) <= I("pkg", 2.0, 50)
+    for q in quick_run[2]["nasir"].data["q2"]:
+        assert 2 <= q["min_d"] <= q["n"] and 2 <= q["chosen_min"] <= q["chosen_max"] <= q["n"]
+
+
+def test_fang_gedik_dkg_guo_zhou_invariants(quick_run):
+    s = quick_run[2]
+    fang = s["fang"].data
+    allrows = [r for rows in fang["sweeps"].values() for r in rows] + fang["amax"]
+    assert all(r["migration"] == 0.0 for r in allrows if r["algorithm"] == "pkg")
+    assert all(r["table_max"] <= r["amax"] for r in fang["amax"] if r["feasible"] == 1.0)
+    th = [r for r in fang["sweeps"]["theta"] if r["theta"] == 0.3]
+    mixed = next(r for r in th if r["algorithm"] == "mixed")
+    mintable = next(r for r in th if r["algorithm"] == "mintable")
+    assert mintable["migration"] >= mixed["migration"]
+
+    ged = s["gedik"].data["channels"]
+    cons = {r["n"]: r["m"] for r in ged if r["algorithm"] == "consistent"}
+    uni = {r["n"]: r["m"] for r in ged if r["algorithm"] == "uniform"}
+    assert all(cons[n] < uni[n] for n in cons if n >= 3)
+
+    dkg = s["dkg"].data["rows"]
+    assert {r["replication"] for r in dkg if r["algorithm"] == "hash"} == {1.0}
+    hot = [r for r in dkg if r["r"] == 70]
+    st = {r["algorithm"]: r["load_stddev_pct"] for r in hot}
+    assert st["shuffle"] < st["dkg"] < st["pkg"] < st["hash"]
+
+    gz = s["guo-zhou"].data["runs"]
+    assert gz["gaussian/pkg"]["move_mean"] == 0.0 and gz["zipf/pkg"]["move_mean"] == 0.0
+    assert gz["gaussian/uhlb"]["move_per_balancing"] > gz["gaussian/elb"]["move_per_balancing"]
+
+    perf = s["perf"].data
+    assert {r["algorithm"] for r in perf["routing"]} >= {"hash", "mixed", "dchoices"}
+    assert all("error" not in r for r in perf["routing"])
+
+
+def test_bench_route_equals_simulate():
+    """The reproductions' shortcut (route the whole stream once) gives exactly `skewlab simulate`'s loads."""
+    from bench.common import route, stream_metrics, zipf_stream
+    from engine.simulate import SimulationConfig, run_simulation
+
+    for alg in ("pkg", "dchoices", "dkg"):
+        sim = run_simulation(SimulationConfig(algorithm=alg, workers=7, sources=3, workload="zipf",
+                                              workload_params={"z": 1.3, "keys": 500}, messages=20_000,
+                                              interval_messages=5_000, seed=4))
+        _, ids, fps = zipf_stream(1.3, 500, 20_000, 4)
+        workers, _ = route(alg, 7, 3, fps, seed=4)
+        met = stream_metrics(ids, workers, 7)
+        assert np.bincount(workers, minlength=7).tolist() == [int(x) for x in sim["worker_loads"]]
+        assert met["replication"] == pytest.approx(sim["replication"])
+        assert met["imbalance"] == pytest.approx(sim["imbalance"])
+
+
+def test_single_target_keeps_other_sections(quick_run, tmp_path):
+    out, _, _ = quick_run
+    page = (out / "results.md").read_text(encoding="utf-8")
+    copy = tmp_path / "results.md"
+    foreign = '<!-- BEGIN section "Other" -->\n## Other\n\nWritten by another part of the project.\n<!-- END section "Other" -->\n'
+    copy.write_text(page + "\n" + foreign, encoding="utf-8")
+    (tmp_path / "figures").mkdir()
+    code = bench_cli.main(["bench", "dkg", "--quick", "--out", str(tmp_path)])
+    assert code == 0
+    new = copy.read_text(encoding="utf-8")
+    for key in TARGETS:
+        assert f"<!-- bench:{key}:start -->" in new
+    nasir = re.search(r"<!-- bench:nasir:start -->.*?<!-- bench:nasir:end -->", page, re.S).group(0)
+    assert nasir in new  # untouched
+    assert new.endswith(foreign) and new.count("## Other") == 1  # text outside the bench block kept verbatim
+    assert new.count("<!-- bench:begin") == 1 and new.index("<!-- bench:end -->") < new.index(foreign)
+
+
+def test_existing_page_without_block_is_kept(tmp_path):
+    """A results page written by someone else first: the bench block goes on top, their text stays."""
+    from bench.common import Section, write_results
+
+    other = "\n<!-- BEGIN section \"Reliability\" -->\n## Reliability\n\n| a | b |\n|---|---|\n| 1 | 2 |\n<!-- END section \"Reliability\" -->\n"
+    (tmp_path / "results.md").write_text(other, encoding="utf-8")
+    write_results(tmp_path, [Section("dkg", "DKG", "cmd", "body |---|")], 0, list(TARGETS))
+    write_results(tmp_path, [Section("nasir", "Nasir", "cmd", "body |---|")], 0, list(TARGETS))
+    page = (tmp_path / "results.md").read_text(encoding="utf-8")
+    assert page.startswith("<!-- bench:begin") and page.count("## Reliability") == 1
+    assert page.rstrip().endswith('<!-- END section "Reliability" -->')
+    assert page.index("bench:nasir:start") < page.index("bench:dkg:start") < page.index("## Reliability")
+    assert "(#reliability) (not generated by `skewlab bench`)" in page

@@ -1,0 +1,462 @@
+"""Dashboard unit tests: data queries (reset / delta / consistency), figures and patches, roll-up at 128
+workers, form validation against the registry's declarations, read-only mode and operator-token checks
+on the server side (through Dash's real HTTP callback route), exports, the CLI, and that the dashboard
+never imports pyspark.  Everything runs on in-memory SQLite stores filled with synthetic rows."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+pytest.importorskip("dash")
+
+from dashboard import figures as F  # noqa: E402
+from dashboard.app import create_app  # noqa: E402
+from dashboard.controls import (  # noqa: E402
+    Authorizer,
+    build_algorithm_command,
+    build_workers_command,
+    is_loopback,
+    validate_fields,
+)
+from dashboard.data import DashboardData, load_bands, window_for  # noqa: E402
+from engine import registry  # noqa: E402
+from engine.commands import CommandError  # noqa: E402
+from engine.params import ParamError  # noqa: E402
+from storage import connect  # noqa: E402
+
+MIXED = registry.validate_params("mixed", {})
+TOKEN = "s3cret-operator-token"
+
+
+# ------------------------------------------------------------------------------------ fixtures
+def record(store, run, i, n_workers=4, *, algorithm="mixed", events=None, seed=0):
+    """One synthetic interval: worker 0 overloaded, hot keys, two shadows, a migration every 3rd."""
+    rng = np.random.default_rng(seed * 1000 + i)
+    loads = rng.integers(900, 1100, n_workers).astype(float)
+    loads[0] = 2000.0
+    mean = loads.mean()
+    evs = list(events or [])
+    migrations = None
+    if i % 3 == 0:
+        migrations = [{"algorithm": algorithm, "keys_moved": 3, "state_moved": 120.0, "migration_cost": 0.01,
+                       "pause_ms": 1.5, "detail": {"reason": "rebalance"}}]
+        evs.append({"kind": "rebalance", "detail": {"keys": 3, "state_moved": 120.0, "migration_cost": 0.01}})
+    store.record_interval(
+        run, batch_id=i, interval=i,
+        metrics={"tuples": int(loads.sum()), "algorithm": algorithm, "n_workers": n_workers,
+                 "imbalance": loads.max() / mean - 1, "theta_max_observed": loads.max() / mean - 1,
+                 "seeds_imbalance": 0.01, "replication": 1.0, "routing_table_size": 10 + i, "migration_cost": 0.0,
+                 "throughput": 5000.0 + i, "batch_latency_ms": 200.0},
+        workers=[{"worker": w, "tuples": int(loads[w]), "cost": loads[w], "distinct_keys": 50, "state_size": 500.0}
+                 for w in range(n_workers)],
+        hot_keys=[{"key": f"k{r}", "count": 100 - r, "share": (100 - r) / loads.sum(), "workers": [r % n_workers]}
+                  for r in range(5)],
+        shadow={"hash": {"imbalance": 0.5, "replication": 1.0, "migration_cost": 0.0},
+                "pkg": {"imbalance": 0.01, "replication": 1.2, "migration_cost": 0.0}},
+        migrations=migrations,
+        routing={"entries": 10 + i, "amax": 3000},
+        events=evs,
+    )
+    return loads
+
+
+@pytest.fixture
+def store():
+    s = connect("sqlite://")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def run(store):
+    rid = store.create_run("mixed", MIXED, n_workers=4, config={"interval": 1.0, "operator": "count"})
+    for i in range(30):
+        events = None
+        if i == 10:
+            events = [{"kind": "params", "detail": {"algorithm": "mixed", "params": {**MIXED, "theta_max": 0.2}}}]
+        if i == 20:
+            events = [{"kind": "algorithm", "detail": {"previous": "mixed", "algorithm": "mixed-bf",
+                                                       "params": registry.validate_params("mixed-bf", {})}}]
+        record(store, rid, i, algorithm="mixed" if i < 20 else "mixed-bf", events=events)
+    return rid
+
+
+# ------------------------------------------------------------------------------------ data
+def test_load_reset_then_delta_reads_only_new_intervals(store, run):
+    D = DashboardData(store, window=25)
+    d = D.load(run)
+    assert d["reset"] and d["series"]["interval"] == list(range(5, 30))
+    assert d["last_interval"] == 29 and d["n_workers"] == 4 and d["algorithm"] == "mixed-bf"
+    # θmax in force per interval follows the params event at 10 and the switch at 20
+    theta = dict(zip(d["series"]["interval"], d["series"]["theta_max"]))
+    assert theta[9] == 0.08 and theta[10] == 0.2 and theta[19] == 0.2 and theta[20] == 0.08
+    # bands equal numpy's quantiles of that interval's worker loads
+    loads = [w["cost"] for w in store.worker_metrics(run, interval=17)]
+    k = d["bands"]["interval"].index(17)
+    assert d["bands"]["median"][k] == pytest.approx(float(np.median(loads)))
+    assert d["bands"]["max"][k] == max(loads) and d["bands"]["min"][k] == min(loads)
+    assert [w["worker"] for w in d["workers"]] == [0, 1, 2, 3]
+    kinds = [e["kind"] for e in d["events"]]
+    assert "params" in kinds and "algorithm" in kinds and "rebalance" in kinds
+    assert all(e["interval"] >= 5 for e in d["events"])
+    assert d["hot_keys"][0]["key"] == "k0" and d["routing"]["amax"][-1] == 3000
+    assert {r["algorithm"] for r in d["shadow"]} == {"mixed-bf", "hash", "pkg"}
+
+    cursor = {"run_id": run, "last_interval": d["last_interval"], "last_event_id": d["last_event_id"], "points": 25}
+    none = D.load(run, cursor)
+    assert not none["reset"] and not none["new"] and none["events"] == []
+    record(store, run, 30, events=[{"kind": "workers", "detail": {"previous": 4, "workers": 5}}])
+    record(store, run, 31, n_workers=5)
+    D.cache.clear()
+    delta = D.load(run, cursor)
+    assert not delta["reset"] and delta["series"]["interval"] == [30, 31]
+    assert delta["bands"]["interval"] == [30, 31] and len(delta["workers"]) == 5
+    assert [e["kind"] for e in delta["events"]] == ["workers", "rebalance"]  # 30 % 3 == 0
+    assert delta["migrations"]["interval"] == [30, 31] and delta["migrations"]["keys_moved"] == [3, 0]
+    assert delta["n_workers"] == 5
+
+
+def test_load_starts_over_when_the_tab_fell_far_behind(store, run):
+    D = DashboardData(store, window=10)
+    d = D.load(run, {"run_id": run, "last_interval": 2, "last_event_id": 0, "points": 5})
+    assert d["reset"] and d["series"]["interval"] == list(range(20, 30))
+    d = D.load(run, {"run_id": run, "last_interval": 28, "last_event_id": 0, "points": 25})
+    assert d["reset"], "a figure that grew past 2 x window is redrawn from the window"
+
+
+def test_commands_show_interval_applied_at(store, run):
+    D = DashboardData(store)
+    cid = store.submit_command("set-workers", {"workers": 6}, run_id=run)
+    bad = store.submit_command("set-workers", {"workers": 0}, run_id=run)
+    record(store, run, 30, events=[{"kind": "workers", "detail": {"previous": 4, "workers": 6}, "command_id": cid}])
+    store.mark_command(cid, "applied", applied_batch=30)
+    store.mark_command(bad, "rejected", reason="set-workers: workers 0 out of range [1, 1024]")
+    rows = {c["id"]: c for c in D.commands(run)}
+    assert rows[cid]["status"] == "applied" and rows[cid]["interval"] == 30
+    assert rows[bad]["status"] == "rejected" and "out of range" in rows[bad]["reason"]
+
+
+def test_window_shrinks_for_many_workers_and_bands_of_nothing():
+    assert window_for(4) == 600 and window_for(128) == 312 and window_for(10_000) == 60
+    assert load_bands([])["interval"] == []
+    b = load_bands([{"interval": 3, "cost": None, "tuples": 7}])
+    assert b["min"] == [7.0] and b["max"] == [7.0]
+
+
+# ------------------------------------------------------------------------------------ figures
+def _no_typed_arrays(obj):
+    if isinstance(obj, dict):
+        assert "bdata" not in obj, "typed arrays cannot be extended by a Patch"
+        for v in obj.values():
+            _no_typed_arrays(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            _no_typed_arrays(v)
+
+
+def test_time_figures_and_patches_extend_the_same_traces(store, run):
+    D = DashboardData(store, window=25)
+    d = D.load(run)
+    fig = F.time_figure("imbalance", d, ["imbalance"])
+    json.dumps(fig)
+    _no_typed_arrays(fig)
+    specs = F.TIME_FIGURES["imbalance"][0]
+    assert len(fig["data"]) == len(specs)
+    assert fig["data"][0]["x"] == list(range(5, 30)) and fig["data"][1]["visible"] == "legendonly"
+    labels = [a["text"] for a in fig["layout"]["annotations"]]
+    assert "→ mixed-bf" in labels and "θmax=0.2" in labels
+    assert len(fig["layout"]["shapes"]) == 2  # one dotted line per operator event
+    rebal = fig["data"][[s.kind for s in specs].index("markers")]
+    assert rebal["x"] == [i for i in range(5, 30) if i % 3 == 0]
+
+    cursor = {"run_id": run, "last_interval": 29, "last_event_id": d["last_event_id"], "points": 25}
+    record(store, run, 30, events=[{"kind": "pause", "detail": {}}])
+    D.cache.clear()
+    delta = D.load(run, cursor)
+    ops = F.time_patch("imbalance", dict(delta, event_offset=2)).to_plotly_json()["operations"]
+    extend = {tuple(o["location"]): o["params"]["value"] for o in ops if o["operation"] == "Extend"}
+    assert extend[("data", 0, "x")] == [30] and extend[("data", 5, "x")] == [30]
+    assert [a["text"] for a in extend[("layout", "annotations")]] == ["pause"]
+    assert all(o["operation"] == "Extend" for o in ops), "a tick only appends"
+    for name in ("throughput", "routing", "migrations"):
+        f = F.time_figure(name, d)
+        _no_typed_arrays(f)
+        assert len(f["layout"]["shapes"]) == 2 and not f["layout"]["annotations"]
+
+
+def test_worker_bars_mark_overload_against_the_tolerance_line():
+    workers = [{"worker": w, "load": load, "tuples": int(load), "distinct_keys": 1, "state_size": 1.0}
+               for w, load in enumerate([200.0, 100.0, 100.0, 100.0])]
+    fig = F.worker_load_figure({"workers": workers, "theta_now": 0.5, "run_id": 1})
+    mean = 125.0
+    tol = [s for s in fig["layout"]["shapes"] if s["line"].get("dash") == "dash"][0]
+    assert tol["y0"] == pytest.approx(1.5 * mean)
+    assert fig["data"][0]["marker"]["color"] == [F.C["over"], F.C["bar"], F.C["bar"], F.C["bar"]]
+    patch = F.worker_load_patch({"workers": workers, "theta_now": None}).to_plotly_json()["operations"]
+    assert {tuple(o["location"]) for o in patch} >= {("data", 0, "y"), ("layout", "shapes")}
+
+
+def test_roll_up_at_128_workers_shows_top_16_and_all_on_request():
+    rng = np.random.default_rng(1)
+    loads = rng.integers(900, 1100, 128).astype(float)
+    loads[[7, 99]] = 3000.0
+    workers = [{"worker": w, "load": float(v), "tuples": int(v), "distinct_keys": 1, "state_size": 1.0}
+               for w, v in enumerate(loads)]
+    data = {"workers": workers, "theta_now": 0.08, "run_id": 1}
+    top = F.worker_load_figure(data, "auto")
+    assert len(top["data"][0]["x"]) == F.TOP_N and top["data"][0]["x"][:2] in (["w7", "w99"], ["w99", "w7"])
+    rollup = top["layout"]["annotations"][0]["text"]
+    assert rollup.startswith("top 16 of 128 workers") and "2 above tolerance" in rollup
+    assert len(F.worker_load_figure(data, "all")["data"][0]["x"]) == 128
+    assert len(F.worker_load_figure({**data, "workers": workers[:4]}, "auto")["data"][0]["x"]) == 4
+
+
+def test_shadow_hot_keys_compare_and_empty_figures(store, run):
+    D = DashboardData(store)
+    d = D.load(run)
+    sh = F.shadow_figure(d)
+    names = sh["data"][0]["y"]
+    assert names[0] == "pkg" and "mixed-bf (live)" in names  # sorted by imbalance, best first
+    assert "Lowest imbalance now: pkg" in F.shadow_verdict(d)
+    hot = F.hot_keys_figure(d)
+    assert hot["data"][0]["y"][0] == "k0" and hot["data"][0]["text"][1] == "→ w1"
+    cmp_ = F.compare_figure(D.run_series(run), D.run_series(run))
+    assert len(cmp_["data"]) == 6
+    for fig in (F.shadow_figure({}), F.hot_keys_figure({}), F.worker_load_figure({}), F.compare_figure(None, None)):
+        assert fig["data"] == [] and fig["layout"]["annotations"]
+
+
+# ------------------------------------------------------------------------------------ forms
+def test_form_validation_uses_the_registry_declarations():
+    params, errors = validate_fields("mixed", ["theta_max", "amax", "hlhe_degree"], ["500", "", "8"])
+    assert "theta_max" in errors and "[0, 100]" in errors["theta_max"]
+    assert params["amax"] == MIXED["amax"] and params["hlhe_degree"] == "8"
+    params, errors = validate_fields("mixed", ["theta_max"], ["0.2"])
+    assert not errors and params == {"theta_max": 0.2}
+    _, errors = validate_fields("mixed", ["theta_max"], ["lots"])
+    assert "expected a number in [0, 100]" in errors["theta_max"]
+    _, errors = validate_fields("nope", ["x"], ["1"])
+    assert "unknown algorithm" in errors[""]
+
+
+def test_commands_built_from_the_form_are_validated():
+    with pytest.raises(CommandError, match="nothing to apply"):
+        build_algorithm_command("mixed", dict(MIXED), current_algorithm="mixed", current_params=MIXED)
+    kind, payload = build_algorithm_command("mixed", {**MIXED, "theta_max": 0.3}, current_algorithm="mixed",
+                                            current_params=MIXED)
+    assert kind == "set-param" and payload == {"params": {"theta_max": 0.3}}
+    kind, payload = build_algorithm_command("pkg", {}, current_algorithm="mixed", current_params=MIXED)
+    assert kind == "set-algorithm" and payload == {"algorithm": "pkg", "params": {}}
+    with pytest.raises(CommandError, match="cannot serve a join"):
+        build_algorithm_command("pkg", {}, current_algorithm="mixed", current_params=MIXED, operator="join")
+    assert build_workers_command("5") == ("set-workers", {"workers": 5})
+    for bad in (0, "abc", 2.5, 5000):
+        with pytest.raises(CommandError, match=r"\[1, 1024\]"):
+            build_workers_command(bad)
+
+
+def test_authorizer_and_loopback():
+    assert Authorizer().refusal(None) is None
+    assert "read-only" in Authorizer(read_only=True).refusal(TOKEN)
+    auth = Authorizer(TOKEN)
+    assert "required" in auth.refusal(None) and "wrong" in auth.refusal("guess-guess")
+    assert auth.refusal(TOKEN) is None and TOKEN not in repr(auth)
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost") and is_loopback("127.5.0.1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.4") and not is_loopback("example.org")
+
+
+# ------------------------------------------------------------------------------------ the app over HTTP
+def _deps(client):
+    return client.get("/_dash-dependencies").get_json()
+
+
+def _call(client, output_part, inputs, state, changed, host="127.0.0.1"):
+    """POST one callback the way dash-renderer does; inputs/state: {"id.prop": value}."""
+    dep = next(d for d in _deps(client) if output_part in d["output"])
+
+    def items(specs, values):
+        out = []
+        for s in specs:
+            key = f"{s['id']}.{s['property']}"
+            out.append([] if s["id"].startswith("{") else {"id": s["id"], "property": s["property"],
+                                                             "value": values.get(key)})
+        return out
+
+    outputs = [{"id": o.split(".")[0], "property": o.split(".")[1]}
+               for o in dep["output"].strip(".").split("...")]
+    body = {"output": dep["output"], "outputs": outputs, "inputs": items(dep["inputs"], inputs),
+            "state": items(dep["state"], state), "changedPropIds": [changed]}
+    return client.post("/_dash-update-component", json=body, headers={"Host": host})
+
+
+def _act(client, run, button="workers-plus", token=None, host="127.0.0.1"):
+    return _call(client, "control-msg.children", {f"{button}.n_clicks": 1},
+                 {"token.value": token, "run-select.value": run, "algo-select.value": "mixed"},
+                 f"{button}.n_clicks", host=host)
+
+
+def test_control_callback_refuses_without_token_on_the_server(store, run):
+    app = create_app(store=store, token=TOKEN, host="0.0.0.0")
+    assert not app.skewlab.read_only
+    client = app.server.test_client()
+    page = client.get("/_dash-layout").get_data(as_text=True)
+    assert TOKEN not in page and '"token"' in page and "password" in page
+    r = _act(client, run, token=None)
+    assert r.status_code == 200 and "operator token is required" in r.get_data(as_text=True)
+    assert "wrong operator token" in _act(client, run, token="guess-guess").get_data(as_text=True)
+    assert store.recent_commands(10) == []
+    r = _act(client, run, token=TOKEN)
+    assert "submitted" in r.get_data(as_text=True)
+    (cmd,) = store.recent_commands(10)
+    assert cmd["kind"] == "set-workers" and cmd["payload"] == {"workers": 5} and cmd["status"] == "pending"
+
+
+def test_read_only_dashboard_disables_and_refuses(store, run):
+    app = create_app(store=store, host="0.0.0.0")  # not loopback, no token: read-only
+    assert app.skewlab.read_only
+    client = app.server.test_client()
+    layout = client.get("/_dash-layout").get_json()
+    text = json.dumps(layout)
+    assert "Read-only dashboard" in text and "without an operator token" in text
+
+    def find(node, id_):
+        if isinstance(node, dict):
+            if node.get("props", {}).get("id") == id_:
+                return node
+            return next((x for x in (find(v, id_) for v in node.values()) if x), None)
+        if isinstance(node, list):
+            return next((x for x in (find(v, id_) for v in node) if x), None)
+        return None
+
+    for bid in ("apply-btn", "workers-plus", "workers-minus", "pause-btn", "resume-btn", "algo-select"):
+        assert find(layout, bid)["props"]["disabled"] is True
+    r = _act(client, run, button="pause-btn")
+    assert "read-only" in r.get_data(as_text=True) and store.recent_commands(10) == []
+    assert client.get(f"/export/run-{run}.json").status_code == 200  # reading is allowed
+
+
+def test_loopback_without_token_acts_but_only_for_loopback_hosts(store, run):
+    app = create_app(store=store)  # 127.0.0.1
+    client = app.server.test_client()
+    assert '"type": "hidden"' in json.dumps(client.get("/_dash-layout").get_json())
+    assert _act(client, run, host="evil.example:8050").status_code == 403  # DNS rebinding
+    r = _act(client, run, button="pause-btn", host="localhost:8050")
+    assert "submitted" in r.get_data(as_text=True)
+    r = _call(client, "control-msg.children", {"apply-btn.n_clicks": 1},  # the live algorithm, nothing changed
+              {"run-select.value": run, "algo-select.value": "mixed-bf"}, "apply-btn.n_clicks")
+    assert "nothing to apply" in r.get_data(as_text=True)
+    assert [c["kind"] for c in store.recent_commands(10)] == ["pause"]
+    with pytest.raises(ParamError, match="at least 8"):
+        create_app(store=store, token="short")
+
+
+def test_tick_callback_returns_patches_not_redraws(store, run):
+    app = create_app(store=store)
+    client = app.server.test_client()
+    cursor = {"run_id": run, "last_interval": 29, "last_event_id": 10**6, "points": 30, "ops": 2, "bars": True,
+              "log": [], "mig": []}
+    record(store, run, 30)
+    app.skewlab.data.cache.clear()
+    r = _call(client, "fig-imbalance.figure", {"tick.n_intervals": 5, "run-select.value": run,
+                                                "worker-view.value": "auto"},
+              {"cursor.data": cursor, "imb-metrics.value": ["imbalance"], "tick.interval": 1000}, "tick.n_intervals")
+    assert r.status_code == 200
+    resp = r.get_json()["response"]
+    fig = resp["fig-imbalance"]["figure"]
+    assert fig.get("__dash_patch_update") and fig["operations"][0]["operation"] == "Extend"
+    assert resp["fig-workers"]["figure"].get("__dash_patch_update")
+    assert resp["cursor"]["data"]["last_interval"] == 30 and resp["cursor"]["data"]["points"] == 31
+
+
+def test_export_routes(store, run):
+    client = create_app(store=store).server.test_client()
+    r = client.get(f"/export/run-{run}.json")
+    data = json.loads(r.data)
+    assert data["format"] == "skewlab-run" and len(data["interval_metrics"]) == 30
+    assert "attachment" in r.headers["Content-Disposition"]
+    z = zipfile.ZipFile(io.BytesIO(client.get(f"/export/run-{run}-csv.zip").data))
+    im = z.read(f"skewlab-run-{run}/interval_metrics.csv").decode()
+    assert im.splitlines()[0].startswith("batch_id,interval") and len(im.splitlines()) == 31
+    assert client.get("/export/run-999.json").status_code == 404
+
+
+def test_page_lists_runs_and_starts_with_data(store, run):
+    client = create_app(store=store).server.test_client()
+    text = json.dumps(client.get("/_dash-layout").get_json())
+    assert f"#{run} mixed" in text and "skewlab-imbalance" in text and "Apply parameters" in text
+    empty = create_app(store=connect("sqlite://")).server.test_client()
+    assert "no runs in the database yet" in json.dumps(empty.get("/_dash-layout").get_json())
+
+
+def test_importing_the_dashboard_does_not_import_pyspark():
+    code = ("import sys, dashboard.app, dashboard.commands; "
+            "bad = [m for m in sys.modules if m.startswith(('pyspark', 'engine.spark'))]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+# ------------------------------------------------------------------------------------ CLI
+def _parser():
+    from dashboard.commands import add_commands
+    from engine.cli import _Parser
+
+    p = _Parser(prog="skewlab")
+    add_commands(p.add_subparsers(dest="command", required=True, parser_class=_Parser))
+    return p
+
+
+def test_cli_parses_and_refuses_bad_values(tmp_path, monkeypatch):
+    from engine.cli import UsageError
+
+    p = _parser()
+    a = p.parse_args(["dashboard", "--db", f"sqlite:///{tmp_path}/x.db"])
+    assert (a.host, a.port, a.token, a.read_only) == ("127.0.0.1", 8050, None, False)
+    a = p.parse_args(["demo", "--port", "0", "--duration", "5"])
+    assert a.port == 0 and a.duration == 5.0 and a.db is None
+    with pytest.raises(UsageError, match=r"\[0, 65535\]"):
+        a = p.parse_args(["dashboard", "--port", "70000"])
+        a.func(a)
+    with pytest.raises(UsageError, match="> 0 seconds"):
+        a = p.parse_args(["demo", "--duration", "-1"])
+        a.func(a)
+    with pytest.raises(UsageError, match="unsupported database"):
+        a = p.parse_args(["dashboard", "--db", "mysql://x/y"])
+        a.func(a)
+    monkeypatch.setenv("SKEWLAB_DASHBOARD_TOKEN", "short")
+    with pytest.raises(ParamError, match="at least 8"):
+        a = p.parse_args(["dashboard", "--db", f"sqlite:///{tmp_path}/x.db", "--port", "0"])
+        a.func(a)
+
+
+def test_port_in_use_is_a_usage_error(store):
+    import socket
+
+    from dashboard.commands import _make_server
+    from engine.cli import UsageError
+
+    app = create_app(store=store)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        with pytest.raises(UsageError, match="cannot listen"):
+            _make_server(app, "127.0.0.1", s.getsockname()[1])
+
+
+def test_gunicorn_factory_reads_the_environment(tmp_path, monkeypatch):
+    from dashboard.app import server
+
+    monkeypatch.setenv("SKEWLAB_DB_URL", f"sqlite:///{tmp_path}/g.db")
+    monkeypatch.delenv("SKEWLAB_DASHBOARD_TOKEN", raising=False)
+    wsgi = server()
+    assert "Read-only dashboard" in wsgi.test_client().get("/_dash-layout").get_data(as_text=True)
+    monkeypatch.setenv("SKEWLAB_DASHBOARD_TOKEN", TOKEN)
+    page = server().test_client().get("/_dash-layout").get_data(as_text=True)
+    assert "Read-only" not in page and "password" in page and TOKEN not in page
