@@ -547,6 +547,9 @@ class DynamicKeyGrouping(Grouping):
               low=1, high=100_000),
     )
 
+    #: one _SourceState per source (its own key spaces, counters and load estimate)
+    source_state_attrs: ClassVar[tuple[str, ...]] = ("states",)
+
     def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
         super().__init__(n_workers, n_sources, seed, params)
         e = int(self.p["expected_keys"])

@@ -462,6 +462,7 @@ class _SplitKeyBase(Grouping):
 
     single_owner: ClassVar[bool] = False
     paper: ClassVar[str] = "nasir-icde16 (When Two Choices Are not Enough)"
+    source_state_attrs: ClassVar[tuple[str, ...]] = ("loads",)
 
     def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
         super().__init__(n_workers, n_sources, seed, params)
@@ -540,6 +541,23 @@ class _HeadBase(_SplitKeyBase):
     """Head/tail split with a SpaceSaving sketch per source; subclasses set ``mode``."""
 
     mode: ClassVar[int] = 0
+
+    source_state_attrs: ClassVar[tuple[str, ...]] = ("loads", "state", "_hslot", "_cfp", "_cmeta", "_crow", "_seen")
+    #: the SpaceSaving arrays with the source on axis 0 (see engine.sketches.SpaceSaving)
+    _SKETCH_ARRAYS: ClassVar[tuple[str, ...]] = ("keys", "errs", "clink", "bval", "blink", "bfree", "table", "meta")
+
+    def source_state(self, source: int) -> dict[str, Any]:
+        """Local loads, head state, choice cache and the source's SpaceSaving sketch."""
+        out = super().source_state(source)
+        out["sketch"] = {a: getattr(self.sketch, a)[source].copy() for a in self._SKETCH_ARRAYS}
+        return out
+
+    def set_source_state(self, source: int, state: Mapping[str, Any]) -> None:
+        state = dict(state)
+        sketch = state.pop("sketch", None)
+        super().set_source_state(source, state)
+        for a, value in (sketch or {}).items():
+            getattr(self.sketch, a)[source] = value
 
     def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
         super().__init__(n_workers, n_sources, seed, params)
