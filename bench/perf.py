@@ -355,7 +355,7 @@ def run(ctx: Context) -> Section:
 
 def _figures(ctx, sec, routing, plans, spark, store, S) -> None:
     names = registry.names()
-    fig, axes = new_figure(1, 2, width=5.0, height=3.6)
+    fig, axes = new_figure(1, 2, width=5.0, height=4.8)
     for name in names:
         rs = sorted((r for r in routing if r["algorithm"] == name and "seconds" in r), key=lambda r: r["messages"])
         if rs:
@@ -371,6 +371,7 @@ def _figures(ctx, sec, routing, plans, spark, store, S) -> None:
     axes[0, 1].set_xscale("log")
     axes[0, 1].axvline(1.0, color="#000000", linewidth=0.8)
     axes[0, 1].invert_yaxis()
+    axes[0, 1].tick_params(axis="y", labelsize=8)
     axes[0, 1].set_xlabel(f"throughput / hash ({mmax:,} tuples)")
     legend_once(fig, axes[:, :1], ncol=7)
     sec.figures.append(save_figure(fig, ctx, "perf_routing.png",

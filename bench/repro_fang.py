@@ -355,10 +355,12 @@ def _discussion(sweeps, readj, amax_rows, compact, S) -> str:
         f"throws away (ours holds ~{get('theta', 'mixed', min(ths, key=lambda t: abs(t - BASE['theta'])))['table']:.0f} "
         f"entries at K = {S['base_keys']:,}).  "
         f"Plan time: Mixed {1e3 * pt[0]:.1f} ms at θmax = {ths[0]} and {1e3 * pt[-1]:.1f} ms at θmax = {ths[-1]} — "
-        + ("falling with θmax as in the paper" if pt[-1] < pt[0] else
-           "no downward trend at this scale: every plan takes a few ms, dominated by fixed per-plan work, where "
-           "the paper's Storm controller needed up to a second")
-        + "; the < 1 s bound holds everywhere.")
+        + ("falling with θmax as in the paper" if pt[-1] < 0.7 * pt[0] else
+           "no clear trend: every Mixed plan takes about a millisecond here, where run-to-run noise on the shared "
+           "machine is as large as any θmax effect")
+        + f"; Readj's plan time does fall steeply ({1e3 * get('theta', 'readj', ths[0])['plan_seconds']:.0f} → "
+        f"{1e3 * get('theta', 'readj', ths[-1])['plan_seconds']:.0f} ms, its α follows θmax so a strict θmax makes it "
+        "track and readjust many more keys); the < 1 s bound for Mixed holds everywhere.")
     ns = sorted({r["n"] for r in sweeps["n"]})
     from engine.workloads.synthetic import zipf_probabilities
 
