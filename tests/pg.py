@@ -31,6 +31,7 @@ SKIPS otherwise (a developer machine without PostgreSQL).  Install with
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -205,9 +206,9 @@ def _stop(server: PgServer) -> None:
         shutil.rmtree(server.root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    """A throwaway PostgreSQL server for the test session (see the module docstring)."""
+@contextlib.contextmanager
+def throwaway_server() -> Iterator[PgServer]:
+    """Start a private PostgreSQL server with one database; stop and delete it afterwards."""
     try:
         import psycopg  # noqa: F401
     except ImportError:
@@ -221,6 +222,13 @@ def pg_server() -> Iterator[PgServer]:
         yield server
     finally:
         _stop(server)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A throwaway PostgreSQL server for the test session (see the module docstring)."""
+    with throwaway_server() as server:
+        yield server
 
 
 @pytest.fixture

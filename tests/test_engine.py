@@ -13,9 +13,9 @@ import pytest
 pytest.importorskip("pyspark")
 
 from engine.cli import main  # noqa: E402
-from engine.spark import sources as S  # noqa: E402
 from engine.spark.engine import EngineConfig, SparkEngine  # noqa: E402
 from storage import connect  # noqa: E402
+from tests.engine_helpers import generator_truth  # noqa: E402
 
 ZIPF = {"keys": 300, "z": 1.2}
 
@@ -30,12 +30,6 @@ def gen_cfg(tmp_path, **kw):
     return EngineConfig(**base)
 
 
-def generator_truth(cfg: EngineConfig, consumed: dict[int, int]) -> Counter:
-    reader = S.GeneratorStreamReader(dict(cfg.source_options()[1]))
-    truth: Counter = Counter()
-    for p, end in consumed.items():
-        truth.update(S.generator_stream_ids(reader.cfg, p, 0, end))
-    return truth
 
 
 def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):

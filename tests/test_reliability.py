@@ -45,11 +45,11 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from engine.spark import sources as S  # noqa: E402
 from engine.spark.engine import EngineConfig, SparkEngine  # noqa: E402
 from engine.state import decode  # noqa: E402
 from storage import connect  # noqa: E402
-from tests.pg import _cmd, _start, _stop, _unavailable, find_pg_bin  # noqa: E402
+from tests.engine_helpers import generator_truth  # noqa: E402
+from tests.pg import _cmd, throwaway_server  # noqa: E402
 
 
 def report(name: str, figures: dict) -> None:
@@ -66,13 +66,6 @@ def gen_cfg(tmp_path, db: str, **kw) -> EngineConfig:
     return EngineConfig(**base)
 
 
-def generator_truth(cfg: EngineConfig, consumed: dict[int, int]) -> Counter:
-    """The keys the generator source emitted for ``consumed`` (same as tests/test_engine.py)."""
-    reader = S.GeneratorStreamReader(dict(cfg.source_options()[1]))
-    truth: Counter = Counter()
-    for p, end in consumed.items():
-        truth.update(S.generator_stream_ids(reader.cfg, p, 0, end))
-    return truth
 
 
 # --------------------------------------------------------------------------------------------
@@ -84,19 +77,8 @@ OUTAGE_SECONDS = 30.0
 @pytest.fixture
 def private_pg():
     """A PostgreSQL server of this test alone (the session one is shared and must stay up)."""
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        _unavailable('the psycopg driver is not installed (pip install "psycopg[binary]")')
-    bindir = find_pg_bin()
-    if bindir is None:
-        _unavailable("initdb/pg_ctl/postgres not found")
-    server = _start(bindir)
-    try:
-        server.database = server.new_database()
+    with throwaway_server() as server:
         yield server
-    finally:
-        _stop(server)
 
 
 def _pg_ctl(server, *args: str) -> None:

@@ -40,7 +40,7 @@ import numpy as np
 from engine import registry
 from engine.checkpoint import SnapshotStore
 from engine.commands import MAX_WORKERS, apply_command
-from engine.controller import COST_MODELS, Controller
+from engine.controller import Controller
 from engine.keys import Vocabulary
 from engine.metrics_sink import MetricsSink, PendingInterval
 from engine.params import ParamError

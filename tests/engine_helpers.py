@@ -1,0 +1,17 @@
+"""Helpers shared by the Spark engine tests."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from engine.spark import sources as S
+from engine.spark.engine import EngineConfig
+
+
+def generator_truth(cfg: EngineConfig, consumed: dict[int, int]) -> Counter:
+    """The keys the generator source emitted for ``consumed`` (tuples per source instance)."""
+    reader = S.GeneratorStreamReader(dict(cfg.source_options()[1]))
+    truth: Counter = Counter()
+    for p, end in consumed.items():
+        truth.update(S.generator_stream_ids(reader.cfg, p, 0, end))
+    return truth
