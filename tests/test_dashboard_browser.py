@@ -337,15 +337,8 @@ def test_roll_up_at_128_workers(browser, workdir):
 
 
 DEMO = """
-import argparse, sys
+import sys
 from engine import cli
-from dashboard.commands import add_commands
-parser = cli.build_parser
-def build():
-    p = parser()
-    add_commands(next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)))
-    return p
-cli.build_parser = build  # what engine/cli.py does once the dashboard commands are wired in
 sys.exit(cli.main(sys.argv[1:]))
 """
 
