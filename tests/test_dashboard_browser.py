@@ -397,7 +397,7 @@ def test_demo_prints_the_url_and_stops_both_on_ctrl_c(demo):
     demo.reader.join(timeout=10)
     assert "stopped (engine exit status 0)" in demo.text, demo.text
     log = (demo.workdir / "demo-data" / "logs" / "demo-engine.log").read_text()
-    assert "finished after" in log and "Traceback" not in log, log[-2000:]
+    assert "stopped after" in log and "Traceback" not in log, log[-2000:]
     store = connect(demo.db)
     (run,) = store.list_runs()
     assert run["name"] == "demo" and run["status"] == "finished" and run["intervals"] >= 1
