@@ -460,7 +460,38 @@ class GeneratorDataSource(DataSource):
         return GeneratorStreamReader(self.options)
 
 
-class GeneratorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class _PacedRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Driver side shared by the generator and file readers: per-instance tuple-count offsets,
+    paced by a :class:`_Pacer` (``self.pacer``), one :class:`_RangePartition` per instance with work.
+
+    Subclasses set ``instances``, ``max_per_batch``, ``cfg``, ``_last`` and provide ``pacer``.
+    """
+
+    def initialOffset(self) -> dict:
+        return _encode_offsets([0] * self.instances)
+
+    def getDefaultReadLimit(self):
+        return _default_limit(self.max_per_batch)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.pacer.prepare_available_now()
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        begin = self._last if start is None else _decode_offsets(start, self.instances)
+        counts = self.pacer.next_counts(begin, limit)
+        self._last = counts
+        return _encode_offsets(counts)
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        s = _decode_offsets(start, self.instances)
+        e = _decode_offsets(end, self.instances)
+        return [_RangePartition(self.cfg, p, s[p], e[p]) for p in range(self.instances) if e[p] > s[p]]
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: the stream is a pure function of the configuration (and the file)."""
+
+
+class GeneratorStreamReader(_PacedRangeReader):
     """Driver side of :class:`GeneratorDataSource` (planning) and executor side (``read``)."""
 
     def __init__(self, options: Mapping[str, Any]) -> None:
@@ -491,30 +522,6 @@ class GeneratorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         caps = _generator_caps(messages, chunk, self.instances, mode)
         self.pacer = _Pacer(o.number("rate", 100_000.0), self.max_per_batch, caps)
         self._last = [0] * self.instances
-
-    # ---------------------------------------------------------------- driver
-    def initialOffset(self) -> dict:
-        return _encode_offsets([0] * self.instances)
-
-    def getDefaultReadLimit(self):
-        return _default_limit(self.max_per_batch)
-
-    def prepareForTriggerAvailableNow(self) -> None:
-        self.pacer.prepare_available_now()
-
-    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
-        begin = self._last if start is None else _decode_offsets(start, self.instances)
-        counts = self.pacer.next_counts(begin, limit)
-        self._last = counts
-        return _encode_offsets(counts)
-
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        s = _decode_offsets(start, self.instances)
-        e = _decode_offsets(end, self.instances)
-        return [_RangePartition(self.cfg, p, s[p], e[p]) for p in range(self.instances) if e[p] > s[p]]
-
-    def commit(self, end: dict) -> None:
-        """Nothing to release: the stream is a pure function of the configuration."""
 
     # ---------------------------------------------------------------- executor
     def read(self, partition: _RangePartition) -> Iterator[pa.RecordBatch]:
@@ -642,7 +649,7 @@ class FileDataSource(DataSource):
         return FileStreamReader(self.options)
 
 
-class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class FileStreamReader(_PacedRangeReader):
     def __init__(self, options: Mapping[str, Any]) -> None:
         o = _Options(options, FILE)
         path = o.text("path")
@@ -668,29 +675,6 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             caps = [len(range(p, lines, instances)) for p in range(instances)]
             self._pacer = _Pacer(self.rate, self.max_per_batch, caps)
         return self._pacer
-
-    def initialOffset(self) -> dict:
-        return _encode_offsets([0] * self.instances)
-
-    def getDefaultReadLimit(self):
-        return _default_limit(self.max_per_batch)
-
-    def prepareForTriggerAvailableNow(self) -> None:
-        self.pacer.prepare_available_now()
-
-    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
-        begin = self._last if start is None else _decode_offsets(start, self.instances)
-        counts = self.pacer.next_counts(begin, limit)
-        self._last = counts
-        return _encode_offsets(counts)
-
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        s = _decode_offsets(start, self.instances)
-        e = _decode_offsets(end, self.instances)
-        return [_RangePartition(self.cfg, p, s[p], e[p]) for p in range(self.instances) if e[p] > s[p]]
-
-    def commit(self, end: dict) -> None:
-        """Nothing to release."""
 
     def read(self, partition: _RangePartition) -> Iterator[pa.RecordBatch]:
         path, column, sep, header, instances = partition.cfg
