@@ -358,6 +358,43 @@ def test_spacesaving_matches_reference_and_bounds():
                 assert (c, e) == (0, 0)
 
 
+def test_spacesaving_table_wraparound_and_shared_high_bits():
+    """The hash table stores only the high 32 bits of a fingerprint and homes a key at its top bits:
+    keys sharing their high half (the counter's full fingerprint decides), keys homed at the last
+    slots (probing and backward-shift deletion wrap around the table end) and evictions where the
+    new key and the victim share their high half all replay the reference exactly."""
+    from engine.sketches import SHIFT
+
+    rng = np.random.default_rng(11)
+    for cap in (1, 2, 3, 5, 8, 13):
+        shift = int(SpaceSaving(cap).meta[0, SHIFT])
+        slots = 1 << (64 - shift)
+        last = np.uint64(slots - 1) << np.uint64(shift)
+        same_high = last + np.arange(12, dtype=np.uint64)  # home = last slot, equal high halves
+        homes = (np.arange(slots - 3, slots + 3, dtype=np.uint64) % np.uint64(slots)) << np.uint64(shift)
+        near_end = homes | np.uint64(0x5A5A5A5A)  # homes around the end of the table
+        base = np.concatenate([same_high, near_end, vocab_fps(10)])
+        for trial in range(4):
+            p = zipf_probs(base.size, float(rng.uniform(0.0, 1.5)))
+            fps = base[rng.choice(base.size, size=int(rng.integers(50, 400)), p=p)]
+            ss = SpaceSaving(cap, 1)
+            ss.offer(fps[: fps.size // 3])
+            ss.offer(fps[fps.size // 3 :])
+            ref = RefSpaceSaving(cap)
+            for fp in fps:
+                ref.offer(int(fp))
+            keys, counts, errs = ss.entries()
+            assert {int(a): (int(b), int(c)) for a, b, c in zip(keys, counts, errs)} == {
+                a: (v[0], v[1]) for a, v in ref.c.items()
+            }, (cap, trial)
+            # entries order: decreasing count, most recently updated first among equal counts
+            order = sorted(ref.c.items(), key=lambda kv: (-kv[1][0], -kv[1][2]))
+            assert [int(a) for a in keys] == [a for a, _ in order]
+            est_c, est_e = ss.estimate(base)
+            for fp, c, e in zip(base, est_c, est_e):
+                assert (int(c), int(e)) == (tuple(ref.c[int(fp)][:2]) if int(fp) in ref.c else (0, 0))
+
+
 def test_spacesaving_validation_and_pickle():
     with pytest.raises(ValueError):
         SpaceSaving(0)
