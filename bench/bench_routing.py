@@ -28,6 +28,7 @@ import os
 import platform
 import sys
 import time
+from typing import Any, Callable
 
 import numpy as np
 
@@ -48,15 +49,28 @@ def zipf_ranks(messages: int, keys: int, z: float, seed: int) -> np.ndarray:
     return np.minimum(np.searchsorted(cdf, u, side="right"), keys - 1).astype(np.int64)
 
 
-def measure(name: str, fps: np.ndarray, ranks: np.ndarray, args: argparse.Namespace) -> dict:
+def measure(name: str, fps: np.ndarray, ranks: np.ndarray, args: argparse.Namespace, *,
+            prepare: Callable[[Any], None] | None = None,
+            extra: Callable[[Any, np.ndarray], dict] | None = None) -> dict:
+    """Time ``route`` over the stream (see the module docstring) and return one result row.
+
+    ``prepare(g)``, if given, is called (untimed) on every fresh instance — the warm-up one and each
+    repeat's — before it routes; ``bench.perf`` uses it to apply a plan to rebalancing groupings.
+    ``extra(g, workers)``, if given, returns more fields for the row, from the last repeat's instance
+    and the workers it routed the stream to.  Without them the row is exactly this script's.
+    """
     n, s, b = args.workers, args.sources, args.batch
     warm = registry.create(name, n, s, seed=args.seed)
+    if prepare is not None:
+        prepare(warm)
     for src in range(s):
         warm.route(fps[: min(fps.size, 4096)], src)
     best = float("inf")
     outs: list[np.ndarray] = []
     for _ in range(args.repeat):
         g = registry.create(name, n, s, seed=args.seed)
+        if prepare is not None:
+            prepare(g)
         outs = []
         src = 0
         clock = time.process_time if args.clock == "cpu" else time.perf_counter
@@ -79,6 +93,8 @@ def measure(name: str, fps: np.ndarray, ranks: np.ndarray, args: argparse.Namesp
     }
     if hasattr(g, "d_of"):
         row["d"] = [int(g.d_of(x)) for x in range(s)]
+    if extra is not None:
+        row.update(extra(g, workers))
     return row
 
 

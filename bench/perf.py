@@ -69,35 +69,29 @@ def units(quick: bool) -> int:
 # ---------------------------------------------------------------------------------------------
 # 1. routing
 # ---------------------------------------------------------------------------------------------
+def _in_range(workers: np.ndarray, n: int) -> bool:
+    return bool(workers.size == 0 or (workers.min() >= 0 and workers.max() < n))
+
+
 def measure_rebalancer(name: str, fps: np.ndarray, ranks: np.ndarray, args: Any) -> dict[str, Any]:
-    """:func:`bench.bench_routing.measure` for a rebalancing grouping: first a plan from the stream's
-    statistics is applied (not timed), then ``route`` is timed in batches of ``args.batch``."""
-    n, s, b = args.workers, args.sources, args.batch
-    g = registry.create(name, n, s, seed=args.seed)
+    """:func:`bench.bench_routing.measure` for a rebalancing grouping: before it routes, every instance
+    applies one plan from the stream's statistics (not timed), so the routing-table lookup is timed."""
+    from bench.bench_routing import measure
+
+    n = args.workers
     keys, counts = np.unique(fps, return_counts=True)
-    st = IntervalStats(0, n, keys, counts.astype(float), counts.astype(float), counts, g.owner(keys))
-    g.observe(st)
-    plan = g.plan(st)  # always plan once (even when balanced) so that the table lookup is exercised
-    if plan is not None:
-        g.apply(plan)
-    g.route(fps[: min(fps.size, 4096)], 0)  # warm-up
-    clock = time.process_time if getattr(args, "clock", "wall") == "cpu" else time.perf_counter
-    best = float("inf")
-    outs: list[np.ndarray] = []
-    for _ in range(args.repeat):
-        outs = []
-        src = 0
-        t0 = clock()
-        for start in range(0, fps.size, b):
-            outs.append(g.route(fps[start: start + b], src))
-            src = src + 1 if src + 1 < s else 0
-        best = min(best, clock() - t0)
-    workers = np.concatenate(outs) if outs else np.zeros(0, np.int64)
-    loads = np.bincount(workers, minlength=n)
-    mean = loads.mean() if loads.size else 0.0
-    return {"algorithm": name, "seconds": best, "keys_per_s": fps.size / best if best > 0 else float("inf"),
-            "imbalance": float(loads.max() / mean - 1.0) if mean > 0 else 0.0,
-            "table": g.routing_table_size(), "in_range": bool(workers.min() >= 0 and workers.max() < n)}
+
+    def prepare(g: Any) -> None:
+        st = IntervalStats(0, n, keys, counts.astype(float), counts.astype(float), counts, g.owner(keys))
+        g.observe(st)
+        plan = g.plan(st)  # always plan once (even when balanced) so that the table lookup is exercised
+        if plan is not None:
+            g.apply(plan)
+
+    def extra(g: Any, workers: np.ndarray) -> dict[str, Any]:
+        return {"table": g.routing_table_size(), "in_range": _in_range(workers, n)}
+
+    return measure(name, fps, ranks, args, prepare=prepare, extra=extra)
 
 
 def _routing(ctx: Context, S) -> list[dict[str, Any]]:
@@ -118,8 +112,7 @@ def _routing(ctx: Context, S) -> list[dict[str, Any]]:
                 if registry.get(name).rebalancing:
                     r = measure_rebalancer(name, fps, rk, args)
                 else:
-                    r = measure(name, fps, rk, args)
-                    r["in_range"] = True
+                    r = measure(name, fps, rk, args, extra=lambda g, w: {"in_range": _in_range(w, n)})
             except Exception as exc:  # report, keep measuring the others
                 r = {"algorithm": name, "error": f"{type(exc).__name__}: {exc}"}
             r["messages"] = m

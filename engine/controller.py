@@ -149,7 +149,7 @@ class Controller:
         fps = self.vocab.fps[key_ids]
         owner = self.grouping.owner(fps) if self.grouping.single_owner else None
         worker = owner if owner is not None else np.full(key_ids.size, -1, dtype=np.int64)
-        stats = IntervalStats(
+        return IntervalStats(
             interval=self.interval,
             n_workers=self.n_workers,
             keys=fps,
@@ -157,9 +157,8 @@ class Controller:
             size=size.astype(np.float64),
             count=count,
             worker=worker,
+            key_ids=key_ids,
         )
-        stats.key_ids = key_ids  # type: ignore[attr-defined]  # runtime-side ids aligned with keys
-        return stats
 
     def interval_loads(self, codes: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """Per-worker load of one interval under the cost model."""
@@ -265,9 +264,10 @@ class Controller:
         return ev
 
     def _execute_plan(self, stats: IntervalStats, plan: Plan) -> MigrationEvent:
-        key_ids = stats.key_ids  # type: ignore[attr-defined]
+        if stats.key_ids is None:
+            raise ValueError("IntervalStats.key_ids is required to execute a plan (stats from Controller.stats)")
         ev = self._move(
-            key_ids[plan.moved],
+            stats.key_ids[plan.moved],
             plan.assignment[plan.moved],
             "rebalance",
             feasible=plan.feasible,

@@ -56,6 +56,9 @@ class IntervalStats:
     * ``worker`` — current owner F(k) (``-1`` for keys without a single owner).
     * ``home`` — h(k) if the caller fixes it (``skewlab plan`` snapshots); ``None``: the grouping
       uses its own base hash.
+    * ``key_ids`` — optional runtime-side key ids (:class:`engine.keys.Vocabulary` indices, int64)
+      aligned with ``keys``; set by the controller, which migrates the state of ``key_ids[plan.moved]``.
+      Groupings do not read it; ``None`` when the stats do not come from a runtime.
     """
 
     interval: int
@@ -67,6 +70,7 @@ class IntervalStats:
     worker: np.ndarray
     home: np.ndarray | None = None
     names: list[str] | None = None
+    key_ids: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.keys = np.asarray(self.keys, dtype=np.uint64)
@@ -76,12 +80,16 @@ class IntervalStats:
         self.worker = np.asarray(self.worker, dtype=np.int64)
         if self.home is not None:
             self.home = np.asarray(self.home, dtype=np.int64)
+        if self.key_ids is not None:
+            self.key_ids = np.asarray(self.key_ids, dtype=np.int64)
         m = self.keys.size
         for name in ("cost", "size", "count", "worker"):
             if getattr(self, name).size != m:
                 raise ValueError(f"IntervalStats.{name} has {getattr(self, name).size} entries, keys has {m}")
         if self.home is not None and self.home.size != m:
             raise ValueError("IntervalStats.home is not aligned with keys")
+        if self.key_ids is not None and self.key_ids.size != m:
+            raise ValueError("IntervalStats.key_ids is not aligned with keys")
 
     def loads(self) -> np.ndarray:
         """Current per-worker load L(d) = sum of c(k) over keys owned by d."""

@@ -197,6 +197,28 @@ def _ascending(loads):  # pragma: no cover - compiled
     return a
 
 
+@njit(cache=True, inline="always")
+def _to_pool(g, t, w, cnt, loads, displaceable, g_rec, rec_c, p_rec, p_cnt, heap, n_pool, h_size):  # pragma: no cover
+    """Disassociate ``t`` keys of group ``g`` from worker ``w`` into the candidate pool C.
+
+    Lowers ``cnt[g]``, ``loads[w]`` and ``displaceable[w]`` in place, appends the pool row (record of
+    g, t keys) and pushes it on the max-heap by cost.  The arrays may be reallocated, so the caller
+    takes back ``(p_rec, p_cnt, heap, n_pool, h_size)``.  Used by Phase II, the fill extension and
+    Adjust's exchangeable set E (put back into C).
+    """
+    c = rec_c[g_rec[g]]
+    cnt[g] -= t
+    loads[w] -= t * c
+    displaceable[w] -= t * c
+    p_rec = _grow_i(p_rec, n_pool + 1)
+    p_cnt = _grow_i(p_cnt, n_pool + 1)
+    heap = _grow_i(heap, n_pool + 1)
+    p_rec[n_pool] = g_rec[g]
+    p_cnt[n_pool] = t
+    h_size = _heap_push(heap, h_size, n_pool, p_rec, rec_c)
+    return p_rec, p_cnt, heap, n_pool + 1, h_size
+
+
 @njit(cache=True)
 def _find_exchange(d, c, need, lst, start, head, g_rec, cnt, rec_c, e_g, e_t, eps):  # pragma: no cover
     """Greedy exchangeable set E on worker ``d`` for a key of cost ``c`` (Alg. 1 line 14).
@@ -289,16 +311,8 @@ def rebalance_groups(g_rec, g_w, g_cnt, rec_c, n, lmax, lmin, eps, fill):  # pra
                 t = 1
             if t > m:
                 t = m
-            cnt[g] -= t
-            loads[w] -= t * c
-            displaceable[w] -= t * c
-            p_rec = _grow_i(p_rec, n_pool + 1)
-            p_cnt = _grow_i(p_cnt, n_pool + 1)
-            heap = _grow_i(heap, n_pool + 1)
-            p_rec[n_pool] = g_rec[g]
-            p_cnt[n_pool] = t
-            h_size = _heap_push(heap, h_size, n_pool, p_rec, rec_c)
-            n_pool += 1
+            p_rec, p_cnt, heap, n_pool, h_size = _to_pool(g, t, w, cnt, loads, displaceable, g_rec, rec_c,
+                                                          p_rec, p_cnt, heap, n_pool, h_size)
             pool_load += t * c
             counters[0] += t
 
@@ -334,16 +348,8 @@ def rebalance_groups(g_rec, g_w, g_cnt, rec_c, n, lmax, lmin, eps, fill):  # pra
             if t <= 0:
                 cursor[w] += 1
                 continue
-            cnt[g] -= t
-            loads[w] -= t * c
-            displaceable[w] -= t * c
-            p_rec = _grow_i(p_rec, n_pool + 1)
-            p_cnt = _grow_i(p_cnt, n_pool + 1)
-            heap = _grow_i(heap, n_pool + 1)
-            p_rec[n_pool] = g_rec[g]
-            p_cnt[n_pool] = t
-            h_size = _heap_push(heap, h_size, n_pool, p_rec, rec_c)
-            n_pool += 1
+            p_rec, p_cnt, heap, n_pool, h_size = _to_pool(g, t, w, cnt, loads, displaceable, g_rec, rec_c,
+                                                          p_rec, p_cnt, heap, n_pool, h_size)
             pool_load += t * c
             counters[1] += t
             if cnt[g] == 0:
@@ -395,17 +401,8 @@ def rebalance_groups(g_rec, g_w, g_cnt, rec_c, n, lmax, lmin, eps, fill):  # pra
             for q in range(n_e):
                 g = e_g[q]
                 t = e_t[q]
-                cg = rec_c[g_rec[g]]
-                cnt[g] -= t
-                loads[d] -= t * cg
-                displaceable[d] -= t * cg
-                p_rec = _grow_i(p_rec, n_pool + 1)
-                p_cnt = _grow_i(p_cnt, n_pool + 1)
-                heap = _grow_i(heap, n_pool + 1)
-                p_rec[n_pool] = g_rec[g]
-                p_cnt[n_pool] = t
-                h_size = _heap_push(heap, h_size, n_pool, p_rec, rec_c)
-                n_pool += 1
+                p_rec, p_cnt, heap, n_pool, h_size = _to_pool(g, t, d, cnt, loads, displaceable, g_rec, rec_c,
+                                                              p_rec, p_cnt, heap, n_pool, h_size)
                 counters[2] += t
             loads[d] += c
             counters[4] += 1
