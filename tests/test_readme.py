@@ -1,0 +1,530 @@
+"""Every command in README.md is run — by a test here or by ``.ci/run`` (issue "Demo and reliability").
+
+How it works: :func:`readme_commands` extracts every command from README.md (indented code lines that
+start with ``skewlab``, ``./scripts/install`` or ``python3 -m pytest``, joined across ``\\``
+continuations, trailing ``# comments`` dropped; plus inline ```skewlab ...``` spans in the prose).
+:data:`RUN_BY` says which test below runs each one; ``test_every_readme_command_is_run_somewhere``
+fails when a README command has no runner (so a command added to the README without a test breaks
+the suite), and every scenario fetches its commands through :func:`readme` — the README's own text —
+so a command changed in the README is exercised as changed.
+
+What is substituted, and why (nothing else is):
+
+* placeholders: ``URL`` / ``postgresql+psycopg://u:p@host/db`` / ``...USER@DBHOST/skewlab`` → a real
+  database (SQLite file, or the throwaway PostgreSQL server of :mod:`tests.pg`); ``127.0.0.1:9092`` /
+  ``BROKER:9092`` → the tansu Kafka-protocol broker of :mod:`tests.kafka_fixtures`; ``spark://host:7077``
+  / ``spark://HOST:7077`` → a real Spark standalone master + worker started from pyspark's own
+  ``bin/spark-class``; ``/tmp/q`` and ``docs`` (bench output) → temporary directories; ``...`` → the
+  arguments of the full cluster recipe a few lines further down in the README;
+* ``[--opt value]`` optional brackets → the options given; ``a | b`` alternatives → each one;
+* input files the README names (``words.txt``, ``trades.csv``, ``snapshot.json``) are created in the
+  working directory, so those commands run verbatim.
+
+Long-running commands (``skewlab engine``, ``demo``, ``dashboard``, ``produce``) are stopped the way
+the README says a user stops them: Ctrl-C (SIGINT), after they have shown that they work (a status
+line with tuples, the URL answering); they must then exit cleanly and leave their data behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from tests.pg import pg_server, pg_url  # noqa: F401 - pytest fixtures
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+_PREFIXES = ("skewlab", "./scripts/install", "python3 -m pytest")
+
+
+def readme_commands(text: str | None = None) -> list[str]:
+    """Every command of README.md, in order, without duplicates (see the module docstring)."""
+    text = README.read_text(encoding="utf-8") if text is None else text
+    lines = text.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("    ") and line.strip().startswith(_PREFIXES):
+            cmd = line.strip()
+            while cmd.endswith("\\") and i + 1 < len(lines):
+                i += 1
+                cmd = cmd[:-1].rstrip() + " " + lines[i].strip()
+            out.append(re.sub(r"\s+#.*$", "", cmd).strip())
+        i += 1
+    out += [m.group(1).strip() for m in re.finditer(r"`(skewlab(?: [^`]*)?)`", text)]
+    return list(dict.fromkeys(out))
+
+
+COMMANDS = readme_commands()
+
+
+def readme(cmd: str) -> str:
+    """``cmd`` as it stands in the README (fails when the README no longer has it)."""
+    assert cmd in COMMANDS, f"README.md no longer contains the command {cmd!r}; update tests/test_readme.py"
+    return cmd
+
+
+#: README command → the test that runs it ("ci": `.ci/run` runs it, checked by test_ci_runs_the_readme_test_command)
+RUN_BY: dict[str, str] = {
+    "./scripts/install && skewlab demo": "ci + test_demo_main_command",
+    "./scripts/install && python3 -m pytest -q": "ci",
+    "skewlab algorithms": "test_local_commands",
+    "skewlab workloads": "test_local_commands",
+    "skewlab simulate --algorithm pkg --workers 50 --sources 4 --workload zipf --zipf 1.4 --keys 100000 "
+    "--messages 1000000 --seed 7 --json": "test_local_commands",
+    "skewlab simulate --algorithm mixed --param theta_max=0.05 --param amax=500 --change 5:workers=12": "test_local_commands",
+    "skewlab simulate --algorithm dkg --workload country-skew --workload-param r=40": "test_local_commands",
+    "skewlab simulate --algorithm hash --input words.txt": "test_local_commands",
+    "skewlab simulate --algorithm pkg --input trades.csv --column symbol": "test_local_commands",
+    "skewlab plan --snapshot snapshot.json --algorithm mixed --param theta_max=0.08 --json": "test_local_commands",
+    "skewlab simulate": "test_local_commands",
+    "skewlab engine": "test_engine_generator_and_control",
+    "skewlab control --db URL set-algorithm mixed theta_max=0.05 amax=1000": "test_engine_generator_and_control",
+    "skewlab control --db URL set-param theta_max=0.1": "test_engine_generator_and_control",
+    "skewlab control --db URL set-workers 12": "test_engine_generator_and_control",
+    "skewlab control --db URL pause | resume": "test_engine_generator_and_control",
+    "skewlab control --db URL status": "test_engine_generator_and_control",
+    "skewlab engine --source file --input words.txt --rate 20000 --algorithm pkg --workers 16": "test_engine_file_and_join",
+    "skewlab engine --operator join --algorithm mixed": "test_engine_file_and_join",
+    "skewlab produce --bootstrap 127.0.0.1:9092 --topic keys --workload zipf --zipf 1.2 --rate 20000 --messages 1000000":
+        "test_kafka_postgres",
+    "skewlab engine --source kafka --bootstrap 127.0.0.1:9092 --topic keys --db postgresql+psycopg://u:p@host/db":
+        "test_kafka_postgres",
+    "skewlab engine --master spark://host:7077 ...": "test_spark_cluster_recipe",
+    "skewlab engine --master spark://HOST:7077 --source kafka --bootstrap BROKER:9092 --topic T "
+    "--db postgresql+psycopg://USER@DBHOST/skewlab": "test_spark_cluster_recipe",
+    "skewlab demo [--port 8050] [--db URL]": "test_demo_and_dashboard_options",
+    "skewlab dashboard --db URL [--host H] [--port N] [--token T]": "test_demo_and_dashboard_options",
+    "skewlab bench all --out docs": "test_bench_commands",
+    "skewlab bench dkg --out docs": "test_bench_commands",
+    "skewlab bench all --quick --out /tmp/q": "test_bench_commands",
+}
+
+
+def test_every_readme_command_is_run_somewhere():
+    missing = [c for c in COMMANDS if c not in RUN_BY]
+    stale = [c for c in RUN_BY if c not in COMMANDS]
+    assert not missing, f"README commands no test runs (add a scenario and an entry in RUN_BY): {missing}"
+    assert not stale, f"RUN_BY lists commands the README no longer has: {stale}"
+
+
+def test_readme_command_extraction():
+    text = "intro `skewlab algorithms` x\n\n    skewlab simulate --a 1 \\\n        --b 2   # note\n    other\n"
+    assert readme_commands(text) == ["skewlab simulate --a 1 --b 2", "skewlab algorithms"]
+
+
+def test_ci_runs_the_readme_test_command():
+    """`.ci/run` extracts the README's test command and runs exactly that (checked by running its
+    extraction line on README.md); ``./scripts/install`` is executable and installs with pip."""
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    (extract,) = [ln for ln in ci.splitlines() if ln.startswith("cmd=$(")]
+    got = subprocess.run(["bash", "-c", f'{extract}; printf %s "$cmd"'], cwd=ROOT, capture_output=True, text=True)
+    assert got.stdout == readme("./scripts/install && python3 -m pytest -q"), got
+    assert 'bash -c "$cmd"' in ci
+    install = ROOT / "scripts" / "install"
+    assert os.access(install, os.X_OK) and "pip install" in install.read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def _skewlab() -> str:
+    cand = Path(sys.executable).parent / "skewlab"
+    if cand.exists():
+        return str(cand)
+    import shutil
+
+    found = shutil.which("skewlab")
+    assert found, "the `skewlab` console script is not installed (pip install -e .)"
+    return found
+
+
+def _argv(cmd: str, subs: dict[str, str] | None = None) -> list[str]:
+    for old, new in (subs or {}).items():
+        cmd = cmd.replace(old, new)
+    argv = shlex.split(cmd)
+    assert argv[0] == "skewlab", cmd
+    return [_skewlab(), *argv[1:]]
+
+
+def _env(cwd: Path) -> dict[str, str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="200")
+    env.pop("SKEWLAB_DATA_DIR", None)
+    env.pop("SKEWLAB_DB_URL", None)
+    return env
+
+
+def run(cmd: str, cwd: Path, subs: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run a README command to completion; it must succeed."""
+    p = subprocess.run(_argv(cmd, subs), cwd=cwd, env=_env(cwd), capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, f"{cmd}\nexit {p.returncode}\n--- stdout\n{p.stdout[-3000:]}\n--- stderr\n{p.stderr[-3000:]}"
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    return p
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Service:
+    """A long-running README command: output collected line by line, stopped with Ctrl-C."""
+
+    def __init__(self, cmd: str, cwd: Path, subs: dict[str, str] | None = None) -> None:
+        self.cmd = cmd
+        self.lines: list[str] = []
+        self._cv = threading.Condition()
+        self.proc = subprocess.Popen(_argv(cmd, subs), cwd=cwd, env=_env(cwd), stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._cv:
+                self.lines.append(line.rstrip("\n"))
+                self._cv.notify_all()
+
+    @property
+    def text(self) -> str:
+        with self._cv:
+            return "\n".join(self.lines)
+
+    def wait_for(self, pred: Callable[[str], bool], timeout: float, what: str) -> str:
+        """The first output line satisfying ``pred``; fails (with the output) after ``timeout`` s or on exit."""
+        deadline = time.monotonic() + timeout
+        seen = 0
+        with self._cv:
+            while True:
+                for line in self.lines[seen:]:
+                    if pred(line):
+                        return line
+                seen = len(self.lines)
+                if self.proc.poll() is not None and not self._reader.is_alive():
+                    pytest.fail(f"{self.cmd}: exited ({self.proc.returncode}) before {what}\n{self.text[-4000:]}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.kill()
+                    pytest.fail(f"{self.cmd}: no {what} within {timeout:.0f} s\n{self.text[-4000:]}")
+                self._cv.wait(min(left, 1.0))
+
+    def interrupt(self, timeout: float = 120) -> int:
+        """Ctrl-C; returns the exit status (fails when it does not stop)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"{self.cmd}: did not stop within {timeout:.0f} s of Ctrl-C\n{self.text[-4000:]}")
+        self._reader.join(timeout=10)
+        return rc
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
+
+def _tuples(line: str) -> int:
+    m = re.search(r"\btuples=(\d+)", line)
+    return int(m.group(1)) if m else 0
+
+
+def _has_tuples(line: str) -> bool:
+    return line.startswith("batch ") and _tuples(line) > 0
+
+
+def _runs(url: str) -> list[dict]:
+    from storage import connect
+
+    store = connect(url)
+    try:
+        return store.list_runs()
+    finally:
+        store.close()
+
+
+def _words(path: Path, n: int = 3000) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    ranks = rng.zipf(1.3, n) % 500
+    path.write_text("".join(f"w{r}\n" for r in ranks), encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------- scenarios
+def test_local_commands(tmp_path):
+    """Simulate and plan: the local numpy runtime's README commands, verbatim (input files created)."""
+    _words(tmp_path / "words.txt")
+    (tmp_path / "trades.csv").write_text(
+        "time,symbol,price\n" + "".join(f"{i},{'AAPL' if i % 3 else 'MSFT' if i % 2 else f'S{i % 40}'},1.0\n"
+                                        for i in range(2000)), encoding="utf-8")
+    snapshot = {"workers": 3, "keys": [{"key": f"k{i}", "cost": c, "size": c, "home": i % 3, "worker": i % 3}
+                                       for i, c in enumerate([40, 9, 8, 7, 6, 5, 4, 3, 2, 1, 1, 1])]}
+    (tmp_path / "snapshot.json").write_text(json.dumps(snapshot), encoding="utf-8")
+
+    out = run(readme("skewlab algorithms"), tmp_path).stdout
+    assert all(name in out for name in ("hash", "dchoices", "mixed", "readj", "uhlb")), out
+    out = run(readme("skewlab workloads"), tmp_path).stdout
+    assert all(name in out for name in ("zipf", "drift", "gaussian", "country-skew", "words", "file")), out
+
+    doc = json.loads(run(readme(
+        "skewlab simulate --algorithm pkg --workers 50 --sources 4 --workload zipf --zipf 1.4 --keys 100000 "
+        "--messages 1000000 --seed 7 --json"), tmp_path).stdout)
+    assert doc["algorithm"] == "pkg" and doc["workers"] == 50 and doc["messages"] == 1_000_000
+    assert sum(doc["worker_loads"]) == 1_000_000 and doc["intervals"]
+
+    out = run(readme("skewlab simulate --algorithm mixed --param theta_max=0.05 --param amax=500 --change 5:workers=12"),
+              tmp_path).stdout
+    assert "mixed" in out and "12" in out, out
+    assert "dkg" in run(readme("skewlab simulate --algorithm dkg --workload country-skew --workload-param r=40"),
+                        tmp_path).stdout
+    assert "hash" in run(readme("skewlab simulate --algorithm hash --input words.txt"), tmp_path).stdout
+    assert "pkg" in run(readme("skewlab simulate --algorithm pkg --input trades.csv --column symbol"), tmp_path).stdout
+    plan = json.loads(run(readme("skewlab plan --snapshot snapshot.json --algorithm mixed --param theta_max=0.08 --json"),
+                          tmp_path).stdout)
+    assert {"assignment", "routing_table", "loads", "migrated_keys", "migration_cost", "feasible"} <= set(plan)
+    assert run(readme("skewlab simulate"), tmp_path).stdout.strip()
+
+
+@pytest.mark.slow
+def test_engine_generator_and_control(tmp_path):
+    """``skewlab engine`` with no arguments (generator, SQLite ``data/skewlab.db``), driven by every
+    ``skewlab control`` command of the README while it runs, then stopped with Ctrl-C."""
+    url = f"sqlite:///{tmp_path / 'data' / 'skewlab.db'}"
+    eng = Service(readme("skewlab engine"), tmp_path)
+    try:
+        eng.wait_for(_has_tuples, 240, "status line with tuples")
+        sub = {"URL": url}
+        run(readme("skewlab control --db URL set-algorithm mixed theta_max=0.05 amax=1000"), tmp_path, sub)
+        run(readme("skewlab control --db URL set-param theta_max=0.1"), tmp_path, sub)
+        run(readme("skewlab control --db URL set-workers 12"), tmp_path, sub)
+        both = readme("skewlab control --db URL pause | resume")
+        run(both.replace(" | resume", ""), tmp_path, sub)
+        eng.wait_for(lambda ln: "paused" in ln, 120, "the engine pausing")
+        run(both.replace("pause | ", ""), tmp_path, sub)
+        eng.wait_for(lambda ln: ln.startswith("batch ") and "n=12" in ln and _tuples(ln) > 0, 240,
+                     "a batch on 12 workers after resume")
+        status = run(readme("skewlab control --db URL status"), tmp_path, sub).stdout
+        for kind in ("set-algorithm", "set-param", "set-workers", "pause", "resume"):
+            assert re.search(rf"{kind}\b.*applied", status), status
+        assert "rejected" not in status and "pending" not in status, status
+    finally:
+        rc = eng.interrupt()
+    assert rc == 0, eng.text[-4000:]
+    assert "Traceback" not in eng.text, eng.text[-4000:]
+    (r,) = _runs(url)
+    assert r["status"] == "stopped" and r["intervals"] >= 2, r
+
+
+@pytest.mark.slow
+def test_engine_file_and_join(tmp_path):
+    """File replay with pkg on 16 workers (runs until the file is exhausted), and the join operator."""
+    _words(tmp_path / "words.txt", 20_000)
+    eng = Service(readme("skewlab engine --source file --input words.txt --rate 20000 --algorithm pkg --workers 16"),
+                  tmp_path)
+    line = eng.wait_for(_has_tuples, 240, "status line with tuples")
+    assert "pkg" in line and "n=16" in line, line
+    rc = eng.proc.wait(timeout=240)  # 20,000 lines at 20,000/s: the engine stops by itself at the end of the file
+    eng._reader.join(timeout=10)
+    assert rc == 0, eng.text[-4000:]
+    total = sum(_tuples(ln) for ln in eng.lines if ln.startswith("batch "))
+    assert total == 20_000, eng.text[-4000:]
+
+    fresh = tmp_path / "join"  # a new working directory: a new run, not a restart of the file run's checkpoint
+    fresh.mkdir()
+    join = Service(readme("skewlab engine --operator join --algorithm mixed"), fresh)
+    try:
+        line = join.wait_for(_has_tuples, 240, "status line with tuples")
+        assert "mixed" in line, line
+    finally:
+        rc = join.interrupt()
+    assert rc == 0 and "Traceback" not in join.text, join.text[-4000:]
+
+
+@pytest.mark.slow
+def test_kafka_postgres(tmp_path, kafka_broker, pg_url):
+    """Replay a workload into Kafka with ``skewlab produce`` while ``skewlab engine --source kafka`` reads
+    it and writes PostgreSQL."""
+    produce = Service(readme("skewlab produce --bootstrap 127.0.0.1:9092 --topic keys --workload zipf --zipf 1.2 "
+                             "--rate 20000 --messages 1000000"), tmp_path, {"127.0.0.1:9092": kafka_broker})
+    eng = None
+    try:
+        time.sleep(3)  # let the producer create the topic
+        eng = Service(readme("skewlab engine --source kafka --bootstrap 127.0.0.1:9092 --topic keys "
+                             "--db postgresql+psycopg://u:p@host/db"), tmp_path,
+                      {"127.0.0.1:9092": kafka_broker, "postgresql+psycopg://u:p@host/db": pg_url})
+        eng.wait_for(_has_tuples, 300, "status line with Kafka tuples")
+    finally:
+        rc_engine = eng.interrupt() if eng else None
+        rc_produce = produce.interrupt()
+    assert rc_engine == 0, eng.text[-4000:]
+    assert rc_produce in (0, 130) and "Traceback" not in produce.text, produce.text[-3000:]
+    (r,) = _runs(pg_url)
+    assert r["status"] == "stopped" and r["intervals"] >= 1, r
+
+
+@pytest.fixture
+def spark_cluster(tmp_path):
+    """A real Spark standalone cluster (one master, one 2-core worker) from pyspark's ``bin/spark-class``."""
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    spark_class = home / "bin" / "spark-class"
+    assert spark_class.exists(), f"pyspark ships no {spark_class}"
+    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", SPARK_NO_DAEMONIZE="1")
+    port = _free_port()
+    logs = tmp_path / "cluster"
+    logs.mkdir()
+    procs = []
+
+    def start(name: str, args: list[str]) -> subprocess.Popen:
+        p = subprocess.Popen([str(spark_class), *args], env=env, cwd=logs, stdin=subprocess.DEVNULL,
+                             stdout=open(logs / f"{name}.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+        procs.append(p)
+        return p
+
+    def log(name: str) -> str:
+        return (logs / f"{name}.log").read_text(errors="replace")
+
+    def await_line(name: str, text: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in log(name):
+            assert all(p.poll() is None for p in procs), f"{name} died:\n{log(name)[-3000:]}"
+            assert time.monotonic() < deadline, f"{name}: no {text!r} in {timeout:.0f} s:\n{log(name)[-3000:]}"
+            time.sleep(0.5)
+
+    try:
+        start("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                         "--webui-port", str(_free_port())])
+        await_line("master", "I have been elected leader", 120)
+        start("worker", ["org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
+                         "--cores", "2", "--memory", "1g", "--webui-port", str(_free_port()),
+                         "--work-dir", str(logs / "work")])
+        await_line("worker", "Successfully registered with master", 120)
+        yield f"spark://127.0.0.1:{port}"
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_spark_cluster_recipe(tmp_path, spark_cluster, kafka_broker, pg_url):
+    """The README's cluster recipe on a real standalone cluster, reading Kafka, writing PostgreSQL
+    (``--master spark://host:7077 ...`` is the same command: ``...`` = the recipe's arguments)."""
+    recipe = readme("skewlab engine --master spark://HOST:7077 --source kafka --bootstrap BROKER:9092 --topic T "
+                    "--db postgresql+psycopg://USER@DBHOST/skewlab")
+    short = readme("skewlab engine --master spark://host:7077 ...")
+    assert recipe.startswith(short.replace("host", "HOST").replace(" ...", " "))
+    from engine.kafka_io import produce
+    from engine.workloads import create_workload
+
+    produce(kafka_broker, "T", create_workload("zipf", 0, {"keys": 1000, "z": 1.1}), None, 0, 0, 20_000, partitions=2)
+    eng = Service(recipe, tmp_path, {"spark://HOST:7077": spark_cluster, "BROKER:9092": kafka_broker,
+                                     "postgresql+psycopg://USER@DBHOST/skewlab": pg_url})
+    try:
+        eng.wait_for(_has_tuples, 300, "status line with tuples from the cluster")
+    finally:
+        rc = eng.interrupt()
+    assert rc == 0 and "Traceback" not in eng.text, eng.text[-4000:]
+    (r,) = _runs(pg_url)
+    assert r["status"] == "stopped" and r["intervals"] >= 1, r
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        assert resp.status == 200
+        return resp.read().decode("utf-8", "replace")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@pytest.mark.slow
+def test_demo_main_command(tmp_path):
+    """The README's first command (after ``./scripts/install``, which `.ci/run` runs): ``skewlab demo``."""
+    main = readme("./scripts/install && skewlab demo").split("&& ", 1)[1]
+    if not _port_free(8050):
+        pytest.fail("port 8050 (skewlab demo's default) is taken on this machine; free it to run the README's demo")
+    demo = Service(main, tmp_path)
+    try:
+        line = demo.wait_for(lambda ln: "data is flowing" in ln, 300, "the dashboard URL")
+        assert "http://127.0.0.1:8050" in line, line
+        assert "skewlab" in _get("http://127.0.0.1:8050/")
+    finally:
+        rc = demo.interrupt()
+    assert rc == 0 and "stopped (engine exit status 0)" in demo.text, demo.text[-4000:]
+    (r,) = _runs(f"sqlite:///{tmp_path / 'data' / 'skewlab.db'}")
+    assert r["status"] == "stopped" and r["intervals"] >= 1, r
+
+
+@pytest.mark.slow
+def test_demo_and_dashboard_options(tmp_path):
+    """``skewlab demo --port N --db URL``, then ``skewlab dashboard`` with every option over its database."""
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    port = _free_port()
+    demo = Service(readme("skewlab demo [--port 8050] [--db URL]"), tmp_path,
+                   {"[--port 8050]": f"--port {port}", "[--db URL]": f"--db {url}"})
+    try:
+        demo.wait_for(lambda ln: "data is flowing" in ln, 300, "the dashboard URL")
+        assert "skewlab" in _get(f"http://127.0.0.1:{port}/")
+    finally:
+        rc = demo.interrupt()
+    assert rc == 0, demo.text[-4000:]
+
+    port = _free_port()
+    dash = Service(readme("skewlab dashboard --db URL [--host H] [--port N] [--token T]"), tmp_path,
+                   {"--db URL": f"--db {url}", "[--host H]": "--host 127.0.0.1", "[--port N]": f"--port {port}",
+                    "[--token T]": "--token s3cret-token"})
+    try:
+        line = dash.wait_for(lambda ln: f":{port}" in ln, 120, "the dashboard URL")
+        assert "s3cret-token" not in line
+        assert "skewlab" in _get(f"http://127.0.0.1:{port}/")
+    finally:
+        rc = dash.interrupt()
+    assert rc == 0 and "s3cret-token" not in dash.text, dash.text[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+def test_bench_commands(tmp_path):
+    """The reproduction commands: the full ``bench all`` (minutes), one target refreshing its own
+    section of the same page, and the quick run."""
+    out = tmp_path / "docs"
+    run(readme("skewlab bench all --out docs"), tmp_path, {"--out docs": f"--out {out}"}, timeout=2300)
+    page = (out / "results.md").read_text(encoding="utf-8")
+    figures = sorted(p.name for p in (out / "figures").glob("*.png"))
+    assert len(figures) >= 10 and "Nasir" in page and "Fang" in page, (figures, page[:500])
+    run(readme("skewlab bench dkg --out docs"), tmp_path, {"--out docs": f"--out {out}"}, timeout=900)
+    again = (out / "results.md").read_text(encoding="utf-8")
+    assert "Fang" in again and "DKG" in again.upper()
+    quick = tmp_path / "q"
+    run(readme("skewlab bench all --quick --out /tmp/q"), tmp_path, {"/tmp/q": str(quick)}, timeout=900)
+    assert (quick / "results.md").exists()
