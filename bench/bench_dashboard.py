@@ -17,7 +17,9 @@ Targets (issue, "Speed"): per-tick query ≤ 50 ms with 1e5 stored intervals; in
    once) answering ``GET /``, ``/_dash-layout`` (which carries the first render of every figure) and
    ``/_dash-dependencies`` — ``page_server_ms``; and, when Playwright and /usr/bin/chromium are
    available, in a real browser from navigation to every figure drawn: ``page_browser_cold_s`` (new
-   browser context) and ``page_browser_warm_s`` (reload, JS cached) — median of ``--pages`` loads.
+   browser context) and ``page_browser_warm_s`` (reload, JS cached) — median of ``--pages`` loads —
+   and ``page_browser_js_mb``, the JavaScript the first cold load downloaded (2.5 MB with the
+   vendored plotly.js basic bundle; 6.1 MB when ``dcc.Graph`` fetches Dash's full plotly.js).
 
 Usage: ``python bench/bench_dashboard.py [--intervals 100000] [--workers 8] [--ticks 50] [--json]``
 """
@@ -227,9 +229,13 @@ def bench_page_browser(db: str, pages: int) -> dict[str, Any]:
             "--disable-component-update", "--disable-sync", "--no-first-run"]
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=args)
-        for _ in range(pages):
+        js_bytes: list[int] = []
+        for k in range(pages):
             ctx = b.new_context(viewport={"width": 1600, "height": 1000})
             page = ctx.new_page()
+            if k == 0:  # the JavaScript a cold load downloads (plotly.js is most of it)
+                page.on("requestfinished", lambda r: js_bytes.append(r.sizes()["responseBodySize"])
+                        if r.resource_type == "script" and len(cold) == 0 else None)
             t = time.perf_counter()
             page.goto(url)
             page.wait_for_function(drawn, timeout=60_000, polling=20)
@@ -242,7 +248,8 @@ def bench_page_browser(db: str, pages: int) -> dict[str, Any]:
         b.close()
     srv.shutdown()
     app.skewlab.store.close()
-    return {"page_browser_cold_s": round(statistics.median(cold), 2), "page_browser_warm_s": round(statistics.median(warm), 2)}
+    return {"page_browser_cold_s": round(statistics.median(cold), 2), "page_browser_warm_s": round(statistics.median(warm), 2),
+            "page_browser_js_mb": round(sum(js_bytes) / 1e6, 2)}
 
 
 def main() -> int:

@@ -104,6 +104,7 @@ def create_app(
 
     app = Dash(__name__, title=title, update_title=None, assets_folder=ASSETS, suppress_callback_exceptions=True,
                url_base_pathname=url_base_pathname, serve_locally=True)
+    app.index_string = index_string(app.config.requests_pathname_prefix)
     app.skewlab = SimpleNamespace(data=data, store=store, auth=auth, read_only=read_only)  # type: ignore[attr-defined]
     export_base = app.get_relative_path("/export/")
 
@@ -115,6 +116,64 @@ def create_app(
     _register_routes(app, store, loopback_open=(not read_only and token is None))
     _register_callbacks(app, data, store, auth)
     return app
+
+
+#: Saves the browser's own String#trim / parseInt / parseFloat / Math.sinh / Function#toString before
+#: Dash's ``@babel/polyfill`` (core-js 2) replaces them: core-js 2 still counts U+180E as white space
+#: (Unicode < 6.3), so in every current browser it swaps these for regex-based JavaScript versions, and
+#: plotly.js calls trim / parseInt in every colour it parses (tinycolor): ~0.3 s of a page load.
+#: ``assets/0-native-builtins.js`` (loaded after the polyfill, before plotly.js and the renderer) puts
+#: them back.  The polyfill itself stays: dash-renderer needs its ``regeneratorRuntime``.
+_SAVE_NATIVES = (
+    "<script>window.__skewlabNatives={s:String.prototype,"
+    "trim:String.prototype.trim,trimStart:String.prototype.trimStart,trimEnd:String.prototype.trimEnd,"
+    "trimLeft:String.prototype.trimLeft,trimRight:String.prototype.trimRight,parseInt:window.parseInt,"
+    "parseFloat:window.parseFloat,sinh:Math.sinh,toString:Function.prototype.toString};</script>"
+)
+
+
+#: dash-core-components' lazily loaded chunks that the initial page needs (file names of dash 4.x).
+_ASYNC_CHUNKS = ("graph", "dropdown")
+
+
+def index_string(prefix: str) -> str:
+    """Dash's index page plus two speed-ups of the initial page load (issue #5, "Speed").
+
+    * ``<link rel="preload">`` of ``_dash-layout`` and ``_dash-dependencies``: the browser fetches
+      them while it is still compiling the scripts (the renderer asks for them only once its bundle
+      has run) and the renderer's own ``fetch`` takes the preloaded response (same URL, CORS mode and
+      credentials: one request each, checked by ``tests/test_dashboard_browser.py``);
+    * the same for the lazily loaded chunks of ``dcc.Graph`` and ``dcc.Dropdown`` (:data:`_ASYNC_CHUNKS`),
+      which dash-core-components would request only once the layout has arrived;
+    * :data:`_SAVE_NATIVES` before the scripts (see there).
+
+    plotly.js itself is ``assets/plotly-basic-*.min.js`` (see ``dashboard/README.md``): loaded as a
+    page script it defines ``window.Plotly``, which ``dcc.Graph`` uses instead of fetching Dash's full
+    4.8 MB bundle.
+    """
+    preload = "".join(f'<link rel="preload" href="{prefix}{name}" as="fetch" crossorigin="anonymous">'
+                      for name in ("_dash-layout", "_dash-dependencies"))
+    preload += "".join(f'<link rel="preload" href="{prefix}_dash-component-suites/dash/dcc/async-{name}.js" as="script">'
+                       for name in _ASYNC_CHUNKS)
+    return f"""<!DOCTYPE html>
+<html>
+    <head>
+        {{%metas%}}
+        <title>{{%title%}}</title>
+        {preload}
+        {{%favicon%}}
+        {{%css%}}
+    </head>
+    <body>
+        {{%app_entry%}}
+        <footer>
+            {{%config%}}
+            {_SAVE_NATIVES}
+            {{%scripts%}}
+            {{%renderer%}}
+        </footer>
+    </body>
+</html>"""
 
 
 def server() -> Any:
@@ -142,6 +201,17 @@ def _register_routes(app: Dash, store: Any, *, loopback_open: bool) -> None:
             name = host[1:].split("]")[0] if host.startswith("[") else host.rsplit(":", 1)[0]
             if not is_loopback(name):
                 abort(403)
+
+    assets = f"{prefix}{app.config.assets_url_path.strip('/')}/"
+
+    @srv.after_request
+    def _cache_assets(resp: Response) -> Response:
+        # Dash links every asset as ``/assets/<file>?m=<mtime>`` (a new URL whenever the file changes)
+        # but lets Flask serve it "no-cache", so every page load revalidates the 1.2 MB plotly.js bundle
+        # before it may run it.  Cache such fingerprinted URLs like Dash's own component suites.
+        if request.path.startswith(assets) and "m" in request.args and resp.status_code in (200, 304):
+            resp.headers["Cache-Control"] = "public, max-age=31536000"
+        return resp
 
     @srv.route(f"{prefix}export/run-<int:run_id>.json")
     def export_json(run_id: int) -> Response:

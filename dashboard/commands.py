@@ -92,6 +92,20 @@ def _make_server(app: Any, host: str, port: int) -> Any:
         raise UsageError(f"cannot listen on {host}:{port}: {exc}") from None
 
 
+def _warm_up(app: Any) -> None:
+    """Answer one page request in-process before the URL is printed (issue #5, "Speed").
+
+    Dash's first request sets the server up (assets, a first evaluation of the layout), the figures'
+    subplot grids are computed once, and the newest run's event history is scanned once: ~1 s with
+    1e5 stored intervals that the operator's first page load would otherwise wait for.  A failure
+    here (say, the database is briefly unavailable) is left for the real request to report.
+    """
+    try:
+        app.server.test_client().get(app.config.requests_pathname_prefix)
+    except Exception as exc:  # noqa: BLE001 - best effort; the page request shows the real error
+        logging.getLogger(__name__).debug("dashboard warm-up failed: %r", exc)
+
+
 def _url(host: str, port: int) -> str:
     shown = host if host not in ("0.0.0.0", "::", "") else "127.0.0.1"
     if ":" in shown and not shown.startswith("["):
@@ -113,6 +127,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     app = create_app(store=store, token=token, read_only=True if args.read_only else None, host=args.host,
                      window=args.window)
     srv = _make_server(app, args.host, args.port)
+    _warm_up(app)
     if app.skewlab.read_only:
         mode = "read-only" + ("" if args.read_only else f" (no operator token; set --token or ${TOKEN_ENV})")
     elif token:
@@ -183,6 +198,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     store = _open_store(url)
     app = create_app(store=store, host="127.0.0.1")
     srv = _make_server(app, "127.0.0.1", args.port)  # fails before the engine starts if the port is taken
+    _warm_up(app)
 
     checkpoint = _demo_checkpoint(args.db, url)
     log_path = _data_dir() / "logs" / "demo-engine.log"

@@ -107,13 +107,18 @@ def load_bands(worker_rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]
     order = np.lexsort((ld, iv))
     iv, ld = iv[order], ld[order]
     starts = np.flatnonzero(np.r_[True, iv[1:] != iv[:-1]])
-    ends = np.r_[starts[1:], iv.size]
-    for s, e in zip(starts.tolist(), ends.tolist()):
-        q = np.quantile(ld[s:e], [0.0, 0.25, 0.5, 0.75, 1.0])
-        out["interval"].append(int(iv[s]))
-        for k, v in zip(("min", "p25", "median", "p75", "max"), q.tolist()):
-            out[k].append(float(v))
-        out["mean"].append(float(ld[s:e].mean()))
+    counts = np.diff(np.r_[starts, iv.size])
+    out["interval"] = iv[starts].tolist()
+    # numpy's default ("linear") quantile of every group at once: the loads are sorted within each
+    # interval, so quantile q of a group of n is ld[s + h] + frac·(ld[s + h + 1] - ld[s + h]),
+    # h = floor(q·(n-1)) — the same numbers as np.quantile per group, without a Python-level loop.
+    for k, q in (("min", 0.0), ("p25", 0.25), ("median", 0.5), ("p75", 0.75), ("max", 1.0)):
+        pos = q * (counts - 1)
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, counts - 1)
+        a, b = ld[starts + lo], ld[starts + hi]
+        out[k] = (a + (pos - lo) * (b - a)).tolist()
+    out["mean"] = (np.add.reduceat(ld, starts) / counts).tolist()
     return out
 
 

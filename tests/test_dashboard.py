@@ -395,6 +395,84 @@ def test_page_lists_runs_and_starts_with_data(store, run):
     assert "no runs in the database yet" in json.dumps(empty.get("/_dash-layout").get_json())
 
 
+def test_page_uses_the_vendored_plotly_basic_bundle_and_restores_native_builtins(store, run):
+    """Issue #5, "Speed": the page script order that makes dcc.Graph use the small plotly.js bundle."""
+    import re
+    from pathlib import Path
+
+    from plotly.offline import get_plotlyjs_version
+
+    import dashboard.app as A
+
+    client = create_app(store=store).server.test_client()
+    page = client.get("/").get_data(as_text=True)
+    srcs = re.findall(r'<script src="([^"]+)"', page)
+    names = [s.split("?")[0].rsplit("/", 1)[-1] for s in srcs]
+    bundle = [n for n in names if n.startswith("plotly-basic-")]
+    assert len(bundle) == 1, names
+    # natives saved before the polyfill, put back after it and before plotly.js and the renderer
+    poly = next(i for i, n in enumerate(names) if n.startswith("polyfill@"))
+    renderer = next(i for i, n in enumerate(names) if n.startswith("dash_renderer"))
+    assert poly < names.index("0-native-builtins.js") < names.index(bundle[0]) < renderer
+    assert page.index("window.__skewlabNatives=") < page.index(srcs[poly])
+    assert "package_data/plotly.min.js" not in page  # the full bundle is not a page script
+    for name in ("_dash-layout", "_dash-dependencies", "_dash-component-suites/dash/dcc/async-graph.js"):
+        assert f'<link rel="preload" href="/{name}"' in page
+    # the vendored file: plotly.js's basic partial bundle, same major version as the plotly package's,
+    # and it has every trace type the dashboard draws
+    path = Path(A.ASSETS) / bundle[0]
+    head = path.read_text(encoding="utf-8")[:300]
+    version = re.search(r"plotly\.js \(basic - minified\) v(\d+)\.(\d+)\.(\d+)", head)
+    assert version and bundle[0] == f"plotly-basic-{'.'.join(version.groups())}.min.js"
+    assert version.group(1) == get_plotlyjs_version().split(".")[0] and "MIT" in head
+    D = DashboardData(store)
+    d = D.load(run)
+    figs = [F.time_figure(n, d) for n in F.TIME_FIGURES] + [
+        F.worker_load_figure(d), F.shadow_figure(d), F.hot_keys_figure(d), F.compare_figure(None, None),
+        F.worker_detail_figure(D.worker_history(run, 0, d["last_interval"]), 0.1)]
+    used = {t.get("type", "scatter") for f in figs for t in f["data"]}
+    assert used and used <= {"scatter", "bar", "pie"}, used
+    # fingerprinted assets are cached like Dash's own component suites; other responses are not
+    r = client.get(next(s for s in srcs if bundle[0] in s))
+    assert r.status_code == 200 and r.headers["Cache-Control"] == "public, max-age=31536000"
+    assert "max-age=31536000" not in (client.get("/assets/style.css").headers.get("Cache-Control") or "")
+    assert "max-age" not in (client.get("/_dash-layout").headers.get("Cache-Control") or "")
+
+
+def test_load_bands_equal_numpy_quantiles_per_interval():
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        rows = [{"interval": int(iv), "cost": float(c)}
+                for iv in rng.choice(50, rng.integers(1, 12), replace=False)
+                for c in rng.choice([0.0, 3.0, 1e9, *rng.gamma(2.0, 50.0, 4)], rng.integers(1, 9))]
+        rng.shuffle(rows)
+        b = load_bands(rows)
+        assert b["interval"] == sorted({r["interval"] for r in rows})
+        for k, iv in enumerate(b["interval"]):
+            ld = np.array([r["cost"] for r in rows if r["interval"] == iv])
+            q = np.quantile(ld, [0.0, 0.25, 0.5, 0.75, 1.0])
+            got = [b[c][k] for c in ("min", "p25", "median", "p75", "max")]
+            assert got == pytest.approx(q.tolist(), rel=1e-12) and got[0] == ld.min() and got[-1] == ld.max()
+            assert b["mean"][k] == pytest.approx(ld.mean(), rel=1e-12)
+
+
+def test_warm_up_serves_the_first_page_in_process_and_never_raises(store, run, monkeypatch):
+    from dashboard.commands import _warm_up
+
+    app = create_app(store=store)
+    _warm_up(app)
+    assert run in app.skewlab.data._states  # the run's event history was read before any browser came
+    for warm in (False, True):
+        broken = create_app(store=store)
+        monkeypatch.setattr(broken.skewlab.data, "runs", lambda *a, **k: 1 / 0)
+        broken.server.config["PROPAGATE_EXCEPTIONS"] = True  # the error reaches the caller
+        if warm:
+            _warm_up(broken)  # swallowed: left for the page request to report
+        else:
+            with pytest.raises(ZeroDivisionError):
+                broken.server.test_client().get("/")
+
+
 def test_importing_the_dashboard_does_not_import_pyspark():
     code = ("import sys, dashboard.app, dashboard.commands; "
             "bad = [m for m in sys.modules if m.startswith(('pyspark', 'engine.spark'))]; "
