@@ -1,5 +1,6 @@
 """Engine pieces without Spark: snapshot store, buffered metrics sink, topology functions."""
 
+import base64
 import pickle
 
 import numpy as np
@@ -11,7 +12,9 @@ from sqlalchemy.exc import OperationalError
 from engine import registry
 from engine.checkpoint import SnapshotStore
 from engine.metrics_sink import MetricsSink, PendingInterval
-from engine.spark.topology import RoutingSnapshot, make_router, make_worker, unpack_aggregates
+from engine.keys import Vocabulary, fingerprint
+from engine.spark.topology import (RoutingSnapshot, VocabIndex, fingerprint_keys, make_router, make_worker,
+                                   unpack_aggregates)
 
 
 def test_snapshots_keep_latest_and_skip_torn_files(tmp_path):
@@ -93,10 +96,14 @@ def test_executor_routing_equals_local_routing(name):
             ks = keys[sl][src::2]
             rb = pa.RecordBatch.from_arrays([pa.array(ks), pa.array([src] * len(ks), pa.int32())], names=["key", "source"])
             out = pa.Table.from_batches(list(make_router(snap)(iter([rb]))))
-            data = out.filter(pc.is_valid(out.column("key")))
+            data = out.filter(pc.less(out.column("worker"), 5))
+            assert data.column("key").to_pylist() == ks
             got.append(data.column("worker").to_numpy().astype(np.int64))
-            side = out.filter(pc.is_valid(out.column("state")))
-            driver.set_source_state(src, pickle.loads(side.column("state")[0].as_py())["source_state"])
+            side = out.filter(pc.greater_equal(out.column("worker"), 5))
+            assert side.column("worker").to_pylist() == [5 + src % 5]
+            info = pickle.loads(base64.b64decode(side.column("key")[0].as_py()))
+            assert info["source"] == src and info["rows"] == len(ks)
+            driver.set_source_state(src, info["source_state"])
     for e, g in zip(expected, got):
         assert np.array_equal(e, g)
 
@@ -109,10 +116,76 @@ def test_worker_aggregates_and_dead_letters():
         names=["key", "source", "seq", "error", "raw"])
     routed = pa.Table.from_batches(list(make_router(RoutingSnapshot(0, g).dumps())(iter([rb]))))
     parts = []
+    part = routed.column("worker").to_numpy() % 2  # repartitionById takes the id modulo n
     for w in range(2):
-        sub = routed.filter(pc.equal(routed.column("worker"), w))
-        parts += list(make_worker()(iter(sub.to_batches())))
+        sub = routed.filter(pa.array(part == w))
+        parts += list(make_worker(2)(iter(sub.to_batches())))
     u = unpack_aggregates(pa.Table.from_batches(parts))
     assert sorted(zip(u["keys"], u["counts"].tolist())) == [("a", 2), ("b", 1)]
     assert u["dead_letters"] == {"no_key": [1, ["00"]]}
     assert u["states"][0]["consumed"] == 4 and u["states"][0]["first_seq"] == 0
+
+
+def test_fingerprint_keys_bit_identical_to_mmh3():
+    """The numba MurmurHash3 over Arrow buffers equals engine.keys.fingerprint (mmh3) bit for bit:
+    every tail length, multi-byte UTF-8, slices (non-zero offset), chunked and large strings."""
+    rng = np.random.default_rng(7)
+    keys = ["", "a", "k0", "k12345", "ü€😀", "é" * 100] + ["x" * n for n in range(1, 50)]
+    keys += ["".join(chr(int(c)) for c in rng.integers(32, 0xD7FF, int(rng.integers(0, 40)))) for _ in range(500)]
+    want = np.array([fingerprint(k) for k in keys], dtype=np.uint64)
+    arr = pa.array(keys, pa.string())
+    assert fingerprint_keys(arr).dtype == np.uint64
+    assert np.array_equal(fingerprint_keys(arr), want)
+    assert np.array_equal(fingerprint_keys(arr.slice(17, 101)), want[17:118])
+    assert np.array_equal(fingerprint_keys(pa.array(keys, pa.large_string())), want)
+    assert np.array_equal(fingerprint_keys(pa.chunked_array([arr.slice(0, 9), arr.slice(9)])), want)
+    assert fingerprint_keys(pa.array([], pa.string())).size == 0
+    assert fingerprint_keys(pa.array(["", ""], pa.string())).tolist() == [fingerprint("")] * 2
+
+
+def test_router_mixed_sources_dead_letters_only_and_side_rows():
+    """A batch holding two sources routes each in its own stream order; a source whose rows are all
+    dead letters still reports its offsets and dead letters in a side row."""
+    g = registry.create("pkg", 3, n_sources=2)
+    local = registry.create("pkg", 3, n_sources=2)
+    keys = ["a", "b", "a", "c", None, "a", "d", "a"]
+    src = [0, 1, 0, 1, 2, 0, 1, 0]
+    err = [None, None, None, None, "no_key", None, None, None]
+    rb = pa.RecordBatch.from_arrays(
+        [pa.array(keys), pa.array(src, pa.int32()), pa.array(range(8), pa.int64()), pa.array(err)],
+        names=["key", "source", "seq", "error"])
+    out = pa.Table.from_batches(list(make_router(RoutingSnapshot(0, g).dumps())(iter([rb]))))
+    w = out.column("worker").to_numpy()
+    data_keys = out.column("key").to_pylist()[: int((w < 3).sum())]
+    assert data_keys == [k for k in keys if k is not None]
+    for s in (0, 1):
+        ks = [k for k, x in zip(keys, src) if x == s]
+        exp = local.route(np.array([fingerprint(k) for k in ks], np.uint64), s)
+        sel = [i for i, (x, e) in enumerate(zip(src, err)) if e is None]
+        got = w[: len(sel)][[j for j, i in enumerate(sel) if src[i] == s]]
+        assert np.array_equal(got, exp)
+    sides = {int(x) - 3: pickle.loads(base64.b64decode(k)) for x, k in zip(w, out.column("key").to_pylist()) if x >= 3}
+    assert sorted(sides) == [0, 1, 2]
+    assert sides[2]["rows"] == 1 and sides[2]["dead_letters"] == {"no_key": [1, [""]]}
+    assert sides[2]["consumed"] == 5 and sides[2]["first_seq"] == 4
+    assert sides[0]["rows"] == 4 and sides[0]["consumed"] == 8 and sides[0]["first_seq"] == 0
+    # empty input: no rows at all
+    assert list(make_router(RoutingSnapshot(0, g).dumps())(iter([]))) == []
+
+
+def test_vocab_index_equals_vocabulary_encode():
+    """Vectorised encode gives exactly Vocabulary.encode's ids (known keys, new keys in order of first
+    appearance, duplicates), keeps the vocabulary identical, and follows a replaced vocabulary."""
+    rng = np.random.default_rng(3)
+    ref, vocab, index = Vocabulary(["k1", "k2"]), Vocabulary(["k1", "k2"]), VocabIndex()
+    for _ in range(4):
+        keys = [f"k{int(x)}" for x in rng.integers(0, 60, 200)] + ["", "ü€"]
+        want = ref.encode(keys)
+        got = index.encode(vocab, pa.chunked_array([pa.array(keys[:50]), pa.array(keys[50:])]))
+        assert got.dtype == np.int64 and np.array_equal(got, want)
+        assert vocab.names == ref.names and np.array_equal(vocab.fps, ref.fps)
+    vocab.encode(["outside"]), ref.encode(["outside"])  # someone else (e.g. the shadow) adds a key
+    assert np.array_equal(index.encode(vocab, pa.array(["outside", "k1", "new"])), ref.encode(["outside", "k1", "new"]))
+    other = Vocabulary(["z"])  # a restored controller brings another vocabulary object
+    assert index.encode(other, pa.array(["k1", "z"])).tolist() == [1, 0]
+    assert index.encode(other, pa.array([], pa.string())).size == 0

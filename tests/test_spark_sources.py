@@ -233,6 +233,11 @@ def test_get_session_is_idempotent_and_configured(spark):
     assert spark.conf.get("spark.ui.enabled") == "false"
     assert spark.conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
     assert int(spark.conf.get("spark.sql.shuffle.partitions")) <= 4
+    # Int.MaxValue is the one value for which Spark skips its per-row Arrow batch-size check
+    assert spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch").rstrip("b") == "2147483647"
+    assert int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")) >= 10_000
+    # no chmod/stat process forks per micro-batch (the checkpoint tests below run with it)
+    assert spark.conf.get("spark.sql.streaming.checkpointFileManagerClass").endswith("FileSystemBasedCheckpointFileManager")
 
 
 # ============================================================================ Spark: generator

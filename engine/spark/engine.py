@@ -204,6 +204,9 @@ class SparkEngine:
         self._idle_since: float | None = None
         self._backpressure = False
         self._interrupted = False
+        from engine.spark.topology import VocabIndex
+
+        self._vocab_index = VocabIndex()  # vectorised vocab.encode of the collected keys
         self._restore_or_init()
 
     # ------------------------------------------------------------------ state
@@ -308,7 +311,9 @@ class SparkEngine:
                 raise
 
     def _process(self, df: Any, batch_id: int) -> None:
-        from engine.spark.topology import AGG_SCHEMA, ROUTED_SCHEMA, RoutingSnapshot, make_router, make_worker, unpack_aggregates
+        from engine.spark.sources import SCHEMAS
+        from engine.spark.topology import (AGG_SCHEMA, ROUTED_SCHEMA, ROUTER_INPUT, RoutingSnapshot, make_router,
+                                           make_worker, unpack_aggregates)
 
         t0 = time.perf_counter()
         c = self.controller
@@ -317,10 +322,17 @@ class SparkEngine:
         self._carry_events = []
         n = c.n_workers
         snap = RoutingSnapshot(batch_id, c.grouping).dumps()
-        routed = df.mapInArrow(make_router(snap), ROUTED_SCHEMA)
-        agg = routed.repartitionById(n, "worker").mapInArrow(make_worker(), AGG_SCHEMA)
+        # Only the columns the router reads cross from the source scan into the router's Arrow
+        # input (every column costs a per-row field write in the JVM): never Kafka's ``ts``.
+        fmt = self.cfg.source_options()[0]
+        columns = [col.split()[0] for col in SCHEMAS[fmt].split(", ")]  # the source's schema, no py4j call
+        cols = [name for name in ROUTER_INPUT if name in columns]
+        if self.cfg.source == "generator":
+            cols = [name for name in cols if name != "error"]  # a generator never emits dead letters
+        routed = df.select(*cols).mapInArrow(make_router(snap), ROUTED_SCHEMA)
+        agg = routed.repartitionById(n, "worker").mapInArrow(make_worker(n), AGG_SCHEMA)
         table = agg.toArrow()
-        u = unpack_aggregates(table)
+        u = unpack_aggregates(table, key_list=False)
         for s, side in u["states"].items():
             if side.get("source_state"):
                 c.grouping.set_source_state(s % c.grouping.n_sources, side["source_state"])
@@ -331,7 +343,7 @@ class SparkEngine:
                 self.consumed[s] = int(side["consumed"])
         dead = u["dead_letters"]
         self.dead_total += sum(v[0] for v in dead.values())
-        key_ids = c.vocab.encode(u["keys"])
+        key_ids = self._vocab_index.encode(c.vocab, u["key_array"])
         route_seconds = sum(side.get("route_seconds", 0.0) for side in u["states"].values())
         row = c.end_interval(key_ids, u["workers"], u["counts"], route_seconds=route_seconds)
         if row.get("rebalanced") and row.get("state_moved") and _FAULT.startswith("migration:") \
@@ -355,7 +367,7 @@ class SparkEngine:
         if row.get("rebalanced"):
             metrics["feasible"] = row.get("plan_feasible")
             metrics["note"] = row.get("plan_note", "")
-        state_per_worker = c.state.per_worker(n if n == c.n_workers else c.n_workers)
+        state_per_worker = c.state.per_worker(c.n_workers)
         loads = row["worker_loads"]
         tuples_w = np.bincount(u["workers"], weights=u["counts"], minlength=n)[:n]
         keys_w = np.bincount(u["workers"], minlength=n)[:n]

@@ -15,6 +15,27 @@ Settings and why:
   shuffle into 200 partitions costs more than the work.
 * Arrow enabled for pandas conversions / ``applyInPandas``; the Python data sources of
   :mod:`engine.spark.sources` return Arrow record batches anyway.
+* ``spark.sql.execution.arrow.maxBytesPerBatch`` = 2147483647 (``Int.MaxValue``): with any other
+  value (default 64 MiB) Spark's ``BatchedPythonArrowInput.writeSizedBatch`` (the JVM → Python
+  side of ``mapInArrow``) calls ``ArrowWriter.sizeInBytes()`` after *every row*, which walks the
+  struct vector's children: 20-28 % of the JVM's CPU in a Java Flight Recorder profile of the
+  engine.  ``Int.MaxValue`` is the value Spark special-cases to skip the check; batches stay bounded
+  by ``maxRecordsPerBatch``.
+* ``spark.sql.execution.arrow.maxRecordsPerBatch`` = 100000 (default 10000): rows per Arrow batch
+  handed to a ``mapInArrow`` function (router and worker operator) and collected by ``toArrow``.
+  The per-batch Python overhead (IPC framing, pyarrow/numpy calls) is paid 10x less often, while
+  a 500k-row partition still arrives in several batches, so the JVM writer and the Python function
+  overlap.  Our rows are small (keys <= a few hundred bytes): ~10-50 MB per batch at most.
+* ``spark.sql.streaming.checkpointFileManagerClass`` = Spark's ``FileSystemBasedCheckpointFileManager``
+  (set by :func:`get_session` when the class exists, unless given in ``**conf``).  The default
+  FileContext-based manager creates every offset/commit-log file with explicit permissions, and
+  without Hadoop's native library (the usual pip install) Hadoop applies them by forking
+  ``chmod``/``stat`` processes from the JVM — several per micro-batch.  Measured: the time between
+  two micro-batches fell from ~0.15 s to ~0.065 s, ~4 % → ~1.5 % of a 1M-tuple batch, and
+  end-to-end ``hash`` throughput rose ~20 % (fewer forks of a large JVM competing for the two
+  cores).  It still writes each log file to a temporary file and renames it, refusing to overwrite
+  an existing batch file: atomic on local and HDFS paths, which is what exactly-once needs (a
+  checkpoint has a single writer, the running query).
 * The skewlab streaming sources (``skewlab-generator``, ``skewlab-file``, ``skewlab-kafka``) are
   registered on the session.
 """
@@ -39,13 +60,33 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.default.parallelism": "4",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.execution.arrow.pyspark.fallback.enabled": "true",
+    "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
     "spark.sql.adaptive.enabled": "false",
     "spark.python.worker.reuse": "true",
     "spark.sql.session.timeZone": "UTC",
 }
 
+_CHECKPOINT_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
+#: the class moved to a sub-package in Spark 4.1; the first one the JVM knows is used
+_CHECKPOINT_MANAGERS = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager",
+)
+
 _LOCK = threading.Lock()
+
+
+def _use_filesystem_checkpoint_manager(spark) -> None:
+    """Select Spark's FileSystem-based checkpoint file manager (see the module docstring)."""
+    for name in _CHECKPOINT_MANAGERS:
+        try:
+            spark.sparkContext._jvm.java.lang.Class.forName(name)
+        except Exception:  # noqa: BLE001 - py4j error: no such class in this Spark version
+            continue
+        spark.conf.set(_CHECKPOINT_MANAGER_KEY, name)
+        return
 _SESSION = None
 
 
@@ -87,6 +128,8 @@ def get_session(master: str = "local[*]", app_name: str = "skewlab", **conf: Any
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
+        if _CHECKPOINT_MANAGER_KEY not in settings:
+            _use_filesystem_checkpoint_manager(spark)
         from engine.spark.sources import register
 
         register(spark)
