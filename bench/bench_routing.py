@@ -4,7 +4,8 @@
 Usage::
 
     python bench/bench_routing.py [--messages M] [--keys K] [--workers N] [--zipf Z]
-                                  [--sources S] [--batch B] [--repeat R] [--only a,b] [--json PATH|-]
+                                  [--sources S] [--batch B] [--repeat R] [--clock wall|cpu]
+                                  [--start both|fingerprints|keys] [--only a,b] [--json PATH|-]
 
 The stream: ``M`` keys drawn from a Zipf distribution with exponent ``Z`` over ``K`` ranks (inverse
 CDF over ranks, seeded numpy generator), rank r → key ``str(r)`` → fingerprint through
@@ -16,6 +17,12 @@ Only ``route`` calls are timed (wall clock, or ``--clock cpu`` for process CPU t
 steadier on a shared machine).  The table also gives the imbalance of the routed stream
 (skewlab's headline ``max_w L_w / mean_w L_w − 1``) and the replication (mean number of distinct
 workers per key).
+
+Two columns (``--start``): *from fingerprints* times ``route`` on the precomputed uint64 fingerprints
+(the routing kernel alone; ``hash`` is then one vectorised ``fp mod n``); *from key strings* times
+what the engine's executors do per batch — :func:`engine.spark.topology.fingerprint_keys` (murmur3 of
+the key bytes, numba over the Arrow buffers) and then ``route`` — on a pyarrow string array of the
+same stream.
 
 Issue target: hash >= 10M keys/s; every load-aware grouping >= 0.5x hash.
 """
@@ -51,15 +58,32 @@ def zipf_ranks(messages: int, keys: int, z: float, seed: int) -> np.ndarray:
 
 def measure(name: str, fps: np.ndarray, ranks: np.ndarray, args: argparse.Namespace, *,
             prepare: Callable[[Any], None] | None = None,
-            extra: Callable[[Any, np.ndarray], dict] | None = None) -> dict:
+            extra: Callable[[Any, np.ndarray], dict] | None = None,
+            keys: Any = None) -> dict:
     """Time ``route`` over the stream (see the module docstring) and return one result row.
 
     ``prepare(g)``, if given, is called (untimed) on every fresh instance — the warm-up one and each
     repeat's — before it routes; ``bench.perf`` uses it to apply a plan to rebalancing groupings.
     ``extra(g, workers)``, if given, returns more fields for the row, from the last repeat's instance
-    and the workers it routed the stream to.  Without them the row is exactly this script's.
+    and the workers it routed the stream to.  ``keys`` (a pyarrow string array, the stream's keys as
+    they arrive) makes every timed batch start from the key strings: the engine's own executor path
+    :func:`engine.spark.topology.fingerprint_keys` (murmur3 of the key bytes) and then ``route``.
+    Without them the row is exactly this script's.
     """
     n, s, b = args.workers, args.sources, args.batch
+    if keys is not None:
+        from engine.spark.topology import fingerprint_keys
+
+        head = keys.slice(0, min(fps.size, 4096))
+        assert np.array_equal(fingerprint_keys(head), fps[: len(head)]), "fingerprint_keys != Vocabulary fingerprints"
+
+        def batch(start: int) -> np.ndarray:
+            return fingerprint_keys(keys.slice(start, b))
+    else:
+
+        def batch(start: int) -> np.ndarray:
+            return fps[start : start + b]
+
     warm = registry.create(name, n, s, seed=args.seed)
     if prepare is not None:
         prepare(warm)
@@ -76,7 +100,7 @@ def measure(name: str, fps: np.ndarray, ranks: np.ndarray, args: argparse.Namesp
         clock = time.process_time if args.clock == "cpu" else time.perf_counter
         t0 = clock()
         for start in range(0, fps.size, b):
-            outs.append(g.route(fps[start : start + b], src))
+            outs.append(g.route(batch(start), src))
             src = src + 1 if src + 1 < s else 0
         best = min(best, clock() - t0)
     workers = np.concatenate(outs) if outs else np.zeros(0, np.int64)
@@ -112,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
         "--clock", choices=("wall", "cpu"), default="wall",
         help="wall (perf_counter) or cpu (process_time: ignores time descheduled on a busy machine)",
     )
+    ap.add_argument(
+        "--start", choices=("both", "fingerprints", "keys"), default="both",
+        help="what each timed batch starts from: precomputed fingerprints (the routing kernel alone), the key "
+             "strings (fingerprinting = murmur3 of the key bytes, as the engine's executors do it, + routing), "
+             "or both (default)",
+    )
     ap.add_argument("--only", default="", help="comma-separated subset of algorithms (hash always runs)")
     ap.add_argument("--json", default="", help="write the results as JSON to this path ('-' = stdout)")
     args = ap.parse_args(argv)
@@ -128,16 +158,28 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         wanted = {x.strip() for x in args.only.split(",") if x.strip()}
         names = [x for x in names if x in wanted or x == "hash"]
+    strings = None
+    if args.start != "fingerprints":
+        import pyarrow as pa
+
+        strings = pa.array(np.array([str(i) for i in range(k)], dtype=object)[ranks], pa.string())
     rows = []
     for name in names:
         try:
-            rows.append(measure(name, fps, ranks, args))
-        except Exception as exc:  # another engineer's grouping may be unfinished: report, go on
+            row = measure(name, fps, ranks, args) if args.start != "keys" else {"algorithm": name}
+            if strings is not None:
+                from_keys = measure(name, fps, ranks, args, keys=strings)
+                row.update({x: from_keys[x] for x in ("imbalance", "replication", "d") if x in from_keys})
+                row["keys_per_s_from_keys"] = from_keys["keys_per_s"]
+                row["seconds_from_keys"] = from_keys["seconds"]
+            rows.append(row)
+        except Exception as exc:  # report, go on with the others
             rows.append({"algorithm": name, "error": f"{type(exc).__name__}: {exc}"})
-    hash_rate = next((r["keys_per_s"] for r in rows if r["algorithm"] == "hash" and "error" not in r), None)
-    for r in rows:
-        if "error" not in r and hash_rate:
-            r["ratio_vs_hash"] = r["keys_per_s"] / hash_rate
+    for field in ("keys_per_s", "keys_per_s_from_keys"):
+        base = next((r.get(field) for r in rows if r["algorithm"] == "hash" and "error" not in r), None)
+        for r in rows:
+            if "error" not in r and base and field in r:
+                r[field.replace("keys_per_s", "ratio_vs_hash")] = r[field] / base
 
     out = sys.stderr if args.json == "-" else sys.stdout
     print(
@@ -145,16 +187,18 @@ def main(argv: list[str] | None = None) -> int:
         f"batch={args.batch}, best of {args.repeat}, {args.clock} clock (stream generated in {gen_s:.1f}s)",
         file=out,
     )
-    print(f"{'algorithm':<12} {'Mkeys/s':>9} {'vs hash':>8} {'imbalance':>10} {'repl':>6}  d", file=out)
+    print(f"{'':<12} {'from fingerprints':>18} {'from key strings':>18}", file=out)
+    print(f"{'algorithm':<12} {'Mkeys/s':>9} {'vs hash':>8} {'Mkeys/s':>9} {'vs hash':>8} {'imbalance':>10} "
+          f"{'repl':>6}  d", file=out)
+    nan = float("nan")
     for r in rows:
         if "error" in r:
             print(f"{r['algorithm']:<12} ERROR {r['error']}", file=out)
             continue
-        ratio = r.get("ratio_vs_hash", float("nan"))
-        d = r.get("d", "")
         print(
-            f"{r['algorithm']:<12} {r['keys_per_s'] / 1e6:9.1f} {ratio:8.2f} {r['imbalance']:10.4f} "
-            f"{r['replication']:6.2f}  {d}",
+            f"{r['algorithm']:<12} {r.get('keys_per_s', nan) / 1e6:9.1f} {r.get('ratio_vs_hash', nan):8.2f} "
+            f"{r.get('keys_per_s_from_keys', nan) / 1e6:9.1f} {r.get('ratio_vs_hash_from_keys', nan):8.2f} "
+            f"{r['imbalance']:10.4f} {r['replication']:6.2f}  {r.get('d', '')}",
             file=out,
         )
     if args.json:
@@ -162,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             "config": {
                 "messages": m, "keys": k, "workers": args.workers, "zipf": args.zipf,
                 "sources": args.sources, "batch": args.batch, "repeat": args.repeat, "seed": args.seed,
-                "clock": args.clock,
+                "clock": args.clock, "start": args.start,
             },
             "machine": {"python": platform.python_version(), "processor": platform.processor()},
             "results": rows,
