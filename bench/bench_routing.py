@@ -20,7 +20,7 @@ workers per key).
 
 Two columns (``--start``): *from fingerprints* times ``route`` on the precomputed uint64 fingerprints
 (the routing kernel alone; ``hash`` is then one vectorised ``fp mod n``); *from key strings* times
-what the engine's executors do per batch — :func:`engine.spark.topology.fingerprint_keys` (murmur3 of
+what the engine's executors do per batch — :func:`engine.keys.fingerprint_keys` (murmur3 of
 the key bytes, numba over the Arrow buffers) and then ``route`` — on a pyarrow string array of the
 same stream.
 
@@ -67,12 +67,12 @@ def measure(name: str, fps: np.ndarray, ranks: np.ndarray, args: argparse.Namesp
     ``extra(g, workers)``, if given, returns more fields for the row, from the last repeat's instance
     and the workers it routed the stream to.  ``keys`` (a pyarrow string array, the stream's keys as
     they arrive) makes every timed batch start from the key strings: the engine's own executor path
-    :func:`engine.spark.topology.fingerprint_keys` (murmur3 of the key bytes) and then ``route``.
+    :func:`engine.keys.fingerprint_keys` (murmur3 of the key bytes) and then ``route``.
     Without them the row is exactly this script's.
     """
     n, s, b = args.workers, args.sources, args.batch
     if keys is not None:
-        from engine.spark.topology import fingerprint_keys
+        from engine.keys import fingerprint_keys
 
         head = keys.slice(0, min(fps.size, 4096))
         assert np.array_equal(fingerprint_keys(head), fps[: len(head)]), "fingerprint_keys != Vocabulary fingerprints"

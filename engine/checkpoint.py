@@ -13,6 +13,12 @@ per-worker keyed state, routing table, grouping and shadow state, pending metric
 The last ``keep`` snapshots are kept; older ones are deleted.  A torn or unreadable newest file
 (e.g. a crash mid-write of a file system without atomic rename) is skipped in favour of the previous
 snapshot, which is still correct: its batch will simply be replayed.
+
+A checkpoint belongs to one stream: :data:`STREAM_FIELDS` of the engine configuration are stored in
+every snapshot and :func:`stream_mismatch` lists what a restart would change.  Restarting with a
+different source, workload, operator, window or database would apply old offsets and state to a
+different stream (or write to a run that is not in the database), so the engine refuses it with one
+line that says how to start a new run instead.
 """
 
 from __future__ import annotations
@@ -23,7 +29,20 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SnapshotStore"]
+__all__ = ["STREAM_FIELDS", "SnapshotStore", "stream_mismatch"]
+
+#: engine settings that identify the stream a checkpoint belongs to
+STREAM_FIELDS = ("source", "operator", "workload", "workload_params", "seed", "sources", "window",
+                 "bootstrap", "topic", "path", "column", "db")
+
+
+def stream_mismatch(saved: dict[str, Any] | None, wanted: dict[str, Any]) -> list[str]:
+    """``["operator: count -> join", ...]`` for every :data:`STREAM_FIELDS` entry that differs
+    (empty when ``saved`` is None: snapshots written before the settings were recorded)."""
+    if not saved:
+        return []
+    return [f"{k}: {saved.get(k)!r} -> {wanted.get(k)!r}" for k in STREAM_FIELDS
+            if k in saved and saved.get(k) != wanted.get(k)]
 
 _NAME = re.compile(r"^engine-(\d+)\.pkl$")
 

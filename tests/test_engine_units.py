@@ -12,8 +12,8 @@ from sqlalchemy.exc import OperationalError
 from engine import registry
 from engine.checkpoint import SnapshotStore
 from engine.metrics_sink import MetricsSink, PendingInterval
-from engine.keys import Vocabulary, fingerprint
-from engine.spark.topology import (RoutingSnapshot, VocabIndex, fingerprint_keys, make_router, make_worker,
+from engine.keys import Vocabulary, fingerprint, fingerprint_keys
+from engine.spark.topology import (RoutingSnapshot, VocabIndex, make_router, make_worker,
                                    unpack_aggregates)
 
 

@@ -346,9 +346,14 @@ def test_engine_file_and_join(tmp_path):
     total = sum(_tuples(ln) for ln in eng.lines if ln.startswith("batch "))
     assert total == 20_000, eng.text[-4000:]
 
-    fresh = tmp_path / "join"  # a new working directory: a new run, not a restart of the file run's checkpoint
+    # Same directory: the default checkpoint holds the file run, another stream -> one line, exit 2.
+    join_cmd = readme("skewlab engine --operator join --algorithm mixed")
+    p = subprocess.run(_argv(join_cmd), cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "belongs to run 1 on another stream" in p.stderr, p.stderr[-3000:]
+    assert "Traceback" not in p.stderr
+    fresh = tmp_path / "join"  # a new working directory: a new run
     fresh.mkdir()
-    join = Service(readme("skewlab engine --operator join --algorithm mixed"), fresh)
+    join = Service(join_cmd, fresh)
     try:
         line = join.wait_for(_has_tuples, 240, "status line with tuples")
         assert "mixed" in line, line

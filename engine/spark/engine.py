@@ -38,7 +38,7 @@ from typing import Any, Callable
 import numpy as np
 
 from engine import registry
-from engine.checkpoint import SnapshotStore
+from engine.checkpoint import STREAM_FIELDS, SnapshotStore, stream_mismatch
 from engine.commands import MAX_WORKERS, apply_command
 from engine.controller import Controller
 from engine.keys import Vocabulary
@@ -217,6 +217,14 @@ class SparkEngine:
         latest = self.snapshots.latest()
         if latest is not None:
             batch, snap = latest
+            diff = stream_mismatch(snap.get("stream"), self._stream())
+            if diff:
+                self.store.close()
+                raise ParamError(
+                    f"checkpoint {self.checkpoint} belongs to run {snap['run_id']} on another stream "
+                    f"({'; '.join(diff)}): restart with that run's settings to resume it, or start a new run "
+                    "with --run-name NAME or --checkpoint DIR"
+                )
             self.controller: Controller = snap["controller"]
             self.shadow: ShadowEvaluator | None = snap["shadow"]
             self.run_id = snap["run_id"]
@@ -227,6 +235,12 @@ class SparkEngine:
             self.dead_total = snap.get("dead_total", 0)
             pending = snap.get("pending", [])
             self.log(f"restored run {self.run_id} at batch {batch} from {self.snapshots.dir}")
+            g = self.controller.grouping
+            if (self.cfg.algorithm, self.cfg.workers) != (g.name, self.controller.n_workers) or any(
+                    g.p.get(k) != v for k, v in self.cfg.params.items()):
+                self.log(f"run {self.run_id} continues with its own grouping ({g.name} on {self.controller.n_workers} "
+                         "workers); --algorithm/--workers/--param only set up new runs — change a running one with "
+                         "'skewlab control'")
         else:
             vocab = Vocabulary()
             grouping = registry.create(self.cfg.algorithm, self.cfg.workers, self.cfg.sources, self.cfg.seed, self.cfg.params)
@@ -250,10 +264,17 @@ class SparkEngine:
             self.sink.enqueue(item)
         self.sink.flush(force=True)
 
+    def _stream(self) -> dict[str, Any]:
+        """The settings that identify this run's stream (:data:`engine.checkpoint.STREAM_FIELDS`)."""
+        out = {k: getattr(self.cfg, k) for k in STREAM_FIELDS if k != "db"}
+        out["db"] = self.store.url
+        return out
+
     def _save(self, batch_id: int) -> None:
         assert self.sink is not None
         self.snapshots.save(batch_id, {
             "run_id": self.run_id,
+            "stream": self._stream(),
             "controller": self.controller,
             "shadow": self.shadow,
             "paused": self.paused,

@@ -5,7 +5,7 @@ heavy hitters and their d, per-source load estimates, pickled — a few KB to a 
 the executors run
 
 1. :func:`make_router` in ``mapInArrow`` over the source DataFrame: every input partition is one
-   upstream source instance; its tuples are fingerprinted (:func:`fingerprint_keys`: a numba
+   upstream source instance; its tuples are fingerprinted (:func:`engine.keys.fingerprint_keys`: a numba
    MurmurHash3 over the Arrow buffers, bit-identical to :func:`engine.keys.fingerprint`) and
    routed in stream order by ``grouping.route(fps, source)`` — exactly the per-source semantics
    of the local runtime.  Each partition also emits one *side row* per source carrying the
@@ -32,9 +32,9 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
 
 from engine.grouping import Grouping
+from engine.keys import fingerprint_keys
 
 __all__ = [
     "AGG_SCHEMA",
@@ -43,7 +43,6 @@ __all__ = [
     "RoutingSnapshot",
     "VocabIndex",
     "encode_side",
-    "fingerprint_keys",
     "make_router",
     "make_worker",
 ]
@@ -58,115 +57,6 @@ ROUTED_SCHEMA = "key string, worker int"
 ROUTER_INPUT = ("key", "source", "seq", "error", "raw")
 #: per-(worker, key) aggregates of one interval; state rows (key NULL) and one timing row per worker
 AGG_SCHEMA = "worker int, key string, count long, source int, state binary, seconds double"
-
-_C1 = np.uint64(0x87C37B91114253D5)
-_C2 = np.uint64(0x4CF5AD432745937F)
-
-
-@njit(cache=True, inline="always")
-def _rotl64(x, r):  # pragma: no cover - compiled
-    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
-
-
-@njit(cache=True, inline="always")
-def _fmix64(k):  # pragma: no cover - compiled
-    k ^= k >> np.uint64(33)
-    k *= np.uint64(0xFF51AFD7ED558CCD)
-    k ^= k >> np.uint64(33)
-    k *= np.uint64(0xC4CEB9FE1A85EC53)
-    k ^= k >> np.uint64(33)
-    return k
-
-
-@njit(cache=True)
-def _murmur3_h1(data, offsets, out):  # pragma: no cover - compiled
-    """First 64 bits of MurmurHash3_x64_128 (seed 0) of every string of an Arrow string array.
-
-    ``data``: the value bytes (``uint8``), ``offsets``: ``len(out) + 1`` start offsets (int32 or
-    int64, may start anywhere: slices).  Same algorithm as mmh3's ``hash64(.., x64arch=True)[0]``
-    (Appleby's reference ``MurmurHash3_x64_128``: 16-byte little-endian blocks, tail, ``fmix64``),
-    so ``out[j] == engine.keys.fingerprint(key_j)`` bit for bit (tested against it).
-    """
-    c1 = np.uint64(0x87C37B91114253D5)
-    c2 = np.uint64(0x4CF5AD432745937F)
-    for j in range(out.size):
-        s = np.int64(offsets[j])
-        n = np.int64(offsets[j + 1]) - s
-        h1 = np.uint64(0)
-        h2 = np.uint64(0)
-        nb = n // 16
-        for b in range(nb):
-            p = s + b * 16
-            k1 = np.uint64(0)
-            k2 = np.uint64(0)
-            for t in range(8):
-                k1 |= np.uint64(data[p + t]) << np.uint64(8 * t)
-                k2 |= np.uint64(data[p + 8 + t]) << np.uint64(8 * t)
-            k1 *= c1
-            k1 = _rotl64(k1, 31)
-            k1 *= c2
-            h1 ^= k1
-            h1 = _rotl64(h1, 27)
-            h1 += h2
-            h1 = h1 * np.uint64(5) + np.uint64(0x52DCE729)
-            k2 *= c2
-            k2 = _rotl64(k2, 33)
-            k2 *= c1
-            h2 ^= k2
-            h2 = _rotl64(h2, 31)
-            h2 += h1
-            h2 = h2 * np.uint64(5) + np.uint64(0x38495AB5)
-        p = s + nb * 16
-        rem = n - nb * 16
-        k1 = np.uint64(0)
-        k2 = np.uint64(0)
-        if rem > 8:
-            for t in range(8, rem):
-                k2 |= np.uint64(data[p + t]) << np.uint64(8 * (t - 8))
-            k2 *= c2
-            k2 = _rotl64(k2, 33)
-            k2 *= c1
-            h2 ^= k2
-        if rem > 0:
-            for t in range(min(rem, 8)):
-                k1 |= np.uint64(data[p + t]) << np.uint64(8 * t)
-            k1 *= c1
-            k1 = _rotl64(k1, 31)
-            k1 *= c2
-            h1 ^= k1
-        ln = np.uint64(n)
-        h1 ^= ln
-        h2 ^= ln
-        h1 += h2
-        h2 += h1
-        h1 = _fmix64(h1)
-        h2 = _fmix64(h2)
-        out[j] = h1 + h2
-
-
-def fingerprint_keys(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """Fingerprints (:func:`engine.keys.fingerprint`) of a string column, hashed in place.
-
-    A numba MurmurHash3 over the Arrow value and offset buffers (no Python object per key, no
-    per-process cache); bit-identical to ``mmh3.hash64(key)[0]`` unsigned.  NULL entries hash as
-    the empty string (the router drops dead letters before routing; a NULL key never reaches it).
-    """
-    if isinstance(keys, pa.ChunkedArray):
-        parts = [fingerprint_keys(c) for c in keys.chunks]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
-    m = len(keys)
-    out = np.empty(m, dtype=np.uint64)
-    if m == 0:
-        return out
-    if keys.type not in (pa.string(), pa.large_string(), pa.binary(), pa.large_binary()):
-        keys = keys.cast(pa.string())
-    _, obuf, dbuf = keys.buffers()[:3]
-    odt = np.int64 if keys.type in (pa.large_string(), pa.large_binary()) else np.int32
-    offsets = np.frombuffer(obuf, dtype=odt)[keys.offset: keys.offset + m + 1]
-    data = np.frombuffer(dbuf, dtype=np.uint8) if dbuf is not None and dbuf.size else np.zeros(1, dtype=np.uint8)
-    _murmur3_h1(data, offsets, out)
-    return out
-
 
 @dataclass
 class RoutingSnapshot:
