@@ -90,7 +90,7 @@ def build_layout(*, read_only: bool, token_required: bool, refresh_ms: int, bann
                         html.Div(id="worker-detail", className="drill"),
                     ], metric="worker_load", extra=dcc.RadioItems(
                         id="worker-view", value="auto", inline=True, className="view-pick",
-                        options=[{"label": "auto", "value": "auto"}, {"label": f"top 16", "value": "top"},
+                        options=[{"label": "auto", "value": "auto"}, {"label": "top 16", "value": "top"},
                                  {"label": "all", "value": "all"}])),
                     _card("Shadow what-if", [html.Div(init.get("shadow-verdict", ""), id="shadow-verdict", className="verdict"),
                                              _graph("fig-shadow", "skewlab-shadow", 330, init)], metric="shadow"),
