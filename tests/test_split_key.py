@@ -462,6 +462,28 @@ def test_dchoices_candidate_cache_with_one_row(monkeypatch):
     assert 2 < g.d_of(0) < 20
 
 
+def test_dchoices_min_tracker_rebuilt_when_d_returns_to_n():
+    """D-Choices keeps the (min load, lowest worker) tracker only while d >= n and rebuilds it when a
+    refresh brings d back to n: a stream whose d goes n -> 2 -> n must still match the reference."""
+    n = 6
+    fps = np.concatenate([
+        zipf_stream(1000, 40, 2.5, seed=1),  # one dominant key: W-Choices (d = n)
+        zipf_stream(16000, 3000, 0.0, seed=2),  # uniform: the head fades, d falls to 2
+        np.full(40000, 777, dtype=np.uint64),  # a new dominant key: d = n again, loads unequal
+        zipf_stream(500, 40, 1.0, seed=3),
+    ])
+    params = dict(capacity=32, warmup=20, refresh=25)
+    g = registry.create("dchoices", n, 1, params=params)
+    ds = []
+    for i in range(0, fps.size, 25):
+        g.route(fps[i : i + 25])
+        ds.append(g.d_of(0))
+    assert ds[0] == n and 2 in ds and ds[-1] == n
+    g, ref, got, exp = run_both("dchoices", n, 1, fps, params, seed=4)
+    assert np.array_equal(got, exp)
+    assert np.array_equal(g.loads, np.array(ref.loads))
+
+
 @settings(max_examples=15, deadline=None)
 @given(
     st.sampled_from(ALL_ALGOS),

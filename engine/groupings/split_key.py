@@ -67,18 +67,24 @@ membership still uses the current sketch.  ``d_of(source)`` exposes d (n = any w
 Implementation notes (speed only; results are those of the plain tuple-by-tuple algorithm, which
 the tests replay in pure Python): the least loaded of all n workers (W-Choices, and D-Choices with
 d >= n) comes from an amortised O(1) tracker of (min load, lowest worker holding it), valid because
-loads only grow by one; D-Choices caches, per head key, its distinct choices in choice order
+loads only grow by one; D-Choices maintains that tracker only while d >= n and rebuilds it in O(n)
+from the loads when a refresh raises d to n (d changes only at refreshes; measured ~2.5 ns per
+tuple saved at d = 4); D-Choices caches, per head key, its distinct choices in choice order
 (:func:`_dchoices_pick`); kernels are compiled with ``_nrt=False`` (no reference counting of the
 array arguments inside the per-tuple loop, which otherwise costs ~50 ns per tuple); data-dependent
 array indices are cast to unsigned (:func:`_ug`/:func:`_us`), which removes numba's negative-index
 wraparound code (with the same change in :mod:`engine.sketches`, ~45% fewer instructions per
 tuple); the sketch's table slot and counter row of the tuples ``PF_SLOT``/``PF_COUNTER`` ahead are
 prefetched.  Per-tuple cost, 1e6-key Zipf z = 1 stream, n = 50, capacity 1e4, one core of the
-development machine: ~4 ns PKG part (F_0/F_1 pre-pass, choice, load update); ~13 ns SpaceSaving
-update (mostly branch mispredictions: hit or miss is unpredictable with ~40 % of the tuples
-evicting a counter, ~11 ns per eviction, ~10 ns per hit); ~3 ns head test
-and round-robin pointer, ~3-4 ns more for the W-Choices tracker or the D-Choices choice cache and
-refresh.  With d = 22 (z = 1.4) a D-Choices head tuple scans its ~20 distinct choices.
+development machine (shared, ±1 ns): ~4 ns PKG part (F_0/F_1 pre-pass, choice, load update);
+~13 ns SpaceSaving update (mostly branch mispredictions: hit or miss is unpredictable with 60 % hits
+and 39 % evictions; 75 % of the hits are keys alone in their bucket); ~3-5 ns head test and
+round-robin pointer; ~4 ns more for the W-Choices tracker (every head tuple goes to the tracked
+worker and moves it), ~2 ns for the D-Choices choice cache and refresh (d = 4): in total ~22 ns
+(rr-head), ~24 ns (dchoices), ~26 ns (wchoices).  With d = 22 (z = 1.4) a D-Choices head tuple
+scans its ~20 distinct choices.  Tried without a measurable gain, hence not kept: selecting the
+W-Choices/Round-Robin head choice instead of branching to it (the PKG choice computed for every
+tuple).
 
 Numba's on-disk cache does not see changes in other modules: the kernels here inline those of
 :mod:`engine.sketches`, so after editing that module delete the cached ``split_key*.nbi/.nbc``
@@ -397,6 +403,19 @@ def _bump(loads, w, st, n):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
+def _min_tracker_rebuild(loads, st, n):  # pragma: no cover - compiled
+    """st[ST_MINV] = min(loads), st[ST_CUR] = lowest worker holding it (O(n))."""
+    mv = _ug(loads, 0)
+    j = 0
+    for i in range(1, n):
+        if _ug(loads, i) < mv:
+            mv = _ug(loads, i)
+            j = i
+    st[ST_MINV] = mv
+    st[ST_CUR] = j
+
+
+@njit(cache=True, inline="always")
 def _dchoices_pick(fp, cid, d, f0, f1, loads, st, hc, dn, mhi, mlo):  # pragma: no cover - compiled
     """Greedy-d for a head key: least loaded of F_0..F_{d-1}, ties → lower choice index.
 
@@ -454,7 +473,9 @@ def _head_kernel(  # pragma: no cover - compiled
     n = loads.size
     dn = np.uint64(n)
     meta = sk[4]
-    track = mode != MODE_RR
+    # the (min load, lowest worker) tracker is needed by W-Choices and by D-Choices while d >= n
+    # only; D-Choices with d < n skips it and rebuilds it in O(n) when a refresh makes d >= n
+    track = mode == MODE_W or (mode == MODE_D and st[ST_D] >= n)
     m = fps.size
     for start in range(0, m, _CHUNK):
         stop = min(start + _CHUNK, m)
@@ -470,7 +491,11 @@ def _head_kernel(  # pragma: no cover - compiled
             cid = ss_offer(sk, fp)
             total = meta[TOTAL]
             if mode == MODE_D and total == st[ST_NEXT]:
-                st[ST_D] = _refresh_d(sk, theta, eps, n, probs)
+                d = _refresh_d(sk, theta, eps, n, probs)
+                if d >= n and not track:
+                    _min_tracker_rebuild(loads, st, n)
+                track = d >= n
+                st[ST_D] = d
                 st[ST_NEXT] = total + refresh
             head = total > warmup and (ss_count(sk, cid) - ss_error(sk, cid)) >= theta * total
             if head:
