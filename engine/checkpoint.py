@@ -14,6 +14,16 @@ The last ``keep`` snapshots are kept; older ones are deleted.  A torn or unreada
 (e.g. a crash mid-write of a file system without atomic rename) is skipped in favour of the previous
 snapshot, which is still correct: its batch will simply be replayed.
 
+Cost per micro-batch (issue #4: the snapshot is written on the Spark driver while the executors
+wait, so it is part of every batch's wall time).  The payload is pickled with the highest protocol
+(5: large numpy buffers are written in one piece, no per-element work) straight into the file; the
+objects in it keep their own pickles small and cheap — the controller's keyed window state, pair
+log and vocabulary store compact, incrementally maintained forms (see
+:class:`engine.state.KeyedWindowState`, :class:`engine.keys.Vocabulary`), ~5 MB instead of ~45 MB
+for 100k keys, 8 workers and a 10-interval window.  Durability needs two syncs and no more: the
+file's data (``fdatasync``) before the rename, so the renamed file is never torn, and the directory
+after it, so the rename itself survives a crash before Spark commits the batch.
+
 A checkpoint belongs to one stream: :data:`STREAM_FIELDS` of the engine configuration are stored in
 every snapshot and :func:`stream_mismatch` lists what a restart would change.  Restarting with a
 different source, workload, operator, window or database would apply old offsets and state to a
@@ -47,6 +57,12 @@ def stream_mismatch(saved: dict[str, Any] | None, wanted: dict[str, Any]) -> lis
 _NAME = re.compile(r"^engine-(\d+)\.pkl$")
 
 
+def _sync_data(fd: int) -> None:
+    """Make a new file's contents durable: ``fdatasync`` where available (data and the metadata needed
+    to read it back, i.e. the size; not timestamps), else ``fsync``."""
+    (getattr(os, "fdatasync", None) or os.fsync)(fd)
+
+
 class SnapshotStore:
     def __init__(self, directory: str | os.PathLike, keep: int = 3) -> None:
         self.dir = Path(directory)
@@ -67,7 +83,7 @@ class SnapshotStore:
         with open(tmp, "wb") as fh:
             pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
             fh.flush()
-            os.fsync(fh.fileno())
+            _sync_data(fh.fileno())
         os.replace(tmp, path)
         try:  # make the rename durable
             fd = os.open(self.dir, os.O_RDONLY)

@@ -19,6 +19,22 @@ and L(d) = tuples processed by d; ``join`` — a sliding-window self-join, where
 number of k's tuples in the window state it probes, so a (key, worker) pair with n tuples in the
 interval and s units of window state costs n·s (quadratic in the key's frequency).
 
+Driver cost (issue #4: in the Spark engine :meth:`Controller.end_interval` runs on the driver once
+per micro-batch while every executor waits, with ~100k-200k (key, worker) aggregates).  Everything
+per interval is linear in the number of pairs, without re-sorting the window: the aggregates are
+sorted once (:func:`engine.state.aggregate_pairs`, a counting sort on the dense key ids) and handed
+to the state as they are (they used to be aggregated twice); the window totals are maintained
+incrementally by the state; per-key sums are run-length sums over the sorted codes
+(:func:`engine.state.segment_sums`) and positions are found by linear merge walks
+(:func:`engine.state.searchsorted_ascending`) instead of ``np.unique``/binary searches; the pair log
+(distinct (key, worker) pairs of the run, for the summary's replication) is one sorted array merged
+with each interval's codes instead of a list of per-interval arrays re-sorted every 32 intervals; the
+distinct-key count of an interval is the number of key runs.  All results are bit-identical to the
+previous implementation (checked against it by ``tests/test_controller.py`` and
+``bench/bench_driver.py``); per-tuple ``counts`` are converted to int64 before aggregation.  A
+pickled controller (the engine's snapshot, every batch) stores the pair log packed
+(:func:`engine.state.pack_codes`).
+
 Migration rule after a change: for a single-owner grouping, target = ``grouping.owner(k)``; for a
 split-key grouping, state stays where it is (it may legitimately be split) unless its worker no longer
 exists, in which case it goes to h(k) = fp mod n.
@@ -37,7 +53,8 @@ from engine.grouping import Grouping, IntervalStats, Plan
 from engine.keys import Vocabulary, home
 from engine.metrics import load_metrics
 from engine.params import ParamError
-from engine.state import KeyedWindowState, aggregate_pairs, decode, encode
+from engine.state import (WORKER_BITS, KeyedWindowState, aggregate_pairs, decode, encode, pack_codes,
+                          searchsorted_ascending, segment_sums, union_sorted, unpack_codes)
 
 __all__ = ["COST_MODELS", "Controller", "MigrationEvent"]
 
@@ -99,7 +116,8 @@ class Controller:
         self.cum_plan_seconds = 0.0
         self.cum_state_moved = 0.0
         self.cum_state_total = 0.0
-        self._pair_log: list[np.ndarray] = []  # distinct (key, worker) codes per interval, compacted lazily
+        # every distinct (key, worker) code so far, one sorted array (merged each interval: linear)
+        self._pair_log: list[np.ndarray] = []
         self.migrations: list[MigrationEvent] = []
         self.events: list[dict[str, Any]] = []
         self.intervals: list[dict[str, Any]] = []
@@ -128,15 +146,15 @@ class Controller:
     def stats(self, interval_codes: np.ndarray | None = None, interval_counts: np.ndarray | None = None) -> IntervalStats:
         """Per-key statistics over the keys that hold state (see :class:`IntervalStats`)."""
         codes, window_counts = self.state.merged()
-        keys_w, workers_w = decode(codes)
-        key_ids, size = aggregate_pairs(keys_w, window_counts)
+        key_ids, size = segment_sums(codes >> WORKER_BITS, window_counts)  # codes sorted: keys ascending
         if interval_codes is None:
             interval_codes = np.zeros(0, np.int64)
             interval_counts = np.zeros(0, np.int64)
-        ik, _ = decode(interval_codes)
+        interval_codes = np.asarray(interval_codes, dtype=np.int64)
+        ik = interval_codes >> WORKER_BITS
         count = np.zeros(key_ids.size, dtype=np.int64)
         if ik.size:
-            pos = np.searchsorted(key_ids, ik)
+            pos = searchsorted_ascending(key_ids, ik)
             np.add.at(count, pos, interval_counts)
         if self.cost_model == "linear":
             cost = count.astype(np.float64)
@@ -144,8 +162,8 @@ class Controller:
             cost = np.zeros(key_ids.size, dtype=np.float64)
             if ik.size:
                 # n tuples of (k, d) in the interval probe s units of (k, d)'s window state.
-                s_pair = window_counts[np.searchsorted(codes, interval_codes)]
-                np.add.at(cost, np.searchsorted(key_ids, ik), interval_counts * s_pair.astype(np.float64))
+                s_pair = window_counts[searchsorted_ascending(codes, interval_codes)]
+                np.add.at(cost, pos, interval_counts * s_pair.astype(np.float64))
         fps = self.vocab.fps[key_ids]
         owner = self.grouping.owner(fps) if self.grouping.single_owner else None
         worker = owner if owner is not None else np.full(key_ids.size, -1, dtype=np.int64)
@@ -167,7 +185,7 @@ class Controller:
             w = counts
         else:
             merged_codes, merged_counts = self.state.merged()
-            w = counts * merged_counts[np.searchsorted(merged_codes, codes)]
+            w = counts * merged_counts[searchsorted_ascending(merged_codes, codes)]
         return np.bincount(workers, weights=w, minlength=self.n_workers)[: self.n_workers].astype(np.float64)
 
     # ------------------------------------------------------------------ the interval
@@ -190,21 +208,19 @@ class Controller:
             raise ValueError("a tuple was routed outside [0, n_workers)")
         if counts is None:
             counts = np.ones(key_ids.size, dtype=np.int64)
-        codes = encode(key_ids, workers)
+        # aggregate once (sorted unique codes); the state takes them as they are
+        codes, counts = aggregate_pairs(encode(key_ids, workers), np.asarray(counts, dtype=np.int64))
         self.state.add_interval(codes, counts)
-        codes, counts = aggregate_pairs(codes, np.asarray(counts, dtype=np.int64))
         tuples = int(counts.sum())
         loads = self.interval_loads(codes, counts)
         self._grow_cum_loads()
         self.cum_loads[: loads.size] += loads
         self.cum_tuples += tuples
         self.cum_route_seconds += route_seconds
-        self._pair_log.append(codes)
-        if len(self._pair_log) >= 32:
-            self._pair_log = [np.unique(np.concatenate(self._pair_log))]
+        self._pair_log = [union_sorted(self._pair_log[0], codes) if self._pair_log else codes]
 
-        ik, _ = decode(codes)
-        n_keys = int(np.unique(ik).size)
+        ik = codes >> WORKER_BITS  # ascending: distinct keys are the runs
+        n_keys = int(np.count_nonzero(ik[1:] != ik[:-1])) + 1 if ik.size else 0
         row: dict[str, Any] = {
             "interval": self.interval,
             "algorithm": self.grouping.name,
@@ -351,6 +367,20 @@ class Controller:
             migration_cost=ev.migration_cost,
         )
 
+    # ------------------------------------------------------------------ pickling
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything as is, except the pair log: packed (:func:`engine.state.pack_codes`, ~2 bytes per
+        code instead of 8) because a snapshot pickles the controller every micro-batch."""
+        state = dict(self.__dict__)
+        state["_pair_log"] = [pack_codes(a) for a in self._pair_log]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        # (a snapshot written before packing holds plain arrays)
+        state["_pair_log"] = [p if isinstance(p, np.ndarray) else unpack_codes(p) for p in state.get("_pair_log", [])]
+        self.__dict__.update(state)
+
     # ------------------------------------------------------------------ results
     def results(self) -> dict[str, int]:
         """Merged per-key windowed results: key name → count over the last ``window`` intervals."""
@@ -361,10 +391,11 @@ class Controller:
     def summary(self) -> dict[str, Any]:
         """Cumulative metrics of the run so far (same names as the per-interval rows)."""
         loads = self.cum_loads[: self.n_workers] if self.cum_loads.size >= self.n_workers else self.cum_loads
-        pairs = np.unique(np.concatenate(self._pair_log)) if self._pair_log else np.zeros(0, np.int64)
+        pairs = self._pair_log[0] if len(self._pair_log) == 1 else (
+            np.unique(np.concatenate(self._pair_log)) if self._pair_log else np.zeros(0, np.int64))
         self._pair_log = [pairs]
-        keys, _ = decode(pairs)
-        n_keys = int(np.unique(keys).size)
+        keys = pairs >> WORKER_BITS
+        n_keys = int(np.count_nonzero(keys[1:] != keys[:-1])) + 1 if keys.size else 0
         return {
             "algorithm": self.grouping.name,
             "workers": self.n_workers,
