@@ -152,7 +152,13 @@ def cmd_engine(args: argparse.Namespace) -> int:
         shadow=None if args.shadow is None else [n for n in args.shadow.split(",") if n],
         max_batches=args.max_batches,
     )
-    return SparkEngine(cfg).run()
+    from engine.spark.engine import EngineFailed
+
+    try:
+        return SparkEngine(cfg).run()
+    except EngineFailed as exc:
+        print(f"skewlab: error: {exc} (the batch is replayed when the engine restarts)", file=sys.stderr)
+        return 1
 
 
 def cmd_produce(args: argparse.Namespace) -> int:

@@ -33,7 +33,8 @@ class PendingInterval:
     interval: int
     metrics: dict[str, Any]
     kwargs: dict[str, Any] = field(default_factory=dict)
-    commands: list[tuple[int, str, str | None]] = field(default_factory=list)  # (id, status, reason)
+    #: (id, status, reason[, applied batch]): the batch from which the command takes effect, by default this one
+    commands: list[tuple] = field(default_factory=list)
 
 
 class MetricsSink:
@@ -93,8 +94,9 @@ class MetricsSink:
             item = self.queue[0]
             try:
                 self.store.record_interval(self.run_id, item.batch_id, item.interval, item.metrics, **item.kwargs)
-                for cid, status, reason in item.commands:
-                    self.store.mark_command(cid, status, reason=reason, applied_batch=item.batch_id)
+                for cid, status, reason, *applied in item.commands:
+                    self.store.mark_command(cid, status, reason=reason,
+                                            applied_batch=applied[0] if applied else item.batch_id)
             except _TRANSIENT as exc:  # database unreachable/failing: keep the row, retry later
                 self.failures += 1
                 first = not self.last_error

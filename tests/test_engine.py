@@ -67,7 +67,8 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):
     assert ("set-algorithm", "applied") in statuses and ("set-workers", "applied") in statuses
     assert ("set-param", "rejected") in statuses
     applied = [x for x in cmds.values() if x["status"] == "applied"]
-    assert all(x["applied_batch"] == seen[2] for x in applied)
+    # read at the end of batch seen[2] (the hook ran after that of seen[1]), in effect from the next one
+    assert all(x["applied_batch"] == seen[3] for x in applied)
     kinds = [e["kind"] for e in store.events(run)]
     assert "workers" in kinds and "algorithm" in kinds
 
@@ -78,6 +79,30 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):
     assert again.last_batch > seen[-1]
     assert Counter(again.controller.results()) == generator_truth(cfg, again.consumed)
     assert len(store.interval_metrics(run)) == 7
+
+
+def test_sources_route_with_the_snapshot_published_for_the_batch(spark, tmp_path):
+    """The sources route each batch with the routing snapshot the engine published for it; the offset log
+    names it, so a replay uses the same one.  A batch routed with another batch's snapshot is refused."""
+    from engine.spark.topology import RoutingSnapshot
+
+    cfg = gen_cfg(tmp_path, shadow=[], max_batches=3)
+    engine = SparkEngine(cfg, log=lambda m: None)
+    assert engine.run() == 0
+    offsets = tmp_path / "ckpt" / "spark" / "offsets"
+    logged = {int(p.name): json.loads(p.read_text().splitlines()[-1]) for p in offsets.iterdir() if p.name.isdigit()}
+    assert {b: o["route"] for b, o in logged.items()} == {b: b for b in logged} and len(logged) >= 3
+    assert engine.routes.next_version() == engine.last_batch + 1  # published for the next batch
+
+    bad = SparkEngine(gen_cfg(tmp_path, shadow=[], max_batches=2), log=lambda m: None)
+    bad._publish_route = lambda b: bad.routes.publish(b, RoutingSnapshot(b - 1, bad.controller.grouping).dumps())
+    with pytest.raises(RuntimeError, match=r"was routed with the snapshot of batch \d+"):
+        bad.run()
+    assert bad.last_batch == engine.last_batch  # nothing applied
+    again = SparkEngine(gen_cfg(tmp_path, shadow=[], max_batches=1), log=lambda m: None)
+    again.run()  # publishing the right snapshot again resumes the run, exactly
+    assert again.last_batch == engine.last_batch + 1
+    assert Counter(again.controller.results()) == generator_truth(cfg, again.consumed)
 
 
 def test_file_source_counts_dead_letters(spark, tmp_path):
@@ -158,6 +183,17 @@ def test_engine_cli_user_errors(capsys, argv, fragment):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert fragment in err and err.count("\n") == 1
+
+
+def test_engine_cli_query_failure_is_one_line_exit_1(spark, kafka_broker, tmp_path, capsys):
+    argv = ["engine", "--source", "kafka", "--bootstrap", kafka_broker, "--topic", "no-such-topic",
+            "--db", f"sqlite:///{tmp_path}/db.sqlite", "--checkpoint", str(tmp_path / "ckpt"), "--shadow", "",
+            "--duration", "60"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    line = [x for x in err.splitlines() if x.startswith("skewlab: error:")]
+    assert len(line) == 1 and "streaming query failed" in line[0] and "no-such-topic" in line[0]
 
 
 def test_control_cli_submits_validated_commands(tmp_path, capsys):

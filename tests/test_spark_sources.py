@@ -6,11 +6,14 @@ tests/kafka_fixtures.py via tests/conftest.py."""
 
 from __future__ import annotations
 
+import base64
 import json
+import pickle
 import os
 import time
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -412,3 +415,90 @@ def test_kafka_reader_offsets_budget_and_exact_range_without_spark(kafka_broker)
         assert all(v <= 500 for v in listed_only.latestOffset(init, ReadAllAvailable()).values())
     finally:
         listed_only.stop()
+
+
+# ============================================================================ routing in the source
+def _route_bytes(batch_id, algorithm="pkg", n=4, sources=3):
+    from engine import registry
+    from engine.spark.topology import RoutingSnapshot
+
+    return RoutingSnapshot(batch_id, registry.create(algorithm, n, sources, seed=0)).dumps()
+
+
+def test_route_files_publish_read_next_and_prune(tmp_path):
+    routes = S.RouteFiles(tmp_path / "routes", keep=3)
+    with pytest.raises(ValueError, match="no routing snapshot published"):
+        routes.next_version()
+    for v in range(6):
+        routes.publish(v, f"snap{v}".encode())
+    assert routes.next_version() == 5 and routes.read(5) == b"snap5" and routes.read(3) == b"snap3"
+    with pytest.raises(ValueError, match="routing snapshot 2 is missing"):
+        routes.read(2)  # pruned: only the last 3 versions stay
+    assert sorted(p.name for p in (tmp_path / "routes").iterdir()) == ["NEXT", "route-3.snap", "route-4.snap",
+                                                                       "route-5.snap"]
+
+
+def test_offsets_carry_the_route_only_with_new_data(tmp_path):
+    routes = S.RouteFiles(tmp_path)
+    routes.publish(7, b"x")
+    assert S._with_route(None, {"0": 5}, {"0": 1}) == {"0": 5}  # no route_dir: untouched
+    assert S._with_route(routes, {"0": 5, "1": 2}, {"0": 1, "1": 2, "route": 6}) == {"0": 5, "1": 2, "route": 7}
+    assert S._with_route(routes, {"0": 5}, None) == {"0": 5, "route": 7}
+    # nothing new: the start offset itself (its old route), so Spark plans no empty batch
+    assert S._with_route(routes, {"0": 1, "1": 2}, {"0": 1, "1": 2, "route": 6}) == {"0": 1, "1": 2, "route": 6}
+    assert S._with_route(routes, {"0": 0}, {"0": 0}) == {"0": 0}
+    # a new Kafka partition is new data even when the known ones did not move
+    assert S._with_route(routes, {"0": 1, "1": 0}, {"0": 1, "route": 6})["route"] == 7
+    with pytest.raises(ValueError, match="has no 'route' field"):
+        S._snapshot_for(routes, {"0": 5})
+    assert S._snapshot_for(routes, {"0": 5, "route": 7}) == b"x" and S._snapshot_for(None, {"0": 5}) is None
+
+
+def test_generator_reader_routes_its_partition_like_make_router(tmp_path):
+    from engine.spark.topology import make_router
+
+    routes = S.RouteFiles(tmp_path / "r")
+    routes.publish(3, _route_bytes(3))
+    plain = _gen_reader()
+    routed = _gen_reader(route_dir=str(routes.dir))
+    assert S.GeneratorDataSource({"route_dir": "x"}).schema() == "key string, worker int"
+    assert S.GeneratorDataSource({}).schema() == S.SCHEMAS[S.GENERATOR]
+    start = routed.initialOffset()
+    end = {"0": 100, "1": 0, "2": 40, "route": 3}
+    parts = routed.partitions(start, end)
+    assert [(p.instance, p.start, p.end) for p in parts] == [(0, 0, 100), (2, 0, 40)]  # idle instance 1 dropped
+    for p in parts:
+        got = pa.Table.from_batches(list(routed.read(p))).to_pydict()
+        raw = S._RangePartition(plain.cfg, p.instance, p.start, p.end)
+        want = pa.Table.from_batches(list(make_router(_route_bytes(3))(plain.read(raw)))).to_pydict()
+        m = p.end - p.start  # data rows, then the instance's side row (its timing differs run to run)
+        assert got["worker"] == want["worker"] and got["key"][:m] == want["key"][:m]
+        side, want_side = (pickle.loads(base64.b64decode(x["key"][m])) for x in (got, want))
+        assert side.pop("route_seconds") >= 0 and want_side.pop("route_seconds") >= 0
+        state, want_state = side.pop("source_state"), want_side.pop("source_state")
+        assert pickle.dumps(state) == pickle.dumps(want_state) and state["loads"].sum() == m  # pkg's local loads
+        assert side == want_side and side["route_batch"] == 3 and side["consumed"] == p.end
+        assert got["key"][:m] == _read_keys(plain, p.instance, p.start, p.end) and len(got["key"]) == m + 1
+        assert all(0 <= w < 4 for w in got["worker"][:m]) and got["worker"][m:] == [4 + p.instance % 4]
+    assert routed.partitions(end, end) == []  # no data: the route file is not even needed
+
+
+def test_kafka_offsets_with_route_field(tmp_path, kafka_broker):
+    from engine import kafka_io
+
+    topic = "src-routed"
+    kafka_io.produce(kafka_broker, topic, "zipf", ZIPF, 9, 0, 200, partitions=2)
+    routes = S.RouteFiles(tmp_path / "r")
+    routes.publish(0, _route_bytes(0, sources=2))
+    r = S.KafkaStreamReader({"bootstrap": kafka_broker, "topic": topic, "route_dir": str(routes.dir)})
+    try:
+        init = r.initialOffset()
+        end = r.latestOffset(init, None)
+        assert end == {"0": 100, "1": 100, "route": 0}
+        assert r.latestOffset(end, None) == end  # nothing new: the same offset, no batch
+        parts = r.partitions(init, end)
+        assert [(p.kpart, p.start, p.end) for p in parts] == [(0, 0, 100), (1, 0, 100)]
+        rows = pa.Table.from_batches(list(r.read(parts[1]))).to_pydict()
+        assert len(rows["key"]) == 101 and rows["worker"][-1] == 4 + 1 and max(rows["worker"][:100]) < 4
+    finally:
+        r.stop()

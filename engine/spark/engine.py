@@ -1,22 +1,26 @@
 """``skewlab engine``: a PySpark Structured Streaming query with a swappable grouping.
 
-Per micro-batch (``foreachBatch`` on the driver):
+Per micro-batch ``b`` (``foreachBatch`` on the driver):
 
 1. skip the batch if the restored snapshot already applied it (exactly-once, see
    :mod:`engine.checkpoint`);
-2. apply pending operator commands (validated, :mod:`engine.commands`) — before routing, so the
-   batch is routed with the new configuration;
-3. ship a :class:`~engine.spark.topology.RoutingSnapshot` to the executors, route every input
-   partition (= source instance) there, ``repartitionById(n_workers, worker)``, run the keyed
-   operator per worker, collect only per-(worker, key) aggregates, per-source state and dead-letter
-   summaries (:mod:`engine.spark.topology`);
-4. the :class:`~engine.controller.Controller` closes the interval: keyed state, statistics,
+2. the sources have already routed it in the executors, each input partition (= source instance)
+   with the :class:`~engine.spark.topology.RoutingSnapshot` published for ``b`` (routing inside the
+   source scan, :mod:`engine.spark.sources`); ``repartitionById(n_workers, worker)``, the keyed
+   operator per worker, and only per-(worker, key) aggregates, per-source state and dead-letter
+   summaries are collected (:mod:`engine.spark.topology`);
+3. the :class:`~engine.controller.Controller` closes the interval: keyed state, statistics,
    rebalancing and the migration protocol (moved keys are paused while their state moves: in this
    engine all state lives with the controller between micro-batches, so the move happens while no
    tuple of the batch is in flight, and the pause time is the move's duration);
-5. shadow what-if of the other groupings (:mod:`engine.shadow`), hot keys;
+4. shadow what-if of the other groupings (:mod:`engine.shadow`), hot keys;
+5. pending operator commands (validated, :mod:`engine.commands`) are applied: they take effect from
+   batch ``b + 1`` (recorded as its ``applied_batch``), whose routing snapshot is published next;
 6. snapshot to the checkpoint directory, then metrics to the database through the buffered sink
    (:mod:`engine.metrics_sink`), then one status line.
+
+Before a query starts the engine publishes the snapshot of the next batch; Spark's offset log names
+the snapshot each batch was planned with, so a replay after a crash routes identically.
 
 Pausing stops the streaming query after the current batch (offsets stay in Spark's checkpoint, no
 record is lost) and polls for ``resume``; resuming restarts the query from the checkpoint.
@@ -27,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -58,6 +63,11 @@ logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
 _FAULT = os.environ.get("SKEWLAB_FAULT_INJECT", "")
 
 
+class EngineFailed(RuntimeError):
+    """The streaming query died (a failed batch or source); the message is one line for the operator.
+    Nothing is lost: the failed batch was not committed and is replayed by the next start."""
+
+
 def _quiet_stream_errors(spark: Any) -> None:
     """Silence Spark's multi-page ERROR for a foreachBatch failure; the engine logs it in one line."""
     try:
@@ -71,9 +81,25 @@ def _quiet_stream_errors(spark: Any) -> None:
         pass
 
 
+_PY_ERROR = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception)): (.+)$")
+
+
 def _first_line(exc: BaseException) -> str:
+    """One line for the operator.  A Spark error that wraps a Python traceback (a failed source or
+    batch function) gives the wrapped exception's own line (``ValueError: topic ... does not exist``),
+    prefixed by Spark's error class, instead of "Traceback (most recent call last):"."""
     text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__
+    if not text:
+        return type(exc).__name__
+    lines = text.splitlines()
+    first = lines[0]
+    if "Traceback (most recent call last)" in text:
+        inner = [m for m in map(_PY_ERROR.match, (x.strip() for x in lines[1:])) if m]
+        if inner:
+            head = first.split("Traceback (most recent call last)")[0].rstrip(": ")
+            cls = re.findall(r"\[([A-Z_]+)\]", head)
+            return f"{cls[-1] + ': ' if cls else ''}{inner[-1].group(1)}: {inner[-1].group(2)}"[:300]
+    return first[:300]
 
 OPERATORS = {"count": "linear", "join": "join"}
 SOURCES = ("generator", "kafka", "file")
@@ -187,6 +213,9 @@ class SparkEngine:
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.checkpoint = Path(cfg.checkpoint or default_data_dir() / "checkpoints" / (cfg.run_name or "default"))
         self.snapshots = SnapshotStore(self.checkpoint / "skewlab")
+        from engine.spark.sources import RouteFiles
+
+        self.routes = RouteFiles(self.checkpoint / "routes")
         self.stop_requested = threading.Event()
         self.in_batch = threading.Lock()
         self.paused = False
@@ -204,6 +233,7 @@ class SparkEngine:
         self._idle_since: float | None = None
         self._backpressure = False
         self._interrupted = False
+        self._batch_error: BaseException | None = None  # what failed in our own batch function
         from engine.spark.topology import VocabIndex
 
         self._vocab_index = VocabIndex()  # vectorised vocab.encode of the collected keys
@@ -270,6 +300,12 @@ class SparkEngine:
         out["db"] = self.store.url
         return out
 
+    def _publish_route(self, batch_id: int) -> None:
+        """Publish the routing snapshot the sources use for ``batch_id`` (see engine.spark.sources)."""
+        from engine.spark.topology import RoutingSnapshot
+
+        self.routes.publish(batch_id, RoutingSnapshot(batch_id, self.controller.grouping).dumps())
+
     def _save(self, batch_id: int) -> None:
         assert self.sink is not None
         self.snapshots.save(batch_id, {
@@ -328,32 +364,29 @@ class SparkEngine:
             try:
                 self._process(df, batch_id)
             except Exception as exc:
+                self._batch_error = exc
                 self.log(f"batch {batch_id} failed: {type(exc).__name__}: {_first_line(exc)}")
                 raise
 
     def _process(self, df: Any, batch_id: int) -> None:
-        from engine.spark.sources import SCHEMAS
-        from engine.spark.topology import (AGG_SCHEMA, ROUTED_SCHEMA, ROUTER_INPUT, RoutingSnapshot, make_router,
-                                           make_worker, unpack_aggregates)
+        from engine.spark.topology import AGG_SCHEMA, make_worker, unpack_aggregates
 
         t0 = time.perf_counter()
         c = self.controller
-        marks, events = self._apply_commands(batch_id)
-        events = self._carry_events + events
+        events = self._carry_events
         self._carry_events = []
         n = c.n_workers
-        snap = RoutingSnapshot(batch_id, c.grouping).dumps()
-        # Only the columns the router reads cross from the source scan into the router's Arrow
-        # input (every column costs a per-row field write in the JVM): never Kafka's ``ts``.
-        fmt = self.cfg.source_options()[0]
-        columns = [col.split()[0] for col in SCHEMAS[fmt].split(", ")]  # the source's schema, no py4j call
-        cols = [name for name in ROUTER_INPUT if name in columns]
-        if self.cfg.source == "generator":
-            cols = [name for name in cols if name != "error"]  # a generator never emits dead letters
-        routed = df.select(*cols).mapInArrow(make_router(snap), ROUTED_SCHEMA)
-        agg = routed.repartitionById(n, "worker").mapInArrow(make_worker(n), AGG_SCHEMA)
+        # The sources routed this batch with the snapshot published for it (route_dir): only
+        # (key, worker) and the side rows arrive here.
+        agg = df.repartitionById(n, "worker").mapInArrow(make_worker(n), AGG_SCHEMA)
         table = agg.toArrow()
         u = unpack_aggregates(table, key_list=False)
+        used = {side.get("route_batch") for side in u["states"].values()} - {batch_id}
+        if used:
+            raise RuntimeError(
+                f"batch {batch_id} was routed with the snapshot of batch {sorted(used, key=str)[0]} (routing files in "
+                f"{self.routes.dir} do not match this checkpoint); start a new run with --run-name or --checkpoint"
+            )
         for s, side in u["states"].items():
             if side.get("source_state"):
                 c.grouping.set_source_state(s % c.grouping.n_sources, side["source_state"])
@@ -407,6 +440,9 @@ class SparkEngine:
         for ev in c.events:
             if ev["interval"] == row["interval"] and ev["kind"] == "rebalance":
                 events.append({"kind": "rebalance", "detail": {k: v for k, v in ev.items() if k not in ("interval", "kind")}})
+        # Operator commands take effect from the next batch: its routing snapshot is published below.
+        marks, cmd_events = self._apply_commands(batch_id + 1)
+        events.extend(cmd_events)
         amax = c.grouping.p.get("amax")
         kwargs = {
             "workers": workers_rows,
@@ -419,10 +455,13 @@ class SparkEngine:
         }
         self.last_batch = batch_id
         self.batches_done += 1
-        item = PendingInterval(batch_id, row["interval"], metrics, kwargs, marks)
+        item = PendingInterval(batch_id, row["interval"], metrics, kwargs,
+                               [(cid, status, reason, batch_id + 1) for cid, status, reason in marks])
         self.sink.enqueue(item)
-        # Snapshot first (it holds the unwritten rows, so nothing is lost on a crash; rows already
-        # written are re-sent idempotently after a restart), then the database.
+        # The next batch's routing snapshot, then our snapshot (it holds the unwritten rows, so
+        # nothing is lost on a crash; rows already written are re-sent idempotently after a
+        # restart), then the database.
+        self._publish_route(batch_id + 1)
         self._save(batch_id)
         if not self.sink.flush() and self.sink.full and not self.paused:
             # Back-pressure: never drop metric rows; stop consuming until the database is back.
@@ -463,6 +502,8 @@ class SparkEngine:
     # ------------------------------------------------------------------ the query
     def _start_query(self, spark: Any) -> Any:
         fmt, opts = self.cfg.source_options()
+        opts["route_dir"] = str(self.routes.dir)  # the sources route (engine.spark.sources)
+        self._publish_route(self.last_batch + 1)
         df = spark.readStream.format(fmt).options(**opts).load()
         return (
             df.writeStream.foreachBatch(self.process_batch)
@@ -512,7 +553,9 @@ class SparkEngine:
                     except Exception as exc:  # noqa: BLE001 - StreamingQueryException from a failed batch
                         if self._done():
                             break  # the batch refused while stopping; it is replayed on the next start
-                        raise RuntimeError(f"streaming query failed: {_first_line(exc)}") from None
+                        if self._batch_error is not None:  # our own message, not Spark's wrapper of it
+                            raise EngineFailed(f"streaming query failed: {_first_line(self._batch_error)}") from None
+                        raise EngineFailed(f"streaming query failed: {_first_line(exc)}") from None
                     if terminated:
                         break
                     if self.sink is not None:
@@ -586,11 +629,11 @@ class SparkEngine:
                     self.paused = self._backpressure = False
                     self.log("metrics database back: resuming consumption")
                 continue
-            marks, events = self._apply_commands(self.last_batch)
+            marks, events = self._apply_commands(self.last_batch + 1)
             self._carry_events.extend(events)
             for cid, status, reason in marks:
                 try:
-                    self.store.mark_command(cid, status, reason=reason or "", applied_batch=self.last_batch)
+                    self.store.mark_command(cid, status, reason=reason or "", applied_batch=self.last_batch + 1)
                 except Exception:  # noqa: BLE001
                     pass
             if marks:

@@ -52,6 +52,25 @@ to instance ``i mod P``".  ``Trigger.AvailableNow`` ignores ``rate`` (a paced sy
 would have "nothing available" at query start): it processes the whole finite stream, or one
 ``max_per_batch`` for an infinite one, in batches of at most ``max_per_batch``.
 
+Routing inside the source (option ``route_dir``)
+------------------------------------------------
+With ``route_dir`` set (the engine sets it), every source instance routes its own tuples, as the
+sources of the papers do (Nasir et al. Sec. II: each source decides the worker of each of its
+messages from its local state): ``read`` passes its record batches through
+:func:`engine.spark.topology.make_router` and the source's schema is
+:data:`engine.spark.topology.ROUTED_SCHEMA` (``key, worker`` plus one side row per instance).
+Routing in the scan saves a whole Python stage per micro-batch (the JVM would otherwise convert
+every tuple to Arrow, ship it to a second Python worker and convert the routed rows back).
+
+The engine publishes the routing snapshot of micro-batch ``v`` as a file ``route-<v>.snap`` in
+``route_dir`` and the number ``v`` in ``route_dir/NEXT`` (:class:`RouteFiles`) *before* Spark
+plans batch ``v``.  ``latestOffset`` records that number in the batch's end offset (field
+``"route"``; only when the batch has new data, so an idle stream does not start empty batches)
+and ``partitions`` ships the snapshot named by the end offset to the executors inside each input
+partition.  A batch replayed from Spark's offset log therefore uses the snapshot it was planned
+with.  ``NEXT`` missing (no engine published yet) or a named snapshot missing is an error that
+says so.
+
 Executor-side caches
 --------------------
 Python workers are reused between tasks (``spark.python.worker.reuse``), so module-level caches
@@ -75,6 +94,7 @@ import csv
 import json
 import math
 import os
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -134,6 +154,119 @@ def register(spark) -> None:
     """Register the three sources on ``spark`` (idempotent)."""
     for cls in (GeneratorDataSource, FileDataSource, KafkaDataSource):
         spark.dataSource.register(cls)
+
+
+def _schema(fmt: str, options: Mapping[str, Any]) -> str:
+    """The DDL a source produces: its own columns, or the routed ones with ``route_dir``."""
+    if options.get("route_dir"):
+        from engine.spark.topology import ROUTED_SCHEMA
+
+        return ROUTED_SCHEMA
+    return SCHEMAS[fmt]
+
+
+# ============================================================================ routing snapshots
+ROUTE_FIELD = "route"  # end-offset field: the routing snapshot version of the micro-batch
+
+
+class RouteFiles:
+    """Routing snapshots the engine publishes for routing inside the sources (see the module docstring).
+
+    ``route-<v>.snap`` holds the pickled :class:`engine.spark.topology.RoutingSnapshot` for
+    micro-batch ``v``; ``NEXT`` holds the version the next planned batch uses.  Both are written to a
+    temporary file, flushed to disk and renamed, so a reader sees a whole file or the previous one.
+    The last ``keep`` versions stay on disk: a batch that was applied but not yet committed by Spark
+    when the engine died is re-planned, with its own version, on the next start.
+    """
+
+    NEXT = "NEXT"
+
+    def __init__(self, directory: str | os.PathLike, keep: int = 4) -> None:
+        self.dir = os.fspath(directory)
+        self.keep = max(int(keep), 2)
+
+    def path(self, version: int) -> str:
+        return os.path.join(self.dir, f"route-{int(version)}.snap")
+
+    @staticmethod
+    def _write(path: str, data: bytes) -> None:
+        tmp = f"{path}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
+    def publish(self, version: int, data: bytes) -> None:
+        """Make ``data`` the snapshot of batch ``version`` and ``version`` the next one."""
+        os.makedirs(self.dir, exist_ok=True)
+        version = int(version)
+        self._write(self.path(version), data)
+        self._write(os.path.join(self.dir, self.NEXT), str(version).encode("ascii"))
+        for name in os.listdir(self.dir):
+            m = re.fullmatch(r"route-(\d+)\.snap", name)
+            if m and int(m.group(1)) <= version - self.keep:
+                try:
+                    os.unlink(os.path.join(self.dir, name))
+                except OSError:
+                    pass
+
+    def next_version(self) -> int:
+        try:
+            with open(os.path.join(self.dir, self.NEXT), "rb") as fh:
+                return int(fh.read().decode("ascii").strip())
+        except (OSError, ValueError):
+            raise ValueError(f"no routing snapshot published in {self.dir} (route_dir is set by the skewlab "
+                             "engine, which publishes one before it starts a query)") from None
+
+    def read(self, version: int) -> bytes:
+        try:
+            with open(self.path(version), "rb") as fh:
+                return fh.read()
+        except OSError:
+            raise ValueError(f"routing snapshot {int(version)} is missing in {self.dir}: the checkpoint "
+                             "directory was changed or pruned while a batch was pending") from None
+
+
+def _route_files(o: "_Options") -> RouteFiles | None:
+    route_dir = o.text("route_dir", "")
+    return RouteFiles(route_dir) if route_dir else None
+
+
+def _with_route(routes: RouteFiles | None, out: dict, start: Mapping[str, Any] | None) -> dict:
+    """``out`` (a new end offset) with the routing version of the batch it ends.
+
+    No new data (the same positions as ``start``): ``start`` itself, so Spark sees no new offset
+    and plans no batch (a fresh ``route`` field alone would start an empty batch per trigger).
+    """
+    if routes is None:
+        return out
+    if start is not None and all(start.get(k) == v for k, v in out.items()) and \
+            all(k in out or k == ROUTE_FIELD for k in start):
+        return dict(start)
+    out = dict(out)
+    out[ROUTE_FIELD] = routes.next_version()
+    return out
+
+
+def _snapshot_for(routes: RouteFiles | None, end: Mapping[str, Any]) -> bytes | None:
+    """The routing snapshot named by a batch's end offset (``None`` without ``route_dir``)."""
+    if routes is None:
+        return None
+    if ROUTE_FIELD not in end:
+        raise ValueError(f"offset {dict(end)} has no {ROUTE_FIELD!r} field: this checkpoint was written without "
+                         "routing in the source; resume it with the skewlab version that wrote it, or start a new run")
+    return routes.read(int(end[ROUTE_FIELD]))
+
+
+def _routed(route: bytes | None, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches`` as they are, or routed by the snapshot ``route`` (:func:`make_router`)."""
+    if route is None:
+        yield from batches
+        return
+    from engine.spark.topology import make_router
+
+    yield from make_router(route)(batches)
 
 
 # ============================================================================ shared helpers
@@ -415,9 +548,10 @@ def generator_stream_ids(cfg: tuple, instance: int, start: int, end: int) -> lis
 class _RangePartition(InputPartition):
     """One source instance's half-open range ``[start, end)`` in a micro-batch."""
 
-    def __init__(self, cfg: tuple, instance: int, start: int, end: int) -> None:
+    def __init__(self, cfg: tuple, instance: int, start: int, end: int, route: bytes | None = None) -> None:
         super().__init__((instance, start, end))
         self.cfg = cfg
+        self.route = route  # routing snapshot (route_dir set) or None
         self.instance = int(instance)
         self.start = int(start)
         self.end = int(end)
@@ -454,7 +588,7 @@ class GeneratorDataSource(DataSource):
         return GENERATOR
 
     def schema(self) -> str:
-        return SCHEMAS[GENERATOR]
+        return _schema(GENERATOR, self.options)
 
     def streamReader(self, schema) -> "GeneratorStreamReader":
         return GeneratorStreamReader(self.options)
@@ -464,8 +598,14 @@ class _PacedRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Driver side shared by the generator and file readers: per-instance tuple-count offsets,
     paced by a :class:`_Pacer` (``self.pacer``), one :class:`_RangePartition` per instance with work.
 
-    Subclasses set ``instances``, ``max_per_batch``, ``cfg``, ``_last`` and provide ``pacer``.
+    Subclasses set ``instances``, ``max_per_batch``, ``cfg``, ``_last``, ``routes`` and provide
+    ``pacer`` and ``_records`` (the executor side: the partition's record batches, unrouted).
     """
+
+    routes: RouteFiles | None = None
+
+    def read(self, partition: _RangePartition) -> Iterator[pa.RecordBatch]:
+        return _routed(partition.route, self._records(partition))
 
     def initialOffset(self) -> dict:
         return _encode_offsets([0] * self.instances)
@@ -480,12 +620,14 @@ class _PacedRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = self._last if start is None else _decode_offsets(start, self.instances)
         counts = self.pacer.next_counts(begin, limit)
         self._last = counts
-        return _encode_offsets(counts)
+        return _with_route(self.routes, _encode_offsets(counts), start)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         s = _decode_offsets(start, self.instances)
         e = _decode_offsets(end, self.instances)
-        return [_RangePartition(self.cfg, p, s[p], e[p]) for p in range(self.instances) if e[p] > s[p]]
+        busy = [p for p in range(self.instances) if e[p] > s[p]]
+        route = _snapshot_for(self.routes, end) if busy else None
+        return [_RangePartition(self.cfg, p, s[p], e[p], route) for p in busy]
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the stream is a pure function of the configuration (and the file)."""
@@ -522,9 +664,10 @@ class GeneratorStreamReader(_PacedRangeReader):
         caps = _generator_caps(messages, chunk, self.instances, mode)
         self.pacer = _Pacer(o.number("rate", 100_000.0), self.max_per_batch, caps)
         self._last = [0] * self.instances
+        self.routes = _route_files(o)
 
     # ---------------------------------------------------------------- executor
-    def read(self, partition: _RangePartition) -> Iterator[pa.RecordBatch]:
+    def _records(self, partition: _RangePartition) -> Iterator[pa.RecordBatch]:
         schema = ARROW_SCHEMAS[GENERATOR]
         cfg, p = partition.cfg, partition.instance
         stream = _GEN_CACHE.get((cfg, p), lambda: _GenStream(cfg, p))
@@ -643,7 +786,7 @@ class FileDataSource(DataSource):
         return FILE
 
     def schema(self) -> str:
-        return SCHEMAS[FILE]
+        return _schema(FILE, self.options)
 
     def streamReader(self, schema) -> "FileStreamReader":
         return FileStreamReader(self.options)
@@ -666,6 +809,7 @@ class FileStreamReader(_PacedRangeReader):
         self.cfg = (os.path.abspath(path), column, sep, header, self.instances)
         self._pacer: _Pacer | None = None  # built on first use: parsing the file is the costly part
         self._last = [0] * self.instances
+        self.routes = _route_files(o)
 
     @property
     def pacer(self) -> _Pacer:
@@ -676,7 +820,7 @@ class FileStreamReader(_PacedRangeReader):
             self._pacer = _Pacer(self.rate, self.max_per_batch, caps)
         return self._pacer
 
-    def read(self, partition: _RangePartition) -> Iterator[pa.RecordBatch]:
+    def _records(self, partition: _RangePartition) -> Iterator[pa.RecordBatch]:
         path, column, sep, header, instances = partition.cfg
         keys, errors, raws = _cached_key_file(path, column, sep, header)
         p = partition.instance
@@ -721,9 +865,10 @@ _KAFKA_CONSUMERS = _LRU(8)
 class _KafkaPartition(InputPartition):
     """Kafka partition ``kpart`` records with offsets in ``[start, end)``."""
 
-    def __init__(self, cfg: tuple, kpart: int, start: int, end: int) -> None:
+    def __init__(self, cfg: tuple, kpart: int, start: int, end: int, route: bytes | None = None) -> None:
         super().__init__((kpart, start, end))
         self.cfg = cfg
+        self.route = route  # routing snapshot (route_dir set) or None
         self.kpart = int(kpart)
         self.start = int(start)
         self.end = int(end)
@@ -778,7 +923,7 @@ class KafkaDataSource(DataSource):
         return KAFKA
 
     def schema(self) -> str:
-        return SCHEMAS[KAFKA]
+        return _schema(KAFKA, self.options)
 
     def streamReader(self, schema) -> "KafkaStreamReader":
         return KafkaStreamReader(self.options)
@@ -801,6 +946,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[int, int] | None = None
         self._available_now = False
         self._last: dict | None = None
+        self.routes = _route_files(o)
 
     # ---------------------------------------------------------------- driver helpers
     def _meta(self):
@@ -876,7 +1022,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start is None:
             start = self._last if self._last is not None else self.initialOffset()
         parts = self._partitions()
-        begin = {int(k): int(v) for k, v in start.items()}
+        begin = {int(k): int(v) for k, v in start.items() if k != ROUTE_FIELD}
         new = [p for p in parts if p not in begin]
         if new:
             begin.update(self._earliest_of(new))
@@ -893,20 +1039,21 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if rows is None and not _is_read_all(limit):
             budget = min(budget, self.max_per_batch)
         take = fair_split(budget, backlog)
-        out = {str(p): begin[p] + t for p, t in zip(order, take)}
+        out = _with_route(self.routes, {str(p): begin[p] + t for p, t in zip(order, take)}, start)
         self._last = out
         return out
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        out = []
-        for key, e in sorted(end.items(), key=lambda kv: int(kv[0])):
+        busy = []
+        for key, e in sorted(((k, v) for k, v in end.items() if k != ROUTE_FIELD), key=lambda kv: int(kv[0])):
             p = int(key)
             s = start.get(key)
             if s is None:
                 s = self._earliest_of([p])[p]
             if int(e) > int(s):
-                out.append(_KafkaPartition(self.cfg, p, int(s), int(e)))
-        return out
+                busy.append((p, int(s), int(e)))
+        route = _snapshot_for(self.routes, end) if busy else None
+        return [_KafkaPartition(self.cfg, p, s, e, route) for p, s, e in busy]
 
     def commit(self, end: dict) -> None:
         """Offsets live in Spark's checkpoint; nothing is committed to Kafka."""
@@ -930,7 +1077,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         tp = TopicPartition(topic, partition.kpart)
         consumer.assign([tp])
         try:
-            yield from self._read_range(consumer, tp, partition)
+            yield from _routed(partition.route, self._read_range(consumer, tp, partition))
         finally:
             consumer.unsubscribe()  # drop prefetched records; the worker's next task reassigns
 
