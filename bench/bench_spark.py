@@ -3,7 +3,7 @@
 
 Usage::
 
-    python bench/bench_spark.py [--master local[2]] [--batches 8] [--per-batch 1000000]
+    python bench/bench_spark.py [--master local[2]] [--batches 6] [--per-batch 2000000]
                                 [--workers 8] [--keys 100000] [--zipf 1.0] [--only hash,pkg] [--json PATH|-]
 
 Both sides read the same ``skewlab-generator`` stream (unlimited rate, ``--per-batch`` tuples per
@@ -13,8 +13,9 @@ micro-batch, 2 source instances) and run the same keyed operator per worker
 * **baseline** — ``df.repartition(n, "key")`` (Spark's own hash partitioning by key) →
   operator → collect, in ``foreachBatch``; run before and after the groupings (a cold JVM slows
   whatever runs first), their mean is the reference of the ratios;
-* **skewlab** — :class:`engine.spark.engine.SparkEngine` with the grouping (routing in the executors,
-  ``repartitionById``, controller, snapshots and SQLite metrics on the driver; shadows off).
+* **skewlab** — :class:`engine.spark.engine.SparkEngine` with the grouping (routing in the executors
+  inside each source instance's scan, ``repartitionById``, controller, snapshots and SQLite metrics on
+  the driver; shadows off).
 
 Tuples/s = tuples processed / wall time of the measured batches (the first ``--warmup`` batches,
 which include Python worker start-up and JIT compilation, are excluded).  Issue targets: >= 500k
@@ -93,9 +94,10 @@ def _rate(stamps, warmup) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--master", default="local[2]")
-    p.add_argument("--batches", type=int, default=8)
+    p.add_argument("--batches", type=int, default=6)
     p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--per-batch", type=int, default=1_000_000)
+    p.add_argument("--per-batch", type=int, default=2_000_000,
+                   help="tuples per micro-batch (default: the engine's own default cap, 2M)")
     p.add_argument("--workers", type=int, default=8)
     p.add_argument("--keys", type=int, default=100_000)
     p.add_argument("--zipf", type=float, default=1.0)
