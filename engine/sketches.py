@@ -462,6 +462,20 @@ def ss_guaranteed(sk, threshold, out):  # pragma: no cover - compiled
     return m
 
 
+@njit(cache=True)
+def _rebuild_table(cnt, tab, meta):  # pragma: no cover - compiled
+    """Refill the hash table of one source from its counters (linear probing, as ``ss_offer``)."""
+    tab[:] = 0
+    mask = np.uint64(tab.size - 1)
+    sh = np.uint64(meta[SHIFT])
+    for i in range(meta[USED]):
+        fpu = np.uint64(cnt[i * _NKC + _KF])
+        j = fpu >> sh
+        while tab[j] != 0:
+            j = (j + np.uint64(1)) & mask
+        tab[j] = (fpu & np.uint64(_HI)) | np.uint64(i + 1)
+
+
 # ---------------------------------------------------------------------------------------------
 # The container
 # ---------------------------------------------------------------------------------------------
@@ -488,6 +502,29 @@ class SpaceSaving:
         self.meta[:, BMAX] = -1
         self.meta[:, NFREE] = c
         self.meta[:, SHIFT] = 64 - bits
+
+    # Pickling (the Spark engine ships the sketches to the executors and back every micro-batch, and
+    # snapshots them): the hash table is derived data — every used counter's fingerprint and id — so
+    # it is left out (40 % of the bytes with the default capacity) and rebuilt on load.  The rebuilt
+    # table may place entries in other probe positions than the incremental one did; lookups,
+    # insertions and backward-shift deletions are correct on any linear-probing layout, and no result
+    # depends on slot positions (tested: routing continues identically after a round trip).
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["table"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self.table is None:
+            self.table = _aligned_array((self.n_sources, 1 << _table_bits(self.capacity)), np.uint64, 0)
+            for s in range(self.n_sources):
+                self.rebuild_table(s)
+
+    def rebuild_table(self, source: int) -> None:
+        """Rebuild ``source``'s hash table from its counters (after its arrays were replaced)."""
+        s = self._check(source)
+        _rebuild_table(self.cnt[s].reshape(-1), self.table[s], self.meta[s])
 
     def _check(self, source: int) -> int:
         source = int(source)

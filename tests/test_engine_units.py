@@ -75,12 +75,16 @@ def test_sink_raises_on_programming_errors():
         sink.put(PendingInterval(0, 0, {"bogus": 1}))
 
 
-@pytest.mark.parametrize("name", ["hash", "pkg", "dchoices", "dkg", "mixed"])
-def test_executor_routing_equals_local_routing(name):
+@pytest.mark.parametrize("name, params", [("hash", {}), ("pkg", {}), ("dchoices", {}), ("dkg", {}), ("mixed", {}),
+                                          # a sketch far smaller than the key set: evictions on every path,
+                                          # so the hash table rebuilt after each shipment is exercised
+                                          ("dchoices", {"capacity": 40, "warmup": 100}),
+                                          ("wchoices", {"capacity": 40, "warmup": 100})])
+def test_executor_routing_equals_local_routing(name, params):
     """The Spark path (pickled snapshot, per-source state shipped back) routes exactly like the local runtime."""
     keys = [f"k{int(x)}" for x in np.random.default_rng(0).zipf(1.3, 6000) % 400]
-    local = registry.create(name, 5, n_sources=2)
-    driver = registry.create(name, 5, n_sources=2)
+    local = registry.create(name, 5, n_sources=2, params=params)
+    driver = registry.create(name, 5, n_sources=2, params=params)
     from engine.keys import fingerprints
 
     fps = fingerprints(keys)

@@ -404,7 +404,10 @@ def test_spacesaving_validation_and_pickle():
     ss.offer(np.array([], dtype=np.uint64))
     assert ss.total() == 0 and ss.entries()[0].size == 0
     ss.offer(vocab_fps(20)[[1, 1, 2, 3, 4, 5, 6, 1]])
-    clone = pickle.loads(pickle.dumps(ss))
+    data = pickle.dumps(ss)
+    assert ss.table.tobytes() not in data  # derived data: rebuilt on load, not pickled
+    clone = pickle.loads(data)
+    assert clone.table.shape == ss.table.shape and np.count_nonzero(clone.table) == np.count_nonzero(ss.table)
     more = vocab_fps(20)[[7, 8, 1, 9]]
     ss.offer(more)
     clone.offer(more)

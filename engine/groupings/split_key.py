@@ -610,8 +610,9 @@ class _HeadBase(_SplitKeyBase):
     mode: ClassVar[int] = 0
 
     source_state_attrs: ClassVar[tuple[str, ...]] = ("loads", "state", "_hslot", "_cfp", "_cmeta", "_crow", "_seen")
-    #: the SpaceSaving arrays with the source on axis 0 (see engine.sketches.SpaceSaving)
-    _SKETCH_ARRAYS: ClassVar[tuple[str, ...]] = ("cnt", "bkt", "bfree", "table", "meta")
+    #: the SpaceSaving arrays with the source on axis 0 (see engine.sketches.SpaceSaving); the hash
+    #: table is derived from them and rebuilt on arrival (SpaceSaving.rebuild_table), not shipped
+    _SKETCH_ARRAYS: ClassVar[tuple[str, ...]] = ("cnt", "bkt", "bfree", "meta")
 
     def source_state(self, source: int) -> dict[str, Any]:
         """Local loads, head state, choice cache and the source's SpaceSaving sketch."""
@@ -623,8 +624,11 @@ class _HeadBase(_SplitKeyBase):
         state = dict(state)
         sketch = state.pop("sketch", None)
         super().set_source_state(source, state)
-        for a, value in (sketch or {}).items():
-            getattr(self.sketch, a)[source] = value
+        if sketch:
+            for a, value in sketch.items():
+                if a in self._SKETCH_ARRAYS:  # (a "table" from an older sender is derived data: rebuilt)
+                    getattr(self.sketch, a)[source] = value
+            self.sketch.rebuild_table(source)
 
     def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
         super().__init__(n_workers, n_sources, seed, params)
