@@ -407,7 +407,10 @@ def test_spacesaving_validation_and_pickle():
     data = pickle.dumps(ss)
     assert ss.table.tobytes() not in data  # derived data: rebuilt on load, not pickled
     clone = pickle.loads(data)
-    assert clone.table.shape == ss.table.shape and np.count_nonzero(clone.table) == np.count_nonzero(ss.table)
+    # the live table keeps stale entries of evicted keys until its next rebuild (lazy deletion);
+    # the rebuilt one holds exactly one entry per used counter
+    assert clone.table.shape == ss.table.shape and np.count_nonzero(clone.table) == ss.entries()[0].size
+    assert np.count_nonzero(ss.table) >= np.count_nonzero(clone.table)
     more = vocab_fps(20)[[7, 8, 1, 9]]
     ss.offer(more)
     clone.offer(more)

@@ -77,11 +77,11 @@ wraparound code (with the same change in :mod:`engine.sketches`, ~45% fewer inst
 tuple); the sketch's table slot and counter row of the tuples ``PF_SLOT``/``PF_COUNTER`` ahead are
 prefetched.  Per-tuple cost, 1e6-key Zipf z = 1 stream, n = 50, capacity 1e4, one core of the
 development machine (shared, ±1 ns): ~4 ns PKG part (F_0/F_1 pre-pass, choice, load update);
-~13 ns SpaceSaving update (mostly branch mispredictions: hit or miss is unpredictable with 60 % hits
-and 39 % evictions; 75 % of the hits are keys alone in their bucket); ~3-5 ns head test and
+~8.5 ns SpaceSaving update with the windowed Stream-Summary of :mod:`engine.sketches` (12.5 ns with
+the full one; hit or miss stays unpredictable: 60 % hits, 39 % evictions); ~3-5 ns head test and
 round-robin pointer; ~4 ns more for the W-Choices tracker (every head tuple goes to the tracked
-worker and moves it), ~2 ns for the D-Choices choice cache and refresh (d = 4): in total ~22 ns
-(rr-head), ~24 ns (dchoices), ~26 ns (wchoices).  With d = 22 (z = 1.4) a D-Choices head tuple
+worker and moves it), ~2 ns for the D-Choices choice cache and refresh (d = 4): in total ~16 ns
+(rr-head), ~18.5 ns (dchoices), ~19.5 ns (wchoices), measured with ``bench/bench_routing.py``.  With d = 22 (z = 1.4) a D-Choices head tuple
 scans its ~20 distinct choices.  Tried without a measurable gain, hence not kept: selecting the
 W-Choices/Round-Robin head choice instead of branching to it (the PKG choice computed for every
 tuple).
@@ -612,7 +612,7 @@ class _HeadBase(_SplitKeyBase):
     source_state_attrs: ClassVar[tuple[str, ...]] = ("loads", "state", "_hslot", "_cfp", "_cmeta", "_crow", "_seen")
     #: the SpaceSaving arrays with the source on axis 0 (see engine.sketches.SpaceSaving); the hash
     #: table is derived from them and rebuilt on arrival (SpaceSaving.rebuild_table), not shipped
-    _SKETCH_ARRAYS: ClassVar[tuple[str, ...]] = ("cnt", "bkt", "bfree", "meta")
+    _SKETCH_ARRAYS: ClassVar[tuple[str, ...]] = ("cnt", "ring", "ovf", "hot", "meta")
 
     def source_state(self, source: int) -> dict[str, Any]:
         """Local loads, head state, choice cache and the source's SpaceSaving sketch."""
