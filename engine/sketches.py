@@ -219,6 +219,21 @@ def _less(cnt, a, b):  # pragma: no cover - compiled
     return ca < cb or (ca == cb and _cg(cnt, a, _KL) < _cg(cnt, b, _KL))
 
 
+@njit(cache=True, inline="always")
+def _sift_down(cnt, scr, r, end):  # pragma: no cover - compiled
+    """Max-heap sift of ``scr[r]`` within ``scr[:end]``, ordered by (count, last update) (:func:`_less`)."""
+    while True:
+        c = 2 * r + 1
+        if c >= end:
+            return
+        if c + 1 < end and _less(cnt, scr[c], scr[c + 1]):
+            c += 1
+        if not _less(cnt, scr[r], scr[c]):
+            return
+        scr[r], scr[c] = scr[c], scr[r]
+        r = c
+
+
 @njit(cache=True, _nrt=False)
 def _migrate(cnt, ring, ovf, meta, scr):  # pragma: no cover - compiled
     """Raise TOP to VMIN + WIN: the overflow counters with a count below the new TOP join the lists
@@ -238,32 +253,10 @@ def _migrate(cnt, ring, ovf, meta, scr):  # pragma: no cover - compiled
     meta[NOVF] = keep
     # heapsort scr[:k] ascending by (count, last update)
     for start in range(k // 2 - 1, -1, -1):
-        r = start
-        while True:
-            c = 2 * r + 1
-            if c >= k:
-                break
-            if c + 1 < k and _less(cnt, scr[c], scr[c + 1]):
-                c += 1
-            if _less(cnt, scr[r], scr[c]):
-                scr[r], scr[c] = scr[c], scr[r]
-                r = c
-            else:
-                break
+        _sift_down(cnt, scr, start, k)
     for end in range(k - 1, 0, -1):
         scr[0], scr[end] = scr[end], scr[0]
-        r = 0
-        while True:
-            c = 2 * r + 1
-            if c >= end:
-                break
-            if c + 1 < end and _less(cnt, scr[c], scr[c + 1]):
-                c += 1
-            if _less(cnt, scr[r], scr[c]):
-                scr[r], scr[c] = scr[c], scr[r]
-                r = c
-            else:
-                break
+        _sift_down(cnt, scr, 0, end)
     for r in range(k):
         i = scr[r]
         _append(cnt, ring, i, _cg(cnt, i, _KC))
