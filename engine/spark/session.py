@@ -36,6 +36,12 @@ Settings and why:
   cores).  It still writes each log file to a temporary file and renames it, refusing to overwrite
   an existing batch file: atomic on local and HDFS paths, which is what exactly-once needs (a
   checkpoint has a single writer, the running query).
+* The driver's accumulator server (a Python socket server thread) does not print a traceback when
+  the JVM closes its connection: ``SparkContext.stop()`` stops the JVM *before* it flags that
+  server as shut down, so a handler polling the socket reads EOF and ``socketserver`` prints an
+  ``EOFError`` traceback on every clean stop that races this way (seen on Ctrl-C of
+  ``skewlab engine``).  A peer hang-up (``EOFError``, ``ConnectionError``) is dropped; any other
+  error is reported as before.
 * The skewlab streaming sources (``skewlab-generator``, ``skewlab-file``, ``skewlab-kafka``) are
   registered on the session.
 """
@@ -89,6 +95,25 @@ def _use_filesystem_checkpoint_manager(spark) -> None:
         return
 _SESSION = None
 
+#: what the JVM closing the accumulator connection raises in the server's handler thread
+_PEER_CLOSED = (EOFError, ConnectionError)
+
+
+def _quiet_accumulator_server(sc) -> None:
+    """Drop the accumulator server's traceback for a peer hang-up (see the module docstring)."""
+    server = getattr(sc, "_accumulatorServer", None)
+    if server is None or getattr(server, "_skewlab_quiet", False):
+        return
+    report = server.handle_error
+
+    def handle_error(request, client_address) -> None:
+        if isinstance(sys.exc_info()[1], _PEER_CLOSED):
+            return
+        report(request, client_address)
+
+    server.handle_error = handle_error
+    server._skewlab_quiet = True
+
 
 def _alive(spark) -> bool:
     try:
@@ -128,6 +153,7 @@ def get_session(master: str = "local[*]", app_name: str = "skewlab", **conf: Any
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
+        _quiet_accumulator_server(spark.sparkContext)
         if _CHECKPOINT_MANAGER_KEY not in settings:
             _use_filesystem_checkpoint_manager(spark)
         from engine.spark.sources import register
