@@ -204,10 +204,16 @@ class Service:
         with self._cv:
             return "\n".join(self.lines)
 
-    def wait_for(self, pred: Callable[[str], bool], timeout: float, what: str) -> str:
-        """The first output line satisfying ``pred``; fails (with the output) after ``timeout`` s or on exit."""
+    def mark(self) -> int:
+        """The number of output lines so far: pass it as ``after`` to wait for a *later* line."""
+        with self._cv:
+            return len(self.lines)
+
+    def wait_for(self, pred: Callable[[str], bool], timeout: float, what: str, after: int = 0) -> str:
+        """The first output line (from line index ``after`` on) satisfying ``pred``; fails (with the
+        output) after ``timeout`` s or on exit."""
         deadline = time.monotonic() + timeout
-        seen = 0
+        seen = after
         with self._cv:
             while True:
                 for line in self.lines[seen:]:
@@ -345,10 +351,11 @@ def test_engine_generator_and_control(tmp_path):
         run(readme("skewlab control --db URL set-workers 12"), tmp_path, sub)
         both = readme("skewlab control --db URL pause | resume")
         run(both.replace(" | resume", ""), tmp_path, sub)
-        eng.wait_for(lambda ln: "paused" in ln, 120, "the engine pausing")
+        eng.wait_for(lambda ln: ln.startswith("paused:"), 120, "the engine pausing")
+        paused_at = eng.mark()
         run(both.replace("pause | ", ""), tmp_path, sub)
         eng.wait_for(lambda ln: ln.startswith("batch ") and "n=12" in ln and _tuples(ln) > 0, 240,
-                     "a batch on 12 workers after resume")
+                     "a batch on 12 workers after resume", after=paused_at)
         status = run(readme("skewlab control --db URL status"), tmp_path, sub).stdout
         for kind in ("set-algorithm", "set-param", "set-workers", "pause", "resume"):
             assert re.search(rf"{kind}\b.*applied", status), status
