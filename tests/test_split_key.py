@@ -490,6 +490,21 @@ def test_dchoices_min_tracker_rebuilt_when_d_returns_to_n():
     assert np.array_equal(g.loads, np.array(ref.loads))
 
 
+@pytest.mark.parametrize("n", [63, 64, 65, 130])
+def test_least_loaded_tracker_across_word_boundaries(n):
+    """The least-loaded tracker keeps the workers at the minimum load as a bit set: one register
+    word for n <= 64, an array of words above (the lowest non-empty word advances, and the set is
+    rebuilt when it empties).  W-Choices and D-Choices at d = n must still match the reference."""
+    fps = zipf_stream(6000, 400, 1.6, seed=n)
+    for algo, params in (("wchoices", dict(capacity=64, warmup=50)),
+                         ("dchoices", dict(capacity=64, warmup=50, refresh=40, head_threshold=0.05))):
+        g, ref, got, exp = run_both(algo, n, 2, fps, params, seed=n)
+        assert np.array_equal(got, exp), (algo, n, int(np.argmax(got != exp)))
+        assert np.array_equal(g.loads, np.array(ref.loads)), (algo, n)
+        if algo == "dchoices":
+            assert n in [g.d_of(s) for s in range(2)], [g.d_of(s) for s in range(2)]
+
+
 @settings(max_examples=15, deadline=None)
 @given(
     st.sampled_from(ALL_ALGOS),

@@ -65,26 +65,34 @@ membership still uses the current sketch.  ``d_of(source)`` exposes d (n = any w
 ``head(source)`` the current head with guaranteed frequencies.
 
 Implementation notes (speed only; results are those of the plain tuple-by-tuple algorithm, which
-the tests replay in pure Python): the least loaded of all n workers (W-Choices, and D-Choices with
-d >= n) comes from an amortised O(1) tracker of (min load, lowest worker holding it), valid because
-loads only grow by one; D-Choices maintains that tracker only while d >= n and rebuilds it in O(n)
-from the loads when a refresh raises d to n (d changes only at refreshes; measured ~2.5 ns per
-tuple saved at d = 4); D-Choices caches, per head key, its distinct choices in choice order
-(:func:`_dchoices_pick`); kernels are compiled with ``_nrt=False`` (no reference counting of the
-array arguments inside the per-tuple loop, which otherwise costs ~50 ns per tuple); data-dependent
-array indices are cast to unsigned (:func:`_ug`/:func:`_us`), which removes numba's negative-index
-wraparound code (with the same change in :mod:`engine.sketches`, ~45% fewer instructions per
-tuple); the sketch's table slot and counter row of the tuples ``PF_SLOT``/``PF_COUNTER`` ahead are
-prefetched.  Per-tuple cost, 1e6-key Zipf z = 1 stream, n = 50, capacity 1e4, one core of the
-development machine (shared, ±1 ns): ~4 ns PKG part (F_0/F_1 pre-pass, choice, load update);
-~8.5 ns SpaceSaving update with the windowed Stream-Summary of :mod:`engine.sketches` (12.5 ns with
-the full one; hit or miss stays unpredictable: 60 % hits, 39 % evictions); ~3-5 ns head test and
-round-robin pointer; ~4 ns more for the W-Choices tracker (every head tuple goes to the tracked
-worker and moves it), ~2 ns for the D-Choices choice cache and refresh (d = 4): in total ~16 ns
-(rr-head), ~18.5 ns (dchoices), ~19.5 ns (wchoices), measured with ``bench/bench_routing.py``.  With d = 22 (z = 1.4) a D-Choices head tuple
-scans its ~20 distinct choices.  Tried without a measurable gain, hence not kept: selecting the
-W-Choices/Round-Robin head choice instead of branching to it (the PKG choice computed for every
-tuple).
+the tests replay in pure Python): one compiled kernel per head mode (:data:`_HEAD_KERNELS`, the
+mode tests are compile-time constants; measured ~1.5 ns per tuple less than one kernel branching on
+the mode); the least loaded of all n workers (W-Choices, and D-Choices with d >= n) comes from a
+tracker of the minimum load and the *set* of workers holding it (a bit set: one register word for
+n <= 64, words above), valid because loads only grow by one: a bumped worker leaves the set with a
+branch-free bit clear, the head choice is the set's lowest bit, and the set is rebuilt in O(n) when it
+empties (the minimum is then one higher), once per load level; it is derived from the loads, so each
+kernel call builds it (O(n)), and D-Choices builds it only while d >= n (d changes only at
+refreshes).  This replaced a (min load, lowest worker) pair whose successor was found by scanning
+forward, an unpredictable loop on every head tuple: W-Choices 19.5 → 17 ns per tuple.  D-Choices
+caches, per head key, its distinct choices in choice order (:func:`_dchoices_pick`) and prefetches
+the cache slot of the counter ``PF_COUNTER`` tuples ahead (~0.4 ns); kernels are compiled with
+``_nrt=False`` (no reference counting of the array arguments inside the per-tuple loop, which
+otherwise costs ~50 ns per tuple); data-dependent array indices are cast to unsigned
+(:func:`_ug`/:func:`_us`), which removes numba's negative-index wraparound code (with the same
+change in :mod:`engine.sketches`, ~45% fewer instructions per tuple); the sketch's table slot and
+counter row of the tuples ``PF_SLOT``/``PF_COUNTER`` ahead are prefetched.  Per-tuple cost, 1e6-key
+Zipf z = 1 stream, n = 50, capacity 1e4, one core of the development machine (shared, ±1 ns): ~4 ns
+PKG part (F_0/F_1 pre-pass, choice, load update); ~8.2 ns SpaceSaving update with the windowed
+Stream-Summary of :mod:`engine.sketches` (12.5 ns with the full one; hit or miss stays
+unpredictable: 60 % hits, 39 % evictions); ~3 ns head test and round-robin pointer; ~2 ns more for
+the W-Choices tracker, ~4 ns for the D-Choices choice cache and refresh (d = 4): in total ~15 ns
+(rr-head), ~17 ns (wchoices), ~18.5 ns (dchoices), measured with ``bench/bench_routing.py``.  With
+d = 22 (z = 1.4) a D-Choices head tuple scans its ~20 distinct choices.  Tried without a measurable
+gain, hence not kept: selecting the W-Choices/Round-Robin head choice instead of branching to it
+(the PKG choice computed for every tuple); keeping the per-source state in locals; a branch-free
+argmin in the D-Choices scan; carrying the chosen worker's load instead of reloading it; a
+SpaceSaving table of 4 · or 16 · capacity slots instead of 8 · (both slower).
 
 Numba's on-disk cache does not see changes in other modules: the kernels here inline those of
 :mod:`engine.sketches`, so after editing that module delete the cached ``split_key*.nbi/.nbc``
@@ -104,6 +112,7 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from engine.grouping import Grouping
 from engine.keys import mix64_scalar
@@ -112,8 +121,10 @@ from engine.registry import register
 from engine.sketches import (
     PF_COUNTER,
     PF_SLOT,
+    SHIFT,
     TOTAL,
     SpaceSaving,
+    prefetch,
     ss_count,
     ss_error,
     ss_guaranteed,
@@ -137,7 +148,7 @@ _CHUNK = 512  # tuples per vectorised candidate pre-pass
 # head modes
 MODE_D, MODE_W, MODE_RR = 1, 2, 3
 # per-source state columns
-ST_D, ST_NEXT, ST_RR, ST_MINV, ST_CUR, ST_ROW, ST_STAMP = 0, 1, 2, 3, 4, 5, 6
+ST_D, ST_NEXT, ST_RR, ST_ROW, ST_STAMP = 0, 1, 2, 5, 6  # (3, 4: unused, kept for the state layout)
 _NST = 7
 _CACHE_ENTRIES = 1 << 20  # bound on rows x n of the D-Choices candidate cache, per source
 
@@ -385,34 +396,87 @@ def _pkg_kernel(fps, out, loads, mhi, mlo, c0, c1):  # pragma: no cover - compil
 
 
 @njit(cache=True, inline="always")
-def _bump(loads, w, st, n):  # pragma: no cover - compiled
-    """loads[w] += 1 keeping st[ST_MINV] = min(loads), st[ST_CUR] = lowest worker holding it."""
-    _us(loads, w, _ug(loads, w) + 1)
-    if w == st[ST_CUR]:
-        mv = st[ST_MINV]
-        j = w + 1
-        while j < n and _ug(loads, j) != mv:
-            j += 1
-        if j == n:
-            mv += 1
-            j = 0
-            while _ug(loads, j) != mv:
-                j += 1
-            st[ST_MINV] = mv
-        st[ST_CUR] = j
+def _min_build(loads, tw, minv):  # pragma: no cover - compiled
+    """Bit set of the workers whose load is ``minv`` into ``tw`` (bit w of word w >> 6); returns
+    the lowest word index holding a set bit (``tw.size`` when none)."""
+    n = loads.size
+    for k in range(tw.size):
+        tw[k] = np.uint64(0)
+    for j in range(n):
+        k = np.uint64(j) >> np.uint64(6)
+        tw[k] = tw[k] | (np.uint64(_ug(loads, j) == minv) << (np.uint64(j) & np.uint64(63)))
+    wi = 0
+    while wi < tw.size and _ug(tw, wi) == 0:
+        wi += 1
+    return wi
 
 
 @njit(cache=True, inline="always")
-def _min_tracker_rebuild(loads, st, n):  # pragma: no cover - compiled
-    """st[ST_MINV] = min(loads), st[ST_CUR] = lowest worker holding it (O(n))."""
-    mv = _ug(loads, 0)
-    j = 0
-    for i in range(1, n):
-        if _ug(loads, i) < mv:
-            mv = _ug(loads, i)
-            j = i
-    st[ST_MINV] = mv
-    st[ST_CUR] = j
+def _min_init(loads, tw):  # pragma: no cover - compiled
+    """Tracker of (min load, workers holding it) from scratch: returns (minv, wi) (O(n))."""
+    minv = _ug(loads, 0)
+    for j in range(1, loads.size):
+        if _ug(loads, j) < minv:
+            minv = _ug(loads, j)
+    return minv, _min_build(loads, tw, minv)
+
+
+@njit(cache=True, inline="always")
+def _min_worker(tw, wi):  # pragma: no cover - compiled
+    """The lowest worker holding the minimum load."""
+    return np.int64(wi) * 64 + np.int64(trailing_zeros(_ug(tw, wi)))
+
+
+@njit(cache=True, inline="always")
+def _bump_tracked(loads, w, tw, minv, wi):  # pragma: no cover - compiled
+    """loads[w] += 1 keeping the tracker: ``minv`` = min(loads), ``tw`` = the workers at ``minv``,
+    ``wi`` = the lowest non-empty word of ``tw``; returns the new (minv, wi).
+
+    A worker leaves the set when its load was ``minv`` (branch-free bit clear).  When the set
+    empties, the worker that emptied it is now at ``minv + 1`` and no load is below, so the
+    minimum is ``minv + 1`` and the set is rebuilt (O(n), once per load level)."""
+    old = _ug(loads, w)
+    _us(loads, w, old + 1)
+    k = np.uint64(w) >> np.uint64(6)
+    bit = np.uint64(old == minv) << (np.uint64(w) & np.uint64(63))
+    tw[k] = tw[k] & ~bit
+    if _ug(tw, wi) == 0:
+        wi += 1
+        while wi < tw.size and _ug(tw, wi) == 0:
+            wi += 1
+        if wi == tw.size:
+            minv += 1
+            wi = _min_build(loads, tw, minv)
+    return minv, wi
+
+
+@njit(cache=True, inline="always")
+def _word_build(loads, minv):  # pragma: no cover - compiled
+    """n <= 64: the bit set of the workers whose load is ``minv`` as one word (branch-free)."""
+    word = np.uint64(0)
+    for j in range(loads.size):
+        word |= np.uint64(_ug(loads, j) == minv) << np.uint64(j)
+    return word
+
+
+@njit(cache=True, inline="always")
+def _bump_word(loads, w, word, minv):  # pragma: no cover - compiled
+    """:func:`_bump_tracked` for n <= 64 with the set in one register word: returns (minv, word)."""
+    old = _ug(loads, w)
+    _us(loads, w, old + 1)
+    word &= ~(np.uint64(old == minv) << np.uint64(w))
+    if word == 0:
+        minv += 1
+        word = _word_build(loads, minv)
+    return minv, word
+
+
+@njit(cache=True, inline="always")
+def _prefetch_cache_slot(sk, hslot, fp):  # pragma: no cover - compiled
+    """Prefetch the D-Choices cache slot (``hslot``) of the counter in ``fp``'s home table slot
+    (speed only, like :func:`engine.sketches.ss_prefetch_counter`)."""
+    e = sk[3][np.uint64(fp) >> np.uint64(sk[4][SHIFT])]
+    prefetch(hslot, (e & np.uint64(0xFFFFFFFF)) - np.uint64(1))
 
 
 @njit(cache=True, inline="always")
@@ -434,7 +498,7 @@ def _dchoices_pick(fp, cid, d, f0, f1, loads, st, hc, dn, mhi, mlo):  # pragma: 
         _us(hslot, cid, row)
         _us(cfp, row, fp)
         _us(cmeta, 2 * row, -1)
-    cols = crow.size // rows
+    cols = loads.size  # rows are n wide (_alloc_cache; d < n here implies n > 2)
     base = row * cols
     if _ug(cmeta, 2 * row) != d:
         stamp = st[ST_STAMP] + 1
@@ -465,17 +529,29 @@ def _dchoices_pick(fp, cid, d, f0, f1, loads, st, hc, dn, mhi, mlo):  # pragma: 
     return w
 
 
-@njit(cache=True, _nrt=False)
-def _head_kernel(  # pragma: no cover - compiled
-    mode, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, probs
+@njit(cache=True, inline="always")
+def _head_body(  # pragma: no cover - compiled
+    mode, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, probs, tw
 ):
-    """Alg. 1 for one batch of one source (mode: MODE_D, MODE_W or MODE_RR)."""
+    """Alg. 1 for one batch of one source (mode: MODE_D, MODE_W or MODE_RR); ``tw``: scratch
+    words of the least-loaded tracker (>= ceil(n/64)).  Inlined into one kernel per mode
+    (:data:`_HEAD_KERNELS`), so the mode tests are compile-time constants."""
     n = loads.size
     dn = np.uint64(n)
     meta = sk[4]
-    # the (min load, lowest worker) tracker is needed by W-Choices and by D-Choices while d >= n
-    # only; D-Choices with d < n skips it and rebuilds it in O(n) when a refresh makes d >= n
-    track = mode == MODE_W or (mode == MODE_D and st[ST_D] >= n)
+    # the (min load, workers holding it) tracker is needed by W-Choices and by D-Choices while
+    # d >= n only; it is derived from the loads, so built here per call (O(n)) and when a refresh
+    # makes d >= n
+    dcur = st[ST_D]
+    nxt_refresh = st[ST_NEXT]
+    track = mode == MODE_W or (mode == MODE_D and dcur >= n)
+    small = n <= 64  # the worker set fits one register word
+    minv = np.int64(0)
+    wi = 0
+    word = np.uint64(0)
+    if track:
+        minv, wi = _min_init(loads, tw)
+        word = _ug(tw, 0)
     m = fps.size
     for start in range(0, m, _CHUNK):
         stop = min(start + _CHUNK, m)
@@ -487,27 +563,32 @@ def _head_kernel(  # pragma: no cover - compiled
                 ss_prefetch_slot(sk, fps[start + x + PF_SLOT])
             if start + x + PF_COUNTER < m:
                 ss_prefetch_counter(sk, fps[start + x + PF_COUNTER])
+                if mode == MODE_D:
+                    _prefetch_cache_slot(sk, hc[0], fps[start + x + PF_COUNTER])
             fp = _ug(f, x)
             cid = ss_offer(sk, fp)
             total = meta[TOTAL]
-            if mode == MODE_D and total == st[ST_NEXT]:
+            if mode == MODE_D and total == nxt_refresh:
                 d = _refresh_d(sk, theta, eps, n, probs)
                 if d >= n and not track:
-                    _min_tracker_rebuild(loads, st, n)
+                    minv, wi = _min_init(loads, tw)
+                    word = _ug(tw, 0)
                 track = d >= n
-                st[ST_D] = d
-                st[ST_NEXT] = total + refresh
+                dcur = d
+                nxt_refresh = total + refresh
+                st[ST_D] = dcur
+                st[ST_NEXT] = nxt_refresh
             head = total > warmup and (ss_count(sk, cid) - ss_error(sk, cid)) >= theta * total
             if head:
                 if mode == MODE_RR:
                     w = st[ST_RR]
                     nxt = w + 1
                     st[ST_RR] = nxt if nxt < n else 0
-                elif mode == MODE_W or st[ST_D] >= n:
-                    w = st[ST_CUR]
+                elif mode == MODE_W or dcur >= n:
+                    w = np.int64(trailing_zeros(word)) if small else _min_worker(tw, wi)
                 else:
                     w = _dchoices_pick(
-                        fp, cid, st[ST_D], _ug(c0, x), _ug(c1, x), loads, st, hc, dn, mhi, mlo
+                        fp, cid, dcur, _ug(c0, x), _ug(c1, x), loads, st, hc, dn, mhi, mlo
                     )
             else:
                 w = _ug(c0, x)
@@ -515,10 +596,32 @@ def _head_kernel(  # pragma: no cover - compiled
                 if _ug(loads, cand) < _ug(loads, w):
                     w = cand
             if track:
-                _bump(loads, w, st, n)
+                if small:
+                    minv, word = _bump_word(loads, w, word, minv)
+                else:
+                    minv, wi = _bump_tracked(loads, w, tw, minv, wi)
             else:
                 _us(loads, w, _ug(loads, w) + 1)
             _us(o, x, w)
+
+
+@njit(cache=True, _nrt=False)
+def _head_kernel_d(fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, probs, tw):  # pragma: no cover - compiled
+    _head_body(MODE_D, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, probs, tw)
+
+
+@njit(cache=True, _nrt=False)
+def _head_kernel_w(fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, probs, tw):  # pragma: no cover - compiled
+    _head_body(MODE_W, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, probs, tw)
+
+
+@njit(cache=True, _nrt=False)
+def _head_kernel_rr(fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, probs, tw):  # pragma: no cover - compiled
+    _head_body(MODE_RR, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, probs, tw)
+
+
+#: one compiled kernel per head mode
+_HEAD_KERNELS = {MODE_D: _head_kernel_d, MODE_W: _head_kernel_w, MODE_RR: _head_kernel_rr}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -634,6 +737,7 @@ class _HeadBase(_SplitKeyBase):
         super().__init__(n_workers, n_sources, seed, params)
         self.sketch = SpaceSaving(self.p["capacity"], self.n_sources)
         self._probs = np.zeros(self.sketch.capacity, dtype=np.float64)
+        self._tw = np.zeros(1, dtype=np.uint64)
         self.state = np.zeros((self.n_sources, _NST), dtype=np.int64)
         self._reset_state()
 
@@ -656,10 +760,9 @@ class _HeadBase(_SplitKeyBase):
         st = self.state
         st[:, ST_D] = 2 if n > 2 else n
         st[:, ST_RR] = np.arange(self.n_sources) % n
-        st[:, ST_MINV] = 0
-        st[:, ST_CUR] = 0
         st[:, ST_ROW] = 0
         st[:, ST_STAMP] = 0
+        self._tw = np.zeros((n + 63) // 64, dtype=np.uint64)
         self._alloc_cache()
         totals = self.sketch.meta[:, TOTAL]
         # next d refresh: at the end of warm-up, or on the next tuple if already past it
@@ -700,11 +803,11 @@ class _HeadBase(_SplitKeyBase):
         fps = np.ascontiguousarray(fps, dtype=np.uint64).ravel()
         out = np.empty(fps.size, dtype=np.int64)
         if fps.size:
-            _head_kernel(
-                self.mode, fps, out, self.loads[s], self.state[s], self.sketch.arrays(s), self._cache(s),
+            _HEAD_KERNELS[self.mode](
+                fps, out, self.loads[s], self.state[s], self.sketch.arrays(s), self._cache(s),
                 self.theta, float(self.p.get("epsilon", 1e-4)), self.warmup,
                 int(self.p.get("refresh", 1)), self._mhi, self._mlo, self._c0, self._c1,
-                self._probs,
+                self._probs, self._tw,
             )
         return out
 
