@@ -148,7 +148,7 @@ _CHUNK = 512  # tuples per vectorised candidate pre-pass
 # head modes
 MODE_D, MODE_W, MODE_RR = 1, 2, 3
 # per-source state columns
-ST_D, ST_NEXT, ST_RR, ST_ROW, ST_STAMP = 0, 1, 2, 5, 6  # (3, 4: unused, kept for the state layout)
+ST_D, ST_NEXT, ST_RR, ST_ROW = 0, 1, 2, 5  # (3, 4, 6: unused, kept for the state layout)
 _NST = 7
 _CACHE_ENTRIES = 1 << 20  # bound on rows x n of the D-Choices candidate cache, per source
 
@@ -483,13 +483,14 @@ def _prefetch_cache_slot(sk, hslot, fp):  # pragma: no cover - compiled
 def _dchoices_pick(fp, cid, d, f0, f1, loads, st, hc, dn, mhi, mlo):  # pragma: no cover - compiled
     """Greedy-d for a head key: least loaded of F_0..F_{d-1}, ties → lower choice index.
 
-    The distinct choices of a head key, in choice order, are cached per sketch counter (``hc``:
-    counter → row, row → fingerprint, (d, length), workers; ``seen`` stamps for de-duplication).
-    Dropping repeated workers keeps the first occurrence, so the argmin and its tie rule are
-    unchanged; the cache only saves recomputing up to n − 1 hash choices per head tuple.  A row is
-    rebuilt when it belongs to another key (counter reused, row reallocated) or d changed.
+    The choices F_0..F_{d-1} of a head key are cached per sketch counter (``hc``: counter → row,
+    row → fingerprint, row → d, workers), so a head tuple does not recompute up to n − 1 hash
+    choices.  A row is rebuilt when it belongs to another key (counter reused, row reallocated) or d
+    changed.  Repeated workers are kept: a repeat has the load of its first occurrence, so the
+    strict ``<`` scan never picks it, and the scan has a fixed trip count d (no mispredicted loop
+    exit, as with the distinct choices it used to keep).
     """
-    hslot, cfp, cmeta, crow, seen = hc
+    hslot, cfp, cmeta, crow = hc
     rows = cfp.size
     row = np.int64(_ug(hslot, cid))
     if row < 0 or _ug(cfp, row) != fp:
@@ -497,30 +498,17 @@ def _dchoices_pick(fp, cid, d, f0, f1, loads, st, hc, dn, mhi, mlo):  # pragma: 
         st[ST_ROW] = row + 1 if row + 1 < rows else 0
         _us(hslot, cid, row)
         _us(cfp, row, fp)
-        _us(cmeta, 2 * row, -1)
-    cols = loads.size  # rows are n wide (_alloc_cache; d < n here implies n > 2)
-    base = row * cols
-    if _ug(cmeta, 2 * row) != d:
-        stamp = st[ST_STAMP] + 1
-        st[ST_STAMP] = stamp
-        _us(seen, f0, stamp)
+        _us(cmeta, row, -1)
+    base = row * loads.size  # rows are n wide (_alloc_cache; d < n here)
+    if _ug(cmeta, row) != d:
         _us(crow, base, f0)
-        length = 1
-        if _ug(seen, f1) != stamp:
-            _us(seen, f1, stamp)
-            _us(crow, base + length, f1)
-            length += 1
+        _us(crow, base + 1, f1)
         for i in range(2, d):
-            c = _cand(fp, i, dn, mhi, mlo)
-            if _ug(seen, c) != stamp:
-                _us(seen, c, stamp)
-                _us(crow, base + length, c)
-                length += 1
-        _us(cmeta, 2 * row, d)
-        _us(cmeta, 2 * row + 1, length)
+            _us(crow, base + i, _cand(fp, i, dn, mhi, mlo))
+        _us(cmeta, row, d)
     w = np.int64(_ug(crow, base))
     lw = _ug(loads, w)
-    for i in range(1, _ug(cmeta, 2 * row + 1)):
+    for i in range(1, d):
         c = np.int64(_ug(crow, base + i))
         lc = _ug(loads, c)
         if lc < lw:
@@ -712,7 +700,7 @@ class _HeadBase(_SplitKeyBase):
 
     mode: ClassVar[int] = 0
 
-    source_state_attrs: ClassVar[tuple[str, ...]] = ("loads", "state", "_hslot", "_cfp", "_cmeta", "_crow", "_seen")
+    source_state_attrs: ClassVar[tuple[str, ...]] = ("loads", "state", "_hslot", "_cfp", "_cmeta", "_crow")
     #: the SpaceSaving arrays with the source on axis 0 (see engine.sketches.SpaceSaving); the hash
     #: table is derived from them and rebuilt on arrival (SpaceSaving.rebuild_table), not shipped
     _SKETCH_ARRAYS: ClassVar[tuple[str, ...]] = ("cnt", "ring", "ovf", "hot", "meta")
@@ -761,7 +749,6 @@ class _HeadBase(_SplitKeyBase):
         st[:, ST_D] = 2 if n > 2 else n
         st[:, ST_RR] = np.arange(self.n_sources) % n
         st[:, ST_ROW] = 0
-        st[:, ST_STAMP] = 0
         self._tw = np.zeros((n + 63) // 64, dtype=np.uint64)
         self._alloc_cache()
         totals = self.sketch.meta[:, TOTAL]
@@ -787,15 +774,12 @@ class _HeadBase(_SplitKeyBase):
             rows, cols = 1, 1
         self._hslot = np.full((s, self.sketch.capacity if self.mode == MODE_D else 1), -1, dtype=np.int32)
         self._cfp = np.zeros((s, rows), dtype=np.uint64)
-        self._cmeta = np.full((s, rows, 2), -1, dtype=np.int64)
+        self._cmeta = np.full((s, rows), -1, dtype=np.int64)
         self._crow = np.zeros((s, rows, cols), dtype=np.int32)
-        self._seen = np.zeros((s, max(n, 1)), dtype=np.int64)
 
     def _cache(self, s: int) -> tuple:
         """Flat views of the D-Choices candidate cache of source ``s`` (see :func:`_dchoices_pick`)."""
-        return (
-            self._hslot[s], self._cfp[s], self._cmeta[s].reshape(-1), self._crow[s].reshape(-1), self._seen[s]
-        )
+        return self._hslot[s], self._cfp[s], self._cmeta[s], self._crow[s].reshape(-1)
 
     # ------------------------------------------------------------------ routing
     def route(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
