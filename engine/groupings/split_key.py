@@ -75,7 +75,7 @@ empties (the minimum is then one higher), once per load level; it is derived fro
 kernel call builds it (O(n)), and D-Choices builds it only while d >= n (d changes only at
 refreshes).  This replaced a (min load, lowest worker) pair whose successor was found by scanning
 forward, an unpredictable loop on every head tuple: W-Choices 19.5 → 17 ns per tuple.  D-Choices
-caches, per head key, its distinct choices in choice order (:func:`_dchoices_pick`) and prefetches
+caches, per head key, its choices F_0..F_{d-1} (:func:`_dchoices_pick`) and prefetches
 the cache slot of the counter ``PF_COUNTER`` tuples ahead (~0.4 ns); kernels are compiled with
 ``_nrt=False`` (no reference counting of the array arguments inside the per-tuple loop, which
 otherwise costs ~50 ns per tuple); data-dependent array indices are cast to unsigned
@@ -88,11 +88,17 @@ Stream-Summary of :mod:`engine.sketches` (12.5 ns with the full one; hit or miss
 unpredictable: 60 % hits, 39 % evictions); ~3 ns head test and round-robin pointer; ~2 ns more for
 the W-Choices tracker, ~4 ns for the D-Choices choice cache and refresh (d = 4): in total ~15 ns
 (rr-head), ~17 ns (wchoices), ~18.5 ns (dchoices), measured with ``bench/bench_routing.py``.  With
-d = 22 (z = 1.4) a D-Choices head tuple scans its ~20 distinct choices.  Tried without a measurable
+d = 22 (z = 1.4) a D-Choices head tuple scans its 22 cached choices.  Tried without a measurable
 gain, hence not kept: selecting the W-Choices/Round-Robin head choice instead of branching to it
 (the PKG choice computed for every tuple); keeping the per-source state in locals; a branch-free
 argmin in the D-Choices scan; carrying the chosen worker's load instead of reloading it; a
-SpaceSaving table of 4 · or 16 · capacity slots instead of 8 · (both slower).
+SpaceSaving table of 4 · or 16 · capacity slots instead of 8 · (both slower), or rebuilt after
+3 · capacity evictions instead of capacity (slower: longer probes); computing F_2, F_3 in the
+vectorised pre-pass for every tuple instead of the cache when d <= 4 (~1 ns slower); the head test
+as an integer comparison with ceil(θ·N); routing in two passes per chunk (sketch and head flags
+first, then the choices); computing the fingerprints inside the routing loop (from the key bytes,
+to overlap hashing with the sketch's memory stalls: no gain, the mispredicted branches serialise
+both).
 
 Numba's on-disk cache does not see changes in other modules: the kernels here inline those of
 :mod:`engine.sketches`, so after editing that module delete the cached ``split_key*.nbi/.nbc``
