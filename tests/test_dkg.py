@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import registry
-from engine.groupings.dkg import BABY, OLD, TEENAGE, DynamicKeyGrouping, _promote, table1
+from engine.groupings.dkg import BABY, OLD, TEENAGE, DynamicKeyGrouping, _promote, _SourceState, table1
 from engine.keys import Vocabulary
 from engine.metrics import load_metrics, replication
 from engine.params import ParamError
@@ -288,6 +288,84 @@ def test_table_growth_path_is_exercised():
     g.route(fps)
     assert g.states[0].tkeys.size >= 4096
     assert g.space_sizes()["items"] == np.unique(fps).size
+
+
+def check_item_store(g: DynamicKeyGrouping, source: int = 0) -> None:
+    """Internal invariants of the Key Item store that the branch-free kernel relies on."""
+    stt = g.states[source]
+    size = int(g.space_sizes(source)["items"])
+    d = int(g.p["default_width"])
+    assert stt.tkeys[0] == 0 and stt.tcount[0] == 0  # sentinel row reset after each call
+    # rows above the size are pristine: a new Key Item is the next row as it is
+    assert np.all(stt.tcount[size + 1:] == 0) and np.all(stt.tspace[size + 1:] == BABY)
+    assert np.all(stt.twidth[size + 1:] == d)
+    live = stt.tkeys[1:size + 1]
+    assert np.unique(live).size == size and np.all(stt.tcount[1:size + 1] >= 1)
+    # the index holds exactly the live ids, and every live key is found at its own id
+    ids = stt.index[stt.index != 0].astype(np.int64)
+    assert np.array_equal(np.sort(ids), np.arange(1, size + 1))
+    assert np.array_equal(g.key_count(live), stt.tcount[1:size + 1])
+    assert stt.index.size >= 8 * (stt.tkeys.size - 1)
+    # the space lists point at live items of their space
+    n_old, n_teen = g.space_sizes(source)["old"], g.space_sizes(source)["teenage"]
+    assert np.all(stt.tspace[stt.old_list[:n_old]] == OLD) and np.all(stt.old_list[n_old:] == -1)
+    assert np.all(stt.tspace[stt.teen_list[:n_teen]] == TEENAGE) and np.all(stt.teen_list[n_teen:] == -1)
+    assert np.all((stt.old_list[:n_old] >= 1) & (stt.old_list[:n_old] <= size))
+    assert np.all((stt.teen_list[:n_teen] >= 1) & (stt.teen_list[:n_teen] <= size))
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_growth_from_tiny_capacity_matches_reference(d):
+    """Start from a 1-item store: growth happens at many points between truncations (also when
+    the store is full and the next key already has an item); results stay those of the model."""
+    params = dict(expected_keys=20, warmup_tuples=300, teenage_cycle_tuples=200, old_cycle_tuples=500,
+                  default_width=d)
+    vocab = Vocabulary([f"t{i}" for i in range(300)])
+    fps = vocab.fps[drifting_stream(300, 6000, 11 + d)]
+    g = make(7, **params)
+    g.states[0] = _SourceState(7, g.old_cap, g.teen_cap, 200, 500, d, capacity=1)
+    outs, widths = [], []
+    for part in np.split(fps, [1, 2, 500, 2300, 2301, 4100]):
+        o, _, w = g.route_traced(part)
+        outs.append(o)
+        widths.append(w)
+        check_item_store(g)
+    want_w, want_width = RefDKG(7, **params).route(fps)
+    assert np.array_equal(np.concatenate(outs), want_w)
+    assert np.array_equal(np.concatenate(widths), want_width)
+    assert g.states[0].tkeys.size - 1 >= 64  # it did grow
+
+
+def test_new_keys_get_default_width_after_resize_up():
+    """With n < default_width every stored width is capped at n; after a resize up, a key whose
+    Key Item reuses a freed row must still start at min(default_width, max width)."""
+    vocab = Vocabulary([f"r{i}" for i in range(400)])
+    g = make(2, default_width=4, expected_keys=10, teenage_cycle_tuples=100, old_cycle_tuples=300,
+             warmup_tuples=0)
+    g.route(vocab.fps[np.random.default_rng(1).integers(0, 200, 3000)])
+    check_item_store(g)
+    g.resize(10)
+    fresh = vocab.fps[200:400]
+    _, _, width = g.route_traced(fresh)  # 200 new keys, first tuple each
+    assert np.all(width == 4)
+    check_item_store(g)
+
+
+def test_item_store_invariants_on_zipf_stream():
+    """Many truncations on a heavy-tailed stream (about half the tuples create an item)."""
+    rng = np.random.default_rng(5)
+    ranks = np.minimum(rng.zipf(1.3, 40000), 5000) - 1
+    vocab = Vocabulary([f"z{i}" for i in range(5000)])
+    fps = vocab.fps[ranks]
+    g = make(10, **FAST)
+    ref = RefDKG(10, **FAST)
+    for part in np.split(fps, [7000, 19999, 30001]):
+        assert np.array_equal(g.route(part), ref.route(part)[0])
+        check_item_store(g)
+    count = g.key_count(vocab.fps)
+    for k, fp in enumerate(vocab.fps):
+        item = ref.items.get(int(fp))
+        assert count[k] == (0 if item is None else item[0])
 
 
 @settings(max_examples=25, deadline=None)

@@ -9,12 +9,13 @@ Alg. 4–5) up to the Table-1 limit and shrinks again ("scale down", Sec. 4.6, A
 What is implemented, per source (every source runs its own independent copy, the local view of the
 paper; ``route(fps, source)`` advances only that source's state):
 
-* **Key Items and Key Space** (Sec. 4.1.1–4.1.2): one Key Item per key (occurrence count, last time
-  seen, width) in an open-addressing hash table held in numpy arrays, keyed by the ``uint64``
-  fingerprint.  Each item is in Baby, Teenage or Old space.  The administrator's expected number of
+* **Key Items and Key Space** (Sec. 4.1.1–4.1.2): one Key Item per key (occurrence count, width,
+  space) in dense numpy arrays, found through a hash index keyed by the ``uint64`` fingerprint.
+  The paper's Key Item also holds "the last time the key was processed"; no rule (Alg. 1–6) reads
+  it, so it is not stored.  Each item is in Baby, Teenage or Old space.  The administrator's expected number of
   keys ``expected_keys`` (paper: 100) sizes them: Old = 10 %, Teenage = 40 %, Baby = the remaining
   50 % (paper: 10 / 40 / 50).  Old and Teenage are hard bounded; Baby is not (every new key gets an
-  item in Baby).  Looking a key up in Old, then Teenage, then Baby is one hash-table probe here.
+  item in Baby).  Looking a key up in Old, then Teenage, then Baby is one index probe here.
 * **Key Space Manager** (Sec. 4.1.3, Alg. 1–3): every ``teenage_cycle_tuples`` tuples (paper: 15 s)
   Alg. 1 runs: sort Baby and Teenage by occurrences, *truncate Baby*, then Alg. 3
   ``promoteToNextSpace(Baby, Teenage)``; every ``old_cycle_tuples`` tuples (paper: 60 s) Alg. 2 runs
@@ -90,23 +91,46 @@ current candidates must already carry at least ``L_s`` percent of the source's t
 
 Routing runs in a module-level numba kernel (:func:`_route_kernel`) over numpy arrays held by
 per-source :class:`_SourceState` objects, so the grouping pickles.  The kernel returns early only
-when the hash table needs to grow; Python then doubles it and resumes at the same tuple.
-Speed-only details (the literal reference in the tests checks the results tuple by tuple):
-indices are cast to unsigned, which removes numba's negative-index wraparound code; the clock
-and counters live in locals; width 2 (the default) is scanned without data-dependent branches.
-The Baby→Teenage cycle scans the whole table (16,384 slots at ~7,600 items on the benchmark stream);
-its per-slot tests are integer arithmetic on the loaded fields with one well-predicted branch
-(``_top_baby``: ``count − (not a used Baby item)·2^56 >= floor``; the keep flags: no branch),
-because LLVM turned the former ``tused[s] == 0 or …`` tests into branches that mispredict on the
-~50 % occupied slots (measured ~20 % of DKG's routing time, ~5 ns per tuple); the slot lists are
-remapped through their keys after the rebuild (no O(table) slot map).  Per-tuple cost on the
-1e6-key Zipf z = 1 stream, n = 50: ~22 ns, of which ~2 ns the cycles; the rest is the Key Item
-lookup/creation (about half of the tuples create a Key Item that the next Baby truncation
-discards again: an unpredictable branch), the 64-bit ``fp mod n`` and ``100/total``.  Tried without
-measurable gain, hence not kept: a 32-byte array-of-structs item table, a 16-bit probe-tag
-array, a batch-wise or per-tuple division-free ``fp mod n`` (Lemire), a lower table load factor
-(slower: the cycles scan the whole table), prefetching the home slots 16 tuples ahead, creating
-the Key Item with selects instead of a branch.
+when the item arrays are full and a new key arrives; Python then doubles them and resumes at the
+same tuple.
+
+Data layout and speed (the literal reference in the tests checks the results tuple by tuple).
+Key Items live in dense arrays indexed by an item id ``1..size`` (``tkeys``, ``tcount``,
+``twidth``, ``tspace``); a linear-probing hash index of ``uint32`` item ids (0 = empty; home slot
+= top bits of the Fibonacci hash ``fp · 0x9E3779B97F4A7C15``, ≥ 8 slots per item place) finds them.  A lookup is a sentinel
+search (row 0 holds the fingerprint being looked up, so an empty entry stops the probe loop on the
+same fingerprint comparison as a hit); a new key takes the next row, which is kept *pristine*
+(count 0, width ``default_width``, Baby), so creating a Key Item is pure arithmetic on the probe
+result (``id = e | (−[e = 0] & (size + 1))``) with no branch: about half of the tuples of the
+benchmark stream create an item that the next Baby truncation discards, so a branch there
+mispredicts.  The cycles work on the live items only: ``_top_baby`` scans them once (one
+well-predicted branch per item: ``count − space·2^56 + wide·2^58 >= floor``), collecting the
+best Baby items and the wide Baby ones; truncation moves only the kept rows (Old, Teenage, best,
+wide: ~100) down to ids ``1..k`` in id order, refills the freed rows with the pristine values,
+rebuilds the index and remaps the id lists by binary search.  The routing loop runs in segments
+that need neither a capacity nor a cycle check per tuple.  Other details: indices are cast to
+unsigned (no negative-index wraparound code), counters live in locals, width 2 (the default) is
+scanned without data-dependent branches, ``inv = 100/max(total, 1)`` (all counts are 0 when
+``total`` is 0, so the loads are 0 as in the paper's start state).
+
+Measured (route from fingerprints, 1e7-tuple Zipf z = 1 stream over 1e6 keys, n = 50, best of 3,
+CPU clock, old and new files swapped in and out alternately on a shared 2-core machine): the
+former kernel (open-addressing struct-of-arrays table, ``tlast``, creation branch) 20.8–21.6 ns
+per tuple; dense items + sentinel probe + branch-free creation 14.3 ns; cycles on live items
+only 13.6 ns; segment loop without per-tuple cycle/capacity checks 12.8 ns; index 8 instead of 4
+slots per item place 12.0–12.5 ns (2 per place: 14.4; 16: no further gain); Fibonacci hashing
+(one multiply) for the home slot instead of SplitMix64 11.5–11.7 ns.  Tried without gain,
+hence not kept: storing both candidates' counters for width 2 (stores at addresses known from
+``fp``: +1.3 ns), comparing the integer counts instead of the loads to pick the least loaded
+(equal results; +0.1–0.4 ns), a branch-free integer scan for widths > 2 (+0.3–0.7 ns), one branch
+per rule instead of one per test (±0), prefetching the index slot 16 tuples ahead (+0.1–0.3 ns),
+a separate lookup pass per 256-tuple block before the routing pass (+1.5 ns), writing the
+fingerprint to the next free row instead of the item's row (±0), a constant ``fp mod 50`` (±0.3,
+i.e. the division is not the bottleneck), a ``uint64`` index with 32-bit fingerprint tags (the
+first dense version, whose creation LLVM still compiled to a branch: 19.9–20.6 ns).  Where the
+rest goes (timing-only ablations of the 14.3 ns version, not bit-identical): the loop with only
+``fp mod n`` 3.0 ns; plus lookup, creation and cycles 6.1 ns; without the scale-out rule (every
+width 2) 9.5 ns, i.e. the ~8 % of tuples of keys wider than 2 and the rule branches cost ~4.7 ns.
 """
 
 from __future__ import annotations
@@ -118,7 +142,6 @@ import numba
 import numpy as np
 
 from engine.grouping import Grouping
-from engine.keys import mix64_scalar
 from engine.params import Param
 from engine.registry import register
 
@@ -134,6 +157,7 @@ BABY, TEENAGE, OLD = 0, 1, 2
 _CLOCK, _TOTAL, _NEXT_TEEN, _NEXT_OLD, _SIZE, _N_OLD, _N_TEEN, _WARM_BASE = range(8)
 _META = 8
 _INITIAL_CAPACITY = 1024
+_INDEX_FACTOR = 8  # index slots per Key Item place (load factor <= 1/8)
 
 
 def table1(m: int) -> tuple[float, float, int]:
@@ -148,14 +172,19 @@ def table1(m: int) -> tuple[float, float, int]:
     return ideal, thr, int(min(m, math.floor(100.0 / thr + 1e-9) + 1))
 
 
-# ---------------------------------------------------------------------------------------------
-# numba kernels
-# ---------------------------------------------------------------------------------------------
-@numba.njit(cache=True, inline="always")
-def _home_slot(fp, mask):  # pragma: no cover - compiled
-    return np.int64(mix64_scalar(fp) & np.uint64(mask))
+def _index_size(capacity: int) -> int:
+    """Index slots for ``capacity`` Key Items: a power of two >= ``_INDEX_FACTOR * capacity``."""
+    size = 8
+    while size < _INDEX_FACTOR * capacity:
+        size *= 2
+    return size
 
 
+# ---------------------------------------------------------------------------------------------
+# numba kernels.  Key Items live in dense arrays indexed by item id 1..size (row 0 is the probe
+# sentinel; rows above ``size`` are kept pristine: count 0, width default_w, Baby); ``index`` is a
+# linear-probing hash index of uint32 item ids (0 = empty).
+# ---------------------------------------------------------------------------------------------
 @numba.njit(cache=True, inline="always")
 def _ug(a, i):  # pragma: no cover - compiled
     """``a[i]`` for ``i >= 0``: an unsigned index spares numba's negative-index wraparound."""
@@ -169,16 +198,57 @@ def _us(a, i, v):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, inline="always")
-def _find(tkeys, tused, fp):  # pragma: no cover - compiled
-    """Slot of ``fp``, or ``-(free slot) - 1`` when absent (load factor ≤ 1/2 ⇒ terminates)."""
-    mask = tkeys.size - 1
-    s = _home_slot(fp, mask)
+def _shift(index):  # pragma: no cover - compiled
+    """``64 − log2(index.size)``: the home slot is the top bits of a Fibonacci hash."""
+    b = np.uint64(0)
+    while (np.uint64(1) << b) < np.uint64(index.size):
+        b += np.uint64(1)
+    return np.uint64(64) - b
+
+
+@numba.njit(cache=True, inline="always")
+def _home(fp, shift):  # pragma: no cover - compiled
+    return (np.uint64(fp) * np.uint64(0x9E3779B97F4A7C15)) >> shift
+
+
+@numba.njit(cache=True, inline="always")
+def _probe(index, tkeys, fp, shift):  # pragma: no cover - compiled
+    """Index slot of ``fp``'s item id, or the empty slot where it goes; needs ``tkeys[0] == fp``.
+
+    Sentinel search: an empty entry (0) points at row 0, which holds ``fp``, so the loop has one
+    exit test, the fingerprint comparison (load factor ≤ 1/8 ⇒ it ends, nearly always at once).
+    """
+    mask = np.uint64(index.size - 1)
+    j = _home(fp, shift)
+    while _ug(tkeys, index[j]) != fp:
+        j = (j + np.uint64(1)) & mask
+    return j
+
+
+@numba.njit(cache=True)
+def _find_id(index, tkeys, fp):  # pragma: no cover - compiled
+    """Item id of ``fp`` (>= 1), or 0 when it has no Key Item (no sentinel: reads only)."""
+    mask = np.uint64(index.size - 1)
+    fp = np.uint64(fp)
+    j = _home(fp, _shift(index))
     while True:
-        if _ug(tused, s) == 0:
-            return -s - 1
-        if _ug(tkeys, s) == fp:
-            return s
-        s = (s + 1) & mask
+        e = index[j]
+        if e == 0 or _ug(tkeys, e) == fp:
+            return np.int64(e)
+        j = (j + np.uint64(1)) & mask
+
+
+@numba.njit(cache=True)
+def _build_index(index, tkeys, size):  # pragma: no cover - compiled
+    """Clear ``index`` and insert items ``1..size``."""
+    index[:] = 0
+    mask = np.uint64(index.size - 1)
+    shift = _shift(index)
+    for t in range(1, size + 1):
+        j = _home(tkeys[t], shift)
+        while index[j] != 0:
+            j = (j + np.uint64(1)) & mask
+        index[j] = t
 
 
 @numba.njit(cache=True)
@@ -206,28 +276,34 @@ def _sort_desc(slots, k, tcount, tkeys):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
-def _top_baby(tused, tspace, tcount, tkeys, k):  # pragma: no cover - compiled
-    """The ``k`` best Baby items (slots), sorted; a bounded heap with the worst item at the root.
+def _top_baby(size, tspace, tcount, twidth, tkeys, k, default_w):  # pragma: no cover - compiled
+    """The ``k`` best Baby items (ids, sorted) and the Baby items wider than ``default_w``.
 
-    Speed: once the heap is full, a slot can only enter if it is a used Baby item with a count
-    >= the root's; that test is one integer comparison (``count − (not-a-used-Baby-item) · 2^56 >=
-    floor``), so the scan takes one well-predicted branch per slot instead of unpredictable ones on
-    the ~50 % occupied slots (measured: the scan was ~20 % of DKG's routing time).
+    Returns ``(best, wide, n_wide)``; ``best`` is found with a bounded heap whose root is its worst
+    item.  Speed: an item needs a closer look only if it is a Baby item with a count >= the root's
+    or a wide item; that test is one integer comparison (``count − space · 2^56 + wide · 2^58 >=
+    floor``), so the scan of the live items takes one well-predicted branch per item.
     """
     heap = np.empty(max(k, 1), dtype=np.int64)
-    size = 0
-    floor = np.int64(-1)  # count a slot needs to be considered: -1 until the heap is full
-    for s in range(tused.size):
-        # key = count for a used Baby item, < -2^55 otherwise (counts < 2^55); integer arithmetic
-        # on the loaded bytes, so LLVM cannot split the test into several (unpredictable) branches
-        bad = np.int64(_ug(tspace, s)) | (np.int64(_ug(tused, s)) ^ 1)
-        if _ug(tcount, s) - (bad << 56) < floor:
+    wide = np.empty(size + 1, dtype=np.int64)
+    n_wide = 0
+    hsize = 0
+    floor = np.int64(-1)  # count an item needs to be considered: -1 until the heap is full
+    for s in range(1, size + 1):
+        sp = np.int64(_ug(tspace, s))
+        wd = np.int64(_ug(twidth, s) > default_w)
+        if _ug(tcount, s) - (sp << 56) + (wd << 58) < floor:
             continue
-        if size < k:
+        if wd != 0 and sp == 0:
+            wide[n_wide] = s
+            n_wide += 1
+        if sp != 0 or tcount[s] < floor:
+            continue
+        if hsize < k:
             # sift up: parent must be "worse" than child
-            i = size
+            i = hsize
             heap[i] = s
-            size += 1
+            hsize += 1
             while i > 0:
                 p = (i - 1) // 2
                 if _better(tcount, tkeys, heap[p], heap[i]):
@@ -237,18 +313,18 @@ def _top_baby(tused, tspace, tcount, tkeys, k):  # pragma: no cover - compiled
                     i = p
                 else:
                     break
-            if size == k:
+            if hsize == k:
                 floor = tcount[heap[0]]
         elif k > 0 and _better(tcount, tkeys, s, heap[0]):
             heap[0] = s
             i = 0
             while True:
                 left = 2 * i + 1
-                if left >= size:
+                if left >= hsize:
                     break
                 worst = left
                 right = left + 1
-                if right < size and _better(tcount, tkeys, heap[left], heap[right]):
+                if right < hsize and _better(tcount, tkeys, heap[left], heap[right]):
                     worst = right
                 if _better(tcount, tkeys, heap[i], heap[worst]):
                     t = heap[i]
@@ -258,9 +334,9 @@ def _top_baby(tused, tspace, tcount, tkeys, k):  # pragma: no cover - compiled
                 else:
                     break
             floor = tcount[heap[0]]
-    out = heap[:size].copy()
-    _sort_desc(out, size, tcount, tkeys)
-    return out
+    out = heap[:hsize].copy()
+    _sort_desc(out, hsize, tcount, tkeys)
+    return out, wide, n_wide
 
 
 @numba.njit(cache=True)
@@ -312,89 +388,46 @@ def _promote(src, src_n, dst, dst_n, dst_cap, src_space, dst_space, tcount, tkey
 
 
 @numba.njit(cache=True)
-def _insert(tkeys, tused, tcount, twidth, tspace, tlast, fp, count, width, space, last):  # pragma: no cover
-    s = _find(tkeys, tused, fp)
-    s = -s - 1
-    tused[s] = 1
-    tkeys[s] = fp
-    tcount[s] = count
-    twidth[s] = width
-    tspace[s] = space
-    tlast[s] = last
-    return s
-
-
-@numba.njit(cache=True)
-def _rehash(src_arrays, dst_arrays, lists):  # pragma: no cover - compiled
-    """Copy the items of ``src_arrays`` into empty ``dst_arrays`` and remap the slot ``lists``."""
-    skeys, sused, scount, swidth, sspace, slast = src_arrays
-    dkeys, dused, dcount, dwidth, dspace, dlast = dst_arrays
-    newslot = np.full(skeys.size, -1, dtype=np.int64)
-    for s in range(skeys.size):
-        if sused[s] != 0:
-            newslot[s] = _insert(dkeys, dused, dcount, dwidth, dspace, dlast,
-                                 skeys[s], scount[s], swidth[s], sspace[s], slast[s])
-    for lst in lists:
-        for i in range(lst.size):
-            if lst[i] >= 0:
-                lst[i] = newslot[lst[i]]
-
-
-@numba.njit(cache=True)
-def _teen_cycle(tkeys, tused, tcount, twidth, tspace, tlast, old_list, teen_list, meta,
+def _teen_cycle(index, tkeys, tcount, twidth, tspace, old_list, teen_list, meta,
                 baby_keep, teen_cap, default_w):  # pragma: no cover - compiled
     """Alg. 1 promoteToTeenageSpace: sort Baby/Teenage, truncate Baby, Alg. 3 (Baby → Teenage)."""
-    best = _top_baby(tused, tspace, tcount, tkeys, baby_keep)
-    # --- truncate Baby: rebuild the table without the discarded Baby items
-    cap = tkeys.size
-    keep = np.zeros(cap, dtype=np.uint8)
-    for i in range(best.size):
-        keep[best[i]] = 1
+    size = meta[_SIZE]
+    best, wide, n_wide = _top_baby(size, tspace, tcount, twidth, tkeys, baby_keep, default_w)
+    # --- truncate Baby: keep Old, Teenage, the best Baby items and the wide ones
+    n_old = meta[_N_OLD]
+    n_teen = meta[_N_TEEN]
+    ks = np.empty(n_old + n_teen + best.size + n_wide, dtype=np.int64)
+    ks[:n_old] = old_list[:n_old]
+    ks[n_old:n_old + n_teen] = teen_list[:n_teen]
+    ks[n_old + n_teen:n_old + n_teen + best.size] = best
+    ks[n_old + n_teen + best.size:] = wide[:n_wide]
+    ks.sort()
     n_keep = 0
-    for s in range(cap):
-        # branch-free (the occupied slots are ~50 % and unpredictable)
-        k = np.int64(_ug(tused, s)) & np.int64(
-            (np.int64(_ug(tspace, s)) | np.int64(_ug(keep, s)) | np.int64(_ug(twidth, s) > default_w)) != 0
-        )
-        _us(keep, s, np.uint8(k))
-        n_keep += k
-    if n_keep < meta[_SIZE]:
-        ck = np.empty(n_keep, dtype=np.uint64)
-        cc = np.empty(n_keep, dtype=np.int64)
-        cw = np.empty(n_keep, dtype=np.int32)
-        cs = np.empty(n_keep, dtype=np.int8)
-        cl = np.empty(n_keep, dtype=np.int64)
-        j = 0
-        for s in range(cap):
-            if keep[s] != 0:
-                ck[j] = tkeys[s]
-                cc[j] = tcount[s]
-                cw[j] = twidth[s]
-                cs[j] = tspace[s]
-                cl[j] = tlast[s]
-                j += 1
-        # the slot lists are remapped through their keys (no O(table) slot map)
-        n_old = meta[_N_OLD]
-        n_teen = meta[_N_TEEN]
-        kold = np.empty(n_old, dtype=np.uint64)
-        kteen = np.empty(n_teen, dtype=np.uint64)
-        kbest = np.empty(best.size, dtype=np.uint64)
-        for i in range(n_old):
-            kold[i] = tkeys[old_list[i]]
-        for i in range(n_teen):
-            kteen[i] = tkeys[teen_list[i]]
-        for i in range(best.size):
-            kbest[i] = tkeys[best[i]]
-        tused[:] = 0
-        for j in range(n_keep):
-            _insert(tkeys, tused, tcount, twidth, tspace, tlast, ck[j], cc[j], cw[j], cs[j], cl[j])
+    for i in range(ks.size):  # unique (a wide item may be among the best)
+        if n_keep == 0 or ks[i] != ks[n_keep - 1]:
+            ks[n_keep] = ks[i]
+            n_keep += 1
+    if n_keep < size:
+        # compact: kept item ks[t] becomes item t + 1 <= ks[t] (ascending, so no row is overwritten
+        # before it is moved); the rows above the new size are made pristine again
+        for t in range(n_keep):
+            a = ks[t]
+            tkeys[t + 1] = tkeys[a]
+            tcount[t + 1] = tcount[a]
+            twidth[t + 1] = twidth[a]
+            tspace[t + 1] = tspace[a]
+        tcount[n_keep + 1:size + 1] = 0
+        twidth[n_keep + 1:size + 1] = default_w
+        tspace[n_keep + 1:size + 1] = 0
+        _build_index(index, tkeys, n_keep)
         meta[_SIZE] = n_keep
+        ks = ks[:n_keep]
         for i in range(n_old):
-            old_list[i] = _find(tkeys, tused, kold[i])
+            old_list[i] = np.searchsorted(ks, old_list[i]) + 1
         for i in range(n_teen):
-            teen_list[i] = _find(tkeys, tused, kteen[i])
+            teen_list[i] = np.searchsorted(ks, teen_list[i]) + 1
         for i in range(best.size):
-            best[i] = _find(tkeys, tused, kbest[i])
+            best[i] = np.searchsorted(ks, best[i]) + 1
     # --- Alg. 3 (Baby → Teenage); demoted Teenage items land at Baby's tail (space flag only)
     n_teen = meta[_N_TEEN]
     teen = teen_list[:n_teen].copy()
@@ -427,19 +460,19 @@ def _old_cycle(tkeys, tcount, tspace, old_list, teen_list, meta, old_cap):  # pr
 
 @numba.njit(cache=True)
 def _route_kernel(fps, out, trace_w, start, n, default_w, max_w, thr, warmup, cyc_teen, cyc_old,
-                  old_cap, teen_cap, baby_keep, tkeys, tused, tcount, twidth, tspace, tlast,
+                  old_cap, teen_cap, baby_keep, index, tkeys, tcount, twidth, tspace,
                   old_list, teen_list, sent, meta):  # pragma: no cover - compiled
     """Route ``fps[start:]`` tuple by tuple (Alg. 4); returns the index reached.
 
     Stops early (returning ``i < fps.size``) only when the Key Item of ``fps[i]`` must be created
-    and the table is half full; the caller grows the table and calls again from ``i``.
+    and the item arrays are full; the caller grows them and calls again from ``i``.
     """
-    limit = tkeys.size // 2
+    cap = tkeys.size - 1
     m = fps.size
     trace = trace_w.size > 0
     nu = np.uint64(n)
-    w0 = min(default_w, max_w)
-    # clock, total, table size and cycle deadlines live in locals; meta is written back around the
+    shift = _shift(index)
+    # clock, total, item count and cycle deadlines live in locals; meta is written back around the
     # promotion cycles (which read and update it) and on return
     clock = meta[_CLOCK]
     total = meta[_TOTAL]
@@ -447,11 +480,12 @@ def _route_kernel(fps, out, trace_w, start, n, default_w, max_w, thr, warmup, cy
     warm_base = meta[_WARM_BASE]
     next_teen = meta[_NEXT_TEEN]
     next_old = meta[_NEXT_OLD]
-    for i in range(start, m):
+    i = start
+    while i < m:
         if clock >= next_teen or clock >= next_old:
             meta[_SIZE] = size
             if clock >= next_teen:
-                _teen_cycle(tkeys, tused, tcount, twidth, tspace, tlast, old_list, teen_list, meta,
+                _teen_cycle(index, tkeys, tcount, twidth, tspace, old_list, teen_list, meta,
                             baby_keep, teen_cap, default_w)
                 while next_teen <= clock:
                     next_teen += cyc_teen
@@ -462,93 +496,101 @@ def _route_kernel(fps, out, trace_w, start, n, default_w, max_w, thr, warmup, cy
                     next_old += cyc_old
                 meta[_NEXT_OLD] = next_old
             size = meta[_SIZE]
-        fp = _ug(fps, i)
-        s = _find(tkeys, tused, fp)
-        if s < 0:
-            if size + 1 > limit:
+        # at most one new Key Item per tuple: the next `room` tuples need no capacity check, and
+        # no cycle is due before `min(next_teen, next_old) - clock` more tuples
+        room = cap - size
+        if room <= 0:
+            if _find_id(index, tkeys, fps[i]) == 0:
+                tkeys[0] = 0
                 meta[_CLOCK] = clock
                 meta[_TOTAL] = total
                 meta[_SIZE] = size
                 return i
-            s = -s - 1
-            _us(tused, s, 1)
+            room = 1
+        end = min(m, i + room, i + (min(next_teen, next_old) - clock))
+        for i in range(i, end):
+            fp = _ug(fps, i)
+            _us(tkeys, 0, fp)  # sentinel
+            j = _probe(index, tkeys, fp, shift)
+            e = np.int64(index[j])
+            # Key Item id without a branch: a new item (e == 0) takes the pristine row size + 1
+            newm = (e - 1) >> 63  # -1 if new, else 0
+            s = e | (newm & (size + 1))
+            size -= newm
+            index[j] = np.uint32(s)
             _us(tkeys, s, fp)
-            _us(tcount, s, 0)
-            _us(twidth, s, w0)
-            _us(tspace, s, 0)
-            size += 1
-        _us(tcount, s, _ug(tcount, s) + 1)
-        _us(tlast, s, clock)
-        h = np.int64(fp % nu)
-        W = np.int64(_ug(twidth, s))
-        if W > max_w:
-            W = max_w
-        if W < 1:
-            W = 1
-        inv = 100.0 / total if total > 0 else 0.0
-        # findBestCandidate over h, h+1, …, h+W-1 (mod n); j2 = position of the 2nd candidate < L_s
-        if W == 2:
-            # the default width without data-dependent branches (the loop's comparisons, unrolled)
-            w1 = h + 1
-            if w1 == n:
-                w1 = 0
-            c0 = _ug(sent, h) * inv
-            c1 = _ug(sent, w1) * inv
-            b0 = c0 < thr
-            b1 = c1 < thr
-            nll = np.int64(b0) + np.int64(b1)
-            j2 = 1 if (b0 and b1) else -1
-            lt = c1 < c0
-            cm = w1 if lt else h
-            llmin = c1 if lt else c0
-            w = w1 + 1
-            if w == n:
-                w = 0
-        else:
-            llmin = np.inf
-            nll = 0
-            j2 = -1
-            cm = h
-            w = h
-            for j in range(W):
-                cl = _ug(sent, w) * inv
-                if cl < thr:
-                    nll += 1
-                    if nll == 2:
-                        j2 = j
-                if cl < llmin:
-                    llmin = cl
-                    cm = w
-                w += 1
+            _us(tcount, s, _ug(tcount, s) + 1)
+            h = np.int64(fp % nu)
+            W = np.int64(_ug(twidth, s))
+            if W > max_w:  # stored widths are >= 1
+                W = max_w
+            # with total = 0 every count is 0, so any finite inv gives the loads 0 (paper: 0)
+            inv = 100.0 / max(total, 1)
+            # findBestCandidate over h, h+1, …, h+W-1 (mod n); j2 = position of the 2nd candidate < L_s
+            if W == 2:
+                # the default width without data-dependent branches (the loop's comparisons, unrolled)
+                w1 = h + 1
+                if w1 == n:
+                    w1 = 0
+                c0 = _ug(sent, h) * inv
+                c1 = _ug(sent, w1) * inv
+                b0 = c0 < thr
+                b1 = c1 < thr
+                nll = np.int64(b0) + np.int64(b1)
+                j2 = 1  # only read when nll >= 2, i.e. both below L_s
+                lt = c1 < c0
+                cm = w1 if lt else h
+                llmin = c1 if lt else c0
+                w = w1 + 1
                 if w == n:
                     w = 0
-        # shouldScaleOut (Alg. 5): warmed up, LLmin >= L_s, key in Old space
-        if llmin >= thr and clock - warm_base >= warmup and _ug(tspace, s) == 2:
-            if W < max_w and _ug(sent, w) * inv < llmin:  # w = normalize(h + W)
-                cm = w
-                W += 1
-        elif W > default_w and nll >= 2:
-            # shouldScaleDown (Alg. 6): W <- W-1 and chooseBestTask again, repeated while the first W
-            # candidates still hold >= 2 below L_s, i.e. down to max(default_w, j2).  At that level
-            # NLL >= 1, so neither rule fires again; the tuple goes to the least loaded of them.
-            W = max(default_w, j2)
-            llmin = np.inf
-            w = h
-            for j in range(W):
-                cl = _ug(sent, w) * inv
-                if cl < llmin:
-                    llmin = cl
+            else:
+                llmin = np.inf
+                nll = 0
+                j2 = -1
+                cm = h
+                w = h
+                for j in range(W):
+                    cl = _ug(sent, w) * inv
+                    if cl < thr:
+                        nll += 1
+                        if nll == 2:
+                            j2 = j
+                    if cl < llmin:
+                        llmin = cl
+                        cm = w
+                    w += 1
+                    if w == n:
+                        w = 0
+            # shouldScaleOut (Alg. 5): warmed up, LLmin >= L_s, key in Old space
+            if llmin >= thr and clock - warm_base >= warmup and _ug(tspace, s) == 2:
+                if W < max_w and _ug(sent, w) * inv < llmin:  # w = normalize(h + W)
                     cm = w
-                w += 1
-                if w == n:
-                    w = 0
-        _us(twidth, s, W)
-        _us(out, i, cm)
-        _us(sent, cm, _ug(sent, cm) + 1)
-        total += 1
-        clock += 1
-        if trace:
-            _us(trace_w, i, W)
+                    W += 1
+            elif W > default_w and nll >= 2:
+                # shouldScaleDown (Alg. 6): W <- W-1 and chooseBestTask again, repeated while the first W
+                # candidates still hold >= 2 below L_s, i.e. down to max(default_w, j2).  At that level
+                # NLL >= 1, so neither rule fires again; the tuple goes to the least loaded of them.
+                W = max(default_w, j2)
+                llmin = np.inf
+                w = h
+                for j in range(W):
+                    cl = _ug(sent, w) * inv
+                    if cl < llmin:
+                        llmin = cl
+                        cm = w
+                    w += 1
+                    if w == n:
+                        w = 0
+            _us(twidth, s, W)
+            _us(out, i, cm)
+            _us(sent, cm, _ug(sent, cm) + 1)
+            total += 1
+            clock += 1
+            if trace:
+                _us(trace_w, i, W)
+        i = end
+    tkeys[0] = 0
     meta[_CLOCK] = clock
     meta[_TOTAL] = total
     meta[_SIZE] = size
@@ -556,11 +598,11 @@ def _route_kernel(fps, out, trace_w, start, n, default_w, max_w, thr, warmup, cy
 
 
 @numba.njit(cache=True)
-def _lookup_kernel(fps, tkeys, tused, twidth, tspace, default_w, max_w, out_w, out_space):  # pragma: no cover
+def _lookup_kernel(fps, index, tkeys, twidth, tspace, default_w, max_w, out_w, out_space):  # pragma: no cover
     w0 = min(default_w, max_w)
     for i in range(fps.size):
-        s = _find(tkeys, tused, fps[i])
-        if s < 0:
+        s = _find_id(index, tkeys, fps[i])
+        if s == 0:
             out_w[i] = w0
             out_space[i] = -1
         else:
@@ -568,14 +610,26 @@ def _lookup_kernel(fps, tkeys, tused, twidth, tspace, default_w, max_w, out_w, o
             out_space[i] = tspace[s]
 
 
+@numba.njit(cache=True)
+def _count_kernel(fps, index, tkeys, tcount, out):  # pragma: no cover - compiled
+    for i in range(fps.size):
+        out[i] = tcount[_find_id(index, tkeys, fps[i])]  # row 0 (no item) has count 0
+
+
 # ---------------------------------------------------------------------------------------------
 # Per-source state
 # ---------------------------------------------------------------------------------------------
 class _SourceState:
-    """One source's DKG state: Key Item hash table, space lists, local loads, clock (picklable)."""
+    """One source's DKG state: Key Items, their hash index, space lists, local loads, clock (picklable).
+
+    Key Item ``t`` (``1 <= t <= meta[_SIZE]``) is ``tkeys[t], tcount[t], twidth[t], tspace[t]``;
+    row 0 is a sentinel with count 0 and the rows above the size are pristine (count 0, width
+    ``default_width``, Baby), so creating an item is taking the next row.
+    """
 
     def __init__(self, n_workers: int, old_cap: int, teen_cap: int, cyc_teen: int, cyc_old: int,
-                 capacity: int = _INITIAL_CAPACITY) -> None:
+                 default_width: int, capacity: int = _INITIAL_CAPACITY) -> None:
+        self.default_width = int(default_width)
         self._alloc(capacity)
         self.old_list = np.full(old_cap, -1, dtype=np.int64)
         self.teen_list = np.full(teen_cap, -1, dtype=np.int64)
@@ -585,20 +639,20 @@ class _SourceState:
         self.meta[_NEXT_OLD] = cyc_old
 
     def _alloc(self, capacity: int) -> None:
-        self.tkeys = np.zeros(capacity, dtype=np.uint64)
-        self.tused = np.zeros(capacity, dtype=np.uint8)
-        self.tcount = np.zeros(capacity, dtype=np.int64)
-        self.twidth = np.zeros(capacity, dtype=np.int32)
-        self.tspace = np.zeros(capacity, dtype=np.int8)
-        self.tlast = np.zeros(capacity, dtype=np.int64)
-
-    def arrays(self) -> tuple[np.ndarray, ...]:
-        return (self.tkeys, self.tused, self.tcount, self.twidth, self.tspace, self.tlast)
+        self.tkeys = np.zeros(capacity + 1, dtype=np.uint64)
+        self.tcount = np.zeros(capacity + 1, dtype=np.int64)
+        self.twidth = np.full(capacity + 1, self.default_width, dtype=np.int32)
+        self.tspace = np.zeros(capacity + 1, dtype=np.int8)
+        self.index = np.zeros(_index_size(capacity), dtype=np.uint32)
 
     def grow(self) -> None:
-        old = self.arrays()
-        self._alloc(2 * self.tkeys.size)
-        _rehash(old, self.arrays(), (self.old_list, self.teen_list))
+        """Double the item arrays (ids are kept, so the space lists stay valid) and rebuild the index."""
+        old = (self.tkeys, self.tcount, self.twidth, self.tspace)
+        size = int(self.meta[_SIZE])
+        self._alloc(2 * (self.tkeys.size - 1))
+        for a, b in zip(old, (self.tkeys, self.tcount, self.twidth, self.tspace)):
+            b[: size + 1] = a[: size + 1]
+        _build_index(self.index, self.tkeys, size)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -644,7 +698,8 @@ class DynamicKeyGrouping(Grouping):
         self._set_thresholds()
         self.states = [
             _SourceState(self.n_workers, self.old_cap, self.teen_cap,
-                         int(self.p["teenage_cycle_tuples"]), int(self.p["old_cycle_tuples"]))
+                         int(self.p["teenage_cycle_tuples"]), int(self.p["old_cycle_tuples"]),
+                         int(self.p["default_width"]))
             for _ in range(self.n_sources)
         ]
 
@@ -674,7 +729,7 @@ class DynamicKeyGrouping(Grouping):
                 fps, out, trace_w, i, self.n_workers, int(p["default_width"]), self.max_width,
                 self.threshold, int(p["warmup_tuples"]), int(p["teenage_cycle_tuples"]),
                 int(p["old_cycle_tuples"]), self.old_cap, self.teen_cap, self.baby_keep,
-                st.tkeys, st.tused, st.tcount, st.twidth, st.tspace, st.tlast,
+                st.index, st.tkeys, st.tcount, st.twidth, st.tspace,
                 st.old_list, st.teen_list, st.sent, st.meta,
             )
             if i >= m:
@@ -714,7 +769,7 @@ class DynamicKeyGrouping(Grouping):
         fps = np.ascontiguousarray(fps, dtype=np.uint64)
         width = np.empty(fps.size, dtype=np.int64)
         space = np.empty(fps.size, dtype=np.int64)
-        _lookup_kernel(fps, st.tkeys, st.tused, st.twidth, st.tspace, int(self.p["default_width"]),
+        _lookup_kernel(fps, st.index, st.tkeys, st.twidth, st.tspace, int(self.p["default_width"]),
                        self.max_width, width, space)
         return (fps % np.uint64(self.n_workers)).astype(np.int64), width
 
@@ -724,18 +779,16 @@ class DynamicKeyGrouping(Grouping):
         fps = np.ascontiguousarray(fps, dtype=np.uint64)
         width = np.empty(fps.size, dtype=np.int64)
         space = np.empty(fps.size, dtype=np.int64)
-        _lookup_kernel(fps, st.tkeys, st.tused, st.twidth, st.tspace, int(self.p["default_width"]),
+        _lookup_kernel(fps, st.index, st.tkeys, st.twidth, st.tspace, int(self.p["default_width"]),
                        self.max_width, width, space)
         return space
 
     def key_count(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
         """Occurrences recorded in each key's Key Item at ``source`` (0 when it has none)."""
         st = self._state(source)
-        out = np.zeros(len(fps), dtype=np.int64)
-        for i, fp in enumerate(np.asarray(fps, dtype=np.uint64)):
-            s = int(_find(st.tkeys, st.tused, np.uint64(fp)))
-            if s >= 0:
-                out[i] = st.tcount[s]
+        fps = np.ascontiguousarray(fps, dtype=np.uint64)
+        out = np.zeros(fps.size, dtype=np.int64)
+        _count_kernel(fps, st.index, st.tkeys, st.tcount, out)
         return out
 
     def local_loads(self, source: int = 0) -> np.ndarray:
