@@ -555,12 +555,12 @@ def _head_body(  # pragma: no cover - compiled
         o = out[start:stop]
         _prepass(f, dn, mhi, mlo, c0, c1)
         for x in range(stop - start):
-            if start + x + PF_SLOT < m:
-                ss_prefetch_slot(sk, fps[start + x + PF_SLOT])
-            if start + x + PF_COUNTER < m:
-                ss_prefetch_counter(sk, fps[start + x + PF_COUNTER])
-                if mode == MODE_D:
-                    _prefetch_cache_slot(sk, hc[0], fps[start + x + PF_COUNTER])
+            # prefetch targets of the tuples PF_SLOT / PF_COUNTER ahead (clamped: no branch)
+            ss_prefetch_slot(sk, _ug(fps, min(start + x + PF_SLOT, m - 1)))
+            fpc = _ug(fps, min(start + x + PF_COUNTER, m - 1))
+            ss_prefetch_counter(sk, fpc)
+            if mode == MODE_D:
+                _prefetch_cache_slot(sk, hc[0], fpc)
             fp = _ug(f, x)
             cid = ss_offer(sk, fp)
             total = meta[TOTAL]
