@@ -99,9 +99,8 @@ _SESSION = None
 _PEER_CLOSED = (EOFError, ConnectionError)
 
 
-def _quiet_accumulator_server(sc) -> None:
+def _quiet_accumulator_server(server) -> None:
     """Drop the accumulator server's traceback for a peer hang-up (see the module docstring)."""
-    server = getattr(sc, "_accumulatorServer", None)
     if server is None or getattr(server, "_skewlab_quiet", False):
         return
     report = server.handle_error
@@ -153,7 +152,7 @@ def get_session(master: str = "local[*]", app_name: str = "skewlab", **conf: Any
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
-        _quiet_accumulator_server(spark.sparkContext)
+        _quiet_accumulator_server(getattr(spark.sparkContext, "_accumulatorServer", None))
         if _CHECKPOINT_MANAGER_KEY not in settings:
             _use_filesystem_checkpoint_manager(spark)
         from engine.spark.sources import register
