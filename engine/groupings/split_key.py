@@ -733,7 +733,6 @@ class _HeadBase(_SplitKeyBase):
         super().__init__(n_workers, n_sources, seed, params)
         self.sketch = SpaceSaving(self.p["capacity"], self.n_sources)
         self._probs = np.zeros(self.sketch.capacity, dtype=np.float64)
-        self._tw = np.zeros(1, dtype=np.uint64)
         self.state = np.zeros((self.n_sources, _NST), dtype=np.int64)
         self._reset_state()
 
