@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import registry
-from engine.keys import Vocabulary, candidate, candidates, fingerprint, home
+from engine.keys import GOLDEN, Vocabulary, candidate, candidates, fingerprint, home, mix64, reduce_range
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +34,26 @@ def test_candidates_first_is_home_and_choices_look_independent(fps):
     same = np.mean(c[:, 0] == c[:, 1])
     assert 0.07 < same < 0.13
     assert np.array_equal(candidate(fps, 2, 10), c[:, 2])
+
+
+def test_choices_are_multiply_shift_of_the_salted_mix_exactly():
+    """F_i = ⌊mix64(fp + i·GOLDEN) · n / 2^64⌋ (i >= 1), checked in Python integers, at the ends of
+    the input and n ranges (the 32-bit split must not wrap)."""
+    rng = np.random.default_rng(5)
+    xs = np.concatenate([rng.integers(0, 2**64, 2000, dtype=np.uint64),
+                         np.array([0, 1, 2**32 - 1, 2**32, 2**63, 2**64 - 1], dtype=np.uint64)])
+    for n in (1, 2, 7, 50, 1000, 2**31 + 11, 2**32 - 1):
+        got = reduce_range(xs, n)
+        assert [int(v) for v in got] == [(int(x) * n) >> 64 for x in xs], n
+        assert got.max() < n
+    fps = xs[:500]
+    for i in (1, 2, 5):
+        salted = np.array([(int(f) + i * int(GOLDEN)) % 2**64 for f in fps], dtype=np.uint64)
+        want = [(int(m) * 13) >> 64 for m in mix64(salted)]
+        assert candidate(fps, i, 13).tolist() == want
+    for bad in (0, 2**32):
+        with pytest.raises(ValueError):
+            reduce_range(xs, bad)
 
 
 def test_consistent_adding_a_worker_moves_about_one_nth_only_to_the_new_worker(fps):

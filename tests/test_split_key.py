@@ -122,9 +122,6 @@ class RefGrouping:
                 sk = self.ss[s]
                 sk.offer(fp)
                 big_n = sk.n
-                if self.algo == "dchoices" and big_n == self.next[s]:
-                    self.d[s] = self._refresh(s)
-                    self.next[s] = big_n + self.refresh
                 c, e, _ = sk.c[fp]
                 if big_n > self.warmup and c - e >= self.theta * big_n:
                     if self.algo == "rr-head":
@@ -142,6 +139,10 @@ class RefGrouping:
                 w = b if loads[b] < loads[a] else a
             loads[w] += 1
             out.append(w)
+            if self.algo == "dchoices" and self.ss[s].n == self.next[s]:
+                # d from the sketch after this tuple, used from the next tuple on
+                self.d[s] = self._refresh(s)
+                self.next[s] = self.ss[s].n + self.refresh
         return out
 
 

@@ -11,11 +11,12 @@ Per source ``s`` the state is
 * for the head-aware groupings, a SpaceSaving sketch (:mod:`engine.sketches`), ``N_s`` = tuples seen.
 
 Hash choices are those of :mod:`engine.keys`: ``F_0 = h(k) = fp mod n`` and
-``F_i = mix64(fp + i·GOLDEN) mod n`` (the paper's F_1..F_d, numbered from 0 here).  They are
+``F_i = ⌊mix64(fp + i·GOLDEN) · n / 2^64⌋`` (the paper's F_1..F_d, numbered from 0 here).  F_0 is
 computed in the kernels with an exact division-free remainder (Lemire, Kaser & Kurz, "Faster
 remainder by direct computation", 2019, 128-bit magic constant; see :func:`_fastmod`), which gives
-the same value as ``%`` and lets LLVM vectorise the F_0/F_1 pre-pass; the tests check equality with
-:func:`engine.keys.candidate` for every n used.
+the same value as ``%`` and lets LLVM vectorise the F_0/F_1 pre-pass; F_i (i >= 1) with
+:func:`engine.keys.reduce_scalar`; the tests check equality with :func:`engine.keys.candidate` for
+every n used.
 
 Routing of one tuple with key k at source s (Alg. 1), sequential greedy: tuple i sees the loads after
 tuple i−1 of the same source, exactly; batches are processed tuple by tuple in numba kernels, so
@@ -123,7 +124,7 @@ from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from engine.grouping import Grouping
-from engine.keys import mix64_scalar
+from engine.keys import mix64_scalar, reduce_scalar
 from engine.params import Param
 from engine.registry import register
 from engine.sketches import (
@@ -155,6 +156,9 @@ _CHUNK = 512  # tuples per vectorised candidate pre-pass
 
 # head modes
 MODE_D, MODE_W, MODE_RR = 1, 2, 3
+# how a head tuple picks its worker (see _head_body)
+KIND_PRE, KIND_CACHE, KIND_TRACK, KIND_RR = 0, 1, 2, 3
+PRE_D = 4  # D-Choices with d <= PRE_D: F_2, F_3 in the vectorised pre-pass instead of the cache
 # per-source state columns
 ST_D, ST_NEXT, ST_RR, ST_ROW = 0, 1, 2, 5  # (3, 4, 6: unused, kept for the state layout)
 _NST = 7
@@ -204,20 +208,13 @@ def _mulhi64(a, b):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
-def _mulhi_small(x, d):  # pragma: no cover - compiled
-    """High 64 bits of x·d for d < 2^32."""
-    s = np.uint64(32)
-    return ((x >> s) * d + (((x & np.uint64(0xFFFFFFFF)) * d) >> s)) >> s
-
-
-@njit(cache=True, inline="always")
 def _fastmod(a, mhi, mlo, d):  # pragma: no cover - compiled
     """``a mod d`` (uint64 a, d < 2^32) by Lemire's direct computation with a 128-bit M."""
     lo = mlo * a
     hi = mhi * a + _mulhi64(mlo, a)
     h0 = hi * d
-    total = h0 + _mulhi_small(lo, d)
-    return _mulhi_small(hi, d) + np.uint64(total < h0)
+    total = h0 + reduce_scalar(lo, d)
+    return reduce_scalar(hi, d) + np.uint64(total < h0)
 
 
 @njit(cache=True, inline="always")
@@ -225,8 +222,7 @@ def _cand(fp, i, d, mhi, mlo):  # pragma: no cover - compiled
     """``F_i(fp)`` in ``[0, n)``; equal to :func:`engine.keys.candidate_scalar` (d = uint64(n))."""
     if i == 0:
         return np.int64(_fastmod(fp, mhi, mlo, d))
-    x = mix64_scalar(fp + np.uint64(i) * np.uint64(_GOLDEN))
-    return np.int64(_fastmod(x, mhi, mlo, d))
+    return np.int64(reduce_scalar(mix64_scalar(fp + np.uint64(i) * np.uint64(_GOLDEN)), d))
 
 
 @njit(cache=True, _nrt=False)
@@ -258,7 +254,15 @@ def _prepass(f, d, mhi, mlo, c0, c1):  # pragma: no cover - compiled
     for x in range(f.size):
         fp = f[x]
         c0[x] = np.int64(_fastmod(fp, mhi, mlo, d))
-        c1[x] = np.int64(_fastmod(mix64_scalar(fp + g), mhi, mlo, d))
+        c1[x] = np.int64(reduce_scalar(mix64_scalar(fp + g), d))
+
+
+@njit(cache=True, inline="always")
+def _prepass_choice(f, i, d, c):  # pragma: no cover - compiled
+    """F_i (i >= 1) of the chunk ``f`` into ``c`` (vectorised like :func:`_prepass`)."""
+    salt = np.uint64(i) * np.uint64(_GOLDEN)
+    for x in range(f.size):
+        c[x] = np.int64(reduce_scalar(mix64_scalar(f[x] + salt), d))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -527,25 +531,28 @@ def _dchoices_pick(fp, cid, d, f0, f1, loads, st, hc, dn, mhi, mlo):  # pragma: 
 
 @njit(cache=True, inline="always")
 def _head_body(  # pragma: no cover - compiled
-    mode, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, probs, tw
+    mode, kind, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw
 ):
-    """Alg. 1 for one batch of one source (mode: MODE_D, MODE_W or MODE_RR); ``tw``: scratch
-    words of the least-loaded tracker (>= ceil(n/64)).  Inlined into one kernel per mode
-    (:data:`_HEAD_KERNELS`), so the mode tests are compile-time constants."""
+    """Alg. 1 for one batch of one source; returns how many tuples of ``fps`` it routed.
+
+    ``mode`` (MODE_D, MODE_W or MODE_RR) and ``kind``, how a head tuple picks its worker
+    (:func:`_d_kind`: KIND_PRE, the choices F_0..F_{d-1} come from the pre-pass, d <= PRE_D;
+    KIND_CACHE, from the choice cache; KIND_TRACK, the least loaded of all n workers through the
+    tracker, ``tw`` its scratch words, >= ceil(n/64); KIND_RR, round robin) are compile-time
+    constants: the body is inlined into one kernel per combination (:data:`_HEAD_KERNELS`).
+    D-Choices runs the kernel of its current d; when a refresh changes the kind the kernel stops
+    before the next tuple and the caller goes on with the other one (:meth:`_HeadBase.route`)."""
+    track = kind == KIND_TRACK
     n = loads.size
     dn = np.uint64(n)
     meta = sk[4]
-    # the (min load, workers holding it) tracker is needed by W-Choices and by D-Choices while
-    # d >= n only; it is derived from the loads, so built here per call (O(n)) and when a refresh
-    # makes d >= n
     dcur = st[ST_D]
     nxt_refresh = st[ST_NEXT]
-    track = mode == MODE_W or (mode == MODE_D and dcur >= n)
     small = n <= 64  # the worker set fits one register word
     minv = np.int64(0)
     wi = 0
     word = np.uint64(0)
-    if track:
+    if track:  # derived from the loads, so built per call (O(n))
         minv, wi = _min_init(loads, tw)
         word = _ug(tw, 0)
     m = fps.size
@@ -554,34 +561,57 @@ def _head_body(  # pragma: no cover - compiled
         f = fps[start:stop]
         o = out[start:stop]
         _prepass(f, dn, mhi, mlo, c0, c1)
+        if kind == KIND_PRE:
+            if dcur > 2:
+                _prepass_choice(f, 2, dn, c2)
+            if dcur > 3:
+                _prepass_choice(f, 3, dn, c3)
         for x in range(stop - start):
             # prefetch targets of the tuples PF_SLOT / PF_COUNTER ahead (clamped: no branch)
             ss_prefetch_slot(sk, _ug(fps, min(start + x + PF_SLOT, m - 1)))
             fpc = _ug(fps, min(start + x + PF_COUNTER, m - 1))
             ss_prefetch_counter(sk, fpc)
-            if mode == MODE_D:
+            if kind == KIND_CACHE:
                 _prefetch_cache_slot(sk, hc[0], fpc)
+            if mode == MODE_D and meta[TOTAL] == nxt_refresh:
+                # FINDOPTIMALCHOICES on the sketch after the previous tuple (N_s = nxt_refresh)
+                dnew = _refresh_d(sk, theta, eps, n, probs)
+                nxt_refresh += refresh
+                st[ST_D] = dnew
+                st[ST_NEXT] = nxt_refresh
+                if _d_kind(dnew, n) != kind or (kind == KIND_PRE and dnew > dcur):
+                    return start + x  # (KIND_PRE: the pre-pass of this chunk lacks F_2/F_3)
+                dcur = dnew
             fp = _ug(f, x)
             cid = ss_offer(sk, fp)
             total = meta[TOTAL]
-            if mode == MODE_D and total == nxt_refresh:
-                d = _refresh_d(sk, theta, eps, n, probs)
-                if d >= n and not track:
-                    minv, wi = _min_init(loads, tw)
-                    word = _ug(tw, 0)
-                track = d >= n
-                dcur = d
-                nxt_refresh = total + refresh
-                st[ST_D] = dcur
-                st[ST_NEXT] = nxt_refresh
             head = total > warmup and (ss_count(sk, cid) - ss_error(sk, cid)) >= theta * total
             if head:
                 if mode == MODE_RR:
                     w = st[ST_RR]
                     nxt = w + 1
                     st[ST_RR] = nxt if nxt < n else 0
-                elif mode == MODE_W or dcur >= n:
+                elif track:
                     w = np.int64(trailing_zeros(word)) if small else _min_worker(tw, wi)
+                elif kind == KIND_PRE:
+                    # Greedy-d over F_0..F_{d-1} (d <= PRE_D), ties → lower choice index
+                    w = _ug(c0, x)
+                    lw = _ug(loads, w)
+                    c = _ug(c1, x)
+                    lc = _ug(loads, c)
+                    if lc < lw:
+                        w = c
+                        lw = lc
+                    if dcur > 2:
+                        c = _ug(c2, x)
+                        lc = _ug(loads, c)
+                        if lc < lw:
+                            w = c
+                            lw = lc
+                    if dcur > 3:
+                        c = _ug(c3, x)
+                        if _ug(loads, c) < lw:
+                            w = c
                 else:
                     w = _dchoices_pick(
                         fp, cid, dcur, _ug(c0, x), _ug(c1, x), loads, st, hc, dn, mhi, mlo
@@ -599,25 +629,54 @@ def _head_body(  # pragma: no cover - compiled
             else:
                 _us(loads, w, _ug(loads, w) + 1)
             _us(o, x, w)
+    if mode == MODE_D and meta[TOTAL] == nxt_refresh:  # (so that the batch ends with d up to date)
+        dcur = _refresh_d(sk, theta, eps, n, probs)
+        st[ST_D] = dcur
+        st[ST_NEXT] = nxt_refresh + refresh
+    return m
+
+
+@njit(cache=True, inline="always")
+def _d_kind(d, n):  # pragma: no cover - compiled
+    """How a D-Choices head tuple picks among its d choices (see :func:`_head_body`)."""
+    if d >= n:
+        return KIND_TRACK
+    return KIND_PRE if d <= PRE_D else KIND_CACHE
 
 
 @njit(cache=True, _nrt=False)
-def _head_kernel_d(fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, probs, tw):  # pragma: no cover - compiled
-    _head_body(MODE_D, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, probs, tw)
+def _head_kernel_d_pre(fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw):  # pragma: no cover - compiled
+    return _head_body(MODE_D, KIND_PRE, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw)
 
 
 @njit(cache=True, _nrt=False)
-def _head_kernel_w(fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, probs, tw):  # pragma: no cover - compiled
-    _head_body(MODE_W, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, probs, tw)
+def _head_kernel_d_cache(fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw):  # pragma: no cover - compiled
+    return _head_body(MODE_D, KIND_CACHE, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw)
 
 
 @njit(cache=True, _nrt=False)
-def _head_kernel_rr(fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, probs, tw):  # pragma: no cover - compiled
-    _head_body(MODE_RR, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, probs, tw)
+def _head_kernel_d_track(fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw):  # pragma: no cover - compiled
+    return _head_body(MODE_D, KIND_TRACK, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw)
 
 
-#: one compiled kernel per head mode
-_HEAD_KERNELS = {MODE_D: _head_kernel_d, MODE_W: _head_kernel_w, MODE_RR: _head_kernel_rr}
+@njit(cache=True, _nrt=False)
+def _head_kernel_w(fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw):  # pragma: no cover - compiled
+    return _head_body(MODE_W, KIND_TRACK, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw)
+
+
+@njit(cache=True, _nrt=False)
+def _head_kernel_rr(fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw):  # pragma: no cover - compiled
+    return _head_body(MODE_RR, KIND_RR, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw)
+
+
+#: one compiled kernel per (head mode, kind): D-Choices switches among the first three
+_HEAD_KERNELS = {
+    (MODE_D, KIND_PRE): _head_kernel_d_pre,
+    (MODE_D, KIND_CACHE): _head_kernel_d_cache,
+    (MODE_D, KIND_TRACK): _head_kernel_d_track,
+    (MODE_W, KIND_TRACK): _head_kernel_w,
+    (MODE_RR, KIND_RR): _head_kernel_rr,
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -634,6 +693,8 @@ class _SplitKeyBase(Grouping):
         super().__init__(n_workers, n_sources, seed, params)
         self._c0 = np.zeros(_CHUNK, dtype=np.int64)
         self._c1 = np.zeros(_CHUNK, dtype=np.int64)
+        self._c2 = np.zeros(_CHUNK, dtype=np.int64)  # F_2, F_3: D-Choices with d <= PRE_D
+        self._c3 = np.zeros(_CHUNK, dtype=np.int64)
         self._reset_loads()
 
     def _reset_loads(self) -> None:
@@ -793,13 +854,19 @@ class _HeadBase(_SplitKeyBase):
         s = self._source(source)
         fps = np.ascontiguousarray(fps, dtype=np.uint64).ravel()
         out = np.empty(fps.size, dtype=np.int64)
-        if fps.size:
-            _HEAD_KERNELS[self.mode](
-                fps, out, self.loads[s], self.state[s], self.sketch.arrays(s), self._cache(s),
-                self.theta, float(self.p.get("epsilon", 1e-4)), self.warmup,
-                int(self.p.get("refresh", 1)), self._mhi, self._mlo, self._c0, self._c1,
-                self._probs, self._tw,
-            )
+        args = (
+            self.loads[s], self.state[s], self.sketch.arrays(s), self._cache(s),
+            self.theta, float(self.p.get("epsilon", 1e-4)), self.warmup,
+            int(self.p.get("refresh", 1)), self._mhi, self._mlo, self._c0, self._c1, self._c2, self._c3,
+            self._probs, self._tw,
+        )
+        pos = 0
+        while pos < fps.size:  # D-Choices: the kernel stops where a refresh changes the kind of pick
+            if self.mode == MODE_D:
+                kind = _d_kind(int(self.state[s, ST_D]), self.n_workers)
+            else:
+                kind = KIND_TRACK if self.mode == MODE_W else KIND_RR
+            pos += _HEAD_KERNELS[(self.mode, kind)](fps[pos:], out[pos:], *args)
         return out
 
     # ------------------------------------------------------------------ inspection

@@ -9,9 +9,11 @@ below with the decision taken.
 Model (Sec. 2.1 – 2.2)
 ----------------------
 * Keys are split into ``p`` substreams (``p ≫ n``) by a hash ``H: D → [p]``.  skewlab uses
-  ``H(k) = F_977(k) mod p`` = :func:`engine.keys.candidate` with the fixed index
-  :data:`SUBSTREAM_HASH_INDEX` (a SplitMix64-salted hash of the fingerprint, independent of the
-  key-grouping hash ``fp mod n`` and of the small indices used by the d-choices groupings).
+  ``H(k) = mix64(fp + 977 · GOLDEN) mod p`` (:data:`SUBSTREAM_HASH_INDEX` = 977; the SplitMix64
+  salt of :mod:`engine.keys`), independent of the key-grouping hash ``fp mod n`` and of the
+  d-choices hashes ``F_i`` (small i).  H keeps the remainder where the ``F_i`` now use a
+  multiply-shift range reduction (a speed change of the routing kernels): the substream layout, and
+  with it the published ELB/CLB results, stay as they were.
 * An assignment ``F: S → I`` is a **substream table** of ``p`` entries (``sub_table[s]`` = worker).
   Routing is vectorised: ``sub_table[H(k)]``.  The default (static) table, also the initial one of
   all three algorithms, is ``s ↦ s mod n``.
@@ -146,14 +148,14 @@ import numpy as np
 from numba import njit
 
 from engine.grouping import IntervalStats, Plan, RebalancingGrouping, make_plan
-from engine.keys import candidate
+from engine.keys import GOLDEN, mix64
 from engine.params import Param
 from engine.registry import register
 
 __all__ = ["CLB", "ELB", "SUBSTREAM_HASH_INDEX", "UHLB", "UHLB_PRIME", "elb_assign", "clb_split"]
 
 SUBSTREAM_HASH_INDEX = 977
-"""Index ``i`` of the hash family ``F_i`` (:func:`engine.keys.candidate`) used as ``H`` (key → substream)."""
+"""Salt index of ``H`` (key → substream): ``H(k) = mix64(fp + 977 · GOLDEN) mod p``."""
 
 UHLB_PRIME = 2_147_483_647
 """Prime ``P = 2³¹ − 1`` of the Carter–Wegman family used by UHLB."""
@@ -452,7 +454,9 @@ class _SubstreamRebalancer(RebalancingGrouping):
     # ------------------------------------------------------------------ hashing and routing
     def substream(self, fps: np.ndarray) -> np.ndarray:
         """``H(k)`` in ``[0, p)`` for every fingerprint."""
-        return candidate(np.asarray(fps, dtype=np.uint64), SUBSTREAM_HASH_INDEX, self.n_substreams)
+        with np.errstate(over="ignore"):
+            salted = np.asarray(fps, dtype=np.uint64) + np.uint64(SUBSTREAM_HASH_INDEX) * GOLDEN
+        return (mix64(salted) % np.uint64(self.n_substreams)).astype(np.int64)
 
     def default_table(self, n: int | None = None) -> np.ndarray:
         """The static table ``s ↦ s mod n``."""
