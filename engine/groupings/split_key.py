@@ -60,15 +60,23 @@ h = |H|, which the paper calls the tight ones; skewlab checks all prefixes, as E
 Online, p_i is the guaranteed frequency ``(count − error)/N_s`` of the head keys of the source's
 sketch, and the tail mass is ``1 − Σ p_i``.  Alg. 1 calls FINDOPTIMALCHOICES for every head
 tuple; that costs O(|H|·d) per tuple, so skewlab recomputes d (per source) when the source's tuple
-count reaches ``warmup`` and then every ``refresh`` tuples — a function of the source's tuple count
-only, hence deterministic and independent of batching; before the first refresh d = 2.  Per-tuple
-membership still uses the current sketch.  ``d_of(source)`` exposes d (n = any worker),
+count reaches ``warmup`` and then every ``refresh`` tuples, from the sketch after that tuple, and
+uses it from the next tuple on — a function of the source's tuple count only, hence deterministic
+and independent of batching; before the first refresh d = 2.  Per-tuple membership still uses the
+current sketch.  ``d_of(source)`` exposes d (n = any worker),
 ``head(source)`` the current head with guaranteed frequencies.
 
 Implementation notes (speed only; results are those of the plain tuple-by-tuple algorithm, which
-the tests replay in pure Python): one compiled kernel per head mode (:data:`_HEAD_KERNELS`, the
-mode tests are compile-time constants; measured ~1.5 ns per tuple less than one kernel branching on
-the mode); the least loaded of all n workers (W-Choices, and D-Choices with d >= n) comes from a
+the tests replay in pure Python): one compiled kernel per head mode and, for D-Choices, per kind of
+head pick (:data:`_HEAD_KERNELS`; the tests on both are compile-time constants: ~1.5 ns per tuple
+less than one kernel branching on the mode, and ~0.5 ns less for D-Choices than one D kernel
+branching on d >= n; a refresh that changes the kind ends the kernel call and ``route`` goes on with
+the other kernel).  D-Choices with d <= PRE_D (= 4) takes F_2, F_3 from the vectorised pre-pass,
+computed for every tuple with the multiply-shift reduction of :mod:`engine.keys`, and scans them
+inline: no cache lookup hanging off the sketch's counter id (17.5–18 → 15.8–16.2 ns per tuple at
+d = 4, together with the multiply-shift F_1 for all groupings, which took PKG 4.35 → 3.9 ns; with
+the exact 128-bit-magic remainder, the F_2/F_3 pre-pass had been ~1 ns slower than the cache).
+The least loaded of all n workers (W-Choices, and D-Choices with d >= n) comes from a
 tracker of the minimum load and the *set* of workers holding it (a bit set: one register word for
 n <= 64, words above), valid because loads only grow by one: a bumped worker leaves the set with a
 branch-free bit clear, the head choice is the set's lowest bit, and the set is rebuilt in O(n) when it
@@ -76,7 +84,7 @@ empties (the minimum is then one higher), once per load level; it is derived fro
 kernel call builds it (O(n)), and D-Choices builds it only while d >= n (d changes only at
 refreshes).  This replaced a (min load, lowest worker) pair whose successor was found by scanning
 forward, an unpredictable loop on every head tuple: W-Choices 19.5 → 17 ns per tuple.  D-Choices
-caches, per head key, its choices F_0..F_{d-1} (:func:`_dchoices_pick`) and prefetches
+with PRE_D < d < n caches, per head key, its choices F_0..F_{d-1} (:func:`_dchoices_pick`) and prefetches
 the cache slot of the counter ``PF_COUNTER`` tuples ahead (~0.4 ns); kernels are compiled with
 ``_nrt=False`` (no reference counting of the array arguments inside the per-tuple loop, which
 otherwise costs ~50 ns per tuple); data-dependent array indices are cast to unsigned
@@ -86,16 +94,17 @@ counter row of the tuples ``PF_SLOT``/``PF_COUNTER`` ahead are prefetched.  Per-
 Zipf z = 1 stream, n = 50, capacity 1e4, one core of the development machine (shared, ±1 ns): ~4 ns
 PKG part (F_0/F_1 pre-pass, choice, load update); ~8.2 ns SpaceSaving update with the windowed
 Stream-Summary of :mod:`engine.sketches` (12.5 ns with the full one; hit or miss stays
-unpredictable: 60 % hits, 39 % evictions); ~3 ns head test and round-robin pointer; ~2 ns more for
-the W-Choices tracker, ~4 ns for the D-Choices choice cache and refresh (d = 4): in total ~15 ns
-(rr-head), ~17 ns (wchoices), ~18.5 ns (dchoices), measured with ``bench/bench_routing.py``.  With
-d = 22 (z = 1.4) a D-Choices head tuple scans its 22 cached choices.  Tried without a measurable
+unpredictable: 60 % hits, 39 % evictions); ~3 ns head test and round-robin pointer; ~1 ns more for
+the W-Choices tracker or the D-Choices pre-pass, scan and refresh test (d = 4): in total ~15.5 ns
+(rr-head), ~16 ns (wchoices, dchoices), measured with ``bench/bench_routing.py`` (before the
+changes of the previous paragraph: ~17 and ~18 ns).  With d = 22 (z = 1.4) a D-Choices head tuple
+scans its 22 cached choices.  Tried without a measurable
 gain, hence not kept: selecting the W-Choices/Round-Robin head choice instead of branching to it
 (the PKG choice computed for every tuple); keeping the per-source state in locals; a branch-free
 argmin in the D-Choices scan; carrying the chosen worker's load instead of reloading it; a
 SpaceSaving table of 4 · or 16 · capacity slots instead of 8 · (both slower), or rebuilt after
-3 · capacity evictions instead of capacity (slower: longer probes); computing F_2, F_3 in the
-vectorised pre-pass for every tuple instead of the cache when d <= 4 (~1 ns slower); the head test
+3 · capacity evictions instead of capacity (slower: longer probes); computing F_2, F_3 (with the
+remainder) for head tuples only, inside the loop, instead of the cache (no gain); the head test
 as an integer comparison with ceil(θ·N); routing in two passes per chunk (sketch and head flags
 first, then the choices); computing the fingerprints inside the routing loop (from the key bytes,
 to overlap hashing with the sketch's memory stalls: no gain, the mispredicted branches serialise
