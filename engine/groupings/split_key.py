@@ -69,12 +69,12 @@ current sketch.  ``d_of(source)`` exposes d (n = any worker),
 Implementation notes (speed only; results are those of the plain tuple-by-tuple algorithm, which
 the tests replay in pure Python): one compiled kernel per head mode and, for D-Choices, per kind of
 head pick (:data:`_HEAD_KERNELS`; the tests on both are compile-time constants: ~1.5 ns per tuple
-less than one kernel branching on the mode, and ~0.5 ns less for D-Choices than one D kernel
+less than one kernel branching on the mode, and ~0.2–0.3 ns less for D-Choices than one D kernel
 branching on d >= n; a refresh that changes the kind ends the kernel call and ``route`` goes on with
 the other kernel).  D-Choices with d <= PRE_D (= 4) takes F_2, F_3 from the vectorised pre-pass,
 computed for every tuple with the multiply-shift reduction of :mod:`engine.keys`, and scans them
-inline: no cache lookup hanging off the sketch's counter id (17.5–18 → 15.8–16.2 ns per tuple at
-d = 4, together with the multiply-shift F_1 for all groupings, which took PKG 4.35 → 3.9 ns; with
+inline: no cache lookup hanging off the sketch's counter id (17.5–18.2 → 15.75–16.2 ns per tuple at
+d = 4, together with the multiply-shift F_1 for all groupings, which took PKG 4.35 → 3.8–4.0 ns; with
 the exact 128-bit-magic remainder, the F_2/F_3 pre-pass had been ~1 ns slower than the cache).
 The least loaded of all n workers (W-Choices, and D-Choices with d >= n) comes from a
 tracker of the minimum load and the *set* of workers holding it (a bit set: one register word for
@@ -94,7 +94,7 @@ counter row of the tuples ``PF_SLOT``/``PF_COUNTER`` ahead are prefetched.  Per-
 Zipf z = 1 stream, n = 50, capacity 1e4, one core of the development machine (shared, ±1 ns): ~4 ns
 PKG part (F_0/F_1 pre-pass, choice, load update); ~8.2 ns SpaceSaving update with the windowed
 Stream-Summary of :mod:`engine.sketches` (12.5 ns with the full one; hit or miss stays
-unpredictable: 60 % hits, 39 % evictions); ~3 ns head test and round-robin pointer; ~1 ns more for
+unpredictable: 60 % hits, 39 % evictions); ~3 ns head test and round-robin pointer; ~0.5–0.7 ns more for
 the W-Choices tracker or the D-Choices pre-pass, scan and refresh test (d = 4): in total ~15.5 ns
 (rr-head), ~16 ns (wchoices, dchoices), measured with ``bench/bench_routing.py`` (before the
 changes of the previous paragraph: ~17 and ~18 ns).  With d = 22 (z = 1.4) a D-Choices head tuple
