@@ -720,6 +720,20 @@ def test_resize_restarts_loads_keeps_sketch(algo):
     assert out.max() < 25 and g.loads.shape == (2, 25)
 
 
+def test_dchoices_resize_routes_the_next_tuple_with_the_new_d():
+    """After resize, d is recomputed before the next tuple: on 4 workers the skewed head needs d >= n
+    (W-Choices), so the first head tuple goes to the least loaded worker (all at 0: worker 0), not to
+    its first choice as the reset d = 2 would send it."""
+    fps = zipf_stream(3000, 100, 1.6, seed=8)
+    g = registry.create("dchoices", 10, 1, params=dict(warmup=100))
+    g.route(fps, 0)
+    head = g.head(0)[0]
+    top = head[candidates(head, 1, 4)[:, 0] != 0][0]  # a head key whose first choice is not worker 0
+    g.resize(4)
+    assert g.route(np.array([top], np.uint64), 0).tolist() == [0]
+    assert g.d_of(0) == 4
+
+
 @pytest.mark.parametrize("algo", ALL_ALGOS)
 def test_pickle_round_trip(algo):
     params = {} if algo == "pkg" else dict(warmup=50, capacity=30)

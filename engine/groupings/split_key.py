@@ -829,8 +829,8 @@ class _HeadBase(_SplitKeyBase):
         self._tw = np.zeros((n + 63) // 64, dtype=np.uint64)
         self._alloc_cache()
         totals = self.sketch.meta[:, TOTAL]
-        # next d refresh: at the end of warm-up, or on the next tuple if already past it
-        st[:, ST_NEXT] = np.maximum(self.warmup, totals + 1)
+        # next d refresh: at the end of warm-up, or before the next tuple if already past it
+        st[:, ST_NEXT] = np.maximum(self.warmup, totals)
 
     def _reset_loads(self) -> None:
         super()._reset_loads()
