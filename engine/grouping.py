@@ -35,6 +35,7 @@ import numpy as np
 
 from engine.keys import home as _home
 from engine.params import Param, resolve_params
+from engine.table_lookup import build_key_index, lookup_keys
 
 __all__ = ["Grouping", "IntervalStats", "Plan", "RebalancingGrouping", "RoutingTable", "make_plan"]
 
@@ -204,9 +205,11 @@ def make_plan(
 # Routing table
 # ---------------------------------------------------------------------------------------------
 class RoutingTable:
-    """Explicit routing table A: fingerprint → worker, vectorised lookups (sorted arrays)."""
+    """Explicit routing table A: fingerprint → worker (sorted arrays ``keys``, ``workers``; treat as
+    immutable: build a new table to change it).  Lookups go through a hash index built on the first
+    lookup (:mod:`engine.table_lookup`; derived data, not pickled)."""
 
-    __slots__ = ("keys", "workers")
+    __slots__ = ("keys", "workers", "_index")
 
     def __init__(self, keys: np.ndarray | None = None, workers: np.ndarray | None = None) -> None:
         keys = np.asarray(keys if keys is not None else [], dtype=np.uint64)
@@ -214,21 +217,27 @@ class RoutingTable:
         order = np.argsort(keys, kind="stable")
         self.keys = keys[order]
         self.workers = workers[order]
+        self._index = None
+
+    def __getstate__(self) -> tuple:
+        return self.keys, self.workers
+
+    def __setstate__(self, state: tuple) -> None:
+        if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
+            state = (state[1]["keys"], state[1]["workers"])  # pickled by an older skewlab (slots only)
+        self.keys, self.workers = state
+        self._index = None
 
     def __len__(self) -> int:
         return int(self.keys.size)
 
-    def lookup(self, fps: np.ndarray, default: np.ndarray) -> np.ndarray:
-        """``A[k]`` where k is in the table, else ``default`` (copied)."""
-        out = np.array(default, dtype=np.int64, copy=True)
-        if self.keys.size == 0 or out.size == 0:
-            return out
-        fps = np.asarray(fps, dtype=np.uint64)
-        pos = np.searchsorted(self.keys, fps)
-        pos[pos == self.keys.size] = 0
-        hit = self.keys[pos] == fps
-        out[hit] = self.workers[pos[hit]]
-        return out
+    def lookup(self, fps: np.ndarray, default: np.ndarray, *, inplace: bool = False) -> np.ndarray:
+        """``A[k]`` where k is in the table, else ``default`` (copied, or overwritten if ``inplace``)."""
+        if self.keys.size == 0:
+            return default if inplace else np.array(default, dtype=np.int64, copy=True)
+        if self._index is None:
+            self._index = build_key_index(self.keys, self.workers)
+        return lookup_keys(self._index, fps, default, inplace=inplace)
 
     def as_dict(self) -> dict[int, int]:
         return {int(k): int(w) for k, w in zip(self.keys, self.workers)}
@@ -341,12 +350,13 @@ class RebalancingGrouping(Grouping):
         self.table = RoutingTable()
 
     def base(self, fps: np.ndarray) -> np.ndarray:
-        """Base hash of the keys (h(k) = fp mod n by default)."""
+        """Base hash of the keys (h(k) = fp mod n by default); a new ``int64`` array (``route``
+        writes the routing table's entries into it)."""
         return _home(fps, self.n_workers)
 
     def route(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
         fps = np.asarray(fps, dtype=np.uint64)
-        return self.table.lookup(fps, self.base(fps))
+        return self.table.lookup(fps, self.base(fps), inplace=True)  # base() returns a new array
 
     def owner(self, fps: np.ndarray) -> np.ndarray:
         return self.route(fps)

@@ -21,6 +21,7 @@ from engine.grouping import Grouping
 from engine.keys import home, mix64
 from engine.params import Param
 from engine.registry import register
+from engine.table_lookup import build_ring_index, lookup_ring
 
 __all__ = ["ConsistentHashRing", "HashGrouping", "ConsistentGrouping", "ShuffleGrouping"]
 
@@ -45,7 +46,7 @@ class ConsistentHashRing:
     of the number of workers, so resizing only adds or removes the changed workers' points.
     """
 
-    __slots__ = ("points", "owners", "replicas", "salt")
+    __slots__ = ("points", "owners", "replicas", "salt", "_index")
 
     def __init__(self, n_workers: int, replicas: int, seed: int = 0) -> None:
         self.replicas = int(replicas)
@@ -56,13 +57,23 @@ class ConsistentHashRing:
         order = np.argsort(pts, kind="stable")
         self.points = pts[order]
         self.owners = w[order].astype(np.int64)
+        self._index = None
+
+    def __getstate__(self) -> tuple:
+        return self.points, self.owners, self.replicas, self.salt
+
+    def __setstate__(self, state: tuple) -> None:
+        if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):  # older pickle
+            state = tuple(state[1][a] for a in ("points", "owners", "replicas", "salt"))
+        self.points, self.owners, self.replicas, self.salt = state
+        self._index = None
 
     def lookup(self, fps: np.ndarray) -> np.ndarray:
-        """Worker owning each key: first ring point at or after the key's position (wrapping)."""
-        fps = np.asarray(fps, dtype=np.uint64)
-        pos = np.searchsorted(self.points, mix64(fps), side="left")
-        pos[pos == self.points.size] = 0
-        return self.owners[pos]
+        """Worker owning each key: first ring point at or after the key's position ``mix64(fp)``
+        (wrapping); through a bucket index built on the first lookup (:mod:`engine.table_lookup`)."""
+        if self._index is None:
+            self._index = build_ring_index(self.points)
+        return lookup_ring(self._index, self.points, self.owners, fps)
 
 
 @register
