@@ -67,3 +67,20 @@ def test_same_routing_from_either_start():
         a = bench_routing.measure(name, fps, ranks, args)
         b = bench_routing.measure(name, fps, ranks, args, keys=keys)
         assert (a["imbalance"], a["replication"]) == (b["imbalance"], b["replication"]), name
+
+
+def test_rebalancers_named_in_only_route_with_a_plan_applied(capsys):
+    assert bench_routing.main(["--messages", "20000", "--keys", "2000", "--workers", "6", "--repeat", "1",
+                               "--batch", "5000", "--only", "llfd,scan", "--json", "-"]) == 0
+    rows = {r["algorithm"]: r for r in json.loads(capsys.readouterr().out)["results"]}
+    assert set(rows) == {"hash", "llfd", "scan"}
+    assert rows["llfd"]["table"] > 0 and rows["llfd"]["in_range"]  # the plan's routing table is in use
+    assert rows["llfd"]["imbalance"] < rows["hash"]["imbalance"]
+
+
+def test_unknown_name_in_only_is_a_usage_error(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as exc:
+        bench_routing.main(["--only", "llfd,nope"])
+    assert exc.value.code == 2 and "unknown algorithm(s) in --only: nope" in capsys.readouterr().err
