@@ -121,11 +121,16 @@ _HI = 0xFFFFFFFF00000000
 _NEGHI = -4294967296
 
 
-def _table_bits(capacity: int) -> int:
+def pow2_bits(size: int) -> int:
+    """Smallest ``bits >= 3`` with ``2^bits >= size`` (sizes of power-of-two hash tables)."""
     bits = 3
-    while (1 << bits) < 8 * capacity:
+    while (1 << bits) < size:
         bits += 1
     return bits
+
+
+def _table_bits(capacity: int) -> int:
+    return pow2_bits(8 * capacity)
 
 
 def _aligned_array(shape: tuple[int, ...], dtype, fill=0, align: int = 64) -> np.ndarray:

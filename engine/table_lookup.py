@@ -23,19 +23,12 @@ import numpy as np
 from numba import njit
 
 from engine.keys import mix64_scalar
-from engine.sketches import prefetch
+from engine.sketches import pow2_bits, prefetch
 
 __all__ = ["build_key_index", "build_ring_index", "lookup_keys", "lookup_ring"]
 
 _FIB = 0x9E3779B97F4A7C15
 _PF = 16  # prefetch distance (tuples)
-
-
-def _bits_for(size: int, factor: int) -> int:
-    bits = 3
-    while (1 << bits) < factor * size:
-        bits += 1
-    return bits
 
 
 @njit(cache=True, _nrt=False)
@@ -57,7 +50,7 @@ def build_key_index(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, i
     values = np.ascontiguousarray(values, dtype=np.int64)
     if keys.size and values.min() < 0:
         raise ValueError("index values must be >= 0")
-    bits = _bits_for(keys.size, 2)
+    bits = pow2_bits(2 * keys.size)
     slots = np.zeros(2 << bits, dtype=np.uint64)
     if keys.size:
         _fill_key_index(keys, values, slots, 64 - bits)
@@ -102,7 +95,7 @@ def lookup_keys(index: tuple[np.ndarray, int], fps: np.ndarray, default: np.ndar
 def build_ring_index(points: np.ndarray) -> tuple[np.ndarray, int]:
     """``(start, shift)`` for a sorted ``uint64`` ring: ``start[b]`` = first point >= ``b << shift``."""
     points = np.asarray(points, dtype=np.uint64)
-    bits = _bits_for(max(points.size, 1), 1)
+    bits = pow2_bits(points.size)
     shift = 64 - bits
     bounds = np.arange(1 << bits, dtype=np.uint64) << np.uint64(shift)
     start = np.searchsorted(points, bounds, side="left").astype(np.int64)
