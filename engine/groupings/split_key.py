@@ -493,6 +493,16 @@ def _bump_word(loads, w, word, minv):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
+def _keep_less(loads, w, lw, c):  # pragma: no cover - compiled
+    """One Greedy-d step: candidate ``c`` replaces the best so far ``(w, lw)`` if strictly less
+    loaded (ties keep the earlier choice); returns the new ``(w, lw)``."""
+    lc = _ug(loads, c)
+    if lc < lw:
+        return c, lc
+    return w, lw
+
+
+@njit(cache=True, inline="always")
 def _prefetch_cache_slot(sk, hslot, fp):  # pragma: no cover - compiled
     """Prefetch the D-Choices cache slot (``hslot``) of the counter in ``fp``'s home table slot
     (speed only, like :func:`engine.sketches.ss_prefetch_counter`)."""
@@ -530,11 +540,7 @@ def _dchoices_pick(fp, cid, d, f0, f1, loads, st, hc, dn, mhi, mlo):  # pragma: 
     w = np.int64(_ug(crow, base))
     lw = _ug(loads, w)
     for i in range(1, d):
-        c = np.int64(_ug(crow, base + i))
-        lc = _ug(loads, c)
-        if lc < lw:
-            w = c
-            lw = lc
+        w, lw = _keep_less(loads, w, lw, np.int64(_ug(crow, base + i)))
     return w
 
 
@@ -605,22 +611,11 @@ def _head_body(  # pragma: no cover - compiled
                 elif kind == KIND_PRE:
                     # Greedy-d over F_0..F_{d-1} (d <= PRE_D), ties → lower choice index
                     w = _ug(c0, x)
-                    lw = _ug(loads, w)
-                    c = _ug(c1, x)
-                    lc = _ug(loads, c)
-                    if lc < lw:
-                        w = c
-                        lw = lc
+                    w, lw = _keep_less(loads, w, _ug(loads, w), _ug(c1, x))
                     if dcur > 2:
-                        c = _ug(c2, x)
-                        lc = _ug(loads, c)
-                        if lc < lw:
-                            w = c
-                            lw = lc
+                        w, lw = _keep_less(loads, w, lw, _ug(c2, x))
                     if dcur > 3:
-                        c = _ug(c3, x)
-                        if _ug(loads, c) < lw:
-                            w = c
+                        w, lw = _keep_less(loads, w, lw, _ug(c3, x))
                 else:
                     w = _dchoices_pick(
                         fp, cid, dcur, _ug(c0, x), _ug(c1, x), loads, st, hc, dn, mhi, mlo
