@@ -42,7 +42,7 @@ from dashboard.controls import (
     submit,
     validate_fields,
 )
-from dashboard.data import DEFAULT_WINDOW, MIGRATION_TABLE_ROWS, DashboardData
+from dashboard.data import DEFAULT_WINDOW, MIGRATION_TABLE_ROWS, DashboardData, status_text
 from dashboard.layout import (
     build_layout,
     commands_view,
@@ -456,7 +456,7 @@ def _common_outputs(D: DashboardData, d: Mapping[str, Any], run_id: int, export_
     status = run["status"]
     return {
         "commands": commands_view(D.commands(run_id)),
-        "run-status": status,
+        "run-status": run.get("status_text") or status,
         "run-status-class": ("status-badge " + status).strip(),
         "export-links": _export_links(export_base, run_id),
         "tick": _refresh_ms(run.get("interval_seconds")),
@@ -521,7 +521,7 @@ def _controls_outputs(cs: Mapping[str, Any] | None, read_only: bool, algo: str |
 
 
 def _run_options(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"label": f"#{r['id']} {r.get('name') or r['algorithm']} · {r['status']} · {r['intervals']} intervals",
+    return [{"label": f"#{r['id']} {r.get('name') or r['algorithm']} · {status_text(r)} · {r['intervals']} intervals",
              "value": int(r["id"])} for r in rows]
 
 

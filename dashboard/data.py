@@ -431,11 +431,18 @@ class DashboardData:
         return {"run_id": int(run_id), "series": series, "summary": summarize(rows)}
 
 
+def status_text(run: Mapping[str, Any]) -> str:
+    """A run's status as the operator reads it: a failed run carries its reason ("failed: …")."""
+    status = str(run.get("status") or "")
+    note = str(run.get("note") or "").strip()
+    return f"{status}: {note}" if status == "failed" and note else status
+
+
 def _run_summary(run: Mapping[str, Any]) -> dict[str, Any]:
     config = run.get("config") if isinstance(run.get("config"), Mapping) else {}
     return {
         "id": int(run["id"]), "name": run.get("name") or "", "status": run.get("status") or "",
-        "algorithm": run.get("algorithm") or "", "n_workers": run.get("n_workers"),
+        "status_text": status_text(run), "algorithm": run.get("algorithm") or "", "n_workers": run.get("n_workers"),
         "workload": run.get("workload") or "", "interval_seconds": _num(config.get("interval")),
         "operator": config.get("operator") or "count", "created_at": run.get("created_at"),
     }

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from dash import dcc, html
 
-from dashboard.data import DEFAULT_THETA
+from dashboard.data import DEFAULT_THETA, status_text
 from dashboard.definitions import LABELS, definition
 from dashboard.figures import IMBALANCE_METRICS, empty_figure
 
@@ -383,7 +383,7 @@ def runs_table(rows: Sequence[Mapping[str, Any]], export_base: str) -> Any:
         if key == "created_at":
             return started(r.get(key))
         if key == "status":
-            return html.Span(r.get(key) or "", className=f"status-badge {r.get(key) or ''}")
+            return html.Span(status_text(r), className=f"status-badge {r.get(key) or ''}")
         v = r.get(key)
         return "" if v is None else str(v)
 

@@ -152,10 +152,11 @@ def cmd_engine(args: argparse.Namespace) -> int:
         shadow=None if args.shadow is None else [n for n in args.shadow.split(",") if n],
         max_batches=args.max_batches,
     )
-    from engine.spark.engine import EngineFailed
+    from engine.spark.engine import EngineFailed, default_data_dir
 
+    spark_log = default_data_dir() / "logs" / f"spark-{cfg.checkpoint_dir().name}.log"
     try:
-        return SparkEngine(cfg).run()
+        return SparkEngine(cfg, spark_log=spark_log).run()
     except EngineFailed as exc:
         print(f"skewlab: error: {exc} (the batch is replayed when the engine restarts)", file=sys.stderr)
         return 1

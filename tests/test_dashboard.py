@@ -395,6 +395,14 @@ def test_page_lists_runs_and_starts_with_data(store, run):
     assert "no runs in the database yet" in json.dumps(empty.get("/_dash-layout").get_json())
 
 
+def test_a_failed_run_is_shown_failed_with_its_reason(store, run):
+    store.finish_run(run, "failed", note="streaming query failed: topic no-such-topic does not exist")
+    client = create_app(store=store).server.test_client()
+    text = json.dumps(client.get("/_dash-layout").get_json())
+    assert "failed: streaming query failed: topic no-such-topic does not exist" in text
+    assert "finished" not in text
+
+
 def test_page_uses_the_vendored_plotly_basic_bundle_and_restores_native_builtins(store, run):
     """Issue #5, "Speed": the page script order that makes dcc.Graph use the small plotly.js bundle."""
     import re

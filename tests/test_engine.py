@@ -194,6 +194,11 @@ def test_engine_cli_query_failure_is_one_line_exit_1(spark, kafka_broker, tmp_pa
     assert "Traceback" not in err
     line = [x for x in err.splitlines() if x.startswith("skewlab: error:")]
     assert len(line) == 1 and "streaming query failed" in line[0] and "no-such-topic" in line[0]
+    from storage import connect
+
+    with connect(f"sqlite:///{tmp_path}/db.sqlite") as store:
+        (run,) = store.list_runs()
+    assert run["status"] == "failed" and "no-such-topic" in run["note"], run  # never listed as finished
 
 
 def test_control_cli_submits_validated_commands(tmp_path, capsys):

@@ -173,6 +173,10 @@ class EngineConfig:
         for name in self.shadow or []:
             registry.get(name)
 
+    def checkpoint_dir(self) -> Path:
+        """``--checkpoint``, or ``data/checkpoints/<run name, else "default">``."""
+        return Path(self.checkpoint or default_data_dir() / "checkpoints" / (self.run_name or "default"))
+
     def source_options(self) -> tuple[str, dict[str, str]]:
         if self.source == "generator":
             return "skewlab-generator", {
@@ -198,6 +202,21 @@ class EngineConfig:
         }
 
 
+def _capture_library_warnings(path: Path) -> None:
+    """Send Python warnings (pyspark's and pandas' FutureWarnings, say) to ``path``, not the console.
+
+    The console carries the engine's status lines only; the warnings are kept in the Spark log.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    logging.captureWarnings(True)
+    logger = logging.getLogger("py.warnings")
+    if not any(getattr(h, "baseFilename", None) == str(path.resolve()) for h in logger.handlers):
+        handler = logging.FileHandler(path)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+    logger.propagate = False
+
+
 def default_data_dir() -> Path:
     return Path(os.environ.get("SKEWLAB_DATA_DIR", "data"))
 
@@ -206,12 +225,16 @@ class SparkEngine:
     """Owns the Spark query, the controller, the snapshots and the metrics sink of one run."""
 
     def __init__(self, cfg: EngineConfig, *, log: Callable[[str], None] | None = None,
-                 after_batch: Callable[["SparkEngine", int], None] | None = None) -> None:
+                 after_batch: Callable[["SparkEngine", int], None] | None = None,
+                 spark_log: Path | None = None) -> None:
+        """``spark_log``: file for the JVM's own output and for Python warnings, so that the console
+        carries the engine's lines only (``skewlab engine``); ``None`` leaves both where they are."""
         cfg.validate()
+        self.spark_log = spark_log
         self.after_batch = after_batch
         self.cfg = cfg
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-        self.checkpoint = Path(cfg.checkpoint or default_data_dir() / "checkpoints" / (cfg.run_name or "default"))
+        self.checkpoint = cfg.checkpoint_dir()
         self.snapshots = SnapshotStore(self.checkpoint / "skewlab")
         from engine.spark.sources import RouteFiles
 
@@ -525,7 +548,9 @@ class SparkEngine:
         """Run until ``--duration`` passes, ``max_batches`` are done or Ctrl-C; returns an exit status."""
         from engine.spark.session import get_session
 
-        spark = get_session(self.cfg.master, f"skewlab-engine-{self.run_id}")
+        if self.spark_log is not None:
+            _capture_library_warnings(self.spark_log)
+        spark = get_session(self.cfg.master, f"skewlab-engine-{self.run_id}", jvm_output=self.spark_log)
         _quiet_stream_errors(spark)
         # After the session: SparkContext installs its own SIGINT handler (cancel jobs + raise),
         # which would interrupt a batch; ours finishes the batch and flushes metrics first.
@@ -537,9 +562,11 @@ class SparkEngine:
             self.store.update_run(self.run_id, status="running")  # a restored run is running again
         except Exception:  # noqa: BLE001 - the database may be down; metrics are buffered anyway
             pass
-        self.log(f"run {self.run_id}: {self.cfg.algorithm} on {self.cfg.source}, {self.controller.n_workers} workers, "
-                 f"checkpoint {self.checkpoint}, db {self.store.url}")
+        self.log(f"run {self.run_id}: {self.controller.grouping.name} on {self.cfg.source}, "
+                 f"{self.controller.n_workers} workers, checkpoint {self.checkpoint}, db {self.store.url}"
+                 + (f", Spark log {self.spark_log}" if self.spark_log is not None else ""))
         status = "finished"
+        reason = None
         query = None
         try:
             while not self._done():
@@ -567,8 +594,11 @@ class SparkEngine:
                 query = None
         except KeyboardInterrupt:
             status = "stopped"
+        except BaseException as exc:
+            status, reason = "failed", _first_line(exc)
+            raise
         finally:
-            if self._interrupted:
+            if self._interrupted and status != "failed":
                 status = "stopped"
             if query is not None:
                 self._stop_query(query)
@@ -576,7 +606,7 @@ class SparkEngine:
                 self.log(f"warning: {self.sink.backlog} interval(s) not yet written; they are kept in the snapshot "
                          "and written on the next start")
             try:
-                self.store.finish_run(self.run_id, status)
+                self.store.finish_run(self.run_id, status, note=reason)
             except Exception:  # noqa: BLE001
                 pass
             for sig, handler in previous_handlers.items():

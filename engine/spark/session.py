@@ -42,16 +42,23 @@ Settings and why:
   ``EOFError`` traceback on every clean stop that races this way (seen on Ctrl-C of
   ``skewlab engine``).  A peer hang-up (``EOFError``, ``ConnectionError``) is dropped; any other
   error is reported as before.
+* ``jvm_output``: when given, the JVM is started with that file as its stdout and stderr, so its
+  start-up banner, log4j lines and the tracebacks of the Python workers it spawns go to the log
+  instead of the operator's terminal (``skewlab engine`` passes ``data/logs/spark-<run>.log``).
+  pyspark inherits the driver's file descriptors 1 and 2 when it launches the JVM and offers no
+  hook for them in ``getOrCreate``, so they point at the file only while the JVM is launched.
 * The skewlab streaming sources (``skewlab-generator``, ``skewlab-file``, ``skewlab-kafka``) are
   registered on the session.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterator
 
 __all__ = ["DEFAULT_CONF", "get_session", "stop_session"]
 
@@ -122,12 +129,38 @@ def _alive(spark) -> bool:
         return False
 
 
-def get_session(master: str = "local[*]", app_name: str = "skewlab", **conf: Any):
+@contextlib.contextmanager
+def _output_to(path: str | os.PathLike | None) -> Iterator[None]:
+    """Point file descriptors 1 and 2 at ``path`` (appending) for the block; no-op for ``None``."""
+    if path is None:
+        yield
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = (os.dup(1), os.dup(2))
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, target):
+            os.close(fd)
+
+
+def get_session(master: str = "local[*]", app_name: str = "skewlab", jvm_output: str | os.PathLike | None = None,
+                **conf: Any):
     """Return the process-wide SparkSession, building it on first use.
 
     ``conf``: Spark settings by their real keys, e.g.
     ``get_session("local[2]", **{"spark.sql.shuffle.partitions": "2"})``; they override
-    :data:`DEFAULT_CONF`.
+    :data:`DEFAULT_CONF`.  ``jvm_output``: file for the JVM's own output when this call starts it
+    (see the module docstring).
     """
     global _SESSION
     # Must happen before the JVM (and with it the Python worker factory) starts.
@@ -150,8 +183,9 @@ def get_session(master: str = "local[*]", app_name: str = "skewlab", **conf: Any
         settings.update({str(k): str(v) for k, v in conf.items()})
         for key, value in settings.items():
             builder = builder.config(key, value)
-        spark = builder.getOrCreate()
-        spark.sparkContext.setLogLevel("ERROR")
+        with _output_to(jvm_output):
+            spark = builder.getOrCreate()
+            spark.sparkContext.setLogLevel("ERROR")
         _quiet_accumulator_server(getattr(spark.sparkContext, "_accumulatorServer", None))
         if _CHECKPOINT_MANAGER_KEY not in settings:
             _use_filesystem_checkpoint_manager(spark)
