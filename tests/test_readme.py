@@ -139,6 +139,42 @@ def test_ci_runs_the_readme_test_command():
     assert os.access(install, os.X_OK) and "pip install" in install.read_text(encoding="utf-8")
 
 
+def test_ci_installs_into_an_environment_of_its_own():
+    """`.ci/run` creates a fresh virtual environment per run (no system site-packages) before the
+    README's test command; under CI the suite must be running inside it, so a package installed by
+    hand on the machine cannot hide a dependency that pyproject.toml does not declare."""
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    venv_at = ci.find("python3 -m venv")
+    assert venv_at != -1 and "--system-site-packages" not in ci and venv_at < ci.find('bash -c "$cmd"'), ci
+    if os.environ.get("CI"):
+        assert sys.prefix != sys.base_prefix, f"CI runs the tests outside a virtual environment: {sys.prefix}"
+        cfg = (Path(sys.prefix) / "pyvenv.cfg").read_text(encoding="utf-8")
+        assert re.search(r"include-system-site-packages\s*=\s*false", cfg), cfg
+
+
+def _requirement_names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[\s\[<>=!~;]", r.strip(), maxsplit=1)[0].lower().replace("_", "-") for r in requirements}
+
+
+def test_dependencies_cover_what_pyspark_needs_at_run_time():
+    """pyspark's own Python paths (``mapInArrow``, ``toArrow``, ``applyInPandas*``) need its ``sql``
+    extra: pandas and pyarrow.  Every one of them is a declared dependency of skewlab, and pandas is
+    held below 3 (pyspark 4.x warns on every call with pandas >= 3)."""
+    import importlib.metadata as md
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    sql_extra = [r.split(";")[0] for r in md.requires("pyspark") or [] if re.search(r"extra\s*==\s*.sql.", r)]
+    assert sql_extra, md.requires("pyspark")
+    missing = _requirement_names(sql_extra) - _requirement_names(declared)
+    assert not missing, f"pyspark[sql] needs {sorted(missing)}, not declared in pyproject.toml"
+    (pandas,) = [r for r in declared if _requirement_names([r]) == {"pandas"}]
+    assert "<3" in pandas.replace(" ", ""), pandas
+    import pandas as pd
+
+    assert int(pd.__version__.split(".")[0]) < 3, pd.__version__
+
+
 # ---------------------------------------------------------------------------------------------- helpers
 def _skewlab() -> str:
     cand = Path(sys.executable).parent / "skewlab"
@@ -275,6 +311,18 @@ def test_tracebacks_ignores_only_pyspark_shutdown_noise():
     assert len(tracebacks(noise + ours)) == 1 and len(tracebacks(other)) == 1
 
 
+#: the lines ``skewlab engine`` itself prints; anything else on its console (JVM banners, log4j,
+#: library FutureWarnings, tracebacks) belongs in its Spark log
+_ENGINE_LINES = re.compile(
+    r"^(run \d+[: ]|restored run |batch \d+ |command \d+ |paused: |stopping: |cannot read commands: |"
+    r"metrics (database|buffer) |warning: |input file |fault injection: |skewlab: )")
+
+
+def foreign_lines(text: str) -> list[str]:
+    """The console lines of ``skewlab engine`` that are not its own (see :data:`_ENGINE_LINES`)."""
+    return [ln for ln in text.splitlines() if ln.strip() and not _ENGINE_LINES.match(ln)]
+
+
 def _tuples(line: str) -> int:
     m = re.search(r"\btuples=(\d+)", line)
     return int(m.group(1)) if m else 0
@@ -364,6 +412,8 @@ def test_engine_generator_and_control(tmp_path):
         rc = eng.interrupt()
     assert rc == 0, eng.text[-4000:]
     assert not tracebacks(eng.text), eng.text[-4000:]
+    assert not foreign_lines(eng.text), foreign_lines(eng.text)[:20]
+    assert "Using Spark's default log4j profile" in (tmp_path / "data" / "logs" / "spark-default.log").read_text()
     (r,) = _runs(url)
     assert r["status"] == "stopped" and r["intervals"] >= 2, r
 
