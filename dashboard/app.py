@@ -42,7 +42,7 @@ from dashboard.controls import (
     submit,
     validate_fields,
 )
-from dashboard.data import DEFAULT_WINDOW, MIGRATION_TABLE_ROWS, DashboardData, status_text
+from dashboard.data import DEFAULT_WINDOW, MIGRATION_TABLE_ROWS, DashboardData, status_text, waiting_message
 from dashboard.layout import (
     build_layout,
     commands_view,
@@ -284,7 +284,8 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
             return (no_update,) * len(LIVE_OUTPUTS)
         run_id = int(run_id)
         trig = ctx.triggered_id
-        full = trig in (None, "run-select", "worker-view") or not cursor or cursor.get("run_id") != run_id
+        full = (trig in (None, "run-select", "worker-view") or not cursor or cursor.get("run_id") != run_id
+                or bool(cursor.get("waiting")))
         d = D.load(run_id, None if full else cursor)
         if d.get("missing"):
             return (no_update,) * len(LIVE_OUTPUTS)
@@ -471,6 +472,13 @@ def _full_outputs(d: Mapping[str, Any], view: str, visible: Any) -> dict[str, An
     cursor = {"run_id": d["run_id"], "last_interval": d["last_interval"], "last_event_id": d["last_event_id"],
               "points": len(d["series"]["interval"]), "ops": len(ops), "bars": bool(d.get("workers")),
               "log": ops[-_EVENT_LOG_KEEP:], "mig": list(d.get("migration_rows") or [])}
+    waiting = waiting_message(d)
+    if waiting is not None:  # no tuple yet: say so on every chart; the next tick redraws from scratch
+        msg = F.empty_figure(waiting)
+        cursor["waiting"] = True
+        return {**{k: msg for k, _, p in LIVE_OUTPUTS if p == "figure"}, "shadow-verdict": "", "kpis": kpi_cards(d),
+                "migration-table": migration_table(cursor["mig"]), "event-log": event_log(cursor["log"]),
+                "cursor": cursor}
     return {
         "fig-imbalance": F.time_figure("imbalance", d, visible), "fig-throughput": F.time_figure("throughput", d),
         "fig-routing": F.time_figure("routing", d), "fig-migrations": F.time_figure("migrations", d),

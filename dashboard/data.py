@@ -438,11 +438,30 @@ def status_text(run: Mapping[str, Any]) -> str:
     return f"{status}: {note}" if status == "failed" and note else status
 
 
+def waiting_message(d: Mapping[str, Any]) -> str | None:
+    """What the live view says instead of charts while a run has no tuple in its loaded window, or
+    ``None`` once it has data: waiting for the first batch (Spark is starting), batches without
+    tuples (the source has sent nothing yet), a run that ended without data, or why it failed."""
+    series = d.get("series") or {}
+    if any((t or 0) > 0 for t in series.get("tuples") or []):
+        return None
+    run = d.get("run") or {}
+    rid, status, batches = run.get("id"), run.get("status") or "", len(series.get("interval") or [])
+    if status == "failed":
+        return f"run {rid} {status_text(run)}"
+    if status in ("finished", "stopped"):
+        return f"run {rid} {status} without data ({batches} batch(es), no tuples)"
+    if batches == 0:
+        return (f"waiting for the first batch of run {rid}: the engine is starting Spark (the first run after an "
+                "install also compiles the routing kernels, up to a minute)")
+    return f"run {rid}: {batches} batch(es) so far, no tuples yet — waiting for data from the source"
+
+
 def _run_summary(run: Mapping[str, Any]) -> dict[str, Any]:
     config = run.get("config") if isinstance(run.get("config"), Mapping) else {}
     return {
         "id": int(run["id"]), "name": run.get("name") or "", "status": run.get("status") or "",
-        "status_text": status_text(run), "algorithm": run.get("algorithm") or "", "n_workers": run.get("n_workers"),
+        "status_text": status_text(run), "note": run.get("note") or "", "algorithm": run.get("algorithm") or "", "n_workers": run.get("n_workers"),
         "workload": run.get("workload") or "", "interval_seconds": _num(config.get("interval")),
         "operator": config.get("operator") or "count", "created_at": run.get("created_at"),
     }

@@ -375,6 +375,38 @@ def test_tick_callback_returns_patches_not_redraws(store, run):
     assert resp["cursor"]["data"]["last_interval"] == 30 and resp["cursor"]["data"]["points"] == 31
 
 
+def test_a_run_without_tuples_says_why_and_draws_once_data_arrives(store):
+    """Before its first batch the page says it waits for one (not an empty chart or a shadow hint);
+    batches without tuples say the source sent nothing; the first tick with tuples redraws in full."""
+    rid = store.create_run("mixed", MIXED, n_workers=4, config={"interval": 1.0, "operator": "count", "shadow": None})
+    app = create_app(store=store)
+    client = app.server.test_client()
+    page = json.dumps(client.get("/_dash-layout").get_json())
+    assert f"waiting for the first batch of run {rid}" in page and "--shadow" not in page
+    store.record_interval(rid, batch_id=0, interval=0, metrics={"tuples": 0, "algorithm": "mixed", "n_workers": 4},
+                          workers=[{"worker": w, "tuples": 0, "cost": 0.0} for w in range(4)])
+    app.skewlab.data.cache.clear()
+    page = json.dumps(client.get("/_dash-layout").get_json())
+    assert f"run {rid}: 1 batch(es) so far, no tuples yet" in page
+    waiting = {"run_id": rid, "last_interval": 0, "last_event_id": 0, "points": 1, "ops": 0, "bars": False,
+               "log": [], "mig": [], "waiting": True}
+    record(store, rid, 1)
+    app.skewlab.data.cache.clear()
+    r = _call(client, "fig-imbalance.figure", {"tick.n_intervals": 2, "run-select.value": rid,
+                                                "worker-view.value": "auto"},
+              {"cursor.data": waiting, "imb-metrics.value": ["imbalance"], "tick.interval": 1000}, "tick.n_intervals")
+    resp = r.get_json()["response"]
+    fig = resp["fig-imbalance"]["figure"]
+    assert not fig.get("__dash_patch_update") and fig["data"], fig  # a full figure, not a patch of the message
+    assert "waiting" not in resp["cursor"]["data"]
+    store.finish_run(rid, "failed", note="streaming query failed: boom")
+    other = store.create_run("hash", {}, n_workers=2, config={"interval": 1.0})
+    store.finish_run(other, "failed", note="streaming query failed: no such topic")
+    app.skewlab.data.cache.clear()
+    assert f"run {other} failed: streaming query failed: no such topic" in json.dumps(
+        client.get("/_dash-layout").get_json())
+
+
 def test_export_routes(store, run):
     client = create_app(store=store).server.test_client()
     r = client.get(f"/export/run-{run}.json")
