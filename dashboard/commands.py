@@ -6,11 +6,15 @@ from ``$SKEWLAB_DASHBOARD_TOKEN`` (preferred: a command-line argument is visible
 a non-loopback address without one, the dashboard is read-only and says so.  The token is never
 printed.
 
-``skewlab demo [--port N] [--db URL] [--duration S]`` starts ``skewlab engine`` as a subprocess
-(generator source, SQLite under the data directory, checkpoint ``data/checkpoints/demo``; its log goes
-to ``data/logs/demo-engine.log``) and the dashboard on 127.0.0.1, prints the URL once data flows, and
-on Ctrl-C / SIGTERM asks the engine to stop (SIGTERM: it finishes its batch and flushes its metrics),
-waits for it, then stops the web server.  A second Ctrl-C forwards SIGINT (the engine stops at once), a
+``skewlab demo [--port N] [--db URL] [--duration S] [--new-run]`` starts the dashboard on 127.0.0.1
+and prints its URL as soon as it listens, then ``skewlab engine`` as a subprocess (generator source,
+SQLite under the data directory, checkpoint ``data/checkpoints/demo``; its log goes to
+``data/logs/demo-engine.log``), says when data flows, and on Ctrl-C / SIGTERM asks the engine to stop
+(SIGTERM: it finishes its batch and flushes its metrics), waits for it, then stops the web server.
+When the demo's checkpoint holds a run, the demo resumes it and says so on the terminal (run id,
+algorithm, workers); ``--new-run`` clears that checkpoint and starts a new run (earlier runs stay in
+the database); ``--algorithm``/``--workers`` that differ from the resumed run's are refused with the
+way to start fresh, never silently ignored.  A second Ctrl-C forwards SIGINT (the engine stops at once), a
 third kills it.  The database URL reaches the engine through ``$SKEWLAB_DB_URL``, not its command line.
 
 For production, serve ``app.server`` with gunicorn instead (``dashboard/README.md``).
@@ -22,6 +26,7 @@ import argparse
 import hashlib
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,7 +57,11 @@ def add_commands(subparsers: Any) -> None:
     d.add_argument("--window", type=int, default=600, help="intervals shown on the time axes (default 600)")
     d.set_defaults(func=cmd_dashboard)
 
-    m = subparsers.add_parser("demo", help="start the engine (generator, SQLite) and the dashboard together")
+    m = subparsers.add_parser(
+        "demo", help="start the engine (generator, SQLite) and the dashboard together",
+        description="Start the live dashboard and the Spark engine on the embedded default (generator source, "
+                    "SQLite under the data directory). A second start resumes the demo's run; --new-run starts a "
+                    "new one. Ctrl-C stops both cleanly.")
     m.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"dashboard port (default {DEFAULT_PORT}; 0 = any free)")
     m.add_argument("--db", default=None, help="database URL (default: $SKEWLAB_DB_URL or SQLite data/skewlab.db)")
     m.add_argument("--duration", type=float, default=None, help="stop both after this many seconds")
@@ -60,6 +69,8 @@ def add_commands(subparsers: Any) -> None:
     m.add_argument("--workers", type=int, default=None, help="engine workers (default: the engine's, 8)")
     m.add_argument("--interval", type=float, default=None, help="seconds per interval (default: the engine's, 2)")
     m.add_argument("--rate", type=float, default=None, help="generator tuples/s (default: the engine's)")
+    m.add_argument("--new-run", action="store_true",
+                   help="start a new run instead of resuming the demo's last one (its metrics stay in the database)")
     m.set_defaults(func=cmd_demo)
 
 
@@ -195,12 +206,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.duration is not None and args.duration <= 0:
         raise UsageError(f"--duration must be > 0 seconds, got {args.duration}")
     url = args.db or default_url()
+    checkpoint = _demo_checkpoint(args.db, url)
+    resumed = None if args.new_run else _resumable_run(checkpoint)
+    if resumed is not None:
+        _refuse_conflicting_flags(args, resumed, checkpoint)
     store = _open_store(url)
     app = create_app(store=store, host="127.0.0.1")
     srv = _make_server(app, "127.0.0.1", args.port)  # fails before the engine starts if the port is taken
     _warm_up(app)
-
-    checkpoint = _demo_checkpoint(args.db, url)
+    if args.new_run and checkpoint.exists():
+        shutil.rmtree(checkpoint)
     log_path = _data_dir() / "logs" / "demo-engine.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "engine.cli", "engine", "--checkpoint", str(checkpoint), "--run-name", "demo"]
@@ -211,18 +226,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     env = dict(os.environ, SKEWLAB_DB_URL=url, PYTHONUNBUFFERED="1")
 
     thread = threading.Thread(target=srv.serve_forever, name="skewlab-dashboard", daemon=True)
-    thread.start()
-    started = time.time()
-    print(f"skewlab demo: starting the Spark engine (log {log_path}; database {safe_url(url)}) …", flush=True)
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True)  # Ctrl-C reaches the demo only; it forwards it
     signals = {"count": 0}
+    engine: dict[str, subprocess.Popen] = {}
 
     def forward(_signum: int, _frame: Any) -> None:
         signals["count"] += 1
-        if proc.poll() is not None:
-            return
+        proc = engine.get("proc")
+        if proc is None or proc.poll() is not None:
+            return  # not started yet (it will not be) or already gone
         if signals["count"] == 1:
             print("skewlab demo: stopping — the engine finishes its batch and flushes its metrics "
                   "(Ctrl-C again to force)", flush=True)
@@ -234,26 +245,48 @@ def cmd_demo(args: argparse.Namespace) -> int:
         except ProcessLookupError:
             pass
 
+    # Installed before anything starts: a Ctrl-C at any moment from here on stops both cleanly.
     previous = _on_signals({signal.SIGINT: forward, signal.SIGTERM: forward})
-    announced = False
+    rc = 0
     try:
-        while proc.poll() is None:
+        thread.start()
+        started = time.time()
+        print(f"skewlab demo: dashboard at {_url('127.0.0.1', srv.server_port)} — Ctrl-C stops the engine and the "
+              "dashboard.", flush=True)
+        if resumed is not None:
+            print(f"skewlab demo: resuming run {resumed['run_id']} ({resumed['algorithm']} on {resumed['workers']} "
+                  f"workers, after batch {resumed['batch']}) from {checkpoint}; 'skewlab demo --new-run' starts a "
+                  "new run", flush=True)
+        if signals["count"] == 0:
+            print(f"skewlab demo: starting the Spark engine (log {log_path}; database {safe_url(url)}) …", flush=True)
+            with open(log_path, "ab") as log:
+                engine["proc"] = subprocess.Popen(  # own session: Ctrl-C reaches the demo only; it forwards it
+                    cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                    start_new_session=True)
+        proc = engine.get("proc")
+        if proc is not None and signals["count"]:  # Ctrl-C came while it was being started
+            proc.send_signal(signal.SIGTERM)
+        announced = False
+        while proc is not None and proc.poll() is None:
             time.sleep(0.5)
-            if not announced and signals["count"] == 0 and _data_flows(store, started):
+            flowing = None if announced or signals["count"] else _data_flows(store, started)
+            if flowing is not None:
                 announced = True
-                print(f"skewlab demo: dashboard at {_url('127.0.0.1', srv.server_port)} — data is flowing. "
-                      "Ctrl-C stops the engine and the dashboard.", flush=True)
-        rc = proc.returncode
+                print(f"skewlab demo: data is flowing (run {flowing}); see {_url('127.0.0.1', srv.server_port)}",
+                      flush=True)
+        rc = proc.returncode if proc is not None else 0
     finally:
-        if proc.poll() is None:  # an exception in this loop: never leave the engine behind
+        proc = engine.get("proc")
+        if proc is not None and proc.poll() is None:  # an exception in this loop: never leave the engine behind
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        srv.shutdown()
-        thread.join(timeout=10)
+        if thread.is_alive():
+            srv.shutdown()
+            thread.join(timeout=10)
         srv.server_close()
         _restore(previous)
         store.close()
@@ -265,11 +298,41 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if rc == 0 or signals["count"] > 0 else 1
 
 
-def _data_flows(store: Any, since: float) -> bool:
-    """True once some run has an interval written after ``since`` (new or restored run)."""
+def _data_flows(store: Any, since: float) -> int | None:
+    """The id of the run that has written an interval with tuples after ``since`` (new or resumed
+    run), or ``None`` while there is none (batch 0 of a stream often has no tuples)."""
     try:
-        runs = store.list_runs(limit=5)
+        for r in store.list_runs(limit=5):
+            if (r.get("last_wall_time") or 0) >= since - 1 and any(
+                    (m.get("tuples") or 0) > 0 and (m.get("wall_time") or 0) >= since - 1
+                    for m in store.interval_metrics(r["id"], limit=5, latest=True)):
+                return int(r["id"])
     except Exception:  # noqa: BLE001 - the engine may be creating the schema
-        return False
-    return any((r.get("last_wall_time") or 0) >= since - 1 for r in runs)
+        return None
+    return None
+
+
+def _resumable_run(checkpoint: Path) -> dict[str, Any] | None:
+    """The run the demo's checkpoint would resume: id, algorithm, workers, last batch; ``None`` when
+    the checkpoint holds no engine snapshot (a new run starts)."""
+    from engine.checkpoint import SnapshotStore
+
+    latest = SnapshotStore(checkpoint / "skewlab").latest() if (checkpoint / "skewlab").is_dir() else None
+    if latest is None:
+        return None
+    batch, snap = latest
+    controller = snap["controller"]
+    return {"run_id": snap["run_id"], "algorithm": controller.grouping.name, "workers": controller.n_workers,
+            "batch": batch}
+
+
+def _refuse_conflicting_flags(args: argparse.Namespace, run: dict[str, Any], checkpoint: Path) -> None:
+    """``--algorithm``/``--workers`` set up new runs only: refuse values the resumed run does not have."""
+    asked = {"--algorithm": (args.algorithm, run["algorithm"]), "--workers": (args.workers, run["workers"])}
+    differ = [f"{flag} {want}" for flag, (want, have) in asked.items() if want is not None and str(want) != str(have)]
+    if differ:
+        raise UsageError(
+            f"{checkpoint} holds run {run['run_id']} ({run['algorithm']} on {run['workers']} workers), which the "
+            f"demo resumes; {' and '.join(differ)} would need a new run: add --new-run (run {run['run_id']} stays "
+            "in the database), or drop them to resume it (change a running one from the dashboard)")
 

@@ -107,7 +107,7 @@ RUN_BY: dict[str, str] = {
     "skewlab engine --master spark://host:7077 ...": "test_spark_cluster_recipe",
     "skewlab engine --master spark://HOST:7077 --source kafka --bootstrap BROKER:9092 --topic T "
     "--db postgresql+psycopg://USER@DBHOST/skewlab": "test_spark_cluster_recipe",
-    "skewlab demo [--port 8050] [--db URL]": "test_demo_and_dashboard_options",
+    "skewlab demo [--port 8050] [--db URL] [--new-run]": "test_demo_and_dashboard_options",
     "skewlab dashboard --db URL [--host H] [--port N] [--token T]": "test_demo_and_dashboard_options",
     "skewlab bench all --out docs": "test_bench_commands",
     "skewlab bench dkg --out docs": "test_bench_commands",
@@ -566,9 +566,13 @@ def test_demo_main_command(tmp_path):
         pytest.fail("port 8050 (skewlab demo's default) is taken on this machine; free it to run the README's demo")
     demo = Service(main, tmp_path)
     try:
-        line = demo.wait_for(lambda ln: "data is flowing" in ln, 300, "the dashboard URL")
+        line = demo.wait_for(lambda ln: "dashboard at" in ln, 120, "the dashboard URL")
         assert "http://127.0.0.1:8050" in line, line
         assert "skewlab" in _get("http://127.0.0.1:8050/")
+        page = _get("http://127.0.0.1:8050/_dash-layout")  # before the first batch: says so
+        assert "waiting for the first batch" in page or "no runs in the database yet" in page, page[:2000]
+        demo.wait_for(lambda ln: "data is flowing (run 1)" in ln, 300, "data flowing")
+        assert not [ln for ln in demo.text.splitlines() if not ln.startswith("skewlab demo: ")], demo.text
     finally:
         rc = demo.interrupt()
     assert rc == 0 and "stopped (engine exit status 0)" in demo.text, demo.text[-4000:]
@@ -581,14 +585,36 @@ def test_demo_and_dashboard_options(tmp_path):
     """``skewlab demo --port N --db URL``, then ``skewlab dashboard`` with every option over its database."""
     url = f"sqlite:///{tmp_path / 'demo.db'}"
     port = _free_port()
-    demo = Service(readme("skewlab demo [--port 8050] [--db URL]"), tmp_path,
-                   {"[--port 8050]": f"--port {port}", "[--db URL]": f"--db {url}"})
+    cmd = readme("skewlab demo [--port 8050] [--db URL] [--new-run]")
+    subs = {"[--port 8050]": f"--port {port}", "[--db URL]": f"--db {url}", "[--new-run]": ""}
+    demo = Service(cmd, tmp_path, subs)
     try:
-        demo.wait_for(lambda ln: "data is flowing" in ln, 300, "the dashboard URL")
+        demo.wait_for(lambda ln: "data is flowing" in ln, 300, "data flowing")
         assert "skewlab" in _get(f"http://127.0.0.1:{port}/")
     finally:
         rc = demo.interrupt()
     assert rc == 0, demo.text[-4000:]
+    assert "resuming" not in demo.text, demo.text
+
+    # A second start resumes run 1 and says so; a flag that the resumed run does not have is refused
+    # with the way to start fresh; --new-run starts a new run.
+    refused = subprocess.run(_argv(cmd, {**subs, "[--new-run]": "--algorithm hash"}), cwd=tmp_path,
+                             env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused
+    assert "holds run 1 (mixed on 8 workers)" in refused.stderr and "--new-run" in refused.stderr, refused.stderr
+    again = Service(cmd, tmp_path, subs)
+    try:
+        line = again.wait_for(lambda ln: "resuming run 1" in ln, 120, "the resume notice")
+        assert "mixed on 8 workers" in line and "--new-run" in line, line
+    finally:
+        assert again.interrupt() == 0, again.text[-4000:]
+    fresh = Service(cmd, tmp_path, {**subs, "[--new-run]": "--new-run --algorithm hash"})
+    try:
+        fresh.wait_for(lambda ln: "data is flowing (run 2)" in ln, 300, "a new run")
+    finally:
+        assert fresh.interrupt() == 0, fresh.text[-4000:]
+    assert "resuming" not in fresh.text, fresh.text
+    assert [r["algorithm"] for r in _runs(url)] == ["hash", "mixed"]
 
     port = _free_port()
     dash = Service(readme("skewlab dashboard --db URL [--host H] [--port N] [--token T]"), tmp_path,
@@ -619,3 +645,22 @@ def test_bench_commands(tmp_path):
     quick = tmp_path / "q"
     run(readme("skewlab bench all --quick --out /tmp/q"), tmp_path, {"/tmp/q": str(quick)}, timeout=900)
     assert (quick / "results.md").exists()
+
+
+def test_install_says_what_to_do_on_an_os_managed_python(tmp_path):
+    """On an operating system's own python3 (PEP 668) ``scripts/install`` stops with one line that
+    says to create a virtual environment, before it installs anything (apt or pip)."""
+    calls = tmp_path / "calls"
+    fake = tmp_path / "bin" / "python3"
+    fake.parent.mkdir()
+    # the fake python3 answers the script's "is this python OS-managed?" probe with yes, records the rest
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n[ "$1" = "-" ] && exit 0\nexit 0\n', encoding="utf-8")
+    fake.chmod(0o755)
+    for tool in ("apt-get", "id"):
+        (tmp_path / "bin" / tool).write_text(f"#!/bin/sh\necho {tool} \"$@\" >> {calls}\nexit 1\n", encoding="utf-8")
+        (tmp_path / "bin" / tool).chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    p = subprocess.run(["bash", str(ROOT / "scripts" / "install")], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p
+    assert "python3 -m venv .venv" in p.stderr, p.stderr
+    assert calls.read_text(encoding="utf-8").split() == ["-"], "installed something before refusing"

@@ -202,6 +202,10 @@ class EngineConfig:
         }
 
 
+def _interrupt(*_: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def _capture_library_warnings(path: Path) -> None:
     """Send Python warnings (pyspark's and pandas' FutureWarnings, say) to ``path``, not the console.
 
@@ -550,25 +554,28 @@ class SparkEngine:
 
         if self.spark_log is not None:
             _capture_library_warnings(self.spark_log)
-        spark = get_session(self.cfg.master, f"skewlab-engine-{self.run_id}", jvm_output=self.spark_log)
-        _quiet_stream_errors(spark)
-        # After the session: SparkContext installs its own SIGINT handler (cancel jobs + raise),
-        # which would interrupt a batch; ours finishes the batch and flushes metrics first.
         previous_handlers = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                previous_handlers[sig] = signal.signal(sig, self.request_stop)
-        try:
-            self.store.update_run(self.run_id, status="running")  # a restored run is running again
-        except Exception:  # noqa: BLE001 - the database may be down; metrics are buffered anyway
-            pass
-        self.log(f"run {self.run_id}: {self.controller.grouping.name} on {self.cfg.source}, "
-                 f"{self.controller.n_workers} workers, checkpoint {self.checkpoint}, db {self.store.url}"
-                 + (f", Spark log {self.spark_log}" if self.spark_log is not None else ""))
+        main_thread = threading.current_thread() is threading.main_thread()
+        if main_thread:  # while Spark starts, SIGTERM stops like Ctrl-C does (the run is marked stopped)
+            previous_handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, _interrupt)
         status = "finished"
         reason = None
         query = None
         try:
+            spark = get_session(self.cfg.master, f"skewlab-engine-{self.run_id}", jvm_output=self.spark_log)
+            _quiet_stream_errors(spark)
+            # After the session: SparkContext installs its own SIGINT handler (cancel jobs + raise),
+            # which would interrupt a batch; ours finishes the batch and flushes metrics first.
+            if main_thread:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    previous_handlers.setdefault(sig, signal.signal(sig, self.request_stop))
+            try:
+                self.store.update_run(self.run_id, status="running")  # a restored run is running again
+            except Exception:  # noqa: BLE001 - the database may be down; metrics are buffered anyway
+                pass
+            self.log(f"run {self.run_id}: {self.controller.grouping.name} on {self.cfg.source}, "
+                     f"{self.controller.n_workers} workers, checkpoint {self.checkpoint}, db {self.store.url}"
+                     + (f", Spark log {self.spark_log}" if self.spark_log is not None else ""))
             while not self._done():
                 if self.paused:
                     self._wait_resume()
