@@ -19,7 +19,7 @@ ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     SKEWLAB_DATA_DIR=/data \
-    NUMBA_CACHE_DIR=/tmp/numba-cache
+    NUMBA_CACHE_DIR=/opt/numba-cache
 
 WORKDIR /app
 COPY pyproject.toml README.md ./
@@ -29,14 +29,18 @@ COPY dashboard ./dashboard
 COPY bench ./bench
 # Editable install: the package metadata declares no package data, so a regular install would leave
 # out dashboard/assets/ (the stylesheet); with -e the code runs from /app, assets included.
+# The numba kernels are compiled into the image's cache at build time (python -m engine.warmup), so
+# the engine's first micro-batch loads them instead of compiling for minutes.
 RUN pip install -e . \
-    && python -c "import engine.cli, storage, dashboard, pyspark, psycopg"
+    && python -c "import engine.cli, storage, dashboard, pyspark, psycopg" \
+    && python -m engine.warmup
 
 COPY docker/entrypoint.sh /usr/local/bin/skewlab-entrypoint
 RUN chmod 0755 /usr/local/bin/skewlab-entrypoint \
     && useradd --create-home --uid 10001 --shell /usr/sbin/nologin skewlab \
     && mkdir -p /data \
-    && chown skewlab:skewlab /data
+    && chown skewlab:skewlab /data \
+    && chown -R skewlab:skewlab /opt/numba-cache
 
 USER skewlab
 VOLUME ["/data"]

@@ -452,8 +452,7 @@ def waiting_message(d: Mapping[str, Any]) -> str | None:
     if status in ("finished", "stopped"):
         return f"run {rid} {status} without data ({batches} batch(es), no tuples)"
     if batches == 0:
-        return (f"waiting for the first batch of run {rid}: the engine is starting Spark (the first run after an "
-                "install also compiles the routing kernels, up to a minute)")
+        return f"waiting for the first batch of run {rid}: the engine is starting Spark"
     return f"run {rid}: {batches} batch(es) so far, no tuples yet — waiting for data from the source"
 
 

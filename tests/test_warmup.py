@@ -1,0 +1,56 @@
+"""``python3 -m engine.warmup`` (run by ``scripts/install``) leaves nothing for the engine to compile.
+
+Checked the way the engine meets it: a fresh process, other settings than the warm-up used (workers,
+sources, window, stream, the join operator's cost model), every registered grouping through the
+controller, and the key fingerprinting / vocabulary index of the Spark path; numba reports every real
+compilation (not a cache load) as a ``numba:compile`` event, and there must be none.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+_CHECK = r"""
+import json
+import pyarrow as pa
+from numba.core import event
+
+compiled = []
+
+class Listener(event.Listener):
+    def on_start(self, ev):
+        compiled.append(str(ev.data["dispatcher"].py_func.__qualname__))
+    def on_end(self, ev):
+        pass
+
+event.register("numba:compile", Listener())
+from engine import registry
+from engine.keys import Vocabulary, fingerprint_keys
+from engine.simulate import SimulationConfig, parse_change, run_simulation
+from engine.spark.topology import VocabIndex
+
+for name in registry.names():
+    for cost_model in (("linear", "join") if name == "mixed" else ("linear",)):
+        run_simulation(SimulationConfig(algorithm=name, workers=13, sources=3, window=4, seed=5, messages=30_000,
+                                        interval_messages=3_000, cost_model=cost_model,
+                                        workload_params={"keys": 5_000, "z": 1.3},
+                                        changes=[parse_change("4:workers=11")]))
+keys = pa.chunked_array([[f"w{i % 301}" for i in range(2_000)], ["x", "y"]])
+fingerprint_keys(keys)
+VocabIndex().encode(Vocabulary(), keys)
+print(json.dumps(sorted(set(compiled))))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+def test_after_the_warm_up_the_engine_paths_compile_nothing():
+    warm = subprocess.run([sys.executable, "-m", "engine.warmup"], capture_output=True, text=True, timeout=2000)
+    assert warm.returncode == 0 and "routing kernels compiled and cached" in warm.stderr, warm
+    check = subprocess.run([sys.executable, "-c", _CHECK], capture_output=True, text=True, timeout=600)
+    assert check.returncode == 0, check.stderr[-3000:]
+    assert json.loads(check.stdout.strip().splitlines()[-1]) == [], "compiled after the warm-up"
