@@ -88,9 +88,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         changes=[parse_change(c) for c in (args.change or [])],
     )
     cfg.validate()
-    bar = Progress(args.messages, f"simulate {args.algorithm}")
+    bar = Progress(args.messages or 0, f"simulate {args.algorithm}")
+
+    def tick(interval: int, done: int, total: int) -> None:
+        bar.total = max(total, 1)
+        bar.update(done)
+
     try:
-        result = run_simulation(cfg, lambda i, done: bar.update(done))
+        result = run_simulation(cfg, tick)
     finally:
         bar.close()
     if args.json:
@@ -302,7 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--input", default=None, help="replay keys from FILE (one key per line, or a CSV column)")
     s.add_argument("--column", default=None, help="CSV column (name or 0-based index) with --input")
     s.add_argument("--workload-param", action="append", metavar="NAME=VALUE", help="workload parameter (repeatable)")
-    s.add_argument("--messages", type=int, default=1_000_000, help="messages to simulate (default 1e6)")
+    s.add_argument("--messages", type=int, default=None,
+                   help="messages to simulate (default: the whole --input file, else 1e6)")
     s.add_argument("--interval-messages", type=int, default=100_000, help="messages per interval (default 1e5)")
     s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     s.add_argument("--param", action="append", metavar="NAME=VALUE", help="algorithm parameter (repeatable)")

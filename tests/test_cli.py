@@ -106,3 +106,19 @@ def test_console_script_entry_point():
     proc = subprocess.run([sys.executable, "-m", "engine.cli", "simulate", "--algorithm", "nope"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.startswith("skewlab: error: unknown algorithm")
+
+
+def test_simulate_input_replays_the_whole_file_unless_messages_caps_it(tmp_path, capsys):
+    # longer than the generators' default of 1,000,000 messages
+    lines = 1_000_017
+    f = tmp_path / "long.txt"
+    f.write_text("".join(f"k{i % 997}\n" for i in range(lines)))
+    code, out, err = run(capsys, "simulate", "--algorithm", "hash", "--input", str(f),
+                         "--interval-messages", "500000", "--json")
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["messages"] == lines and sum(r["worker_loads"]) == lines
+    code, out, err = run(capsys, "simulate", "--algorithm", "hash", "--input", str(f), "--messages", "1234",
+                         "--interval-messages", "500", "--json")
+    assert code == 0, err
+    assert json.loads(out)["messages"] == 1234
