@@ -122,3 +122,35 @@ def test_simulate_input_replays_the_whole_file_unless_messages_caps_it(tmp_path,
                          "--interval-messages", "500", "--json")
     assert code == 0, err
     assert json.loads(out)["messages"] == 1234
+
+
+def test_long_simulate_reports_progress_on_stderr_never_in_json(capsys, monkeypatch):
+    import engine.progress
+
+    # stderr is not a terminal here: a plain progress line once a run has lasted LOG_EVERY seconds
+    monkeypatch.setattr(engine.progress, "LOG_EVERY", 0.0)  # every run is "long"
+    code, out, err = run(capsys, "simulate", "--algorithm", "hash", "--keys", "100", "--messages", "4000",
+                         "--interval-messages", "1000", "--json")
+    assert code == 0, err
+    assert json.loads(out)["messages"] == 4000  # stdout holds the JSON object and nothing else
+    lines = err.splitlines()
+    assert len(lines) == 4 and all(line.startswith("simulate hash: ") for line in lines), err
+    assert "4000/4000" in lines[-1] and "\r" not in err
+
+
+def test_short_run_prints_no_progress_off_a_terminal():
+    import io
+
+    from engine.progress import Progress
+
+    stream = io.StringIO()
+    bar = Progress(10, "short", stream=stream)
+    for done in range(1, 11):
+        bar.update(done)
+    bar.close()
+    assert stream.getvalue() == ""
+    forced = io.StringIO()
+    bar = Progress(10, "forced", stream=forced, force=True, delay=0.0)
+    bar.update(10)
+    bar.close()
+    assert "forced [" in forced.getvalue() and forced.getvalue().endswith("\r")
