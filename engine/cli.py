@@ -269,6 +269,7 @@ def _print_simulation(r: dict[str, Any]) -> None:
         ("migration cost", f"{r['migration_cost']:.4f} ({r['migrations']} migrations)"),
         ("plan time", f"{r['plan_seconds']:.3f} s"),
         ("routing throughput", f"{r['tuples_per_second'] / 1e6:.2f} M tuples/s"),
+        ("routing warm-up", f"{r['warmup_seconds']:.2f} s (numba compilation / cache load; not in the throughput)"),
         ("elapsed", f"{r['elapsed_seconds']:.2f} s"),
     ]
     for name, value in rows:

@@ -24,7 +24,7 @@ def test_simulate_json_contract(capsys):
     r = json.loads(out)
     for field in ("algorithm", "workers", "messages", "imbalance", "theta_max_observed", "seeds_imbalance",
                   "replication", "routing_table_size", "migration_cost", "worker_loads", "tuples_per_second",
-                  "intervals", "plan_seconds"):
+                  "intervals", "plan_seconds", "warmup_seconds"):
         assert field in r, field
     assert r["algorithm"] == "hash" and r["workers"] == 4 and r["messages"] == 20000
     assert len(r["intervals"]) == 4 and len(r["worker_loads"]) == 4
@@ -44,6 +44,7 @@ def test_simulate_table_output_and_changes(capsys):
                        "--interval-messages", "1000", "--change", "2:workers=10", "--change", "4:algorithm=hash")
     assert code == 0
     assert "imbalance (max/mean-1)" in out and "event @2: workers" in out and "event @4: switch" in out
+    assert "routing throughput" in out and "routing warm-up" in out
 
 
 def test_simulate_file_input(tmp_path, capsys):
