@@ -155,3 +155,59 @@ def test_short_run_prints_no_progress_off_a_terminal():
     bar.update(10)
     bar.close()
     assert "forced [" in forced.getvalue() and forced.getvalue().endswith("\r")
+
+
+def _column_starts(lines, word):
+    return {line.index(f" {word} ") for line in lines}
+
+
+@pytest.mark.parametrize("command", ["algorithms", "workloads"])
+def test_parameter_tables_stay_aligned_with_long_names(capsys, command):
+    code, out, _ = run(capsys, command)
+    assert code == 0
+    rows = [line for line in out.splitlines() if line.startswith("    ")]
+    if command == "algorithms":
+        assert max(len(line.split()[0]) for line in rows) > 18  # e.g. dkg's teenage_cycle_tuples
+    assert len(_column_starts(rows, "default")) == 1
+    assert len(_column_starts(rows, "range")) == 1
+    titles = [line for line in out.splitlines() if not line.startswith(" ")]
+    assert len({len(line) - len(line.split(None, 1)[1]) for line in titles}) == 1  # summaries in one column
+
+
+def test_simulate_header_names_the_workload_parameters(tmp_path, capsys):
+    code, out, _ = run(capsys, "simulate", "--algorithm", "hash", "--zipf", "1.2", "--keys", "300",
+                       "--messages", "2000", "--interval-messages", "1000")
+    assert code == 0
+    header = out.splitlines()[0]
+    assert "{" not in header and "'" not in header
+    assert "zipf (z=1.2, keys=300" in header and "2000 messages" in header
+
+
+def test_version_prints_the_package_version_and_exits_0():
+    from importlib.metadata import version
+
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "--version"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"skewlab {version('skewlab')}\n"
+
+
+def _help(capsys, *argv):
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--help"])
+    assert exc.value.code == 0
+    return " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+
+
+def test_engine_help_states_the_defaults(capsys):
+    from engine.workloads import WORKLOADS, workload_names
+
+    workload_names()
+    declared = {p.name: p.default for p in WORKLOADS["zipf"].params}
+    text = _help(capsys, "engine")
+    assert "--rate RATE target tuples/s for generator/file (default 50000; 0 = unlimited)" in text
+    assert f"Zipf exponent for zipf/drift (default {declared['z']})" in text
+    assert f"distinct keys for zipf/drift (default {declared['keys']})" in text
+    text = _help(capsys, "simulate")
+    assert f"(zipf/drift workloads; default {declared['z']})" in text
+    assert f"(zipf/drift workloads; default {declared['keys']})" in text
