@@ -52,7 +52,7 @@ def add_commands(subparsers: Any) -> None:
     d.add_argument("--window", type=int, default=600, help="intervals shown on the time axes (default 600)")
     d.set_defaults(func=cmd_dashboard)
 
-    m = subparsers.add_parser("demo", help="start the engine (generator, SQLite) and the dashboard together")
+    m = subparsers.add_parser("demo", help="start the engine (generator, SQLite) and the dashboard together", description="Start the Spark engine (generator source, SQLite database) and the dashboard on it, together; Ctrl-C stops both.")
     m.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"dashboard port (default {DEFAULT_PORT}; 0 = any free)")
     m.add_argument("--db", default=None, help="database URL (default: $SKEWLAB_DB_URL or SQLite data/skewlab.db)")
     m.add_argument("--duration", type=float, default=None, help="stop both after this many seconds")

@@ -211,3 +211,9 @@ def test_engine_help_states_the_defaults(capsys):
     text = _help(capsys, "simulate")
     assert f"(zipf/drift workloads; default {declared['z']})" in text
     assert f"(zipf/drift workloads; default {declared['keys']})" in text
+
+
+def test_demo_help_has_a_description(capsys):
+    text = _help(capsys, "demo")
+    usage, _, rest = text.partition("options:")
+    assert "dashboard" in usage.split("]")[-1]  # a sentence between the usage line and the options
