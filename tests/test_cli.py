@@ -217,3 +217,9 @@ def test_demo_help_has_a_description(capsys):
     text = _help(capsys, "demo")
     usage, _, rest = text.partition("options:")
     assert "dashboard" in usage.split("]")[-1]  # a sentence between the usage line and the options
+
+
+def test_mixed_summary_describes_mixed():
+    summary = registry.get("mixed").summary
+    assert not summary.startswith("MinMig")
+    assert "MinTable" in summary and "MinMig" in summary and "Amax" in summary
