@@ -261,6 +261,7 @@ def simulate(cfg, progress: Callable[[int, int], None] | None = None) -> dict[st
     instance to record what it returned.
     """
     from engine.runtime.local import LocalRuntime
+    from engine.simulate import stream_messages
     from engine.workloads import WORKLOADS, create_workload, workload_names
 
     cfg.validate()
@@ -284,7 +285,8 @@ def simulate(cfg, progress: Callable[[int, int], None] | None = None) -> dict[st
 
     grouping.plan = recording_plan  # type: ignore[method-assign]
     runtime = LocalRuntime(grouping, workload.vocab, window=cfg.window, cost_model=cfg.cost_model)
-    out = runtime.run(workload.batches(cfg.messages, cfg.interval_messages), cfg.changes, progress)
+    messages = stream_messages(cfg.messages, workload)
+    out = runtime.run(workload.batches(messages, cfg.interval_messages), cfg.changes, progress)
     out["plans"] = plans
     out["workload"] = workload.describe()
     out["distinct_keys_total"] = len(workload.vocab)

@@ -33,22 +33,23 @@ def cmd_algorithms(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
+    title, param = _widths([a["name"] for a in info], [p["name"] for a in info for p in a["params"]])
     for a in info:
         family = "rebalancer" if a["rebalancing"] else ("key grouping" if a["single_owner"] else "split-key")
-        print(f"{a['name']:<11} {a['summary']}  [{family}; {a['paper']}]")
-        for p in a["params"]:
-            print(f"    {p['name']:<18} default {p['default']!s:<10} range {p['range']:<22} {p['help']}")
+        print(f"{a['name']:<{title}} {a['summary']}  [{family}; {a['paper']}]")
+        _print_params(a["params"], param)
     return 0
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
     from engine.workloads import WORKLOADS, workload_names
 
-    for name in workload_names():
-        cls = WORKLOADS[name]
-        print(f"{name:<13} {cls.summary}")
-        for p in cls.params:
-            print(f"    {p.name:<18} default {p.default!s:<10} range {p.range_text():<22} {p.help}")
+    names = workload_names()
+    params = {name: [p.to_dict() for p in WORKLOADS[name].params] for name in names}
+    title, param = _widths(names, [p["name"] for ps in params.values() for p in ps])
+    for name in names:
+        print(f"{name:<{title}} {WORKLOADS[name].summary}")
+        _print_params(params[name], param)
     return 0
 
 
@@ -88,9 +89,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         changes=[parse_change(c) for c in (args.change or [])],
     )
     cfg.validate()
-    bar = Progress(args.messages, f"simulate {args.algorithm}")
+    bar = Progress(args.messages or 0, f"simulate {args.algorithm}")
+
+    def tick(interval: int, done: int, total: int) -> None:
+        bar.total = max(total, 1)
+        bar.update(done)
+
     try:
-        result = run_simulation(cfg, lambda i, done: bar.update(done))
+        result = run_simulation(cfg, tick)
     finally:
         bar.close()
     if args.json:
@@ -251,9 +257,21 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"cannot serialise {type(obj).__name__}")
 
 
+def _widths(titles: Sequence[str], params: Sequence[str]) -> tuple[int, int]:
+    """Column widths of a listing: the longest title, the longest parameter name (at least 18)."""
+    return max(map(len, titles), default=0), max([18, *map(len, params)])
+
+
+def _print_params(params: Sequence[dict[str, Any]], width: int) -> None:
+    """One line per declared parameter: name, default, range, help (names padded to ``width``)."""
+    for p in params:
+        print(f"    {p['name']:<{width}} default {p['default']!s:<10} range {p['range']:<22} {p['help']}")
+
+
 def _print_simulation(r: dict[str, Any]) -> None:
     wl = r["workload"]
-    print(f"{r['algorithm']} on {wl['workload']} {wl['params']}, {r['messages']} messages, "
+    wparams = ", ".join(f"{k}={v}" for k, v in wl["params"].items() if v != "")
+    print(f"{r['algorithm']} on {wl['workload']} ({wparams}), {r['messages']} messages, "
           f"{r['workers']} workers, {r['sources']} sources, seed {r['seed']}")
     rows = [
         ("imbalance (max/mean-1)", f"{r['imbalance']:.4f}"),
@@ -265,6 +283,7 @@ def _print_simulation(r: dict[str, Any]) -> None:
         ("migration cost", f"{r['migration_cost']:.4f} ({r['migrations']} migrations)"),
         ("plan time", f"{r['plan_seconds']:.3f} s"),
         ("routing throughput", f"{r['tuples_per_second'] / 1e6:.2f} M tuples/s"),
+        ("routing warm-up", f"{r['warmup_seconds']:.2f} s (numba compilation / cache load; not in the throughput)"),
         ("elapsed", f"{r['elapsed_seconds']:.2f} s"),
     ]
     for name, value in rows:
@@ -282,8 +301,19 @@ def _print_simulation(r: dict[str, Any]) -> None:
 
 
 # ------------------------------------------------------------------------------------- parser
+def _version() -> str:
+    """The installed package's version (its metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("skewlab")
+    except PackageNotFoundError:
+        return "(version unknown: the package is not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="skewlab", description="Skew-aware load balancing for keyed stream processing.")
+    p.add_argument("--version", action="version", version=f"skewlab {_version()}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     a = sub.add_parser("algorithms", help="list groupings with their parameters")
@@ -299,11 +329,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sources", type=int, default=2, help="number of upstream sources S (default 2)")
     s.add_argument("--workload", default=None, help="workload name (see 'skewlab workloads'); default zipf")
     s.add_argument("--zipf", type=float, default=None, help="Zipf exponent z (zipf/drift workloads; default 1.0)")
-    s.add_argument("--keys", type=int, default=None, help="number of distinct keys K (zipf/drift workloads)")
+    s.add_argument("--keys", type=int, default=None, help="number of distinct keys K (zipf/drift workloads; default 10000)")
     s.add_argument("--input", default=None, help="replay keys from FILE (one key per line, or a CSV column)")
     s.add_argument("--column", default=None, help="CSV column (name or 0-based index) with --input")
     s.add_argument("--workload-param", action="append", metavar="NAME=VALUE", help="workload parameter (repeatable)")
-    s.add_argument("--messages", type=int, default=1_000_000, help="messages to simulate (default 1e6)")
+    s.add_argument("--messages", type=int, default=None,
+                   help="messages to simulate (default: the whole --input file, else 1e6)")
     s.add_argument("--interval-messages", type=int, default=100_000, help="messages per interval (default 1e5)")
     s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     s.add_argument("--param", action="append", metavar="NAME=VALUE", help="algorithm parameter (repeatable)")
@@ -329,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--workers", type=int, default=8, help="number of workers (default 8)")
     e.add_argument("--sources", type=int, default=2, help="source instances for generator/file (default 2)")
     e.add_argument("--interval", type=float, default=2.0, help="seconds per micro-batch / interval (default 2)")
-    e.add_argument("--rate", type=float, default=50_000, help="target tuples/s for generator/file (0 = unlimited)")
+    e.add_argument("--rate", type=float, default=50_000, help="target tuples/s for generator/file (default 50000; 0 = unlimited)")
     e.add_argument("--max-per-batch", type=int, default=2_000_000, help="cap on tuples per micro-batch")
     e.add_argument("--checkpoint", default=None, help="checkpoint directory (restart with the same one)")
     e.add_argument("--run-name", default=None, help="name of the run (default checkpoint dir data/checkpoints/NAME)")
@@ -339,8 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--window", type=int, default=10, help="state window in intervals (default 10)")
     e.add_argument("--operator", default="count", help="count (windowed word count) or join (self-join)")
     e.add_argument("--workload", default="zipf", help="generator workload (default zipf)")
-    e.add_argument("--zipf", type=float, default=None, help="Zipf exponent for zipf/drift")
-    e.add_argument("--keys", type=int, default=None, help="distinct keys for zipf/drift")
+    e.add_argument("--zipf", type=float, default=None, help="Zipf exponent for zipf/drift (default 1.0)")
+    e.add_argument("--keys", type=int, default=None, help="distinct keys for zipf/drift (default 10000)")
     e.add_argument("--workload-param", action="append", metavar="NAME=VALUE", help="workload parameter")
     e.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     e.add_argument("--bootstrap", default=None, help="Kafka bootstrap HOST:PORT (--source kafka)")
@@ -354,10 +385,10 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--bootstrap", required=True, help="Kafka bootstrap HOST:PORT")
     pr.add_argument("--topic", required=True, help="topic name")
     pr.add_argument("--workload", default="zipf", help="workload name (default zipf)")
-    pr.add_argument("--zipf", type=float, default=None, help="Zipf exponent for zipf/drift")
-    pr.add_argument("--keys", type=int, default=None, help="distinct keys for zipf/drift")
+    pr.add_argument("--zipf", type=float, default=None, help="Zipf exponent for zipf/drift (default 1.0)")
+    pr.add_argument("--keys", type=int, default=None, help="distinct keys for zipf/drift (default 10000)")
     pr.add_argument("--workload-param", action="append", metavar="NAME=VALUE", help="workload parameter")
-    pr.add_argument("--rate", type=float, default=10_000, help="messages/s (0 = as fast as possible)")
+    pr.add_argument("--rate", type=float, default=10_000, help="messages/s (default 10000; 0 = as fast as possible)")
     pr.add_argument("--messages", type=int, default=1_000_000, help="messages to produce (default 1e6)")
     pr.add_argument("--partitions", type=int, default=None, help="create the topic with this many partitions")
     pr.add_argument("--seed", type=int, default=0, help="seed (default 0)")

@@ -14,17 +14,23 @@ from engine.params import ParamError
 from engine.runtime.local import Change, LocalRuntime
 from engine.workloads import WORKLOADS, create_workload, workload_names
 
-__all__ = ["SimulationConfig", "parse_change", "run_simulation"]
+__all__ = ["DEFAULT_MESSAGES", "SimulationConfig", "parse_change", "run_simulation", "stream_messages"]
+
+#: messages simulated from a generator workload when ``messages`` is not given
+DEFAULT_MESSAGES = 1_000_000
 
 
 @dataclass
 class SimulationConfig:
+    """One simulation.  ``messages=None``: one pass over a finite workload (a file), otherwise
+    :data:`DEFAULT_MESSAGES`; a number caps a file's stream (or loops it with ``loop=true``)."""
+
     algorithm: str = "mixed"
     workers: int = 8
     sources: int = 2
     workload: str = "zipf"
     workload_params: dict[str, Any] = field(default_factory=dict)
-    messages: int = 1_000_000
+    messages: int | None = None
     interval_messages: int = 100_000
     seed: int = 0
     params: dict[str, Any] = field(default_factory=dict)
@@ -40,7 +46,7 @@ class SimulationConfig:
             raise ParamError(f"--workers must be < {1 << 20}, got {self.workers}")
         if self.sources < 1:
             raise ParamError(f"--sources must be >= 1, got {self.sources}")
-        if self.messages < 0:
+        if self.messages is not None and self.messages < 0:
             raise ParamError(f"--messages must be >= 0, got {self.messages}")
         if self.interval_messages < 1:
             raise ParamError(f"--interval-messages must be >= 1, got {self.interval_messages}")
@@ -75,8 +81,20 @@ def parse_change(text: str) -> Change:
     return Change(interval, "algorithm", value)
 
 
-def run_simulation(cfg: SimulationConfig, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Run one simulation and return the result dict (the CLI's ``--json`` contract)."""
+def stream_messages(messages: int | None, workload: Any) -> int:
+    """Messages to simulate: ``messages`` if given, else the workload's length (one pass over a
+    file), else :data:`DEFAULT_MESSAGES`."""
+    if messages is not None:
+        return int(messages)
+    length = workload.length
+    return DEFAULT_MESSAGES if length is None else int(length)
+
+
+def run_simulation(cfg: SimulationConfig, progress: Callable[[int, int, int], None] | None = None) -> dict[str, Any]:
+    """Run one simulation and return the result dict (the CLI's ``--json`` contract).
+
+    ``progress(interval, messages_done, messages_total)`` is called after every interval.
+    """
     cfg.validate()
     wparams = dict(cfg.workload_params)
     wcls_params = {p.name for p in _workload_class(cfg.workload).params}
@@ -86,7 +104,9 @@ def run_simulation(cfg: SimulationConfig, progress: Callable[[int, int], None] |
     workload = create_workload(cfg.workload, cfg.seed, wparams)
     grouping = registry.create(cfg.algorithm, cfg.workers, cfg.sources, cfg.seed, cfg.params)
     runtime = LocalRuntime(grouping, workload.vocab, window=cfg.window, cost_model=cfg.cost_model)
-    out = runtime.run(workload.batches(cfg.messages, cfg.interval_messages), cfg.changes, progress)
+    total = stream_messages(cfg.messages, workload)
+    tick = None if progress is None else (lambda i, done: progress(i, done, total))
+    out = runtime.run(workload.batches(total, cfg.interval_messages), cfg.changes, tick)
     result: dict[str, Any] = {
         "algorithm": cfg.algorithm,
         "final_algorithm": runtime.grouping.name,

@@ -24,7 +24,7 @@ def test_simulate_json_contract(capsys):
     r = json.loads(out)
     for field in ("algorithm", "workers", "messages", "imbalance", "theta_max_observed", "seeds_imbalance",
                   "replication", "routing_table_size", "migration_cost", "worker_loads", "tuples_per_second",
-                  "intervals", "plan_seconds"):
+                  "intervals", "plan_seconds", "warmup_seconds"):
         assert field in r, field
     assert r["algorithm"] == "hash" and r["workers"] == 4 and r["messages"] == 20000
     assert len(r["intervals"]) == 4 and len(r["worker_loads"]) == 4
@@ -44,6 +44,7 @@ def test_simulate_table_output_and_changes(capsys):
                        "--interval-messages", "1000", "--change", "2:workers=10", "--change", "4:algorithm=hash")
     assert code == 0
     assert "imbalance (max/mean-1)" in out and "event @2: workers" in out and "event @4: switch" in out
+    assert "routing throughput" in out and "routing warm-up" in out
 
 
 def test_simulate_file_input(tmp_path, capsys):
@@ -106,3 +107,119 @@ def test_console_script_entry_point():
     proc = subprocess.run([sys.executable, "-m", "engine.cli", "simulate", "--algorithm", "nope"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.startswith("skewlab: error: unknown algorithm")
+
+
+def test_simulate_input_replays_the_whole_file_unless_messages_caps_it(tmp_path, capsys):
+    # longer than the generators' default of 1,000,000 messages
+    lines = 1_000_017
+    f = tmp_path / "long.txt"
+    f.write_text("".join(f"k{i % 997}\n" for i in range(lines)))
+    code, out, err = run(capsys, "simulate", "--algorithm", "hash", "--input", str(f),
+                         "--interval-messages", "500000", "--json")
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["messages"] == lines and sum(r["worker_loads"]) == lines
+    code, out, err = run(capsys, "simulate", "--algorithm", "hash", "--input", str(f), "--messages", "1234",
+                         "--interval-messages", "500", "--json")
+    assert code == 0, err
+    assert json.loads(out)["messages"] == 1234
+
+
+def test_long_simulate_reports_progress_on_stderr_never_in_json(capsys, monkeypatch):
+    import engine.progress
+
+    # stderr is not a terminal here: a plain progress line once a run has lasted LOG_EVERY seconds
+    monkeypatch.setattr(engine.progress, "LOG_EVERY", 0.0)  # every run is "long"
+    code, out, err = run(capsys, "simulate", "--algorithm", "hash", "--keys", "100", "--messages", "4000",
+                         "--interval-messages", "1000", "--json")
+    assert code == 0, err
+    assert json.loads(out)["messages"] == 4000  # stdout holds the JSON object and nothing else
+    lines = err.splitlines()
+    assert len(lines) == 4 and all(line.startswith("simulate hash: ") for line in lines), err
+    assert "4000/4000" in lines[-1] and "\r" not in err
+
+
+def test_short_run_prints_no_progress_off_a_terminal():
+    import io
+
+    from engine.progress import Progress
+
+    stream = io.StringIO()
+    bar = Progress(10, "short", stream=stream)
+    for done in range(1, 11):
+        bar.update(done)
+    bar.close()
+    assert stream.getvalue() == ""
+    forced = io.StringIO()
+    bar = Progress(10, "forced", stream=forced, force=True, delay=0.0)
+    bar.update(10)
+    bar.close()
+    assert "forced [" in forced.getvalue() and forced.getvalue().endswith("\r")
+
+
+def _column_starts(lines, word):
+    return {line.index(f" {word} ") for line in lines}
+
+
+@pytest.mark.parametrize("command", ["algorithms", "workloads"])
+def test_parameter_tables_stay_aligned_with_long_names(capsys, command):
+    code, out, _ = run(capsys, command)
+    assert code == 0
+    rows = [line for line in out.splitlines() if line.startswith("    ")]
+    if command == "algorithms":
+        assert max(len(line.split()[0]) for line in rows) > 18  # e.g. dkg's teenage_cycle_tuples
+    assert len(_column_starts(rows, "default")) == 1
+    assert len(_column_starts(rows, "range")) == 1
+    titles = [line for line in out.splitlines() if not line.startswith(" ")]
+    assert len({len(line) - len(line.split(None, 1)[1]) for line in titles}) == 1  # summaries in one column
+
+
+def test_simulate_header_names_the_workload_parameters(tmp_path, capsys):
+    code, out, _ = run(capsys, "simulate", "--algorithm", "hash", "--zipf", "1.2", "--keys", "300",
+                       "--messages", "2000", "--interval-messages", "1000")
+    assert code == 0
+    header = out.splitlines()[0]
+    assert "{" not in header and "'" not in header
+    assert "zipf (z=1.2, keys=300" in header and "2000 messages" in header
+
+
+def test_version_prints_the_package_version_and_exits_0():
+    from importlib.metadata import version
+
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "--version"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"skewlab {version('skewlab')}\n"
+
+
+def _help(capsys, *argv):
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--help"])
+    assert exc.value.code == 0
+    return " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+
+
+def test_engine_help_states_the_defaults(capsys):
+    from engine.workloads import WORKLOADS, workload_names
+
+    workload_names()
+    declared = {p.name: p.default for p in WORKLOADS["zipf"].params}
+    text = _help(capsys, "engine")
+    assert "--rate RATE target tuples/s for generator/file (default 50000; 0 = unlimited)" in text
+    assert f"Zipf exponent for zipf/drift (default {declared['z']})" in text
+    assert f"distinct keys for zipf/drift (default {declared['keys']})" in text
+    text = _help(capsys, "simulate")
+    assert f"(zipf/drift workloads; default {declared['z']})" in text
+    assert f"(zipf/drift workloads; default {declared['keys']})" in text
+
+
+def test_demo_help_has_a_description(capsys):
+    text = _help(capsys, "demo")
+    usage, _, rest = text.partition("options:")
+    assert "dashboard" in usage.split("]")[-1]  # a sentence between the usage line and the options
+
+
+def test_mixed_summary_describes_mixed():
+    summary = registry.get("mixed").summary
+    assert not summary.startswith("MinMig")
+    assert "MinTable" in summary and "MinMig" in summary and "Amax" in summary

@@ -811,7 +811,8 @@ class Mixed(FangRebalancer):
     """Mixed (Fang Alg. 4): MinMig after moving back n entries of smallest S, n grown by the overuse."""
 
     name: ClassVar[str] = "mixed"
-    summary: ClassVar[str] = "MinMig, moving back table entries (smallest state first) until |A| ≤ Amax"
+    summary: ClassVar[str] = ("Mix of MinTable and MinMig: move back n table entries (smallest state first), "
+                              "then MinMig; n grows until |A| ≤ Amax")
     params: ClassVar[tuple[Param, ...]] = _COMMON[:2] + (_BETA,) + _COMMON[2:]
     psi: ClassVar[str] = "gamma"
 

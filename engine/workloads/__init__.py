@@ -47,6 +47,11 @@ class Workload(ABC):
     def batches(self, messages: int, interval_messages: int) -> Iterator[np.ndarray]:
         """Yield key-id arrays, one per interval, ``messages`` ids in total (fewer if finite)."""
 
+    @property
+    def length(self) -> int | None:
+        """Keys in one pass of a finite stream (a file); ``None`` for a generator."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         return {"workload": self.name, "seed": self.seed, "params": dict(self.p)}
 

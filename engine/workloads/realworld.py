@@ -222,6 +222,11 @@ class FileWorkload(Workload):
             self.skipped += 1
         return keys
 
+    @property
+    def length(self) -> int:
+        """Keys in one pass over the file."""
+        return int(self.ids.size)
+
     # ------------------------------------------------------------------ streaming
     def batches(self, messages: int, interval_messages: int) -> Iterator[np.ndarray]:
         n = self.ids.size
