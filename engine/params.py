@@ -15,6 +15,7 @@ words, or matched against a closed list of choices.
 from __future__ import annotations
 
 import math
+from decimal import Decimal, InvalidOperation
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -123,7 +124,7 @@ class Param:
                         raise ValueError
                     number: float = int(value)
                 else:
-                    number = int(str(value).strip())
+                    number = _integer(str(value).strip())
             else:
                 number = float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
         except (TypeError, ValueError):
@@ -143,6 +144,22 @@ class Param:
         if self.high is not None and (number > self.high or (self.high_open and number == self.high)):
             return False
         return True
+
+
+def _integer(text: str) -> int:
+    """``"1000"``, ``"1e3"``, ``"1e+06"`` or ``"1.5e3"`` as an int (the notations :meth:`Param.range_text`
+    shows); ValueError for a fraction, a non-number or more than 18 digits."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        d = Decimal(text)
+    except InvalidOperation:
+        raise ValueError(text) from None
+    if not d.is_finite() or d.adjusted() > 18 or d != d.to_integral_value():
+        raise ValueError(text)
+    return int(d)
 
 
 def _fmt(x: float) -> str:
