@@ -163,9 +163,12 @@ def _integer(text: str) -> int:
 
 
 def _fmt(x: float) -> str:
+    """Compact and exact: ``1e+06`` for 10**6, ``1048576`` for 2**20 (what :func:`_integer` and
+    ``float`` parse back to the same value)."""
     if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
         return str(int(x))
-    return f"{x:g}"
+    short = f"{x:g}"
+    return short if float(short) == x else (str(x) if isinstance(x, int) else repr(float(x)))
 
 
 def _show(value: Any) -> str:

@@ -65,3 +65,8 @@ def test_integers_accept_the_notations_the_range_shows():
             amax.coerce(bad)
         assert fragment in str(exc.value)
     assert all(isinstance(amax.coerce(t), int) for t in ("1e3", "2000"))
+
+
+def test_ranges_are_shown_exactly():
+    assert Param("n", "int", 1, "n", low=1, high=2**20).range_text() == "[1, 1048576]"
+    assert Param("x", "float", 0.5, "x", low=0.0, high=0.123456789).range_text() == "[0, 0.123456789]"
