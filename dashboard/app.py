@@ -60,7 +60,7 @@ from engine.params import ParamError
 __all__ = ["create_app", "server"]
 
 ASSETS = str(Path(__file__).with_name("assets"))
-_EVENT_LOG_KEEP = 12
+_EVENT_LOG_KEEP = F.LABELLED_EVENTS  # the Events card lists the events the imbalance chart labels
 
 
 def _refresh_ms(interval_seconds: float | None) -> int:
@@ -302,11 +302,11 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
         if not d["new"] and not d["events"]:
             return tuple(out.get(key, no_update) for key, _, _ in LIVE_OUTPUTS)
         ops = [e for e in d["events"] if e.get("kind") != "rebalance"]
-        delta = dict(d, event_offset=int(cursor.get("ops") or 0))
         log = (list(cursor.get("log") or []) + ops)[-_EVENT_LOG_KEEP:]
         new_cursor = dict(cursor, last_interval=d["last_interval"], last_event_id=d["last_event_id"],
                           points=int(cursor.get("points") or 0) + len(d["series"]["interval"]),
                           ops=int(cursor.get("ops") or 0) + len(ops), log=log)
+        delta = dict(d, label_events=log, label_span=new_cursor["points"])
         out.update({
             "fig-imbalance": F.time_patch("imbalance", delta), "fig-throughput": F.time_patch("throughput", delta),
             "fig-routing": F.time_patch("routing", delta), "fig-migrations": F.time_patch("migrations", delta),

@@ -181,11 +181,17 @@ def test_time_figures_and_patches_extend_the_same_traces(store, run):
     record(store, run, 30, events=[{"kind": "pause", "detail": {}}])
     D.cache.clear()
     delta = D.load(run, cursor)
-    ops = F.time_patch("imbalance", dict(delta, event_offset=2)).to_plotly_json()["operations"]
+    log = [e for e in d["events"] if e.get("kind") != "rebalance"] + delta["events"]
+    ops = F.time_patch("imbalance", dict(delta, label_events=log, label_span=26)).to_plotly_json()["operations"]
     extend = {tuple(o["location"]): o["params"]["value"] for o in ops if o["operation"] == "Extend"}
     assert extend[("data", 0, "x")] == [30] and extend[("data", 5, "x")] == [30]
-    assert [a["text"] for a in extend[("layout", "annotations")]] == ["pause"]
-    assert all(o["operation"] == "Extend" for o in ops), "a tick only appends"
+    assert len(extend[("layout", "shapes")]) == 1
+    # the labels are placed again with the new one; everything else only appends
+    (labels,) = [o["params"]["value"] for o in ops if o["location"] == ["layout", "annotations"]]
+    assert [a["text"] for a in labels] == ["θmax=0.2", "→ mixed-bf", "pause"]
+    assert all(o["operation"] == "Extend" for o in ops if o["location"] != ["layout", "annotations"])
+    quiet = F.time_patch("imbalance", dict(delta, events=[])).to_plotly_json()["operations"]
+    assert all(o["operation"] == "Extend" for o in quiet), "a tick without events only appends"
     for name in ("throughput", "routing", "migrations"):
         f = F.time_figure(name, d)
         _no_typed_arrays(f)
@@ -202,6 +208,29 @@ def test_worker_bars_mark_overload_against_the_tolerance_line():
     assert fig["data"][0]["marker"]["color"] == [F.C["over"], F.C["bar"], F.C["bar"], F.C["bar"]]
     patch = F.worker_load_patch({"workers": workers, "theta_now": None}).to_plotly_json()["operations"]
     assert {tuple(o["location"]) for o in patch} >= {("data", 0, "y"), ("layout", "shapes")}
+
+
+def test_change_labels_take_separate_rows_and_axes_span_ten_intervals():
+    events = [{"kind": k, "interval": 40 + i, "detail": {}} for i, k in enumerate(("pause", "resume", "pause"))]
+    events.append({"kind": "resume", "interval": 59, "detail": {}})
+    labels = F.event_annotations(events, 60)
+    assert [a.get("yshift") for a in labels] == [0, -18, -36, 0]  # close ones stacked, a far one back on top
+    assert len(F.event_annotations(events * 5, 60)) == F.LABELLED_EVENTS
+    fig = F.time_figure("throughput", {"series": {"interval": [3, 4, 5], "throughput": [1, 2, 3],
+                                                  "batch_latency_ms": [1, 1, 1]}, "events": []})
+    assert fig["layout"]["xaxis"]["autorangeoptions"] == {"include": [3, 13]}
+    assert fig["layout"]["xaxis2"]["autorangeoptions"] == {"include": [3, 13]}
+
+
+def test_worker_chart_keeps_its_labels_above_the_bars():
+    workers = [{"worker": w, "load": load, "tuples": int(load), "distinct_keys": 1, "state_size": 1.0}
+               for w, load in enumerate([200.0, 100.0, 100.0, 100.0])]
+    fig = F.worker_load_figure({"workers": workers, "theta_now": 0.5, "run_id": 1})
+    (note,) = fig["layout"]["annotations"]
+    assert note["yref"] == "paper" and note["y"] == 1.0 and note["yanchor"] == "bottom"
+    lines = note["text"].split("<br>")
+    assert len(lines) == 3 and "mean L̄ = 125" in lines[1] and "tolerance (1+θ)·L̄ = 188" in lines[1]
+    assert lines[2] == "1 above tolerance (θmax=0.5)"
 
 
 def test_roll_up_at_128_workers_shows_top_16_and_all_on_request():
