@@ -175,8 +175,9 @@ def pause_noop(kind: str, recent: Sequence[Mapping[str, Any]], status: str | Non
     last = next((c for c in recent if c.get("kind") in ("pause", "resume") and c.get("status") != "rejected"), None)
     pausing = (last is not None and last["kind"] == "pause") or (last is None and status == "paused")
     if kind == "pause" and pausing:
-        where = f" (command #{last['id']} {last.get('status')})" if last is not None else ""
-        return f"already paused{where}: nothing sent"
+        if last is None:
+            return "already paused: nothing sent"
+        return f"already paused or pausing (command #{last['id']}): nothing sent"
     if kind == "resume" and not pausing and status != "paused":
         return "not paused: nothing sent"
     return None

@@ -452,7 +452,7 @@ def test_second_pause_sends_nothing(store, run):
     assert "not paused: nothing sent" in _act(client, run, button="resume-btn").get_data(as_text=True)
     assert "submitted" in _act(client, run, button="pause-btn").get_data(as_text=True)
     text = _act(client, run, button="pause-btn").get_data(as_text=True)
-    assert "already paused (command #1 pending): nothing sent" in text, text
+    assert "already paused or pausing (command #1): nothing sent" in text, text
     assert [c["kind"] for c in store.recent_commands(10)] == ["pause"]
     assert "submitted" in _act(client, run, button="resume-btn").get_data(as_text=True)
     assert "submitted" in _act(client, run, button="pause-btn").get_data(as_text=True)

@@ -39,11 +39,12 @@ TIME_FIGURES = ("fig-imbalance", "fig-throughput", "fig-routing", "fig-migration
 ALL_FIGURES = TIME_FIGURES + ("fig-workers", "fig-shadow", "fig-hotkeys")
 
 
-def _fill(db: str, intervals: int, events: dict[int, list[dict]] | None = None, n_workers: int = 8) -> None:
+def _fill(db: str, intervals: int, events: dict[int, list[dict]] | None = None, n_workers: int = 8,
+          interval_seconds: float = 60.0) -> None:
     """A run of ``intervals`` synthetic intervals: one hot worker, hot keys, shadows, migrations."""
     store = connect(db)
     params = registry.validate_params("mixed", {})
-    run = store.create_run("mixed", params, n_workers=n_workers, config={"interval": 60.0, "operator": "count"})
+    run = store.create_run("mixed", params, n_workers=n_workers, config={"interval": interval_seconds, "operator": "count"})
     rng = np.random.default_rng(7)
     for i in range(intervals):
         loads = rng.integers(9_000, 11_000, n_workers).astype(float)
@@ -214,3 +215,48 @@ def test_early_charts_have_integer_interval_ticks(browser, workdir):
     finally:
         page.close()
         s.close()
+
+
+def test_forms_in_the_browser(browser, workdir):
+    """Empty θmax: an inline error and nothing sent; Amax 1e3 accepted; a second Pause sends nothing; the
+    submission line follows the command from pending to applied."""
+    from playwright.sync_api import expect
+
+    db = f"sqlite:///{workdir}/forms.sqlite"
+    _fill(db, 12, interval_seconds=1.0)  # the page refreshes every second
+    store = connect(db)
+    (run,) = store.list_runs()
+    s = Served(create_app(db))
+    page = _open(browser, s.url, 1000)
+    try:
+        theta = page.locator(".param-input-theta_max input")
+        theta.fill("")
+        expect(page.locator("[id*='param-msg'][id*='theta_max']")).to_have_text(
+            "parameter theta_max: required, [0, 100] (default 0.08)")
+        page.click("#apply-btn")
+        expect(page.locator("#control-msg")).to_contain_text("refused: parameter theta_max: required")
+        assert store.recent_commands(10) == []
+        theta.fill("0.08")
+        page.locator(".param-input-amax input").fill("1e3")
+        expect(page.locator("[id*='param-msg'][id*='amax']")).to_have_text("")
+        page.click("#apply-btn")
+        expect(page.locator("#control-msg")).to_contain_text("set-param submitted: pending")
+        assert store.recent_commands(1)[0]["payload"] == {"params": {"amax": 1000}}
+
+        page.click("#pause-btn")
+        expect(page.locator("#control-msg")).to_contain_text("pause submitted: pending")
+        cid = store.recent_commands(1)[0]["id"]
+        store.mark_command(cid, "applied", applied_batch=12)
+        store.record_interval(int(run["id"]), batch_id=12, interval=12,
+                              metrics={"tuples": 10, "algorithm": "mixed", "n_workers": 8, "imbalance": 0.1},
+                              events=[{"kind": "pause", "detail": {}, "command_id": cid}])
+        expect(page.locator("#control-msg")).to_have_text(f"command #{cid} pause applied at interval 12",
+                                                          timeout=30_000)
+        page.click("#pause-btn")
+        expect(page.locator("#control-msg")).to_have_text(f"already paused or pausing (command #{cid}): nothing sent")
+        assert [c["kind"] for c in store.recent_commands(10)] == ["pause", "set-param"]
+        page.locator(".side-col").screenshot(path=str(workdir / "forms-1000.png"))
+    finally:
+        page.close()
+        s.close()
+        store.close()
