@@ -16,7 +16,8 @@ kind               payload                                     effect
 ``set-param``      ``{"params": {NAME: VALUE, ...}}``          change parameters of the current one
 ``set-workers``    ``{"workers": N}``                          resize (migration path)
 ``pause``          ``{}``                                      stop consuming after the current batch
-``resume``         ``{}``                                      consume again
+                                                               (a no-op while paused)
+``resume``         ``{}``                                      consume again (a no-op while running)
 =================  ==========================================  ======================================
 """
 
