@@ -161,7 +161,8 @@ def _base_layout(height: int, uirevision: Any, top: int = 36, left: int = 56, bo
     usual tick labels, axis titles and legends (measured in Chromium at 1600 px): plotly.js only grows
     a margin that is too small, and every growth costs a second full draw of the figure, so starting
     from the final size saves about a third of the drawing time of the initial page load (issue #5,
-    "Speed").  Wider labels or a wrapped legend still push the margins as before.
+    "Speed").  Wider labels or a wrapped legend still push the margins as before.  The legend starts
+    :data:`_MODEBAR_PX` below the top of the figure, under the band the chart's toolbar shows in.
     """
     return dict(
         template=TEMPLATE,
