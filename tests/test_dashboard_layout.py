@@ -17,7 +17,7 @@ import os
 import numpy as np
 import pytest
 
-from tests.test_dashboard_browser import CHROMIUM, LAUNCH_ARGS, Served, _require
+from tests.test_dashboard_browser import CHROMIUM, Served, _require, browser  # noqa: F401 - browser: the fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -87,14 +87,6 @@ def _operator_events() -> dict[int, list[dict]]:
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     return tmp_path_factory.mktemp("dashboard-layout")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")
