@@ -38,7 +38,9 @@ from dashboard.controls import (
     algorithm_catalog,
     build_algorithm_command,
     build_workers_command,
+    command_message,
     is_loopback,
+    pause_noop,
     submit,
     validate_fields,
 )
@@ -58,7 +60,7 @@ from engine.params import ParamError
 __all__ = ["create_app", "server"]
 
 ASSETS = str(Path(__file__).with_name("assets"))
-_EVENT_LOG_KEEP = 12
+_EVENT_LOG_KEEP = F.LABELLED_EVENTS  # the Events card lists the events the imbalance chart labels
 
 
 def _refresh_ms(interval_seconds: float | None) -> int:
@@ -301,11 +303,11 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
         if not d["new"] and not d["events"]:
             return tuple(out.get(key, no_update) for key, _, _ in LIVE_OUTPUTS)
         ops = [e for e in d["events"] if e.get("kind") != "rebalance"]
-        delta = dict(d, event_offset=int(cursor.get("ops") or 0))
         log = (list(cursor.get("log") or []) + ops)[-_EVENT_LOG_KEEP:]
         new_cursor = dict(cursor, last_interval=d["last_interval"], last_event_id=d["last_event_id"],
                           points=int(cursor.get("points") or 0) + len(d["series"]["interval"]),
                           ops=int(cursor.get("ops") or 0) + len(ops), log=log)
+        delta = dict(d, label_events=log, label_span=new_cursor["points"])
         out.update({
             "fig-imbalance": F.time_patch("imbalance", delta), "fig-throughput": F.time_patch("throughput", delta),
             "fig-routing": F.time_patch("routing", delta), "fig-migrations": F.time_patch("migrations", delta),
@@ -418,16 +420,30 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
                 kind, payload = build_workers_command(int(n_now) + (1 if trig == "workers-plus" else -1))
             elif trig == "workers-set":
                 kind, payload = build_workers_command(workers_value)
-            elif trig == "pause-btn":
-                kind, payload = "pause", {}
-            elif trig == "resume-btn":
-                kind, payload = "resume", {}
+            elif trig in ("pause-btn", "resume-btn"):
+                kind, payload = ("pause" if trig == "pause-btn" else "resume"), {}
+                noop = pause_noop(kind, store.recent_commands(20, run_id=run_id), run.get("status"))
+                if noop is not None:
+                    return noop, "control-msg", no_update
             else:
                 return no_update, no_update, no_update
         except CommandError as exc:
             return f"refused: {exc}", "control-msg error", no_update
         ok, message, cid = submit(store, auth, token, run_id, kind, payload)
-        return message, "control-msg " + ("ok" if ok else "error"), (cid if ok else no_update)
+        return message, "control-msg " + ("ok pending" if ok else "error"), (cid if ok else no_update)
+
+    @app.callback(Output("control-msg", "children", allow_duplicate=True),
+                  Output("control-msg", "className", allow_duplicate=True),
+                  Input("commands", "children"), State("cmd-signal", "data"), State("control-msg", "className"),
+                  State("run-select", "value"), prevent_initial_call=True)
+    def follow_command(_rows, cid, cls, run_id):
+        # The line about the last submitted command follows its state until it is applied or rejected.
+        if cid is None or run_id is None or "pending" not in (cls or "").split():
+            return no_update, no_update
+        row = next((c for c in D.commands(int(run_id)) if c["id"] == int(cid)), None)
+        if row is None or row["status"] == "pending":
+            return no_update, no_update
+        return command_message(row)
 
     # ---------------------------------------------------------------- comparison
     @app.callback(Output("fig-compare", "figure"), Output("compare-summary", "children"),

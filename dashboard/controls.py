@@ -36,8 +36,11 @@ __all__ = [
     "algorithm_catalog",
     "build_algorithm_command",
     "build_workers_command",
+    "WORKERS_PARAM",
+    "command_message",
     "is_loopback",
     "param_declarations",
+    "pause_noop",
     "submit",
     "validate_fields",
 ]
@@ -99,7 +102,10 @@ def param_declarations(algorithm: str) -> tuple[Param, ...]:
 
 
 def validate_fields(algorithm: str, names: Sequence[str], values: Sequence[Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Parse form values with the declarations: ``(params, errors)``; an empty field means the default."""
+    """Parse form values with the declarations: ``(params, errors)``.
+
+    An empty field of a number, bool or choice parameter is an error (its range and default in one
+    line), never a silent default; only free-text (``str``) parameters may be empty."""
     try:
         decl = {p.name: p for p in param_declarations(algorithm)}
     except ParamError as exc:
@@ -112,7 +118,7 @@ def validate_fields(algorithm: str, names: Sequence[str], values: Sequence[Any])
             errors[name] = f"unknown parameter {name!r} for {algorithm}"
             continue
         if value is None or (isinstance(value, str) and not value.strip() and p.kind != "str"):
-            params[name] = p.default
+            errors[name] = f"parameter {name}: required, {p.range_text()} (default {p.default})"
             continue
         try:
             params[name] = p.coerce(value)
@@ -143,18 +149,38 @@ def build_algorithm_command(
     return kind, payload
 
 
+#: The worker count of the form, parsed like every declared parameter (same notations, same messages).
+WORKERS_PARAM = Param("workers", "int", 1, "number of workers (absolute)", low=1, high=MAX_WORKERS)
+
+
 def build_workers_command(value: Any) -> tuple[str, dict[str, Any]]:
     """``set-workers`` with an absolute count in [1, MAX_WORKERS] (CommandError otherwise)."""
-    if isinstance(value, str):
-        value = value.strip()
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise CommandError(f"set-workers: enter a worker count in {WORKERS_PARAM.range_text()}")
     try:
-        n = int(value) if not isinstance(value, float) else (int(value) if value.is_integer() else None)
-    except (TypeError, ValueError):
-        n = None
-    if n is None:
-        raise CommandError(f"set-workers: workers must be an integer in [1, {MAX_WORKERS}]")
+        n = WORKERS_PARAM.coerce(value)
+    except ParamError as exc:
+        raise CommandError(f"set-workers: {exc}") from None
     kind, payload = validate_command("set-workers", {"workers": n}, current_algorithm="hash", current_params={})
     return kind, payload
+
+
+def pause_noop(kind: str, recent: Sequence[Mapping[str, Any]], status: str | None) -> str | None:
+    """Why a ``pause`` / ``resume`` would change nothing (sent as nothing), else None.
+
+    ``recent``: the run's commands, newest first.  The newest pause or resume that was not rejected
+    (pending or applied) is what the engine is doing or about to do; a run whose status is
+    ``paused`` is paused even without one (a pause from an earlier engine start).
+    """
+    last = next((c for c in recent if c.get("kind") in ("pause", "resume") and c.get("status") != "rejected"), None)
+    pausing = (last is not None and last["kind"] == "pause") or (last is None and status == "paused")
+    if kind == "pause" and pausing:
+        if last is None:
+            return "already paused: nothing sent"
+        return f"already paused or pausing (command #{last['id']}): nothing sent"
+    if kind == "resume" and not pausing and status != "paused":
+        return "not paused: nothing sent"
+    return None
 
 
 def submit(store: Any, auth: Authorizer, token: Any, run_id: int | None, kind: str,
@@ -169,4 +195,16 @@ def submit(store: Any, auth: Authorizer, token: Any, run_id: int | None, kind: s
         cid = store.submit_command(kind, dict(payload), run_id=int(run_id))
     except (ValueError, LookupError) as exc:
         return False, f"refused: {exc}", None
-    return True, f"command #{cid} {kind} submitted; the engine applies or rejects it at its next batch (see Commands)", cid
+    return True, command_message({"id": cid, "kind": kind, "status": "pending"})[0], cid
+
+
+def command_message(cmd: Mapping[str, Any]) -> tuple[str, str]:
+    """The operator's line about one submitted command and its CSS class, from the command's state:
+    pending, applied (at which interval) or rejected (with the engine's reason)."""
+    from dashboard.layout import command_state
+
+    head = f"command #{cmd['id']} {cmd['kind']}"
+    status = cmd.get("status") or "pending"
+    if status == "pending":
+        return f"{head} submitted: pending, the engine applies or rejects it at its next batch", "control-msg ok pending"
+    return f"{head} {command_state(cmd)}", "control-msg " + ("ok applied" if status == "applied" else "error rejected")

@@ -31,6 +31,7 @@ __all__ = [
     "TraceSpec",
     "compare_figure",
     "empty_figure",
+    "event_annotations",
     "event_label",
     "hot_keys_figure",
     "shadow_figure",
@@ -160,18 +161,24 @@ def _base_layout(height: int, uirevision: Any, top: int = 36, left: int = 56, bo
     usual tick labels, axis titles and legends (measured in Chromium at 1600 px): plotly.js only grows
     a margin that is too small, and every growth costs a second full draw of the figure, so starting
     from the final size saves about a third of the drawing time of the initial page load (issue #5,
-    "Speed").  Wider labels or a wrapped legend still push the margins as before.
+    "Speed").  Wider labels or a wrapped legend still push the margins as before.  The legend starts
+    :data:`_MODEBAR_PX` below the top of the figure, under the band the chart's toolbar shows in.
     """
     return dict(
         template=TEMPLATE,
         height=height,
         margin=dict(l=left, r=20, t=top, b=bottom),
         font=dict(family=FONT, size=12, color="#1f2937"),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0, font=dict(size=11), bgcolor="rgba(0,0,0,0)"),
+        legend=dict(orientation="h", yref="container", yanchor="top", y=1 - _MODEBAR_PX / height, x=0,
+                    traceorder="normal", font=dict(size=11), bgcolor="rgba(0,0,0,0)"),
         hoverlabel=dict(font=dict(family=FONT, size=12)),
         uirevision=uirevision,
         bargap=0.15,
     )
+
+
+#: Height of the band at the top of a figure that the chart's toolbar uses: the legend starts below it.
+_MODEBAR_PX = 28
 
 
 @lru_cache(maxsize=32)
@@ -251,25 +258,52 @@ def event_label(ev: Mapping[str, Any]) -> tuple[str, str]:
     return label, hover + moved + cmd
 
 
-def _event_decor(events: Sequence[Mapping[str, Any]], labels: bool, start: int = 0) -> tuple[list, list]:
-    """Vertical lines (all time figures) and labels (the imbalance figure) for operator events."""
-    shapes, annotations = [], []
-    k = start
-    for ev in events:
-        if ev.get("kind") not in OPERATOR_EVENT_KINDS or ev.get("interval") is None:
-            continue
+def _event_decor(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Vertical dotted lines (every time figure) at the operator events."""
+    return [dict(type="line", xref="x", yref="paper", x0=ev["interval"], x1=ev["interval"], y0=0, y1=1,
+                 line=dict(color=C["event"], width=1.2, dash="dot"), layer="below")
+            for ev in events if ev.get("kind") in OPERATOR_EVENT_KINDS and ev.get("interval") is not None]
+
+
+#: The imbalance figure labels the latest this many operator events (the ones the Events card lists).
+LABELLED_EVENTS = 12
+#: Label rows below the top of the plot, and their spacing in px.
+_LABEL_ROWS, _LABEL_ROW_PX = 5, 18
+#: Narrowest plot area of the imbalance figure at page widths >= 760 px, and an upper estimate of
+#: one character of a 10 px label: labels are placed by these (tests/test_dashboard_layout.py checks
+#: the result in Chromium).
+_LABEL_PLOT_PX, _LABEL_CHAR_PX = 560, 6.2
+#: Interval axes span at least this many intervals (early runs get integer ticks, not 0.5 steps).
+MIN_SPAN = 10
+
+
+def event_annotations(events: Sequence[Mapping[str, Any]], span: float) -> list[dict[str, Any]]:
+    """Labels of the latest :data:`LABELLED_EVENTS` operator events on an axis of ``span`` intervals.
+
+    Each label ends at its event's interval and goes in the first row where it clears the labels
+    before it (its width estimated on the narrowest plot, see :data:`_LABEL_PLOT_PX`); with every
+    row taken it goes where the row ends furthest left.
+    """
+    ops = [e for e in events if e.get("kind") in OPERATOR_EVENT_KINDS and e.get("interval") is not None]
+    per_px = max(float(span or 0), MIN_SPAN) / _LABEL_PLOT_PX
+    ends = [float("-inf")] * _LABEL_ROWS
+    out = []
+    for ev in sorted(ops[-LABELLED_EVENTS:], key=lambda e: e["interval"]):
+        text, hover = event_label(ev)
         x = ev["interval"]
-        shapes.append(dict(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1,
-                           line=dict(color=C["event"], width=1.2, dash="dot"), layer="below"))
-        if labels:
-            text, hover = event_label(ev)
-            annotations.append(dict(x=x, y=1.0 if k % 2 == 0 else 0.93, xref="x", yref="paper", text=text,
-                                    hovertext=hover, showarrow=False, xanchor="right", yanchor="top",
-                                    font=dict(size=10, color="#374151"), bgcolor="rgba(255,255,255,0.85)",
-                                    bordercolor="#d1d5db", borderwidth=1, borderpad=2,
-                                    name=f"event-{ev.get('kind')}"))
-        k += 1
-    return shapes, annotations
+        left = x - (len(text) * _LABEL_CHAR_PX + 12) * per_px
+        row = next((r for r in range(_LABEL_ROWS) if ends[r] <= left), min(range(_LABEL_ROWS), key=ends.__getitem__))
+        ends[row] = x
+        out.append(dict(x=x, y=1.0, yshift=-row * _LABEL_ROW_PX, xref="x", yref="paper", text=text, hovertext=hover,
+                        showarrow=False, xanchor="right", yanchor="top", font=dict(size=10, color="#374151"),
+                        bgcolor="rgba(255,255,255,0.85)", bordercolor="#d1d5db", borderwidth=1, borderpad=2,
+                        name=f"event-{ev.get('kind')}"))
+    return out
+
+
+def _interval_axis(first: Any) -> dict[str, Any]:
+    """An interval x axis that spans at least :data:`MIN_SPAN` intervals from ``first``."""
+    return dict(autorangeoptions=dict(include=[first, first + MIN_SPAN])) if first is not None else {}
 
 
 def _rebalance_points(data: Mapping[str, Any]) -> dict[str, list]:
@@ -329,19 +363,25 @@ def time_figure(name: str, data: Mapping[str, Any], visible: Sequence[str] | Non
             tr["visible"] = True if spec.y in visible else "legendonly"
         traces.append(tr)
     layout = _grid(len(rows), heights=(0.55, 0.45) if name == "imbalance" else None)
-    layout.update(_base_layout(height, f"{name}-{data.get('run_id')}", top=80 if name == "imbalance" else 42))
+    layout.update(_base_layout(height, f"{name}-{data.get('run_id')}", top=80 if name == "imbalance" else 56))
     for i, title in enumerate(rows, start=1):
         ax = layout.setdefault(f"yaxis{_axis_ref(i)}", {})
         ax.update(title=dict(text=title, font=dict(size=11)), rangemode="tozero")
     xa = layout.setdefault(f"xaxis{_axis_ref(len(rows))}", {})
     xa.update(title=dict(text="interval", font=dict(size=11)))
-    shapes, annotations = _event_decor(data.get("events") or [], labels=(name == "imbalance"))
-    layout.update(shapes=shapes, annotations=annotations)
+    xs = (data.get("series") or {}).get("interval") or []
+    for i in range(1, len(rows) + 1):
+        layout.setdefault(f"xaxis{_axis_ref(i)}", {}).update(_interval_axis(xs[0] if xs else None))
+    events = data.get("events") or []
+    annotations = event_annotations(events, xs[-1] - xs[0] if xs else 0) if name == "imbalance" else []
+    layout.update(shapes=_event_decor(events), annotations=annotations)
     return {"data": traces, "layout": layout}
 
 
 def time_patch(name: str, delta: Mapping[str, Any]) -> Patch:
-    """Extend time figure ``name`` with a delta (new points, event lines and labels)."""
+    """Extend time figure ``name`` with a delta (new points, event lines); with new operator events the
+    imbalance figure's labels are those of ``delta["label_events"]`` (default: the delta's events) on
+    an axis of ``delta["label_span"]`` intervals."""
     specs, _, _ = TIME_FIGURES[name]
     p = Patch()
     for i, spec in enumerate(specs):
@@ -352,12 +392,12 @@ def time_patch(name: str, delta: Mapping[str, Any]) -> Patch:
         p["data"][i]["y"].extend(y)
         if spec.kind == "markers":
             p["data"][i]["text"].extend(_rebalance_points(delta)["text"])
-    shapes, annotations = _event_decor(delta.get("events") or [], labels=(name == "imbalance"),
-                                       start=int(delta.get("event_offset") or 0))
+    shapes = _event_decor(delta.get("events") or [])
     if shapes:
         p["layout"]["shapes"].extend(shapes)
-    if annotations:
-        p["layout"]["annotations"].extend(annotations)
+        if name == "imbalance":  # the labels are placed again, with the new ones
+            p["layout"]["annotations"] = event_annotations(delta.get("label_events", delta.get("events") or []),
+                                                           delta.get("label_span") or 0)
     return p
 
 
@@ -385,8 +425,12 @@ def _worker_arrays(data: Mapping[str, Any], view: str) -> dict[str, Any]:
     custom = [[w["worker"], w["tuples"], w["distinct_keys"], w["state_size"] or 0, (w["load"] / mean - 1) if mean else 0]
               for w in shown]
     srt = sorted(loads)
-    rollup = (f"{n} workers · min {_fmt(srt[0])} · median {_fmt(srt[n // 2])} · max {_fmt(srt[-1])} · "
-              f"{over} above tolerance" if n else "no workers reported yet")
+    # Roll-up in three short lines above the plot (they fit a half-width card), the last two the key of
+    # the mean and tolerance lines: no label inside the plot covers a bar.
+    rollup = (f"{n} workers · min {_fmt(srt[0])} · median {_fmt(srt[n // 2])} · max {_fmt(srt[-1])}<br>"
+              f"<span style='color:{C['mean']}'>── mean L̄ = {_fmt(mean)}</span>   "
+              f"<span style='color:{C['over']}'>- - tolerance (1+θ)·L̄ = {_fmt(tol)}</span><br>"
+              f"{over} above tolerance ({theta_note})" if n else "no workers reported yet")
     if not all_shown:
         rollup = f"top {len(shown)} of " + rollup
     shapes = []
@@ -397,17 +441,8 @@ def _worker_arrays(data: Mapping[str, Any], view: str) -> dict[str, Any]:
         ]
     annotations = [
         dict(text=rollup, xref="paper", yref="paper", x=0, y=1.0, xanchor="left", yanchor="bottom", showarrow=False,
-             font=dict(size=11, color="#374151"), name="rollup"),
+             align="left", font=dict(size=11, color="#374151"), name="rollup"),
     ]
-    if n:
-        annotations += [
-            dict(text=f"mean L̄ = {_fmt(mean)}", xref="paper", x=1, y=mean, xanchor="right", yanchor="top",
-                 showarrow=False, font=dict(size=10, color=C["mean"]), bgcolor="rgba(255,255,255,0.85)",
-                 name="mean"),
-            dict(text=f"tolerance (1+θ)·L̄ = {_fmt(tol)} ({theta_note})", xref="paper", x=1, y=tol, xanchor="right",
-                 yanchor="bottom", showarrow=False, font=dict(size=10, color=C["over"]),
-                 bgcolor="rgba(255,255,255,0.85)", name="tolerance"),
-        ]
     top = max(max(loads) if loads else 0.0, tol) * 1.12 or 1.0
     return dict(x=labels, y=[w["load"] for w in shown], colors=colors, custom=custom, shapes=shapes,
                 annotations=annotations, range=[0, top], over=over)
@@ -424,7 +459,7 @@ def worker_load_figure(data: Mapping[str, Any], view: str = "auto") -> Figure:
     a = _worker_arrays(data, view)
     bar = dict(type="bar", x=a["x"], y=a["y"], marker=dict(color=a["colors"]), customdata=a["custom"],
                hovertemplate=_WORKER_HOVER, name="load")
-    layout = _base_layout(330, f"workers-{data.get('run_id')}-{view}", top=30, bottom=34)
+    layout = _base_layout(350, f"workers-{data.get('run_id')}-{view}", top=64, bottom=34)
     layout.update(shapes=a["shapes"], annotations=a["annotations"], showlegend=False, clickmode="event",
                   yaxis=dict(title=dict(text="load L_w (latest interval)", font=dict(size=11)), range=a["range"]),
                   xaxis=dict(type="category", tickfont=dict(size=10 if len(a["x"]) <= 32 else 8)))
@@ -473,6 +508,8 @@ def worker_detail_figure(h: Mapping[str, Any], theta: float | None) -> Figure:
     layout["yaxis3"] = dict(overlaying="y2", side="right", showgrid=False, anchor="x2",
                             title=dict(text="keys", font=dict(size=11)))
     layout["xaxis2"].update(title=dict(text="interval", font=dict(size=11)))
+    for ax in ("xaxis", "xaxis2"):
+        layout[ax].update(_interval_axis(x[0]))
     return {"data": traces, "layout": layout}
 
 
@@ -573,4 +610,6 @@ def compare_figure(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> 
     for row, title in enumerate(("imbalance", "tuples/s", "latency ms"), start=1):
         layout[f"yaxis{_axis_ref(row)}"].update(title=dict(text=title, font=dict(size=11)), rangemode="tozero")
     layout["xaxis3"].update(title=dict(text="interval since the start of the shown window", font=dict(size=11)))
+    for ax in ("xaxis", "xaxis2", "xaxis3"):
+        layout[ax].update(_interval_axis(0))
     return {"data": traces, "layout": layout}

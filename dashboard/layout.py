@@ -17,13 +17,14 @@ from typing import Any, Mapping, Sequence
 
 from dash import dcc, html
 
+from dashboard.controls import WORKERS_PARAM
 from dashboard.data import DEFAULT_THETA, status_text
 from dashboard.definitions import LABELS, definition
 from dashboard.figures import IMBALANCE_METRICS, empty_figure
 
 __all__ = [
-    "GRAPH_CONFIG", "build_layout", "commands_view", "event_log", "kpi_cards", "migration_table", "param_form",
-    "runs_table",
+    "GRAPH_CONFIG", "build_layout", "command_state", "commands_view", "event_log", "kpi_cards", "migration_table",
+    "param_form", "runs_table",
 ]
 
 #: Plotly modebar: "download as PNG" (client-side) with a useful file name, no logo.
@@ -175,7 +176,8 @@ def _sidebar(read_only: bool, token_required: bool, init: Mapping[str, Any]) -> 
                     disabled=bool(init.get("apply-disabled", dis)), className="btn primary"),
         html.Hr(),
         html.Div([
-            html.Label(["workers ", html.Span("i", className="info", title=definition("n_workers"))]),
+            html.Label(["workers", html.Span(WORKERS_PARAM.range_text(), className="range"),
+                        html.Span("i", className="info", title=definition("n_workers"))], htmlFor="workers-input"),
             html.Div([
                 html.Button("−1", id="workers-minus", n_clicks=0, disabled=dis, className="btn", title="remove a worker"),
                 dcc.Input(id="workers-input", type="text", disabled=dis, className="text-input workers-input",
@@ -262,6 +264,17 @@ def _payload_text(kind: str, payload: Mapping[str, Any]) -> str:
     return ""
 
 
+def command_state(c: Mapping[str, Any]) -> str:
+    """``applied at interval N`` (or batch), ``rejected: reason`` or ``pending…`` for one command row."""
+    status = c.get("status")
+    if status == "applied":
+        where = f"interval {c['interval']}" if c.get("interval") is not None else f"batch {c.get('applied_batch')}"
+        return f"applied at {where}" + (f" — {c['reason']}" if c.get("reason") else "")
+    if status == "rejected":
+        return f"rejected: {c.get('reason') or 'no reason given'}"
+    return "pending…"
+
+
 def commands_view(rows: Sequence[Mapping[str, Any]]) -> list[Any]:
     """Recent commands: pending, applied (at which interval) or rejected (with the engine's reason)."""
     if not rows:
@@ -269,13 +282,7 @@ def commands_view(rows: Sequence[Mapping[str, Any]]) -> list[Any]:
     items = []
     for c in rows:
         status = c["status"]
-        if status == "applied":
-            where = f"interval {c['interval']}" if c.get("interval") is not None else f"batch {c.get('applied_batch')}"
-            state = f"applied at {where}" + (f" — {c['reason']}" if c.get("reason") else "")
-        elif status == "rejected":
-            state = f"rejected: {c.get('reason') or 'no reason given'}"
-        else:
-            state = "pending…"
+        state = command_state(c)
         items.append(html.Li([
             html.Span(f"#{c['id']}", className="cmd-id"),
             html.Span(c["kind"], className="cmd-kind"),

@@ -16,7 +16,8 @@ kind               payload                                     effect
 ``set-param``      ``{"params": {NAME: VALUE, ...}}``          change parameters of the current one
 ``set-workers``    ``{"workers": N}``                          resize (migration path)
 ``pause``          ``{}``                                      stop consuming after the current batch
-``resume``         ``{}``                                      consume again
+                                                               (a no-op while paused)
+``resume``         ``{}``                                      consume again (a no-op while running)
 =================  ==========================================  ======================================
 """
 
@@ -111,11 +112,13 @@ def validate_command(
 
 
 def apply_command(controller: Any, kind: Any, payload: Any, *, operator: str = "count",
-                  max_workers: int = MAX_WORKERS) -> CommandResult:
+                  max_workers: int = MAX_WORKERS, paused: bool | None = None) -> CommandResult:
     """Validate and apply one command to a :class:`~engine.controller.Controller`.
 
     Never raises for bad commands: returns a rejected result with the reason, state unchanged.
-    Pause/resume are returned as actions for the runtime to carry out.
+    Pause/resume are returned as actions for the runtime to carry out; ``paused`` is the runtime's
+    operator pause state (None: unknown), with which a pause while paused, or a resume while running,
+    is an applied ``noop`` (no second pause / resume event).
     """
     g = controller.grouping
     try:
@@ -135,4 +138,6 @@ def apply_command(controller: Any, kind: Any, payload: Any, *, operator: str = "
         if clean["workers"] == g.n_workers:
             return CommandResult("applied", "already in effect", "noop")
         return CommandResult("applied", "", "workers", controller.resize(clean["workers"]))
+    if paused is not None and (kind == "pause") == bool(paused):
+        return CommandResult("applied", "already paused" if paused else "not paused", "noop")
     return CommandResult("applied", "", kind)

@@ -15,6 +15,7 @@ words, or matched against a closed list of choices.
 from __future__ import annotations
 
 import math
+from decimal import Decimal, InvalidOperation
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -123,7 +124,7 @@ class Param:
                         raise ValueError
                     number: float = int(value)
                 else:
-                    number = int(str(value).strip())
+                    number = _integer(str(value).strip())
             else:
                 number = float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
         except (TypeError, ValueError):
@@ -145,10 +146,29 @@ class Param:
         return True
 
 
+def _integer(text: str) -> int:
+    """``"1000"``, ``"1e3"``, ``"1e+06"`` or ``"1.5e3"`` as an int (the notations :meth:`Param.range_text`
+    shows); ValueError for a fraction, a non-number or more than 18 digits."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        d = Decimal(text)
+    except InvalidOperation:
+        raise ValueError(text) from None
+    if not d.is_finite() or d.adjusted() > 18 or d != d.to_integral_value():
+        raise ValueError(text)
+    return int(d)
+
+
 def _fmt(x: float) -> str:
+    """Compact and exact: ``1e+06`` for 10**6, ``1048576`` for 2**20 (what :func:`_integer` and
+    ``float`` parse back to the same value)."""
     if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
         return str(int(x))
-    return f"{x:g}"
+    short = f"{x:g}"
+    return short if float(short) == x else (str(x) if isinstance(x, int) else repr(float(x)))
 
 
 def _show(value: Any) -> str:

@@ -81,3 +81,13 @@ def test_fuzzed_commands_never_raise(kind, payload):
     c = Controller(registry.create("hash", 2), v)
     res = apply_command(c, kind, copy.deepcopy(payload))
     assert res.status in ("applied", "rejected")
+
+
+def test_pause_while_paused_and_resume_while_running_are_noops(controller):
+    """The runtime's pause state decides: a second pause (or a resume while running) records no event."""
+    assert apply_command(controller, "pause", {}, paused=False).action == "pause"
+    res = apply_command(controller, "pause", {}, paused=True)
+    assert (res.status, res.action, res.reason) == ("applied", "noop", "already paused")
+    assert apply_command(controller, "resume", {}, paused=True).action == "resume"
+    assert apply_command(controller, "resume", {}, paused=False).action == "noop"
+    assert apply_command(controller, "pause", {}).action == "pause"  # state unknown: as asked

@@ -23,6 +23,7 @@ from dashboard.controls import (  # noqa: E402
     build_algorithm_command,
     build_workers_command,
     is_loopback,
+    pause_noop,
     validate_fields,
 )
 from dashboard.data import DashboardData, load_bands, window_for  # noqa: E402
@@ -180,11 +181,17 @@ def test_time_figures_and_patches_extend_the_same_traces(store, run):
     record(store, run, 30, events=[{"kind": "pause", "detail": {}}])
     D.cache.clear()
     delta = D.load(run, cursor)
-    ops = F.time_patch("imbalance", dict(delta, event_offset=2)).to_plotly_json()["operations"]
+    log = [e for e in d["events"] if e.get("kind") != "rebalance"] + delta["events"]
+    ops = F.time_patch("imbalance", dict(delta, label_events=log, label_span=26)).to_plotly_json()["operations"]
     extend = {tuple(o["location"]): o["params"]["value"] for o in ops if o["operation"] == "Extend"}
     assert extend[("data", 0, "x")] == [30] and extend[("data", 5, "x")] == [30]
-    assert [a["text"] for a in extend[("layout", "annotations")]] == ["pause"]
-    assert all(o["operation"] == "Extend" for o in ops), "a tick only appends"
+    assert len(extend[("layout", "shapes")]) == 1
+    # the labels are placed again with the new one; everything else only appends
+    (labels,) = [o["params"]["value"] for o in ops if o["location"] == ["layout", "annotations"]]
+    assert [a["text"] for a in labels] == ["θmax=0.2", "→ mixed-bf", "pause"]
+    assert all(o["operation"] == "Extend" for o in ops if o["location"] != ["layout", "annotations"])
+    quiet = F.time_patch("imbalance", dict(delta, events=[])).to_plotly_json()["operations"]
+    assert all(o["operation"] == "Extend" for o in quiet), "a tick without events only appends"
     for name in ("throughput", "routing", "migrations"):
         f = F.time_figure(name, d)
         _no_typed_arrays(f)
@@ -201,6 +208,29 @@ def test_worker_bars_mark_overload_against_the_tolerance_line():
     assert fig["data"][0]["marker"]["color"] == [F.C["over"], F.C["bar"], F.C["bar"], F.C["bar"]]
     patch = F.worker_load_patch({"workers": workers, "theta_now": None}).to_plotly_json()["operations"]
     assert {tuple(o["location"]) for o in patch} >= {("data", 0, "y"), ("layout", "shapes")}
+
+
+def test_change_labels_take_separate_rows_and_axes_span_ten_intervals():
+    events = [{"kind": k, "interval": 40 + i, "detail": {}} for i, k in enumerate(("pause", "resume", "pause"))]
+    events.append({"kind": "resume", "interval": 59, "detail": {}})
+    labels = F.event_annotations(events, 60)
+    assert [a.get("yshift") for a in labels] == [0, -18, -36, 0]  # close ones stacked, a far one back on top
+    assert len(F.event_annotations(events * 5, 60)) == F.LABELLED_EVENTS
+    fig = F.time_figure("throughput", {"series": {"interval": [3, 4, 5], "throughput": [1, 2, 3],
+                                                  "batch_latency_ms": [1, 1, 1]}, "events": []})
+    assert fig["layout"]["xaxis"]["autorangeoptions"] == {"include": [3, 13]}
+    assert fig["layout"]["xaxis2"]["autorangeoptions"] == {"include": [3, 13]}
+
+
+def test_worker_chart_keeps_its_labels_above_the_bars():
+    workers = [{"worker": w, "load": load, "tuples": int(load), "distinct_keys": 1, "state_size": 1.0}
+               for w, load in enumerate([200.0, 100.0, 100.0, 100.0])]
+    fig = F.worker_load_figure({"workers": workers, "theta_now": 0.5, "run_id": 1})
+    (note,) = fig["layout"]["annotations"]
+    assert note["yref"] == "paper" and note["y"] == 1.0 and note["yanchor"] == "bottom"
+    lines = note["text"].split("<br>")
+    assert len(lines) == 3 and "mean L̄ = 125" in lines[1] and "tolerance (1+θ)·L̄ = 188" in lines[1]
+    assert lines[2] == "1 above tolerance (θmax=0.5)"
 
 
 def test_roll_up_at_128_workers_shows_top_16_and_all_on_request():
@@ -235,15 +265,42 @@ def test_shadow_hot_keys_compare_and_empty_figures(store, run):
 
 # ------------------------------------------------------------------------------------ forms
 def test_form_validation_uses_the_registry_declarations():
-    params, errors = validate_fields("mixed", ["theta_max", "amax", "hlhe_degree"], ["500", "", "8"])
+    params, errors = validate_fields("mixed", ["theta_max", "amax", "hlhe_degree"], ["500", "1e3", "8"])
     assert "theta_max" in errors and "[0, 100]" in errors["theta_max"]
-    assert params["amax"] == MIXED["amax"] and params["hlhe_degree"] == "8"
+    assert params["amax"] == 1000 and params["hlhe_degree"] == "8"
     params, errors = validate_fields("mixed", ["theta_max"], ["0.2"])
     assert not errors and params == {"theta_max": 0.2}
     _, errors = validate_fields("mixed", ["theta_max"], ["lots"])
     assert "expected a number in [0, 100]" in errors["theta_max"]
     _, errors = validate_fields("nope", ["x"], ["1"])
     assert "unknown algorithm" in errors[""]
+
+
+def test_an_empty_field_is_an_error_not_the_default():
+    params, errors = validate_fields("mixed", ["theta_max", "amax"], ["", "  "])
+    assert params == {}
+    assert errors["theta_max"] == "parameter theta_max: required, [0, 100] (default 0.08)"
+    assert errors["amax"].startswith("parameter amax: required, [0, inf)") and "\n" not in errors["amax"]
+    _, errors = validate_fields("mixed", ["theta_max"], [None])
+    assert "required" in errors["theta_max"]
+
+
+def test_numbers_accept_the_notation_of_the_ranges_shown():
+    """Every numeric field of every algorithm takes its own range's bounds as printed (e.g. ``1e+06``)."""
+    for a in registry.describe():
+        for p in a["params"]:
+            if p["kind"] not in ("int", "float"):
+                continue
+            lo, hi = p["range"][1:-1].split(", ")
+            for bound, closed in ((lo, p["range"][0] == "["), (hi, p["range"][-1] == "]")):
+                if closed and bound not in ("-inf", "inf"):
+                    params, errors = validate_fields(a["name"], [p["name"]], [bound])
+                    assert not errors, (a["name"], p["range"], errors)
+    params, errors = validate_fields("mixed", ["amax"], ["1e3"])
+    assert not errors and params["amax"] == 1000 and isinstance(params["amax"], int)
+    assert build_workers_command("1e2") == ("set-workers", {"workers": 100})
+    with pytest.raises(CommandError, match=r"enter a worker count in \[1, 1024\]"):
+        build_workers_command(" ")
 
 
 def test_commands_built_from_the_form_are_validated():
@@ -355,6 +412,91 @@ def test_loopback_without_token_acts_but_only_for_loopback_hosts(store, run):
     assert [c["kind"] for c in store.recent_commands(10)] == ["pause"]
     with pytest.raises(ParamError, match="at least 8"):
         create_app(store=store, token="short")
+
+
+def _apply_form(client, run, fields, algo="mixed-bf"):
+    """POST the Apply button with the form's wildcard fields ({name: value})."""
+    dep = next(d for d in _deps(client) if "control-msg.children" in d["output"])
+    values = {"algo-select.value": algo, "run-select.value": run, "token.value": None}
+    state = []
+    for s in dep["state"]:
+        if s["id"].startswith("{"):
+            prop = s["property"]
+            state.append([{"id": {"name": n, "type": "param-input"}, "property": prop,
+                           "value": (v if prop == "value" else {"name": n, "type": "param-input"})}
+                          for n, v in fields.items()])
+        else:
+            state.append({"id": s["id"], "property": s["property"], "value": values.get(f"{s['id']}.{s['property']}")})
+    inputs = [{"id": i["id"], "property": i["property"], "value": 1 if i["id"] == "apply-btn" else 0}
+              for i in dep["inputs"]]
+    outputs = [{"id": o.split(".")[0], "property": o.split(".")[1]} for o in dep["output"].strip(".").split("...")]
+    body = {"output": dep["output"], "outputs": outputs, "inputs": inputs, "state": state,
+            "changedPropIds": ["apply-btn.n_clicks"]}
+    return client.post("/_dash-update-component", json=body, headers={"Host": "127.0.0.1"})
+
+
+def test_apply_with_an_empty_field_sends_nothing(store, run):
+    client = create_app(store=store).server.test_client()
+    r = _apply_form(client, run, {"theta_max": "", "amax": "3000"})
+    text = r.get_data(as_text=True)
+    assert r.status_code == 200 and "parameter theta_max: required, [0, 100]" in text, text
+    assert store.recent_commands(10) == []
+    r = _apply_form(client, run, {"theta_max": "0.3", "amax": "1e3"})
+    assert "submitted" in r.get_data(as_text=True)
+    (cmd,) = store.recent_commands(10)
+    assert cmd["kind"] == "set-param" and cmd["payload"]["params"]["amax"] == 1000
+
+
+def test_second_pause_sends_nothing(store, run):
+    client = create_app(store=store).server.test_client()
+    assert "not paused: nothing sent" in _act(client, run, button="resume-btn").get_data(as_text=True)
+    assert "submitted" in _act(client, run, button="pause-btn").get_data(as_text=True)
+    text = _act(client, run, button="pause-btn").get_data(as_text=True)
+    assert "already paused or pausing (command #1): nothing sent" in text, text
+    assert [c["kind"] for c in store.recent_commands(10)] == ["pause"]
+    assert "submitted" in _act(client, run, button="resume-btn").get_data(as_text=True)
+    assert "submitted" in _act(client, run, button="pause-btn").get_data(as_text=True)
+    assert [c["kind"] for c in store.recent_commands(10)] == ["pause", "resume", "pause"]
+    # a rejected pause does not count; a run the engine reports paused is paused
+    assert pause_noop("pause", [{"id": 3, "kind": "pause", "status": "rejected"}], "running") is None
+    assert pause_noop("pause", [], "paused") == "already paused: nothing sent"
+    assert pause_noop("resume", [], "paused") is None
+
+
+def test_submission_message_follows_the_command(store, run):
+    app = create_app(store=store)
+    client = app.server.test_client()
+    r = _act(client, run)
+    resp = r.get_json()["response"]
+    cid = resp["cmd-signal"]["data"]
+    assert "pending" in resp["control-msg"]["className"].split()
+
+    def follow(cls):
+        r = _call(client, "control-msg.children@", {"commands.children": []},
+                  {"cmd-signal.data": cid, "control-msg.className": cls, "run-select.value": run}, "commands.children")
+        return r.get_json()["response"]  # {}: nothing changes
+
+    assert follow("control-msg ok pending") == {}  # still pending
+    store.mark_command(cid, "applied", applied_batch=31)
+    record(store, run, 30, n_workers=5, events=[{"kind": "workers", "command_id": cid,
+                                                  "detail": {"previous": 4, "workers": 5}}])
+    app.skewlab.data.cache.clear()
+    resp = follow("control-msg ok pending")
+    assert resp["control-msg"]["children"] == f"command #{cid} set-workers applied at interval 30"
+    assert "pending" not in resp["control-msg"]["className"]
+    assert follow("control-msg error") == {}  # a later error line is left alone
+    cid2 = store.submit_command("set-workers", {"workers": 0}, run_id=run)
+    store.mark_command(cid2, "rejected", reason="set-workers: workers 0 out of range [1, 1024]")
+    cid = cid2
+    resp = follow("control-msg ok pending")
+    assert resp["control-msg"]["children"] == (f"command #{cid2} set-workers rejected: "
+                                              "set-workers: workers 0 out of range [1, 1024]")
+    assert "error" in resp["control-msg"]["className"]
+
+
+def test_workers_field_shows_its_range(store, run):
+    text = json.dumps(create_app(store=store).server.test_client().get("/_dash-layout").get_json())
+    assert '"[1, 1024]"' in text
 
 
 def test_tick_callback_returns_patches_not_redraws(store, run):

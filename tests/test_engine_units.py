@@ -193,3 +193,24 @@ def test_vocab_index_equals_vocabulary_encode():
     other = Vocabulary(["z"])  # a restored controller brings another vocabulary object
     assert index.encode(other, pa.array(["k1", "z"])).tolist() == [1, 0]
     assert index.encode(other, pa.array([], pa.string())).size == 0
+
+
+def test_a_second_pause_while_paused_records_no_second_pause_event(tmp_path):
+    """Pause / resume commands are checked against the engine's own pause state (no Spark needed)."""
+    from engine.spark.engine import EngineConfig, SparkEngine
+
+    eng = SparkEngine(EngineConfig(db=f"sqlite:///{tmp_path}/db.sqlite", checkpoint=str(tmp_path / "ck")),
+                      log=lambda m: None)
+    try:
+        for kind in ("pause", "pause"):
+            eng.store.submit_command(kind, {}, run_id=eng.run_id)
+        marks, events = eng._apply_commands(0)
+        assert eng.paused and [e["kind"] for e in events] == ["pause", "noop"]
+        assert [m[2] for m in marks] == [None, "already paused"]
+        for kind in ("resume", "resume"):
+            eng.store.submit_command(kind, {}, run_id=eng.run_id)
+        marks, events = eng._apply_commands(1)
+        assert not eng.paused and [e["kind"] for e in events] == ["resume", "noop"]
+        assert marks[1][1:] == ("applied", "not paused")
+    finally:
+        eng.store.close()

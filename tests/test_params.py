@@ -52,3 +52,21 @@ def test_parse_assignments():
 def test_to_dict_has_range_for_forms():
     d = DECL[0].to_dict()
     assert d["range"] == "(0, 1]" and d["default"] == 0.1 and d["kind"] == "float"
+
+
+def test_integers_accept_the_notations_the_range_shows():
+    amax = Param("amax", "int", 3000, "table", low=1, high=1_000_000)
+    assert amax.range_text() == "[1, 1e+06]"
+    assert [amax.coerce(t) for t in ("1e3", "1000", " 1E3 ", "1.5e3", "1e+06", "1000.0")] == [1000, 1000, 1000, 1500,
+                                                                                              1_000_000, 1000]
+    for bad, fragment in (("1.5", "expected an integer"), ("1e-1", "expected an integer"), ("1e400", "expected an integer"),
+                          ("inf", "expected an integer"), ("2e6", "out of range [1, 1e+06]")):
+        with pytest.raises(ParamError) as exc:
+            amax.coerce(bad)
+        assert fragment in str(exc.value)
+    assert all(isinstance(amax.coerce(t), int) for t in ("1e3", "2000"))
+
+
+def test_ranges_are_shown_exactly():
+    assert Param("n", "int", 1, "n", low=1, high=2**20).range_text() == "[1, 1048576]"
+    assert Param("x", "float", 0.5, "x", low=0.0, high=0.123456789).range_text() == "[0, 0.123456789]"

@@ -360,7 +360,8 @@ class SparkEngine:
             cid = int(cmd["id"])
             if cid in self.applied_commands:
                 continue
-            res = apply_command(self.controller, cmd.get("kind"), cmd.get("payload"), operator=self.cfg.operator)
+            res = apply_command(self.controller, cmd.get("kind"), cmd.get("payload"), operator=self.cfg.operator,
+                                paused=None if self._backpressure else self.paused)
             self.applied_commands.append(cid)
             marks.append((cid, res.status, res.reason or None))
             if res.status == "rejected":
