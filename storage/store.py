@@ -1048,8 +1048,9 @@ class Store:
 
         Layout: ``{"format": "skewlab-run", "schema_version", "run": {...}, "<table>": [rows...]}``
         for the tables of :mod:`storage.models` (rows without ``run_id``; JSON columns decoded).
-        Commands addressed to the run (or marked by it) are included; the internal replay markers
-        of dead letters are not.
+        Commands addressed to the run or marked by it are included, and so are global commands
+        (``run_id`` NULL) that an event of the run names; the internal replay markers of dead letters
+        are not.
         """
         out: dict[str, Any] = {"format": EXPORT_FORMAT, "schema_version": SCHEMA_VERSION}
         with self._read(snapshot=True) as conn:
@@ -1058,7 +1059,12 @@ class Store:
                 raise UnknownRun(f"no run with id {run_id}")
             out["run"] = _decode("runs", run)
             for name, table, order in _CHILD_TABLES:
-                stmt = select(table).where(table.c.run_id == int(run_id)).order_by(*[table.c[c] for c in order])
+                cond = table.c.run_id == int(run_id)
+                if table is _T_CMD:  # global commands this run applied (events name them)
+                    cond = cond | (_T_CMD.c.run_id.is_(None) & _T_CMD.c.id.in_(
+                        select(_T_EV.c.command_id).where(_T_EV.c.run_id == int(run_id),
+                                                         _T_EV.c.command_id.is_not(None))))
+                stmt = select(table).where(cond).order_by(*[table.c[c] for c in order])
                 rows = []
                 for r in conn.execute(stmt).mappings():
                     d = _decode(name, r)

@@ -633,7 +633,8 @@ class SparkEngine:
             self._carry_events.extend(events)
             for cid, status, reason in marks:
                 try:
-                    self.store.mark_command(cid, status, reason=reason or "", applied_batch=self.last_batch + 1)
+                    self.store.mark_command(cid, status, reason=reason or "", applied_batch=self.last_batch + 1,
+                                            run_id=self.run_id)
                 except Exception:  # noqa: BLE001
                     pass
             if marks:
