@@ -21,7 +21,7 @@ transaction, so nothing is seen half-written.
 Shared per-run state (:class:`RunState`, one per run and process, behind a lock): the parameters in
 force (the run row keeps the *start* configuration; algorithm and parameter changes are events), the
 operator events and recent rebalances (events are ordered by id, not by interval, so they are scanned
-once and then followed with ``since_id``) and which interval each command was applied at.
+once and then followed with ``since_id``).
 
 Window: ``window`` intervals on the time axes (default 600), reduced for many workers so the initial
 read of per-worker rows stays below ``MAX_WORKER_ROWS`` (about 40k rows: 600 intervals at 64 workers,
@@ -166,7 +166,6 @@ class RunState:
     history: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
     op_events: list[dict[str, Any]] = field(default_factory=list)
     rebalances: deque = field(default_factory=lambda: deque(maxlen=_REBALANCE_KEEP))
-    command_interval: dict[int, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -184,8 +183,6 @@ class RunState:
             interval = ev.get("interval")
             slim = {"id": int(ev["id"]), "interval": interval, "kind": kind, "detail": dict(detail),
                     "command_id": ev.get("command_id")}
-            if ev.get("command_id") is not None and interval is not None:
-                self.command_interval[int(ev["command_id"])] = int(interval)
             if kind in ("algorithm", "params"):
                 algo = str(detail.get("algorithm") or self.algorithm)
                 params = detail.get("params") if isinstance(detail.get("params"), Mapping) else self.params
@@ -410,12 +407,12 @@ class DashboardData:
 
     # ------------------------------------------------------------------ commands
     def commands(self, run_id: int, limit: int = 8) -> list[dict[str, Any]]:
-        """Recent commands of the run (and global ones), newest first, with the interval applied at."""
-        st = self.state(run_id)
+        """Recent commands of the run (and global ones), newest first, with the interval from which each is
+        in effect (:meth:`storage.store.Store.recent_commands`: the numbering ``skewlab control status`` uses)."""
         rows = self.store.recent_commands(limit, run_id=int(run_id))
         out = []
         for c in rows:
-            iv = st.command_interval.get(int(c["id"])) if st is not None else None
+            iv = c.get("applied_interval")
             out.append({
                 "id": int(c["id"]), "kind": c["kind"], "payload": c.get("payload") or {}, "status": c["status"],
                 "reason": c.get("reason") or "", "applied_batch": c.get("applied_batch"), "interval": iv,

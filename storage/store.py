@@ -953,13 +953,36 @@ class Store:
         return None if row is None else _decode("commands", row)
 
     def recent_commands(self, limit: int = 50, run_id: int | None = None) -> list[dict[str, Any]]:
-        """Most recent commands first (all statuses); with ``run_id``: that run's and global ones."""
+        """Most recent commands first (all statuses); with ``run_id``: that run's and global ones.
+
+        Each row also carries ``applied_interval``: the interval of the run from which the command is
+        in effect (see :meth:`_applied_interval`), None when unknown.
+        """
         stmt = select(_T_CMD)
         if run_id is not None:
             stmt = stmt.where(_T_CMD.c.run_id.is_(None) | (_T_CMD.c.run_id == int(run_id)))
         stmt = stmt.order_by(_T_CMD.c.id.desc()).limit(max(int(limit), 0))
-        with self._read() as conn:
-            return [_decode("commands", r) for r in conn.execute(stmt).mappings()]
+        with self._read(snapshot=True) as conn:
+            rows = [_decode("commands", r) for r in conn.execute(stmt).mappings()]
+            for r in rows:
+                r["applied_interval"] = self._applied_interval(conn, r["run_id"], r["applied_batch"])
+        return rows
+
+    @staticmethod
+    def _applied_interval(conn: Connection, run_id: int | None, batch_id: int | None) -> int | None:
+        """The interval number of ``batch_id`` in ``run_id``.
+
+        A command takes effect from a batch that may not be recorded yet (the next one): its interval is
+        then counted on from the last recorded batch before it (batches and intervals advance together).
+        """
+        if run_id is None or batch_id is None:
+            return None
+        got = conn.execute(
+            select(_T_IM.c.batch_id, _T_IM.c.interval)
+            .where(_T_IM.c.run_id == int(run_id), _T_IM.c.batch_id <= int(batch_id))
+            .order_by(_T_IM.c.batch_id.desc()).limit(1)
+        ).first()
+        return None if got is None else int(got.interval) + int(batch_id) - int(got.batch_id)
 
     # ------------------------------------------------------------------ dashboard reads
     def _interval_rows(

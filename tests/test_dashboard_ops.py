@@ -78,9 +78,76 @@ def any_store(request, tmp_path):
     s.close()
 
 
+def test_export_and_applied_interval_queries_on_both_backends(any_store):
+    s = any_store
+    rid = s.create_run("mixed", MIXED, n_workers=4)
+    cid = s.submit_command("pause")
+    for i in range(3):
+        s.record_interval(rid, 7 + i, i, {"tuples": 1}, events=[{"kind": "pause", "detail": {}, "command_id": cid}]
+                          if i == 1 else None)
+    s.mark_command(cid, "applied", applied_batch=8)
+    later = s.submit_command("resume")
+    s.mark_command(later, "applied", applied_batch=12, run_id=rid)
+    assert sorted(c["id"] for c in s.export_run(rid)["commands"]) == [cid, later]
+    got = {c["id"]: c["applied_interval"] for c in s.recent_commands(run_id=rid)}
+    assert got == {cid: None, later: 5}  # the legacy global mark names no run; batch 12 = interval 2 + 3
+    assert s.import_run(s.export_run(rid)) > rid
+
+
 # ------------------------------------------------------------------------------------ skewlab control
 def _db(tmp_path):
     return f"sqlite:///{tmp_path / 'ops.sqlite'}"
+
+
+def test_control_status_shows_the_live_settings_not_the_start_ones(tmp_path, capsys):
+    s = connect(_db(tmp_path))
+    rid = s.create_run("mixed", MIXED, n_workers=8)
+    s.record_interval(rid, 0, 0, {"tuples": 10, "n_workers": 8})
+    s.record_interval(rid, 1, 1, {"tuples": 10, "n_workers": 8}, events=[
+        {"kind": "algorithm", "detail": {"previous": "mixed", "algorithm": "pkg", "params": {}}},
+        {"kind": "workers", "detail": {"previous": 8, "workers": 6}},
+    ])
+    s.close()
+    assert main(["control", "--db", _db(tmp_path), "status"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "algorithm=pkg" in head and "workers=6" in head
+    # set-param is checked against the live algorithm (pkg has no θmax), in one line
+    assert main(["control", "--db", _db(tmp_path), "set-param", "theta_max=0.1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("skewlab: error: set-param") and "theta_max" in err and len(err.splitlines()) == 1
+    assert connect(_db(tmp_path)).recent_commands() == []
+
+
+def test_control_targets_the_running_run_not_only_the_newest(tmp_path, capsys):
+    s = connect(_db(tmp_path))
+    live = s.create_run("dchoices", registry.validate_params("dchoices", {}), n_workers=4)
+    s.create_run("hash", {}, n_workers=2, status="finished")
+    s.close()
+    assert main(["control", "--db", _db(tmp_path), "status"]) == 0
+    assert capsys.readouterr().out.startswith(f"run {live} ")
+    assert main(["control", "--db", _db(tmp_path), "set-param", "epsilon=0.01"]) == 0
+
+
+def test_one_interval_numbering_for_the_cli_and_the_page(tmp_path, capsys):
+    s = connect(_db(tmp_path))
+    rid = s.create_run("mixed", MIXED, n_workers=4)
+    for i in range(5):  # a restarted query: Spark's batch ids run ahead of the run's intervals
+        s.record_interval(rid, 20 + i, i, {"tuples": 10, "n_workers": 4})
+    done = s.submit_command("set-workers", {"workers": 5})
+    nxt = s.submit_command("set-workers", {"workers": 6})
+    s.mark_command(done, "applied", applied_batch=22, run_id=rid)  # took effect from batch 22 = interval 2
+    s.mark_command(nxt, "applied", applied_batch=25, run_id=rid)  # from the next batch, not recorded yet
+    rows = {c["id"]: c for c in DashboardData(s).commands(rid)}
+    assert rows[done]["interval"] == 2 and rows[nxt]["interval"] == 5
+    page = _text(commands_view(list(rows.values())))
+    s.close()
+    assert main(["control", "--db", _db(tmp_path), "status"]) == 0
+    out = capsys.readouterr().out
+    for cid, iv in ((done, 2), (nxt, 5)):
+        line = next(x for x in out.splitlines() if x.startswith(f"#{cid} "))
+        assert line.rstrip().endswith(f"applied at interval {iv}")
+        assert f"applied at interval {iv}" in page
+    assert "batch" not in out
 
 
 # ------------------------------------------------------------------------------------ per-worker history
