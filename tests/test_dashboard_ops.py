@@ -18,6 +18,7 @@ from dashboard.data import DashboardData, shadow_summary, summarize  # noqa: E40
 from dashboard.layout import commands_view, kpi_cards  # noqa: E402
 from engine import registry  # noqa: E402
 from engine.cli import main  # noqa: E402
+from engine.metrics import format_rate  # noqa: E402
 from storage import connect  # noqa: E402
 from tests.pg import pg_server, pg_url  # noqa: E402,F401  (pytest fixtures)
 from tests.test_dashboard import _call, record, run, store  # noqa: E402,F401  (fixtures: 30 intervals of mixed)
@@ -47,6 +48,29 @@ def _amax_run(store, *, feasible, note, entries=245, amax=50):
 
 
 # ------------------------------------------------------------------------------------ what-if
+def test_the_engine_keeps_shadowing_every_algorithm_the_run_switched_away_from(tmp_path):
+    pytest.importorskip("pyspark")
+    from engine.spark.engine import EngineConfig, SparkEngine
+
+    db = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    eng = SparkEngine(EngineConfig(db=db, algorithm="mixed", workers=4, checkpoint=str(tmp_path / "ck")),
+                      log=lambda _m: None)
+    try:
+        assert "mixed" not in eng.shadow.names
+        for algo in ("hash", "dchoices", "dkg"):
+            eng.store.submit_command("set-algorithm", {"algorithm": algo, "params": {}})
+            marks, _ = eng._apply_commands(eng.last_batch + 1)
+            assert [m[1] for m in marks] == ["applied"]
+        assert {"mixed", "hash", "dchoices", "dkg"} <= set(eng.shadow.names)
+        assert eng.shadow.controllers["mixed"].grouping.p == MIXED
+        line = eng._status_line(0, {"algorithm": "dkg", "workers": 4, "tuples": 0, "imbalance": 0.0,
+                                    "replication": 0.0, "routing_table_size": 0, "migration_cost": 0.0},
+                                {"throughput": 850.0, "batch_latency_ms": 12.0}, {})
+        assert "850 tuples/s" in line and "repl=–" in line and "0k" not in line
+    finally:
+        eng.store.close()
+
+
 # ------------------------------------------------------------------------------------ exports
 def test_exports_include_commands_sent_with_skewlab_control(store, run):
     cid = store.submit_command("set-workers", {"workers": 6})  # what `skewlab control` sends: run_id NULL
@@ -152,3 +176,18 @@ def test_one_interval_numbering_for_the_cli_and_the_page(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------------ per-worker history
 # ------------------------------------------------------------------------------------ metrics
+def test_shadow_of_an_empty_interval_has_no_replication():
+    from engine.keys import Vocabulary
+    from engine.shadow import ShadowEvaluator
+
+    ev = ShadowEvaluator(["pkg"], Vocabulary(), n_workers=4)
+    (row,) = ev.evaluate(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert row["replication"] is None
+
+
+def test_status_line_rates():
+    assert format_rate(850) == "850 tuples/s" and format_rate(0) == "0 tuples/s"
+    assert format_rate(12_345) == "12.3k tuples/s" and format_rate(999.9) == "1k tuples/s"
+    assert format_rate(4_560_000) == "4.56M tuples/s" and format_rate(None) == "– tuples/s"
+
+

@@ -47,6 +47,7 @@ from engine.checkpoint import STREAM_FIELDS, SnapshotStore, stream_mismatch
 from engine.commands import MAX_WORKERS, apply_command
 from engine.controller import Controller
 from engine.keys import Vocabulary
+from engine.metrics import format_rate
 from engine.metrics_sink import MetricsSink, PendingInterval
 from engine.params import ParamError
 from engine.shadow import ShadowEvaluator, default_shadow_names
@@ -333,6 +334,7 @@ class SparkEngine:
             cid = int(cmd["id"])
             if cid in self.applied_commands:
                 continue
+            before = self.controller.grouping.name, dict(self.controller.grouping.p)
             res = apply_command(self.controller, cmd.get("kind"), cmd.get("payload"), operator=self.cfg.operator)
             self.applied_commands.append(cid)
             marks.append((cid, res.status, res.reason or None))
@@ -345,6 +347,8 @@ class SparkEngine:
                 self.paused = False
             if res.action == "workers" and self.shadow is not None:
                 self.shadow.resize(self.controller.n_workers)
+            if res.action == "switch" and self.shadow is not None:  # the what-if keeps every algorithm used
+                self.shadow.add(*before, like=self.controller)
             kind = {"switch": "algorithm", "params": "params", "workers": "workers"}.get(res.action, res.action)
             detail = {k: v for k, v in res.event.items() if k not in ("interval", "kind")}
             events.append({"kind": kind, "detail": detail, "command_id": cid})
@@ -416,6 +420,8 @@ class SparkEngine:
             "tuples", "algorithm", "imbalance", "theta_max_observed", "seeds_imbalance", "load_variance", "load_stddev",
             "replication", "routing_table_size", "migration_cost", "plan_seconds", "tuples_per_second")}
         metrics["n_workers"] = row["workers"]
+        if not row["tuples"]:
+            metrics["replication"] = None  # no keys: workers per key is undefined (the controller says 0)
         metrics["throughput"] = row["tuples"] / batch_seconds if batch_seconds > 0 else 0.0
         metrics["batch_latency_ms"] = batch_seconds * 1000.0
         if row.get("rebalanced"):
@@ -488,9 +494,9 @@ class SparkEngine:
     def _status_line(self, batch_id: int, row: dict[str, Any], metrics: dict[str, Any], dead: dict) -> str:
         parts = [
             f"batch {batch_id}", f"{row['algorithm']}", f"n={row['workers']}", f"tuples={row['tuples']}",
-            f"imbalance={row['imbalance']:.3f}", f"repl={row['replication']:.2f}",
+            f"imbalance={row['imbalance']:.3f}", f"repl={row['replication']:.2f}" if row["tuples"] else "repl=–",
             f"|A|={row['routing_table_size']}", f"migr={row['migration_cost']:.3f}",
-            f"{metrics['throughput'] / 1000:.0f}k tuples/s", f"latency={metrics['batch_latency_ms']:.0f}ms",
+            format_rate(metrics["throughput"]), f"latency={metrics['batch_latency_ms']:.0f}ms",
         ]
         if dead:
             parts.append(f"dead={sum(v[0] for v in dead.values())}")
