@@ -55,6 +55,8 @@ __all__ = [
 DEFAULT_WINDOW = 600
 MAX_WORKER_ROWS = 40_000
 SHADOW_INTERVALS = 5
+#: Cells of the worker × interval heat map drawn on a reset (later ticks append theirs).
+HEAT_CELLS = 4_000
 MIGRATION_TABLE_ROWS = 15
 DEFAULT_THETA = 0.08  # Fang et al.'s default θmax: the tolerance line of algorithms without one
 #: Events drawn as labelled annotations (rebalances are drawn as markers: there may be one per interval).
@@ -89,6 +91,13 @@ def _num(v: Any) -> float | None:
 def _mean(values: Sequence[Any]) -> float | None:
     vals = [x for x in (_num(v) for v in values) if x is not None]
     return sum(vals) / len(vals) if vals else None
+
+
+def _replication(v: Any) -> float | None:
+    """A replication value, or None for an interval without keys (stored as 0 by older engines: the
+    mean number of workers per key is at least 1 whenever it is defined)."""
+    f = _num(v)
+    return f if f is not None and f >= 1.0 else None
 
 
 def _load(row: Mapping[str, Any]) -> float:
@@ -338,6 +347,10 @@ class DashboardData:
         ]
         theta_now = _num(st.param_at(upper, "theta_max"))
         out["theta_now"] = theta_now
+        out["heat"] = worker_heat(workers, out["bands"], HEAT_CELLS if reset else None)
+        plans = [e for e in st.rebalances if e["interval"] is not None and e["interval"] <= upper]
+        out["plan"] = ({"interval": plans[-1]["interval"], "feasible": plans[-1]["detail"].get("feasible"),
+                        "note": str(plans[-1]["detail"].get("note") or "")} if plans else None)
 
         routing = upto(store.routing_sizes(run_id, since_interval=since))
         out["routing"] = {
@@ -439,27 +452,47 @@ def _run_summary(run: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def shadow_summary(shadow_rows: Sequence[Mapping[str, Any]], live_rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Mean imbalance / replication / migration cost per algorithm; the live one marked ``live``."""
+    """Mean imbalance / replication / migration cost per algorithm; the live one marked ``live``.
+
+    The live algorithm is listed once, with its own (live) metrics: a shadow of the same name (the
+    engine keeps shadowing an algorithm after the run switched to it) is left out.
+    """
+    live = str(live_rows[-1].get("algorithm")) if live_rows else None
     by: OrderedDict[str, list[Mapping[str, Any]]] = OrderedDict()
     for r in shadow_rows:
-        by.setdefault(str(r["algorithm"]), []).append(r)
-    out = []
-    if live_rows:
-        algos = [str(r.get("algorithm")) for r in live_rows]
-        out.append({
-            "algorithm": algos[-1], "live": True, "intervals": len(live_rows),
-            "imbalance": _mean([r.get("imbalance") for r in live_rows]),
-            "replication": _mean([r.get("replication") for r in live_rows]),
-            "migration_cost": _mean([r.get("migration_cost") for r in live_rows]),
-        })
-    for name, rs in by.items():
-        out.append({
-            "algorithm": name, "live": False, "intervals": len(rs),
-            "imbalance": _mean([r.get("imbalance") for r in rs]),
-            "replication": _mean([r.get("replication") for r in rs]),
-            "migration_cost": _mean([r.get("migration_cost") for r in rs]),
-        })
-    return out
+        if str(r["algorithm"]) != live:
+            by.setdefault(str(r["algorithm"]), []).append(r)
+    groups = ([(live, True, live_rows)] if live_rows else []) + [(name, False, rs) for name, rs in by.items()]
+    return [{
+        "algorithm": name, "live": is_live, "intervals": len(rs),
+        "imbalance": _mean([r.get("imbalance") for r in rs]),
+        "replication": _mean([_replication(r.get("replication")) for r in rs]),
+        "migration_cost": _mean([r.get("migration_cost") for r in rs]),
+    } for name, is_live, rs in groups]
+
+
+def worker_heat(worker_rows: Sequence[Mapping[str, Any]], bands: Mapping[str, list[Any]],
+                max_cells: int | None = None) -> dict[str, list[Any]]:
+    """Worker × interval cells (columns): load L_w relative to the interval's mean L̄, the load itself and
+    the worker's task time (``processing_seconds``, None where the engine did not report it).
+
+    ``max_cells`` keeps only the latest intervals whose cells fit (at least one interval).
+    """
+    rows = list(worker_rows)
+    if max_cells is not None and rows:
+        per = max(len({int(r["worker"]) for r in rows if int(r["interval"]) == int(rows[-1]["interval"])}), 1)
+        keep = set(sorted({int(r["interval"]) for r in rows})[-max(max_cells // per, 1):])
+        rows = [r for r in rows if int(r["interval"]) in keep]
+    mean_by = dict(zip(bands.get("interval", []), bands.get("mean", [])))
+    loads = [_load(r) for r in rows]
+    means = [mean_by.get(int(r["interval"])) for r in rows]
+    return {
+        "interval": [int(r["interval"]) for r in rows],
+        "worker": [int(r["worker"]) for r in rows],
+        "relative": [ld / m if m else None for ld, m in zip(loads, means)],
+        "load": loads,
+        "seconds": [_num(r.get("processing_seconds")) for r in rows],
+    }
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -480,7 +513,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "imbalance_mean": stat("imbalance", np.mean),
         "imbalance_p95": stat("imbalance", lambda v: np.quantile(v, 0.95)),
         "theta_observed_max": stat("theta_max_observed", np.max),
-        "replication_mean": stat("replication", np.mean),
+        "replication_mean": _mean([_replication(r.get("replication")) for r in rows]),
         "migration_cost_mean": stat("migration_cost", np.mean),
         "routing_table_max": stat("routing_table_size", np.max),
         "throughput_mean": stat("throughput", np.mean),

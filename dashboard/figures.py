@@ -37,6 +37,8 @@ __all__ = [
     "time_figure",
     "time_patch",
     "worker_detail_figure",
+    "worker_heat_figure",
+    "worker_heat_patch",
     "worker_load_figure",
     "worker_load_patch",
 ]
@@ -474,6 +476,78 @@ def worker_detail_figure(h: Mapping[str, Any], theta: float | None) -> Figure:
                             title=dict(text="keys", font=dict(size=11)))
     layout["xaxis2"].update(title=dict(text="interval", font=dict(size=11)))
     return {"data": traces, "layout": layout}
+
+
+#: The two maps of :func:`worker_heat_figure`: (heat block column, colour title, colour scale, centre).
+_HEAT_MAPS = (
+    ("relative", "L_w / L̄", [[0.0, "#1d4ed8"], [0.5, "#f8fafc"], [1.0, "#dc2626"]], 1.0),
+    ("seconds", "task s", [[0.0, "#f8fafc"], [1.0, "#7c2d12"]], None),
+)
+_HEAT_HOVER = ("w%{customdata[0]} · interval %{x}<br>load L_w %{customdata[1]:.4g} (%{customdata[2]:.2f}× mean)"
+               "<br>task time %{customdata[3]}<extra></extra>")
+
+
+def _heat_columns(heat: Mapping[str, Any], column: str) -> dict[str, list]:
+    """Cells of one map as bar columns: one bar of height 1 per (worker, interval), coloured by value."""
+    keep = [i for i, v in enumerate(heat.get(column) or []) if v is not None]
+    at = lambda k: [heat[k][i] for i in keep]  # noqa: E731
+    secs = at("seconds")
+    return {
+        "x": at("interval"), "base": [w - 0.5 for w in at("worker")], "y": [1] * len(keep), "color": at(column),
+        "customdata": [[w, ld, rel, "–" if t is None else f"{t * 1000:.0f} ms"]
+                       for w, ld, rel, t in zip(at("worker"), at("load"), at("relative"), secs)],
+    }
+
+
+def worker_heat_figure(data: Mapping[str, Any]) -> Figure:
+    """Per-worker history: worker × interval heat maps of the load relative to the mean and of task time.
+
+    Each cell is a bar one interval wide and one worker high (the vendored plotly.js bundle has no
+    heatmap trace), so a tick appends cells with a ``Patch`` like the other time figures.
+    """
+    heat = data.get("heat") or {}
+    if not heat.get("interval"):
+        return empty_figure("no worker metrics yet", 360)
+    has_time = any(v is not None for v in heat.get("seconds") or [])
+    traces = []
+    for row, (column, title, scale, mid) in enumerate(_HEAT_MAPS, start=1):
+        cols = _heat_columns(heat, column)
+        ref = _axis_ref(row)
+        marker: dict[str, Any] = dict(color=cols["color"], colorscale=scale, line=dict(width=0),
+                                      colorbar=dict(title=dict(text=title, font=dict(size=10)), len=0.42, thickness=10,
+                                                    y=0.78 if row == 1 else 0.22, tickfont=dict(size=9)))
+        if mid is not None:
+            marker["cmid"] = mid
+        else:
+            marker["cmin"] = 0
+        traces.append(dict(type="bar", x=cols["x"], y=cols["y"], base=cols["base"], width=1.0, marker=marker,
+                           customdata=cols["customdata"], hovertemplate=_HEAT_HOVER, showlegend=False,
+                           name=title, xaxis=f"x{ref}", yaxis=f"y{ref}"))
+    layout = _grid(2, spacing=0.1, titles=("load L_w relative to the mean L̄",
+                                           "task time per worker" if has_time else
+                                           "task time per worker: not reported by this engine"))
+    layout.update(_base_layout(360, f"heat-{data.get('run_id')}", top=30), barmode="overlay", showlegend=False)
+    for row in (1, 2):
+        layout[f"yaxis{_axis_ref(row)}"].update(title=dict(text="worker", font=dict(size=11)), autorange="reversed",
+                                                 zeroline=False)
+    layout["xaxis2"].update(title=dict(text="interval", font=dict(size=11)))
+    for ann in layout.get("annotations", []):
+        ann["font"] = dict(size=11, color="#374151")
+    return {"data": traces, "layout": layout}
+
+
+def worker_heat_patch(delta: Mapping[str, Any]) -> Patch:
+    """Append a delta's worker × interval cells to both heat maps."""
+    p = Patch()
+    heat = delta.get("heat") or {}
+    for i, (column, *_rest) in enumerate(_HEAT_MAPS):
+        cols = _heat_columns(heat, column)
+        if not cols["x"]:
+            continue
+        for key in ("x", "y", "base", "customdata"):
+            p["data"][i][key].extend(cols[key])
+        p["data"][i]["marker"]["color"].extend(cols["color"])
+    return p
 
 
 # ------------------------------------------------------------------------------------ what-if, hot keys

@@ -47,7 +47,41 @@ def _amax_run(store, *, feasible, note, entries=245, amax=50):
     return rid
 
 
+def test_amax_exceeded_turns_the_routing_kpi_red_and_shows_the_plan_note(store):
+    note = "θ=0.2497 exceeds θmax=0.02; routing table has 245 entries > Amax=50"
+    d = DashboardData(store).load(_amax_run(store, feasible=False, note=note))
+    cards = kpi_cards(d)
+    assert "bad" in _kpi(cards, "routing_table_size").className
+    alert = next(c for c in cards if getattr(c, "id", None) == "kpi-plan-alert")
+    assert note in _text(alert) and "plan of interval 0 infeasible" in _text(alert)
+    assert "entries > Amax" in _text(alert) and _text(alert).count("245 entries") == 1
+
+
+def test_a_table_over_amax_is_red_even_when_the_plan_said_feasible(store):
+    d = DashboardData(store).load(_amax_run(store, feasible=True, note=""))
+    cards = kpi_cards(d)
+    assert "bad" in _kpi(cards, "routing_table_size").className
+    assert "routing table has 245 entries > Amax=50" in _text(cards)
+
+
+def test_within_limits_nothing_is_red(store):
+    d = DashboardData(store).load(_amax_run(store, feasible=True, note="", entries=20))
+    cards = kpi_cards(d)
+    assert "bad" not in _kpi(cards, "routing_table_size").className
+    assert all(getattr(c, "id", None) != "kpi-plan-alert" for c in cards)
+
+
 # ------------------------------------------------------------------------------------ what-if
+def test_what_if_lists_the_live_algorithm_once():
+    live = [{"algorithm": "dkg", "imbalance": 0.1, "replication": 1.5, "migration_cost": 0.0}]
+    shadow = [{"algorithm": a, "imbalance": 0.2, "replication": 1.0, "migration_cost": 0.0}
+              for a in ("hash", "dkg", "mixed")]
+    rows = shadow_summary(shadow, live)
+    assert [(r["algorithm"], r["live"]) for r in rows] == [("dkg", True), ("hash", False), ("mixed", False)]
+    names = F.shadow_figure({"shadow": rows})["data"][0]["y"]
+    assert sorted(names) == ["dkg (live)", "hash", "mixed"]
+
+
 def test_the_engine_keeps_shadowing_every_algorithm_the_run_switched_away_from(tmp_path):
     pytest.importorskip("pyspark")
     from engine.spark.engine import EngineConfig, SparkEngine
@@ -175,7 +209,59 @@ def test_one_interval_numbering_for_the_cli_and_the_page(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------------ per-worker history
+def test_worker_heat_map_of_load_and_task_time(store):
+    rid = store.create_run("mixed", MIXED, n_workers=3)
+    for i in range(4):
+        store.record_interval(rid, i, i, {"tuples": 60, "n_workers": 3}, workers=[
+            {"worker": w, "tuples": 10 * (w + 1), "cost": 10.0 * (w + 1), "processing_seconds": 0.01 * (w + 1)}
+            for w in range(3)])
+    D = DashboardData(store)
+    d = D.load(rid)
+    heat = d["heat"]
+    assert len(heat["interval"]) == 12 and heat["worker"][:3] == [0, 1, 2]
+    assert heat["relative"][:3] == pytest.approx([0.5, 1.0, 1.5]) and heat["seconds"][2] == pytest.approx(0.03)
+    fig = F.worker_heat_figure(d)
+    assert [len(t["x"]) for t in fig["data"]] == [12, 12]
+    assert fig["data"][0]["marker"]["color"][:3] == pytest.approx([0.5, 1.0, 1.5])
+    assert fig["data"][1]["base"][:3] == [-0.5, 0.5, 1.5] and "not reported" not in json.dumps(fig["layout"])
+    json.dumps(fig)
+    cursor = {"run_id": rid, "last_interval": 3, "last_event_id": d["last_event_id"], "points": 4}
+    store.record_interval(rid, 4, 4, {"tuples": 30, "n_workers": 3},
+                          workers=[{"worker": w, "tuples": 10, "cost": 10.0} for w in range(3)])  # no timings
+    D.cache.clear()
+    ops = F.worker_heat_patch(D.load(rid, cursor)).to_plotly_json()["operations"]
+    ext = {tuple(o["location"]): o["params"]["value"] for o in ops}
+    assert ext[("data", 0, "x")] == [4, 4, 4] and ("data", 1, "x") not in ext  # no task time: no cells
+
+
+def test_worker_heat_map_says_when_task_time_is_missing(store, run):
+    fig = F.worker_heat_figure(DashboardData(store).load(run))
+    assert "not reported" in json.dumps(fig["layout"]) and fig["data"][1]["x"] == []
+
+
+def test_the_heat_map_is_on_the_page_and_extended_by_ticks(store, run):
+    app = create_app(store=store)
+    client = app.server.test_client()
+    assert "fig-heat" in json.dumps(client.get("/_dash-layout").get_json())
+    cursor = {"run_id": run, "last_interval": 29, "last_event_id": 10**6, "points": 30, "ops": 0, "bars": True,
+              "log": [], "mig": [], "status": "running"}
+    record(store, run, 30)
+    app.skewlab.data.cache.clear()
+    r = _call(client, "fig-heat.figure", {"tick.n_intervals": 3, "run-select.value": run, "worker-view.value": "auto"},
+              {"cursor.data": cursor, "imb-metrics.value": ["imbalance"], "tick.interval": 1000}, "tick.n_intervals")
+    heat = r.get_json()["response"]["fig-heat"]["figure"]
+    assert heat.get("__dash_patch_update") and heat["operations"][0]["operation"] == "Extend"
+
+
 # ------------------------------------------------------------------------------------ metrics
+def test_replication_of_intervals_without_keys_does_not_drag_averages_below_one():
+    rows = [{"interval": 0, "replication": 0.0}, {"interval": 1, "replication": 1.0},
+            {"interval": 2, "replication": 2.0}]
+    assert summarize(rows)["replication_mean"] == pytest.approx(1.5)
+    live = [{"algorithm": "pkg", "imbalance": 0.1, **r} for r in rows]
+    assert shadow_summary([], live)[0]["replication"] == pytest.approx(1.5)
+
+
 def test_shadow_of_an_empty_interval_has_no_replication():
     from engine.keys import Vocabulary
     from engine.shadow import ShadowEvaluator
@@ -191,3 +277,16 @@ def test_status_line_rates():
     assert format_rate(4_560_000) == "4.56M tuples/s" and format_rate(None) == "– tuples/s"
 
 
+def test_throughput_kpi_says_paused_instead_of_its_last_value(store, run):
+    store.update_run(run, status="paused")
+    app = create_app(store=store)
+    d = app.skewlab.data.load(run)
+    assert "0 · paused" in _text(_kpi(kpi_cards(d), "throughput"))
+    cursor = {"run_id": run, "last_interval": 29, "last_event_id": 10**6, "points": 30, "ops": 0, "bars": True,
+              "log": [], "mig": [], "status": "running"}
+    r = _call(app.server.test_client(), "kpis.children",
+              {"tick.n_intervals": 3, "run-select.value": run, "worker-view.value": "auto"},
+              {"cursor.data": cursor, "imb-metrics.value": ["imbalance"], "tick.interval": 1000}, "tick.n_intervals")
+    resp = r.get_json()["response"]
+    assert "0 · paused" in json.dumps(resp["kpis"]["children"], ensure_ascii=False)
+    assert resp["cursor"]["data"]["status"] == "paused"
