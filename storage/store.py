@@ -133,7 +133,7 @@ _MIGRATION_FIELDS = (
     "seq", "algorithm", "keys_moved", "state_moved", "migration_cost", "pause_ms", "detail", "wall_time",
 )
 _ROUTING_FIELDS = ("entries", "memory_bytes", "amax")
-_EVENT_FIELDS = ("kind", "detail", "command_id", "wall_time")
+_EVENT_FIELDS = ("kind", "detail", "command_id", "wall_time", "interval")
 _DEAD_FIELDS = ("reason", "count", "samples")
 
 # Per-interval child tables in export order: (export name, table, order-by column names).
@@ -571,7 +571,8 @@ class Store:
         of mappings with ``algorithm``.  ``migrations``: ``algorithm, keys_moved, state_moved,
         migration_cost, pause_ms, detail[, seq]``.  ``routing``: ``{entries, memory_bytes, amax}`` or
         an int (entries); fills ``routing_table_size`` when the metrics lack it, and vice versa.
-        ``events``: ``kind, detail, command_id``.  ``dead_letters``: ``{reason: count}``,
+        ``events``: ``kind, detail, command_id[, interval]`` (the interval the event belongs to when
+        it is not this one, e.g. a command that takes effect from the next).  ``dead_letters``: ``{reason: count}``,
         ``{reason: {count, samples}}`` or a list of ``reason, count, samples``.
 
         Everything is validated before the transaction starts; invalid input raises ``ValueError``
@@ -706,7 +707,8 @@ class Store:
 
         # ---- events and dead letters of this batch
         event_rows = [
-            self._event_row(run_id, e.get("kind"), e.get("detail"), batch_id, interval, e.get("command_id"),
+            self._event_row(run_id, e.get("kind"), e.get("detail"), batch_id, _i(e.get("interval"), interval),
+                            e.get("command_id"),
                             e.get("wall_time") if e.get("wall_time") is not None else wt)
             for e in _records(events, _EVENT_FIELDS, "events")
         ]

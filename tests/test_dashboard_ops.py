@@ -152,6 +152,20 @@ def test_export_and_applied_interval_queries_on_both_backends(any_store):
     assert s.import_run(s.export_run(rid)) > rid
 
 
+def test_a_command_event_is_numbered_with_the_interval_it_takes_effect(any_store):
+    s = any_store
+    rid = s.create_run("mixed", MIXED, n_workers=4)
+    cid = s.submit_command("set-workers", {"workers": 5})
+    s.record_interval(rid, 7, 0, {"tuples": 1}, events=[
+        {"kind": "workers", "detail": {"previous": 4, "workers": 5}, "command_id": cid, "interval": 1},
+        {"kind": "rebalance", "detail": {}}])
+    s.mark_command(cid, "applied", applied_batch=8, run_id=rid)
+    assert [(e["kind"], e["interval"]) for e in s.events(rid)] == [("workers", 1), ("rebalance", 0)]
+    assert s.recent_commands(run_id=rid)[0]["applied_interval"] == 1
+    st = DashboardData(s).state(rid)
+    assert st.n_workers == 5 and [e["interval"] for e in st.op_events] == [1]
+
+
 # ------------------------------------------------------------------------------------ skewlab control
 def _db(tmp_path):
     return f"sqlite:///{tmp_path / 'ops.sqlite'}"

@@ -15,7 +15,8 @@ Per micro-batch ``b`` (``foreachBatch`` on the driver):
    tuple of the batch is in flight, and the pause time is the move's duration);
 4. shadow what-if of the other groupings (:mod:`engine.shadow`), hot keys;
 5. pending operator commands (validated, :mod:`engine.commands`) are applied: they take effect from
-   batch ``b + 1`` (recorded as its ``applied_batch``), whose routing snapshot is published next;
+   batch ``b + 1`` (recorded as its ``applied_batch``), whose routing snapshot is published next, and
+   their events are numbered with its interval;
 6. snapshot to the checkpoint directory, then metrics to the database through the buffered sink
    (:mod:`engine.metrics_sink`), then one status line.
 
@@ -448,7 +449,7 @@ class SparkEngine:
                 events.append({"kind": "rebalance", "detail": {k: v for k, v in ev.items() if k not in ("interval", "kind")}})
         # Operator commands take effect from the next batch: its routing snapshot is published below.
         marks, cmd_events = self._apply_commands(batch_id + 1)
-        events.extend(cmd_events)
+        events.extend({**e, "interval": row["interval"] + 1} for e in cmd_events)  # the interval they start
         amax = c.grouping.p.get("amax")
         kwargs = {
             "workers": workers_rows,
