@@ -297,6 +297,8 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
             out["tick"] = no_update
         if d["reset"]:
             out.update(_full_outputs(d, view or "auto", visible))
+            if trig == "worker-view" and cursor and cursor.get("run_id") == run_id:
+                out["fig-heat"] = no_update  # shows every worker whatever the view: keep it (thousands of cells)
             return tuple(out.get(key, no_update) for key, _, _ in LIVE_OUTPUTS)
         out["export-links"] = no_update
         if not d["new"] and not d["events"]:

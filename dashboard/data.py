@@ -56,7 +56,7 @@ DEFAULT_WINDOW = 600
 MAX_WORKER_ROWS = 40_000
 SHADOW_INTERVALS = 5
 #: Cells of the worker × interval heat map drawn on a reset (later ticks append theirs).
-HEAT_CELLS = 4_000
+HEAT_CELLS = 3_000
 MIGRATION_TABLE_ROWS = 15
 DEFAULT_THETA = 0.08  # Fang et al.'s default θmax: the tolerance line of algorithms without one
 #: Events drawn as labelled annotations (rebalances are drawn as markers: there may be one per interval).
@@ -473,8 +473,8 @@ def shadow_summary(shadow_rows: Sequence[Mapping[str, Any]], live_rows: Sequence
 
 def worker_heat(worker_rows: Sequence[Mapping[str, Any]], bands: Mapping[str, list[Any]],
                 max_cells: int | None = None) -> dict[str, list[Any]]:
-    """Worker × interval cells (columns): load L_w relative to the interval's mean L̄, the load itself and
-    the worker's task time (``processing_seconds``, None where the engine did not report it).
+    """Worker × interval cells (columns): the load L_w and the worker's task time (``processing_seconds``,
+    None where the engine did not report it), each also relative to the interval's mean over the workers.
 
     ``max_cells`` keeps only the latest intervals whose cells fit (at least one interval).
     """
@@ -483,15 +483,26 @@ def worker_heat(worker_rows: Sequence[Mapping[str, Any]], bands: Mapping[str, li
         per = max(len({int(r["worker"]) for r in rows if int(r["interval"]) == int(rows[-1]["interval"])}), 1)
         keep = set(sorted({int(r["interval"]) for r in rows})[-max(max_cells // per, 1):])
         rows = [r for r in rows if int(r["interval"]) in keep]
-    mean_by = dict(zip(bands.get("interval", []), bands.get("mean", [])))
+    intervals = [int(r["interval"]) for r in rows]
     loads = [_load(r) for r in rows]
-    means = [mean_by.get(int(r["interval"])) for r in rows]
+    secs = [_num(r.get("processing_seconds")) for r in rows]
+    mean_load = dict(zip(bands.get("interval", []), bands.get("mean", [])))
+    timed: dict[int, list[float]] = {}
+    for iv, t in zip(intervals, secs):
+        if t is not None:
+            timed.setdefault(iv, []).append(t)
+    mean_time = {iv: sum(ts) / len(ts) for iv, ts in timed.items()}
+
+    def rel(v: float | None, m: float | None) -> float | None:
+        return v / m if v is not None and m else None
+
     return {
-        "interval": [int(r["interval"]) for r in rows],
+        "interval": intervals,
         "worker": [int(r["worker"]) for r in rows],
-        "relative": [ld / m if m else None for ld, m in zip(loads, means)],
         "load": loads,
-        "seconds": [_num(r.get("processing_seconds")) for r in rows],
+        "relative": [rel(ld, mean_load.get(iv)) for ld, iv in zip(loads, intervals)],
+        "seconds": secs,
+        "time_relative": [rel(t, mean_time.get(iv)) for t, iv in zip(secs, intervals)],
     }
 
 

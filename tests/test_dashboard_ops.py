@@ -234,9 +234,12 @@ def test_worker_heat_map_of_load_and_task_time(store):
     heat = d["heat"]
     assert len(heat["interval"]) == 12 and heat["worker"][:3] == [0, 1, 2]
     assert heat["relative"][:3] == pytest.approx([0.5, 1.0, 1.5]) and heat["seconds"][2] == pytest.approx(0.03)
+    assert heat["time_relative"][:3] == pytest.approx([0.5, 1.0, 1.5])
     fig = F.worker_heat_figure(d)
-    assert [len(t["x"]) for t in fig["data"]] == [12, 12]
-    assert fig["data"][0]["marker"]["color"][:3] == pytest.approx([0.5, 1.0, 1.5])
+    assert [len(t["x"]) for t in fig["data"][:2]] == [12, 12] and fig["data"][2]["marker"]["showscale"]
+    assert fig["data"][0]["marker"]["color"][:3] == [F._heat_color(v) for v in (0.5, 1.0, 1.5)]
+    assert (F._heat_color(0.0), F._heat_color(1.0), F._heat_color(9.0)) == ("#1d4ed8", "#f8fafc", "#dc2626")
+    assert fig["data"][0]["customdata"][2][1:] == ["30", "1.50", "30 ms", "1.50"]
     assert fig["data"][1]["base"][:3] == [-0.5, 0.5, 1.5] and "not reported" not in json.dumps(fig["layout"])
     json.dumps(fig)
     cursor = {"run_id": rid, "last_interval": 3, "last_event_id": d["last_event_id"], "points": 4}
