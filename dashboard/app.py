@@ -288,6 +288,8 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
         trig = ctx.triggered_id
         full = (trig in (None, "run-select", "worker-view") or not cursor or cursor.get("run_id") != run_id
                 or bool(cursor.get("waiting")))
+        # a paused / resumed / finished run: the KPIs are drawn again from the window (nothing new arrives)
+        full = full or cursor.get("status", "running") != ((D.run(run_id) or {}).get("status") or "running")
         d = D.load(run_id, None if full else cursor)
         if d.get("missing"):
             return (no_update,) * len(LIVE_OUTPUTS)
@@ -298,6 +300,8 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
             out["tick"] = no_update
         if d["reset"]:
             out.update(_full_outputs(d, view or "auto", visible))
+            if trig == "worker-view" and cursor and cursor.get("run_id") == run_id:
+                out["fig-heat"] = no_update  # shows every worker whatever the view: keep it (thousands of cells)
             return tuple(out.get(key, no_update) for key, _, _ in LIVE_OUTPUTS)
         out["export-links"] = no_update
         if not d["new"] and not d["events"]:
@@ -311,7 +315,7 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
         out.update({
             "fig-imbalance": F.time_patch("imbalance", delta), "fig-throughput": F.time_patch("throughput", delta),
             "fig-routing": F.time_patch("routing", delta), "fig-migrations": F.time_patch("migrations", delta),
-            "cursor": new_cursor,
+            "fig-heat": F.worker_heat_patch(delta), "cursor": new_cursor,
         })
         if ops:
             out["event-log"] = event_log(log)
@@ -458,7 +462,7 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
 LIVE_OUTPUTS: tuple[tuple[str, str, str], ...] = tuple(
     (key, key.removesuffix("-class"), prop) for key, prop in (
         ("fig-imbalance", "figure"), ("fig-throughput", "figure"), ("fig-routing", "figure"),
-        ("fig-migrations", "figure"), ("fig-workers", "figure"), ("fig-shadow", "figure"),
+        ("fig-migrations", "figure"), ("fig-workers", "figure"), ("fig-heat", "figure"), ("fig-shadow", "figure"),
         ("shadow-verdict", "children"), ("fig-hotkeys", "figure"), ("kpis", "children"),
         ("migration-table", "children"), ("event-log", "children"), ("commands", "children"),
         ("run-status", "children"), ("run-status-class", "className"), ("export-links", "children"),
@@ -487,7 +491,8 @@ def _full_outputs(d: Mapping[str, Any], view: str, visible: Any) -> dict[str, An
     ops = [e for e in d["events"] if e.get("kind") != "rebalance"]
     cursor = {"run_id": d["run_id"], "last_interval": d["last_interval"], "last_event_id": d["last_event_id"],
               "points": len(d["series"]["interval"]), "ops": len(ops), "bars": bool(d.get("workers")),
-              "log": ops[-_EVENT_LOG_KEEP:], "mig": list(d.get("migration_rows") or [])}
+              "log": ops[-_EVENT_LOG_KEEP:], "mig": list(d.get("migration_rows") or []),
+              "status": d["run"]["status"] or "running"}
     waiting = waiting_message(d)
     if waiting is not None:  # no tuple yet: say so on every chart; the next tick redraws from scratch
         msg = F.empty_figure(waiting)
@@ -498,7 +503,8 @@ def _full_outputs(d: Mapping[str, Any], view: str, visible: Any) -> dict[str, An
     return {
         "fig-imbalance": F.time_figure("imbalance", d, visible), "fig-throughput": F.time_figure("throughput", d),
         "fig-routing": F.time_figure("routing", d), "fig-migrations": F.time_figure("migrations", d),
-        "fig-workers": F.worker_load_figure(d, view), "fig-shadow": F.shadow_figure(d),
+        "fig-workers": F.worker_load_figure(d, view), "fig-heat": F.worker_heat_figure(d),
+        "fig-shadow": F.shadow_figure(d),
         "shadow-verdict": F.shadow_verdict(d), "fig-hotkeys": F.hot_keys_figure(d), "kpis": kpi_cards(d),
         "migration-table": migration_table(cursor["mig"]), "event-log": event_log(cursor["log"]),
         "cursor": cursor,

@@ -18,10 +18,10 @@ tick, and rows of the other per-interval tables beyond it (written by the engine
 queries) are dropped, to be read by the next tick — the engine writes all rows of a batch in one
 transaction, so nothing is seen half-written.
 
-Shared per-run state (:class:`RunState`, one per run and process, behind a lock): the parameters in
+Shared per-run state (:class:`storage.run_state.RunState`, one per run and process, behind a lock): the parameters in
 force (the run row keeps the *start* configuration; algorithm and parameter changes are events), the
 operator events and recent rebalances (events are ordered by id, not by interval, so they are scanned
-once and then followed with ``since_id``) and which interval each command was applied at.
+once and then followed with ``since_id``).
 
 Window: ``window`` intervals on the time axes (default 600), reduced for many workers so the initial
 read of per-worker rows stays below ``MAX_WORKER_ROWS`` (about 40k rows: 600 intervals at 64 workers,
@@ -33,11 +33,12 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import OrderedDict, deque
-from dataclasses import dataclass, field
+from collections import OrderedDict
 from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import numpy as np
+
+from storage.run_state import OPERATOR_EVENT_KINDS, RunState, current_run
 
 __all__ = [
     "DEFAULT_THETA",
@@ -55,11 +56,10 @@ __all__ = [
 DEFAULT_WINDOW = 600
 MAX_WORKER_ROWS = 40_000
 SHADOW_INTERVALS = 5
+#: Cells of the worker × interval heat map drawn on a reset (later ticks append theirs).
+HEAT_CELLS = 3_000
 MIGRATION_TABLE_ROWS = 15
 DEFAULT_THETA = 0.08  # Fang et al.'s default θmax: the tolerance line of algorithms without one
-#: Events drawn as labelled annotations (rebalances are drawn as markers: there may be one per interval).
-OPERATOR_EVENT_KINDS = ("algorithm", "params", "workers", "pause", "resume")
-_REBALANCE_KEEP = 5_000
 
 #: Run-metric columns the dashboard reads per interval.
 SERIES_FIELDS: tuple[str, ...] = (
@@ -89,6 +89,13 @@ def _num(v: Any) -> float | None:
 def _mean(values: Sequence[Any]) -> float | None:
     vals = [x for x in (_num(v) for v in values) if x is not None]
     return sum(vals) / len(vals) if vals else None
+
+
+def _replication(v: Any) -> float | None:
+    """A replication value, or None for an interval without keys (stored as 0 by older engines: the
+    mean number of workers per key is at least 1 whenever it is defined)."""
+    f = _num(v)
+    return f if f is not None and f >= 1.0 else None
 
 
 def _load(row: Mapping[str, Any]) -> float:
@@ -151,75 +158,6 @@ class TTLCache:
             self._data.clear()
 
 
-@dataclass
-class RunState:
-    """What the dashboard derives from a run's events (see the module docstring)."""
-
-    run_id: int
-    start_algorithm: str
-    start_params: dict[str, Any]
-    last_event_id: int = 0
-    n_workers: int | None = None
-    algorithm: str = ""
-    params: dict[str, Any] = field(default_factory=dict)
-    #: (from interval, algorithm, params) in force, oldest first
-    history: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
-    op_events: list[dict[str, Any]] = field(default_factory=list)
-    rebalances: deque = field(default_factory=lambda: deque(maxlen=_REBALANCE_KEEP))
-    command_interval: dict[int, int] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __post_init__(self) -> None:
-        self.algorithm = self.algorithm or self.start_algorithm
-        self.params = dict(self.params or self.start_params)
-        if not self.history:
-            self.history.append((-(2**62), self.start_algorithm, dict(self.start_params)))
-
-    def absorb(self, events: Sequence[Mapping[str, Any]]) -> None:
-        """Fold events (in id order) into the state."""
-        for ev in events:
-            self.last_event_id = max(self.last_event_id, int(ev["id"]))
-            kind = ev.get("kind")
-            detail = ev.get("detail") if isinstance(ev.get("detail"), Mapping) else {}
-            interval = ev.get("interval")
-            slim = {"id": int(ev["id"]), "interval": interval, "kind": kind, "detail": dict(detail),
-                    "command_id": ev.get("command_id")}
-            if ev.get("command_id") is not None and interval is not None:
-                self.command_interval[int(ev["command_id"])] = int(interval)
-            if kind in ("algorithm", "params"):
-                algo = str(detail.get("algorithm") or self.algorithm)
-                params = detail.get("params") if isinstance(detail.get("params"), Mapping) else self.params
-                slim["changed"] = {k: v for k, v in params.items() if self.params.get(k) != v} if kind == "params" else {}
-                slim["previous"] = self.algorithm
-                self.algorithm, self.params = algo, dict(params)
-                self.history.append((int(interval if interval is not None else 0), algo, dict(params)))
-            if kind == "workers" and detail.get("workers") is not None:
-                self.n_workers = int(detail["workers"])
-            if kind in OPERATOR_EVENT_KINDS:
-                self.op_events.append(slim)
-            elif kind == "rebalance":
-                self.rebalances.append(slim)
-
-    def param_at(self, interval: int, name: str) -> Any:
-        """The value of parameter ``name`` in force at ``interval`` (None if the algorithm has none)."""
-        value = None
-        for start, _, params in self.history:
-            if start <= interval:
-                value = params.get(name)
-            else:
-                break
-        return value
-
-    def events_since(self, event_id: int, min_interval: int | None = None) -> list[dict[str, Any]]:
-        """Operator events and rebalances with id > ``event_id`` (and interval ≥ ``min_interval``)."""
-        out = [e for e in self.op_events if e["id"] > event_id]
-        out += [e for e in self.rebalances if e["id"] > event_id]
-        if min_interval is not None:
-            out = [e for e in out if e["interval"] is None or e["interval"] >= min_interval]
-        out.sort(key=lambda e: e["id"])
-        return out
-
-
 class DashboardData:
     """Read side of the dashboard over one :class:`storage.Store` (thread-safe)."""
 
@@ -240,11 +178,8 @@ class DashboardData:
 
     def default_run_id(self) -> int | None:
         """The newest running run, else the newest run, else None."""
-        runs = self.runs()
-        for r in runs:
-            if r.get("status") in ("running", "paused"):
-                return int(r["id"])
-        return int(runs[0]["id"]) if runs else None
+        run = current_run(self.runs())
+        return None if run is None else int(run["id"])
 
     def state(self, run_id: int) -> RunState | None:
         """The run's :class:`RunState`, brought up to date with the events recorded since last time."""
@@ -255,15 +190,10 @@ class DashboardData:
                 run = self.run(run_id)
                 if run is None:
                     return None
-                params = run.get("params") if isinstance(run.get("params"), Mapping) else {}
-                st = RunState(run_id, str(run.get("algorithm") or ""), dict(params), n_workers=run.get("n_workers"))
+                st = RunState.of_run(run)
                 self._states[run_id] = st
         with st.lock:
-            while True:  # pages: the first call on a long run reads its whole event history once
-                batch = self.store.events(run_id, since_id=st.last_event_id or None, limit=5_000)
-                st.absorb(batch)
-                if len(batch) < 5_000:
-                    break
+            st.catch_up(self.store)
         return st
 
     # ------------------------------------------------------------------ live view
@@ -341,6 +271,10 @@ class DashboardData:
         ]
         theta_now = _num(st.param_at(upper, "theta_max"))
         out["theta_now"] = theta_now
+        out["heat"] = worker_heat(workers, out["bands"], HEAT_CELLS if reset else None)
+        plans = [e for e in st.rebalances if e["interval"] is not None and e["interval"] <= upper]
+        out["plan"] = ({"interval": plans[-1]["interval"], "feasible": plans[-1]["detail"].get("feasible"),
+                        "note": str(plans[-1]["detail"].get("note") or "")} if plans else None)
 
         routing = upto(store.routing_sizes(run_id, since_interval=since))
         out["routing"] = {
@@ -410,12 +344,12 @@ class DashboardData:
 
     # ------------------------------------------------------------------ commands
     def commands(self, run_id: int, limit: int = 8) -> list[dict[str, Any]]:
-        """Recent commands of the run (and global ones), newest first, with the interval applied at."""
-        st = self.state(run_id)
+        """Recent commands of the run (and global ones), newest first, with the interval from which each is
+        in effect (:meth:`storage.store.Store.recent_commands`: the numbering ``skewlab control status`` uses)."""
         rows = self.store.recent_commands(limit, run_id=int(run_id))
         out = []
         for c in rows:
-            iv = st.command_interval.get(int(c["id"])) if st is not None else None
+            iv = c.get("applied_interval")
             out.append({
                 "id": int(c["id"]), "kind": c["kind"], "payload": c.get("payload") or {}, "status": c["status"],
                 "reason": c.get("reason") or "", "applied_batch": c.get("applied_batch"), "interval": iv,
@@ -467,27 +401,58 @@ def _run_summary(run: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def shadow_summary(shadow_rows: Sequence[Mapping[str, Any]], live_rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Mean imbalance / replication / migration cost per algorithm; the live one marked ``live``."""
+    """Mean imbalance / replication / migration cost per algorithm; the live one marked ``live``.
+
+    The live algorithm is listed once, with its own (live) metrics: a shadow of the same name (the
+    engine keeps shadowing an algorithm after the run switched to it) is left out.
+    """
+    live = str(live_rows[-1].get("algorithm")) if live_rows else None
     by: OrderedDict[str, list[Mapping[str, Any]]] = OrderedDict()
     for r in shadow_rows:
-        by.setdefault(str(r["algorithm"]), []).append(r)
-    out = []
-    if live_rows:
-        algos = [str(r.get("algorithm")) for r in live_rows]
-        out.append({
-            "algorithm": algos[-1], "live": True, "intervals": len(live_rows),
-            "imbalance": _mean([r.get("imbalance") for r in live_rows]),
-            "replication": _mean([r.get("replication") for r in live_rows]),
-            "migration_cost": _mean([r.get("migration_cost") for r in live_rows]),
-        })
-    for name, rs in by.items():
-        out.append({
-            "algorithm": name, "live": False, "intervals": len(rs),
-            "imbalance": _mean([r.get("imbalance") for r in rs]),
-            "replication": _mean([r.get("replication") for r in rs]),
-            "migration_cost": _mean([r.get("migration_cost") for r in rs]),
-        })
-    return out
+        if str(r["algorithm"]) != live:
+            by.setdefault(str(r["algorithm"]), []).append(r)
+    groups = ([(live, True, live_rows)] if live_rows else []) + [(name, False, rs) for name, rs in by.items()]
+    return [{
+        "algorithm": name, "live": is_live, "intervals": len(rs),
+        "imbalance": _mean([r.get("imbalance") for r in rs]),
+        "replication": _mean([_replication(r.get("replication")) for r in rs]),
+        "migration_cost": _mean([r.get("migration_cost") for r in rs]),
+    } for name, is_live, rs in groups]
+
+
+def worker_heat(worker_rows: Sequence[Mapping[str, Any]], bands: Mapping[str, list[Any]],
+                max_cells: int | None = None) -> dict[str, list[Any]]:
+    """Worker × interval cells (columns): the load L_w and the worker's task time (``processing_seconds``,
+    None where the engine did not report it), each also relative to the interval's mean over the workers.
+
+    ``max_cells`` keeps only the latest intervals whose cells fit (at least one interval).
+    """
+    rows = list(worker_rows)
+    if max_cells is not None and rows:
+        per = max(len({int(r["worker"]) for r in rows if int(r["interval"]) == int(rows[-1]["interval"])}), 1)
+        keep = set(sorted({int(r["interval"]) for r in rows})[-max(max_cells // per, 1):])
+        rows = [r for r in rows if int(r["interval"]) in keep]
+    intervals = [int(r["interval"]) for r in rows]
+    loads = [_load(r) for r in rows]
+    secs = [_num(r.get("processing_seconds")) for r in rows]
+    mean_load = dict(zip(bands.get("interval", []), bands.get("mean", [])))
+    timed: dict[int, list[float]] = {}
+    for iv, t in zip(intervals, secs):
+        if t is not None:
+            timed.setdefault(iv, []).append(t)
+    mean_time = {iv: sum(ts) / len(ts) for iv, ts in timed.items()}
+
+    def rel(v: float | None, m: float | None) -> float | None:
+        return v / m if v is not None and m else None
+
+    return {
+        "interval": intervals,
+        "worker": [int(r["worker"]) for r in rows],
+        "load": loads,
+        "relative": [rel(ld, mean_load.get(iv)) for ld, iv in zip(loads, intervals)],
+        "seconds": secs,
+        "time_relative": [rel(t, mean_time.get(iv)) for t, iv in zip(secs, intervals)],
+    }
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -508,7 +473,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "imbalance_mean": stat("imbalance", np.mean),
         "imbalance_p95": stat("imbalance", lambda v: np.quantile(v, 0.95)),
         "theta_observed_max": stat("theta_max_observed", np.max),
-        "replication_mean": stat("replication", np.mean),
+        "replication_mean": _mean([_replication(r.get("replication")) for r in rows]),
         "migration_cost_mean": stat("migration_cost", np.mean),
         "routing_table_max": stat("routing_table_size", np.max),
         "throughput_mean": stat("throughput", np.mean),

@@ -38,6 +38,8 @@ __all__ = [
     "time_figure",
     "time_patch",
     "worker_detail_figure",
+    "worker_heat_figure",
+    "worker_heat_patch",
     "worker_load_figure",
     "worker_load_patch",
 ]
@@ -511,6 +513,94 @@ def worker_detail_figure(h: Mapping[str, Any], theta: float | None) -> Figure:
     for ax in ("xaxis", "xaxis2"):
         layout[ax].update(_interval_axis(x[0]))
     return {"data": traces, "layout": layout}
+
+
+#: The two maps of :func:`worker_heat_figure`: (heat block column, map title).  Both colour a value
+#: relative to the interval's mean over the workers on one fixed scale: 1 (the mean) white, 0 blue, 2+ red.
+_HEAT_MAPS = (("relative", "load L_w relative to the mean L̄"), ("time_relative", "task time relative to the mean"))
+_HEAT_RANGE = 2.0
+_HEAT_SCALE = ((0.0, (29, 78, 216)), (0.5, (248, 250, 252)), (1.0, (220, 38, 38)))
+_HEAT_HOVER = ("w%{customdata[0]} · interval %{x}<br>load L_w %{customdata[1]} (%{customdata[2]}× mean)"
+               "<br>task time %{customdata[3]} (%{customdata[4]}× mean)<extra></extra>")
+
+
+def _heat_color(v: float) -> str:
+    """``v`` (relative to the mean) on :data:`_HEAT_SCALE` over [0, :data:`_HEAT_RANGE`], as ``#rrggbb``.
+
+    Colours are computed here: the vendored plotly.js bundle warns (one stack trace per bar) about
+    numeric bar colours, which made a few thousand cells take seconds.
+    """
+    x = min(max(v / _HEAT_RANGE, 0.0), 1.0)
+    (x0, c0), (x1, c1) = (_HEAT_SCALE[0], _HEAT_SCALE[1]) if x <= 0.5 else (_HEAT_SCALE[1], _HEAT_SCALE[2])
+    f = (x - x0) / (x1 - x0)
+    return "#" + "".join(f"{round(a + f * (b - a)):02x}" for a, b in zip(c0, c1))
+
+
+def _heat_columns(heat: Mapping[str, Any], column: str) -> dict[str, list]:
+    """Cells of one map as bar columns: one bar of height 1 per (worker, interval), coloured by value."""
+    keep = [i for i, v in enumerate(heat.get(column) or []) if v is not None]
+    at = lambda k: [heat[k][i] for i in keep]  # noqa: E731
+    ratio = lambda v: "–" if v is None else f"{v:.2f}"  # noqa: E731
+    return {
+        "x": at("interval"), "base": [w - 0.5 for w in at("worker")], "y": [1] * len(keep),
+        "color": [_heat_color(v) for v in at(column)],
+        "customdata": [[w, _fmt(ld, 4), ratio(rl), "–" if t is None else f"{t * 1000:.0f} ms", ratio(tr)]
+                       for w, ld, rl, t, tr in zip(at("worker"), at("load"), at("relative"), at("seconds"),
+                                                   at("time_relative"))],
+    }
+
+
+def worker_heat_figure(data: Mapping[str, Any]) -> Figure:
+    """Per-worker history: worker × interval heat maps of the load and of the task time, each relative to
+    the interval's mean over the workers (the hover gives the values themselves).
+
+    Each cell is a bar one interval wide and one worker high (the vendored plotly.js bundle has no
+    heatmap trace), so a tick appends cells with a ``Patch`` like the other time figures; a last,
+    invisible trace carries the colour bar.
+    """
+    heat = data.get("heat") or {}
+    if not heat.get("interval"):
+        return empty_figure("no worker metrics yet", 360)
+    has_time = any(v is not None for v in heat.get("time_relative") or [])
+    traces = []
+    for row, (column, _title) in enumerate(_HEAT_MAPS, start=1):
+        cols = _heat_columns(heat, column)
+        ref = _axis_ref(row)
+        traces.append(dict(type="bar", x=cols["x"], y=cols["y"], base=cols["base"], width=1.0,
+                           marker=dict(color=cols["color"], line=dict(width=0)), customdata=cols["customdata"],
+                           hovertemplate=_HEAT_HOVER, showlegend=False, name=_title, xaxis=f"x{ref}", yaxis=f"y{ref}"))
+    scale = [[x, "#" + "".join(f"{c:02x}" for c in rgb)] for x, rgb in _HEAT_SCALE]
+    traces.append(dict(type="scatter", mode="markers", x=[heat["interval"][0]] * 2, y=[heat["worker"][0]] * 2,
+                       hoverinfo="skip", showlegend=False, opacity=0, name="scale",
+                       marker=dict(color=[0.0, _HEAT_RANGE], cmin=0.0, cmax=_HEAT_RANGE, colorscale=scale, size=1,
+                                   showscale=True, colorbar=dict(title=dict(text="× mean", font=dict(size=10)),
+                                                                 thickness=10, len=0.9, tickfont=dict(size=9),
+                                                                 tickvals=[0, 0.5, 1, 1.5, 2],
+                                                                 ticktext=["0", "0.5", "1", "1.5", "≥ 2"]))))
+    titles = (_HEAT_MAPS[0][1], _HEAT_MAPS[1][1] if has_time else "task time: not reported by this engine")
+    layout = _grid(2, spacing=0.1, titles=titles)
+    layout.update(_base_layout(360, f"heat-{data.get('run_id')}", top=30), barmode="overlay", showlegend=False)
+    for row in (1, 2):
+        layout[f"yaxis{_axis_ref(row)}"].update(title=dict(text="worker", font=dict(size=11)), autorange="reversed",
+                                                 zeroline=False)
+    layout["xaxis2"].update(title=dict(text="interval", font=dict(size=11)))
+    for ann in layout.get("annotations", []):
+        ann["font"] = dict(size=11, color="#374151")
+    return {"data": traces, "layout": layout}
+
+
+def worker_heat_patch(delta: Mapping[str, Any]) -> Patch:
+    """Append a delta's worker × interval cells to both heat maps."""
+    p = Patch()
+    heat = delta.get("heat") or {}
+    for i, (column, _title) in enumerate(_HEAT_MAPS):
+        cols = _heat_columns(heat, column)
+        if not cols["x"]:
+            continue
+        for key in ("x", "y", "base", "customdata"):
+            p["data"][i][key].extend(cols[key])
+        p["data"][i]["marker"]["color"].extend(cols["color"])
+    return p
 
 
 # ------------------------------------------------------------------------------------ what-if, hot keys

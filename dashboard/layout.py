@@ -1,7 +1,8 @@
 """Page layout and the small HTML views the callbacks fill (KPI cards, commands, events, forms).
 
 Live tab: KPI strip (roll-up), imbalance over time with worker-load bands, per-worker load (all
-workers up to 32, the most loaded 16 beyond, click a bar to drill down), shadow what-if, hot keys,
+workers up to 32, the most loaded 16 beyond, click a bar to drill down), per-worker history (worker ×
+interval heat maps of relative load and task time), shadow what-if, hot keys,
 throughput / latency, routing table vs Amax, migrations with their table; the operator sidebar
 (algorithm form, workers, pause / resume, commands with their status, event log).  History tab:
 runs with export links, two runs compared side by side.
@@ -96,6 +97,8 @@ def build_layout(*, read_only: bool, token_required: bool, refresh_ms: int, bann
                     _card("Shadow what-if", [html.Div(init.get("shadow-verdict", ""), id="shadow-verdict", className="verdict"),
                                              _graph("fig-shadow", "skewlab-shadow", 330, init)], metric="shadow"),
                 ], className="row2"),
+                _card("Per-worker history", [_graph("fig-heat", "skewlab-worker-history", 360, init)],
+                      metric="worker_load"),
                 html.Div([
                     _card("Hot keys", [_graph("fig-hotkeys", "skewlab-hot-keys", 300, init)], metric="hot_key_share"),
                     _card("Throughput & batch latency", [_graph("fig-throughput", "skewlab-throughput", 300, init)],
@@ -230,15 +233,21 @@ def kpi_cards(data: Mapping[str, Any]) -> list[html.Div]:
         tol = (1 + (theta_now if theta_now is not None else DEFAULT_THETA)) * mean
         over = sum(1 for w in workers if w["load"] > tol)
     imb = last("imbalance")
+    entries = last("routing_table_size")
+    plan = data.get("plan") or {}
+    infeasible = plan.get("feasible") is False
+    over_amax = entries is not None and amax is not None and entries > amax
+    status = (data.get("run") or {}).get("status") or "running"
+    throughput = _fmt(last("throughput"), "rate") if status == "running" else f"0 · {status}"
     cards = [
         ("imbalance", "imbalance", _fmt(imb), "bad" if theta_now is not None and imb is not None and imb > theta_now else ""),
         ("θ observed / θmax", "theta_max_observed", f"{_fmt(last('theta_max_observed'))} / {_fmt(theta_now)}", ""),
         ("workers (overloaded)", "n_workers", f"{_fmt(last('n_workers'), 'int')} ({over})", "bad" if over else ""),
         ("replication", "replication", _fmt(last("replication")), ""),
         ("routing |A| / Amax", "routing_table_size",
-         f"{_fmt(last('routing_table_size'), 'int')} / {_fmt(amax, 'int')}", ""),
+         f"{_fmt(entries, 'int')} / {_fmt(amax, 'int')}", "bad" if over_amax or infeasible else ""),
         ("migration cost", "migration_cost", _fmt(last("migration_cost")), ""),
-        ("throughput (tuples/s)", "throughput", _fmt(last("throughput"), "rate"), ""),
+        ("throughput (tuples/s)", "throughput", throughput, ""),
         ("batch latency", "batch_latency_ms", f"{_fmt(last('batch_latency_ms'), 'int')} ms", ""),
     ]
     out = [html.Div([html.Div(label, className="kpi-label"), html.Div(value, className="kpi-value")],
@@ -250,7 +259,22 @@ def kpi_cards(data: Mapping[str, Any]) -> list[html.Div]:
                             html.Div(f"{algo} · #{interval if interval is not None else '—'}", className="kpi-value",
                                      id="kpi-algorithm-value")],
                            className="kpi", title="live algorithm and the latest interval shown"))
+    if over_amax or infeasible:
+        out.append(_plan_alert(plan if infeasible else {}, entries if over_amax else None, amax))
     return out
+
+
+def _plan_alert(plan: Mapping[str, Any], entries: Any, amax: Any) -> html.Div:
+    """The KPI strip's warning: the latest plan was infeasible (with its note) or |A| exceeds Amax."""
+    note = str(plan.get("note") or "")
+    parts = []
+    if plan:
+        parts.append(f"plan of interval {plan.get('interval')} infeasible" + (f": {note}" if note else ""))
+    if entries is not None and "Amax" not in note:
+        parts.append(f"routing table has {int(entries):,} entries > Amax={int(amax):,}")
+    label = "plan infeasible" if plan else "limit exceeded"
+    return html.Div([html.Div(label, className="kpi-label"), html.Div("; ".join(parts), className="kpi-note")],
+                    className="kpi bad", id="kpi-plan-alert", role="alert", style={"gridColumn": "1 / -1"})
 
 
 def _payload_text(kind: str, payload: Mapping[str, Any]) -> str:

@@ -198,19 +198,38 @@ def cmd_produce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _live_settings(store: Any) -> dict[str, Any] | None:
+    """The run a global command goes to (newest running or paused, else newest) and what is live in it:
+    algorithm, parameters and workers after every change the engine recorded (not the run's start values)."""
+    from storage.run_state import RunState, current_run
+
+    run = current_run(store.list_runs(limit=200))
+    if run is None:
+        return None
+    run_id = int(run["id"])
+    st = RunState.of_run(run).catch_up(store)
+    latest = store.interval_metrics(run_id, limit=1, latest=True)
+    config = run.get("config") if isinstance(run.get("config"), dict) else {}
+    return {"id": run_id, "name": run.get("name") or "", "status": run.get("status"), "algorithm": st.algorithm,
+            "params": dict(st.params), "workers": st.n_workers or (latest[0].get("n_workers") if latest else None),
+            "operator": config.get("operator") or "count"}
+
+
 def cmd_control(args: argparse.Namespace) -> int:
     from engine.commands import CommandError, validate_command
     from storage import connect
 
     store = connect(args.db)
+    live = _live_settings(store)
     if args.action == "status":
-        runs = store.list_runs(limit=1)
-        if runs:
-            r = runs[0]
-            print(f"run {r['id']} {r.get('name') or ''} algorithm={r['algorithm']} workers={r.get('n_workers')} "
-                  f"status={r['status']}")
+        if live is not None:
+            print(f"run {live['id']} {live['name']} algorithm={live['algorithm']} workers={live['workers']} "
+                  f"status={live['status']}")
         for c in store.recent_commands(args.limit):
-            where = f" at batch {c['applied_batch']}" if c.get("applied_batch") is not None else ""
+            if c.get("applied_interval") is not None:
+                where = f" at interval {c['applied_interval']}"
+            else:
+                where = f" at batch {c['applied_batch']}" if c.get("applied_batch") is not None else ""
             reason = f" ({c['reason']})" if c.get("reason") else ""
             print(f"#{c['id']:<5} {c['kind']:<14} {json.dumps(c['payload'])[:60]:<60} {c['status']}{where}{reason}")
         return 0
@@ -231,12 +250,13 @@ def cmd_control(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.action} takes no arguments")
         kind, payload = args.action, {}
     # Validate what can be validated here (the engine validates again against its current state).
-    runs = store.list_runs(limit=1)
-    current = runs[0]["algorithm"] if runs else "hash"
-    current_params = runs[0].get("params") or {} if runs else {}
+    current = live["algorithm"] if live else "hash"
+    current_params = live["params"] if live else {}
+    operator = live["operator"] if live else "count"
     try:
         if kind != "set-param":
-            kind, payload = validate_command(kind, payload, current_algorithm=current, current_params={})
+            kind, payload = validate_command(kind, payload, current_algorithm=current, current_params={},
+                                             operator=operator)
         else:
             validate_command(kind, payload, current_algorithm=current, current_params=current_params)
     except CommandError as exc:

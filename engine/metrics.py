@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["METRIC_DEFINITIONS", "load_metrics", "replication"]
+__all__ = ["METRIC_DEFINITIONS", "format_rate", "load_metrics", "replication"]
 
 METRIC_DEFINITIONS: dict[str, str] = {
     "imbalance": "max_w L_w / mean_w L_w − 1 (0 = perfectly balanced)",
@@ -74,3 +74,14 @@ def replication(key_ids: np.ndarray, workers: np.ndarray) -> float:
     pairs = np.unique(key_ids * np.int64(1 << 20) + np.asarray(workers, dtype=np.int64))
     keys = np.unique(key_ids)
     return float(pairs.size / keys.size)
+
+
+def format_rate(per_second: float | None, unit: str = "tuples/s") -> str:
+    """A rate for a status line: ``850 tuples/s``, ``12.3k tuples/s``, ``4.56M tuples/s`` (3 significant digits)."""
+    if per_second is None:
+        return f"– {unit}"
+    v = float(per_second)
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= scale * 0.9995:
+            return f"{v / scale:.3g}{suffix} {unit}"
+    return f"{v:.0f} {unit}"

@@ -95,7 +95,7 @@ class MetricsSink:
             try:
                 self.store.record_interval(self.run_id, item.batch_id, item.interval, item.metrics, **item.kwargs)
                 for cid, status, reason, *applied in item.commands:
-                    self.store.mark_command(cid, status, reason=reason,
+                    self.store.mark_command(cid, status, reason=reason, run_id=self.run_id,
                                             applied_batch=applied[0] if applied else item.batch_id)
             except _TRANSIENT as exc:  # database unreachable/failing: keep the row, retry later
                 self.failures += 1

@@ -72,6 +72,20 @@ class ShadowEvaluator:
     def names(self) -> list[str]:
         return list(self.controllers)
 
+    def add(self, name: str, params: Any, like: Controller) -> bool:
+        """Shadow ``name`` (with ``params``) from now on, set up like the live controller ``like``
+        (workers, sources, seed, window, cost model); False if it is shadowed already.
+
+        The engine calls this for the algorithm a run switches away from, so the what-if keeps
+        comparing every algorithm the run has used.  The new shadow starts with empty state.
+        """
+        if name in self.controllers:
+            return False
+        g = like.grouping
+        grouping = registry.create(name, g.n_workers, g.n_sources, g.seed, params)
+        self.controllers[name] = Controller(grouping, self.vocab, window=like.window, cost_model=like.cost_model)
+        return True
+
     def resize(self, n_workers: int) -> None:
         for c in self.controllers.values():
             c.resize(n_workers)
@@ -100,7 +114,7 @@ class ShadowEvaluator:
                     "algorithm": name,
                     "imbalance": row["imbalance"],
                     "theta_max_observed": row["theta_max_observed"],
-                    "replication": row["replication"],
+                    "replication": row["replication"] if row["tuples"] else None,  # no keys: undefined
                     "migration_cost": row["migration_cost"],
                     "routing_table_size": row["routing_table_size"],
                 }

@@ -133,7 +133,7 @@ _MIGRATION_FIELDS = (
     "seq", "algorithm", "keys_moved", "state_moved", "migration_cost", "pause_ms", "detail", "wall_time",
 )
 _ROUTING_FIELDS = ("entries", "memory_bytes", "amax")
-_EVENT_FIELDS = ("kind", "detail", "command_id", "wall_time")
+_EVENT_FIELDS = ("kind", "detail", "command_id", "wall_time", "interval")
 _DEAD_FIELDS = ("reason", "count", "samples")
 
 # Per-interval child tables in export order: (export name, table, order-by column names).
@@ -571,7 +571,8 @@ class Store:
         of mappings with ``algorithm``.  ``migrations``: ``algorithm, keys_moved, state_moved,
         migration_cost, pause_ms, detail[, seq]``.  ``routing``: ``{entries, memory_bytes, amax}`` or
         an int (entries); fills ``routing_table_size`` when the metrics lack it, and vice versa.
-        ``events``: ``kind, detail, command_id``.  ``dead_letters``: ``{reason: count}``,
+        ``events``: ``kind, detail, command_id[, interval]`` (the interval the event belongs to when
+        it is not this one, e.g. a command that takes effect from the next).  ``dead_letters``: ``{reason: count}``,
         ``{reason: {count, samples}}`` or a list of ``reason, count, samples``.
 
         Everything is validated before the transaction starts; invalid input raises ``ValueError``
@@ -706,7 +707,8 @@ class Store:
 
         # ---- events and dead letters of this batch
         event_rows = [
-            self._event_row(run_id, e.get("kind"), e.get("detail"), batch_id, interval, e.get("command_id"),
+            self._event_row(run_id, e.get("kind"), e.get("detail"), batch_id, _i(e.get("interval"), interval),
+                            e.get("command_id"),
                             e.get("wall_time") if e.get("wall_time") is not None else wt)
             for e in _records(events, _EVENT_FIELDS, "events")
         ]
@@ -953,13 +955,36 @@ class Store:
         return None if row is None else _decode("commands", row)
 
     def recent_commands(self, limit: int = 50, run_id: int | None = None) -> list[dict[str, Any]]:
-        """Most recent commands first (all statuses); with ``run_id``: that run's and global ones."""
+        """Most recent commands first (all statuses); with ``run_id``: that run's and global ones.
+
+        Each row also carries ``applied_interval``: the interval of the run from which the command is
+        in effect (see :meth:`_applied_interval`), None when unknown.
+        """
         stmt = select(_T_CMD)
         if run_id is not None:
             stmt = stmt.where(_T_CMD.c.run_id.is_(None) | (_T_CMD.c.run_id == int(run_id)))
         stmt = stmt.order_by(_T_CMD.c.id.desc()).limit(max(int(limit), 0))
-        with self._read() as conn:
-            return [_decode("commands", r) for r in conn.execute(stmt).mappings()]
+        with self._read(snapshot=True) as conn:
+            rows = [_decode("commands", r) for r in conn.execute(stmt).mappings()]
+            for r in rows:
+                r["applied_interval"] = self._applied_interval(conn, r["run_id"], r["applied_batch"])
+        return rows
+
+    @staticmethod
+    def _applied_interval(conn: Connection, run_id: int | None, batch_id: int | None) -> int | None:
+        """The interval number of ``batch_id`` in ``run_id``.
+
+        A command takes effect from a batch that may not be recorded yet (the next one): its interval is
+        then counted on from the last recorded batch before it (batches and intervals advance together).
+        """
+        if run_id is None or batch_id is None:
+            return None
+        got = conn.execute(
+            select(_T_IM.c.batch_id, _T_IM.c.interval)
+            .where(_T_IM.c.run_id == int(run_id), _T_IM.c.batch_id <= int(batch_id))
+            .order_by(_T_IM.c.batch_id.desc()).limit(1)
+        ).first()
+        return None if got is None else int(got.interval) + int(batch_id) - int(got.batch_id)
 
     # ------------------------------------------------------------------ dashboard reads
     def _interval_rows(
@@ -1048,8 +1073,9 @@ class Store:
 
         Layout: ``{"format": "skewlab-run", "schema_version", "run": {...}, "<table>": [rows...]}``
         for the tables of :mod:`storage.models` (rows without ``run_id``; JSON columns decoded).
-        Commands addressed to the run (or marked by it) are included; the internal replay markers
-        of dead letters are not.
+        Commands addressed to the run or marked by it are included, and so are global commands
+        (``run_id`` NULL) that an event of the run names; the internal replay markers of dead letters
+        are not.
         """
         out: dict[str, Any] = {"format": EXPORT_FORMAT, "schema_version": SCHEMA_VERSION}
         with self._read(snapshot=True) as conn:
@@ -1058,7 +1084,12 @@ class Store:
                 raise UnknownRun(f"no run with id {run_id}")
             out["run"] = _decode("runs", run)
             for name, table, order in _CHILD_TABLES:
-                stmt = select(table).where(table.c.run_id == int(run_id)).order_by(*[table.c[c] for c in order])
+                cond = table.c.run_id == int(run_id)
+                if table is _T_CMD:  # global commands this run applied (events name them)
+                    cond = cond | (_T_CMD.c.run_id.is_(None) & _T_CMD.c.id.in_(
+                        select(_T_EV.c.command_id).where(_T_EV.c.run_id == int(run_id),
+                                                         _T_EV.c.command_id.is_not(None))))
+                stmt = select(table).where(cond).order_by(*[table.c[c] for c in order])
                 rows = []
                 for r in conn.execute(stmt).mappings():
                     d = _decode(name, r)

@@ -477,7 +477,7 @@ def test_submission_message_follows_the_command(store, run):
         return r.get_json()["response"]  # {}: nothing changes
 
     assert follow("control-msg ok pending") == {}  # still pending
-    store.mark_command(cid, "applied", applied_batch=31)
+    store.mark_command(cid, "applied", applied_batch=30)
     record(store, run, 30, n_workers=5, events=[{"kind": "workers", "command_id": cid,
                                                   "detail": {"previous": 4, "workers": 5}}])
     app.skewlab.data.cache.clear()

@@ -60,7 +60,7 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):
     assert {w["worker"] for w in store.worker_metrics(run) if w["batch_id"] == rows[-1]["batch_id"]} == set(range(5))
     assert store.hot_keys(run) and store.hot_keys(run)[0]["share"] > 0
     shadow = store.shadow_results(run)
-    assert {s["algorithm"] for s in shadow} == {"hash", "mixed"}
+    assert {s["algorithm"] for s in shadow} == {"hash", "mixed", "pkg"}  # pkg: shadowed once switched away from
     cmds = {x["id"]: x for x in store.recent_commands(10)}
     assert cmds[bad]["status"] == "rejected" and "out of range" in cmds[bad]["reason"]
     statuses = sorted((x["kind"], x["status"]) for x in cmds.values())
@@ -71,6 +71,10 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):
     assert all(x["applied_batch"] == seen[3] for x in applied)
     kinds = [e["kind"] for e in store.events(run)]
     assert "workers" in kinds and "algorithm" in kinds
+    # one numbering: the command's events and 'applied at interval' both name the first interval in effect
+    first = next(r["interval"] for r in rows if r["batch_id"] == seen[3])
+    assert {e["interval"] for e in store.events(run) if e["command_id"] in {x["id"] for x in applied}} == {first}
+    assert {x["applied_interval"] for x in applied} == {first}
 
     # restart with the same checkpoint: same run, continues from the snapshot, still exact
     again = SparkEngine(gen_cfg(tmp_path, max_batches=2), log=lambda m: None)

@@ -41,8 +41,9 @@ class FlakyStore:
         self.rows[(run_id, batch_id)] = metrics
         return True
 
-    def mark_command(self, cid, status, reason="", applied_batch=None):
+    def mark_command(self, cid, status, reason="", applied_batch=None, run_id=None):
         self.marks.append((cid, status, applied_batch))
+        self.marked_by = run_id
 
 
 def test_sink_buffers_during_outage_and_loses_nothing():
@@ -58,6 +59,7 @@ def test_sink_buffers_during_outage_and_loses_nothing():
     clock[0] += 100
     assert sink.flush()
     assert sorted(store.rows) == [(1, b) for b in range(5)] and sink.status == "db ok"
+    assert store.marked_by == 1, "a global command is recorded as handled by this run (exports find it)"
     assert [m[0] for m in store.marks] == list(range(5))
     assert any("buffering" in m for m in logs) and any("nothing lost" in m for m in logs)
     # a replayed row (e.g. after a restart) is written idempotently

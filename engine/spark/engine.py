@@ -15,7 +15,8 @@ Per micro-batch ``b`` (``foreachBatch`` on the driver):
    tuple of the batch is in flight, and the pause time is the move's duration);
 4. shadow what-if of the other groupings (:mod:`engine.shadow`), hot keys;
 5. pending operator commands (validated, :mod:`engine.commands`) are applied: they take effect from
-   batch ``b + 1`` (recorded as its ``applied_batch``), whose routing snapshot is published next;
+   batch ``b + 1`` (recorded as its ``applied_batch``), whose routing snapshot is published next, and
+   their events are numbered with its interval;
 6. snapshot to the checkpoint directory, then metrics to the database through the buffered sink
    (:mod:`engine.metrics_sink`), then one status line.
 
@@ -47,6 +48,7 @@ from engine.checkpoint import STREAM_FIELDS, SnapshotStore, stream_mismatch
 from engine.commands import MAX_WORKERS, apply_command
 from engine.controller import Controller
 from engine.keys import Vocabulary
+from engine.metrics import format_rate
 from engine.metrics_sink import MetricsSink, PendingInterval
 from engine.params import ParamError
 from engine.shadow import ShadowEvaluator, default_shadow_names
@@ -360,6 +362,7 @@ class SparkEngine:
             cid = int(cmd["id"])
             if cid in self.applied_commands:
                 continue
+            before = self.controller.grouping.name, dict(self.controller.grouping.p)
             res = apply_command(self.controller, cmd.get("kind"), cmd.get("payload"), operator=self.cfg.operator,
                                 paused=None if self._backpressure else self.paused)
             self.applied_commands.append(cid)
@@ -373,6 +376,8 @@ class SparkEngine:
                 self.paused = False
             if res.action == "workers" and self.shadow is not None:
                 self.shadow.resize(self.controller.n_workers)
+            if res.action == "switch" and self.shadow is not None:  # the what-if keeps every algorithm used
+                self.shadow.add(*before, like=self.controller)
             kind = {"switch": "algorithm", "params": "params", "workers": "workers"}.get(res.action, res.action)
             detail = {k: v for k, v in res.event.items() if k not in ("interval", "kind")}
             events.append({"kind": kind, "detail": detail, "command_id": cid})
@@ -444,6 +449,8 @@ class SparkEngine:
             "tuples", "algorithm", "imbalance", "theta_max_observed", "seeds_imbalance", "load_variance", "load_stddev",
             "replication", "routing_table_size", "migration_cost", "plan_seconds", "tuples_per_second")}
         metrics["n_workers"] = row["workers"]
+        if not row["tuples"]:
+            metrics["replication"] = None  # no keys: workers per key is undefined (the controller says 0)
         metrics["throughput"] = row["tuples"] / batch_seconds if batch_seconds > 0 else 0.0
         metrics["batch_latency_ms"] = batch_seconds * 1000.0
         if row.get("rebalanced"):
@@ -470,7 +477,7 @@ class SparkEngine:
                 events.append({"kind": "rebalance", "detail": {k: v for k, v in ev.items() if k not in ("interval", "kind")}})
         # Operator commands take effect from the next batch: its routing snapshot is published below.
         marks, cmd_events = self._apply_commands(batch_id + 1)
-        events.extend(cmd_events)
+        events.extend({**e, "interval": row["interval"] + 1} for e in cmd_events)  # the interval they start
         amax = c.grouping.p.get("amax")
         kwargs = {
             "workers": workers_rows,
@@ -516,9 +523,9 @@ class SparkEngine:
     def _status_line(self, batch_id: int, row: dict[str, Any], metrics: dict[str, Any], dead: dict) -> str:
         parts = [
             f"batch {batch_id}", f"{row['algorithm']}", f"n={row['workers']}", f"tuples={row['tuples']}",
-            f"imbalance={row['imbalance']:.3f}", f"repl={row['replication']:.2f}",
+            f"imbalance={row['imbalance']:.3f}", f"repl={row['replication']:.2f}" if row["tuples"] else "repl=–",
             f"|A|={row['routing_table_size']}", f"migr={row['migration_cost']:.3f}",
-            f"{metrics['throughput'] / 1000:.0f}k tuples/s", f"latency={metrics['batch_latency_ms']:.0f}ms",
+            format_rate(metrics["throughput"]), f"latency={metrics['batch_latency_ms']:.0f}ms",
         ]
         if dead:
             parts.append(f"dead={sum(v[0] for v in dead.values())}")
@@ -671,7 +678,8 @@ class SparkEngine:
             self._carry_events.extend(events)
             for cid, status, reason in marks:
                 try:
-                    self.store.mark_command(cid, status, reason=reason or "", applied_batch=self.last_batch + 1)
+                    self.store.mark_command(cid, status, reason=reason or "", applied_batch=self.last_batch + 1,
+                                            run_id=self.run_id)
                 except Exception:  # noqa: BLE001
                     pass
             if marks:

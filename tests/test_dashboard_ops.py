@@ -1,0 +1,309 @@
+"""What an operator needs to see (issue 13, section 3): limits exceeded and infeasible plans, the
+what-if over every algorithm the run used, exports with CLI commands, the live settings and one
+interval numbering in ``skewlab control status``, per-worker history, and metrics that do not
+mislead (replication of empty intervals, small rates, throughput while paused)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("dash")
+
+from dashboard import figures as F  # noqa: E402
+from dashboard.app import create_app  # noqa: E402
+from dashboard.data import DashboardData, shadow_summary, summarize  # noqa: E402
+from dashboard.layout import commands_view, kpi_cards  # noqa: E402
+from engine import registry  # noqa: E402
+from engine.cli import main  # noqa: E402
+from engine.metrics import format_rate  # noqa: E402
+from storage import connect  # noqa: E402
+from tests.pg import pg_server, pg_url  # noqa: E402,F401  (pytest fixtures)
+from tests.test_dashboard import _call, record, run, store  # noqa: E402,F401  (fixtures: 30 intervals of mixed)
+
+MIXED = registry.validate_params("mixed", {})
+
+
+def _text(component) -> str:
+    return json.dumps(component.to_plotly_json() if hasattr(component, "to_plotly_json") else component,
+                      default=lambda o: o.to_plotly_json(), ensure_ascii=False)
+
+
+def _kpi(cards, metric):
+    return next(c for c in cards if getattr(c, "id", None) == f"kpi-{metric}")
+
+
+# ------------------------------------------------------------------------------------ Amax / infeasible
+def _amax_run(store, *, feasible, note, entries=245, amax=50):
+    rid = store.create_run("mixed", {**MIXED, "theta_max": 0.02, "amax": amax}, n_workers=12)
+    detail = {"keys": 40, "state_moved": 10.0, "migration_cost": 0.1, "feasible": feasible, "note": note}
+    store.record_interval(rid, 0, 0, {"tuples": 100, "n_workers": 12, "routing_table_size": entries,
+                                      "feasible": feasible, "note": note},
+                          routing={"entries": entries, "amax": amax},
+                          workers=[{"worker": w, "tuples": 10, "cost": 10.0} for w in range(12)],
+                          events=[{"kind": "rebalance", "detail": detail}])
+    return rid
+
+
+def test_amax_exceeded_turns_the_routing_kpi_red_and_shows_the_plan_note(store):
+    note = "θ=0.2497 exceeds θmax=0.02; routing table has 245 entries > Amax=50"
+    d = DashboardData(store).load(_amax_run(store, feasible=False, note=note))
+    cards = kpi_cards(d)
+    assert "bad" in _kpi(cards, "routing_table_size").className
+    alert = next(c for c in cards if getattr(c, "id", None) == "kpi-plan-alert")
+    assert note in _text(alert) and "plan of interval 0 infeasible" in _text(alert)
+    assert "entries > Amax" in _text(alert) and _text(alert).count("245 entries") == 1
+
+
+def test_a_table_over_amax_is_red_even_when_the_plan_said_feasible(store):
+    d = DashboardData(store).load(_amax_run(store, feasible=True, note=""))
+    cards = kpi_cards(d)
+    assert "bad" in _kpi(cards, "routing_table_size").className
+    assert "routing table has 245 entries > Amax=50" in _text(cards)
+
+
+def test_within_limits_nothing_is_red(store):
+    d = DashboardData(store).load(_amax_run(store, feasible=True, note="", entries=20))
+    cards = kpi_cards(d)
+    assert "bad" not in _kpi(cards, "routing_table_size").className
+    assert all(getattr(c, "id", None) != "kpi-plan-alert" for c in cards)
+
+
+# ------------------------------------------------------------------------------------ what-if
+def test_what_if_lists_the_live_algorithm_once():
+    live = [{"algorithm": "dkg", "imbalance": 0.1, "replication": 1.5, "migration_cost": 0.0}]
+    shadow = [{"algorithm": a, "imbalance": 0.2, "replication": 1.0, "migration_cost": 0.0}
+              for a in ("hash", "dkg", "mixed")]
+    rows = shadow_summary(shadow, live)
+    assert [(r["algorithm"], r["live"]) for r in rows] == [("dkg", True), ("hash", False), ("mixed", False)]
+    names = F.shadow_figure({"shadow": rows})["data"][0]["y"]
+    assert sorted(names) == ["dkg (live)", "hash", "mixed"]
+
+
+def test_the_engine_keeps_shadowing_every_algorithm_the_run_switched_away_from(tmp_path):
+    pytest.importorskip("pyspark")
+    from engine.spark.engine import EngineConfig, SparkEngine
+
+    db = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    eng = SparkEngine(EngineConfig(db=db, algorithm="mixed", workers=4, checkpoint=str(tmp_path / "ck")),
+                      log=lambda _m: None)
+    try:
+        assert "mixed" not in eng.shadow.names
+        for algo in ("hash", "dchoices", "dkg"):
+            eng.store.submit_command("set-algorithm", {"algorithm": algo, "params": {}})
+            marks, _ = eng._apply_commands(eng.last_batch + 1)
+            assert [m[1] for m in marks] == ["applied"]
+        assert {"mixed", "hash", "dchoices", "dkg"} <= set(eng.shadow.names)
+        assert eng.shadow.controllers["mixed"].grouping.p == MIXED
+        line = eng._status_line(0, {"algorithm": "dkg", "workers": 4, "tuples": 0, "imbalance": 0.0,
+                                    "replication": 0.0, "routing_table_size": 0, "migration_cost": 0.0},
+                                {"throughput": 850.0, "batch_latency_ms": 12.0}, {})
+        assert "850 tuples/s" in line and "repl=–" in line and "0k" not in line
+    finally:
+        eng.store.close()
+
+
+# ------------------------------------------------------------------------------------ exports
+def test_exports_include_commands_sent_with_skewlab_control(store, run):
+    cid = store.submit_command("set-workers", {"workers": 6})  # what `skewlab control` sends: run_id NULL
+    record(store, run, 30, events=[{"kind": "workers", "detail": {"previous": 4, "workers": 6}, "command_id": cid}])
+    store.mark_command(cid, "applied", applied_batch=31)  # as engines before this fix did: no run_id
+    other = store.create_run("hash", {}, n_workers=2)
+    stray = store.submit_command("pause")  # pending, applied by no run yet: belongs to no export
+    assert [c["id"] for c in store.export_run(run)["commands"]] == [cid]
+    assert store.export_run(other)["commands"] == []
+    client = create_app(store=store).server.test_client()
+    exported = json.loads(client.get(f"/export/run-{run}.json").data)
+    assert [c["id"] for c in exported["commands"]] == [cid]
+    assert stray not in [c["id"] for c in exported["commands"]]
+    assert f"\n{cid}," in store.export_csv(run)["commands"]
+
+
+def test_a_command_marked_by_the_engine_belongs_to_its_run(store, run):
+    cid = store.submit_command("pause")
+    store.mark_command(cid, "applied", applied_batch=30, run_id=run)
+    assert store.get_command(cid)["run_id"] == run
+    assert [c["id"] for c in store.export_run(run)["commands"]] == [cid]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_store(request, tmp_path):
+    url = f"sqlite:///{tmp_path / 'any.sqlite'}" if request.param == "sqlite" else request.getfixturevalue("pg_url")
+    s = connect(url)
+    yield s
+    s.close()
+
+
+def test_export_and_applied_interval_queries_on_both_backends(any_store):
+    s = any_store
+    rid = s.create_run("mixed", MIXED, n_workers=4)
+    cid = s.submit_command("pause")
+    for i in range(3):
+        s.record_interval(rid, 7 + i, i, {"tuples": 1}, events=[{"kind": "pause", "detail": {}, "command_id": cid}]
+                          if i == 1 else None)
+    s.mark_command(cid, "applied", applied_batch=8)
+    later = s.submit_command("resume")
+    s.mark_command(later, "applied", applied_batch=12, run_id=rid)
+    assert sorted(c["id"] for c in s.export_run(rid)["commands"]) == [cid, later]
+    got = {c["id"]: c["applied_interval"] for c in s.recent_commands(run_id=rid)}
+    assert got == {cid: None, later: 5}  # the legacy global mark names no run; batch 12 = interval 2 + 3
+    assert s.import_run(s.export_run(rid)) > rid
+
+
+def test_a_command_event_is_numbered_with_the_interval_it_takes_effect(any_store):
+    s = any_store
+    rid = s.create_run("mixed", MIXED, n_workers=4)
+    cid = s.submit_command("set-workers", {"workers": 5})
+    s.record_interval(rid, 7, 0, {"tuples": 1}, events=[
+        {"kind": "workers", "detail": {"previous": 4, "workers": 5}, "command_id": cid, "interval": 1},
+        {"kind": "rebalance", "detail": {}}])
+    s.mark_command(cid, "applied", applied_batch=8, run_id=rid)
+    assert [(e["kind"], e["interval"]) for e in s.events(rid)] == [("workers", 1), ("rebalance", 0)]
+    assert s.recent_commands(run_id=rid)[0]["applied_interval"] == 1
+    st = DashboardData(s).state(rid)
+    assert st.n_workers == 5 and [e["interval"] for e in st.op_events] == [1]
+
+
+# ------------------------------------------------------------------------------------ skewlab control
+def _db(tmp_path):
+    return f"sqlite:///{tmp_path / 'ops.sqlite'}"
+
+
+def test_control_status_shows_the_live_settings_not_the_start_ones(tmp_path, capsys):
+    s = connect(_db(tmp_path))
+    rid = s.create_run("mixed", MIXED, n_workers=8)
+    s.record_interval(rid, 0, 0, {"tuples": 10, "n_workers": 8})
+    s.record_interval(rid, 1, 1, {"tuples": 10, "n_workers": 8}, events=[
+        {"kind": "algorithm", "detail": {"previous": "mixed", "algorithm": "pkg", "params": {}}},
+        {"kind": "workers", "detail": {"previous": 8, "workers": 6}},
+    ])
+    s.close()
+    assert main(["control", "--db", _db(tmp_path), "status"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "algorithm=pkg" in head and "workers=6" in head
+    # set-param is checked against the live algorithm (pkg has no θmax), in one line
+    assert main(["control", "--db", _db(tmp_path), "set-param", "theta_max=0.1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("skewlab: error: set-param") and "theta_max" in err and len(err.splitlines()) == 1
+    assert connect(_db(tmp_path)).recent_commands() == []
+
+
+def test_control_targets_the_running_run_not_only_the_newest(tmp_path, capsys):
+    s = connect(_db(tmp_path))
+    live = s.create_run("dchoices", registry.validate_params("dchoices", {}), n_workers=4)
+    s.create_run("hash", {}, n_workers=2, status="finished")
+    s.close()
+    assert main(["control", "--db", _db(tmp_path), "status"]) == 0
+    assert capsys.readouterr().out.startswith(f"run {live} ")
+    assert main(["control", "--db", _db(tmp_path), "set-param", "epsilon=0.01"]) == 0
+
+
+def test_one_interval_numbering_for_the_cli_and_the_page(tmp_path, capsys):
+    s = connect(_db(tmp_path))
+    rid = s.create_run("mixed", MIXED, n_workers=4)
+    for i in range(5):  # a restarted query: Spark's batch ids run ahead of the run's intervals
+        s.record_interval(rid, 20 + i, i, {"tuples": 10, "n_workers": 4})
+    done = s.submit_command("set-workers", {"workers": 5})
+    nxt = s.submit_command("set-workers", {"workers": 6})
+    s.mark_command(done, "applied", applied_batch=22, run_id=rid)  # took effect from batch 22 = interval 2
+    s.mark_command(nxt, "applied", applied_batch=25, run_id=rid)  # from the next batch, not recorded yet
+    rows = {c["id"]: c for c in DashboardData(s).commands(rid)}
+    assert rows[done]["interval"] == 2 and rows[nxt]["interval"] == 5
+    page = _text(commands_view(list(rows.values())))
+    s.close()
+    assert main(["control", "--db", _db(tmp_path), "status"]) == 0
+    out = capsys.readouterr().out
+    for cid, iv in ((done, 2), (nxt, 5)):
+        line = next(x for x in out.splitlines() if x.startswith(f"#{cid} "))
+        assert line.rstrip().endswith(f"applied at interval {iv}")
+        assert f"applied at interval {iv}" in page
+    assert "batch" not in out
+
+
+# ------------------------------------------------------------------------------------ per-worker history
+def test_worker_heat_map_of_load_and_task_time(store):
+    rid = store.create_run("mixed", MIXED, n_workers=3)
+    for i in range(4):
+        store.record_interval(rid, i, i, {"tuples": 60, "n_workers": 3}, workers=[
+            {"worker": w, "tuples": 10 * (w + 1), "cost": 10.0 * (w + 1), "processing_seconds": 0.01 * (w + 1)}
+            for w in range(3)])
+    D = DashboardData(store)
+    d = D.load(rid)
+    heat = d["heat"]
+    assert len(heat["interval"]) == 12 and heat["worker"][:3] == [0, 1, 2]
+    assert heat["relative"][:3] == pytest.approx([0.5, 1.0, 1.5]) and heat["seconds"][2] == pytest.approx(0.03)
+    assert heat["time_relative"][:3] == pytest.approx([0.5, 1.0, 1.5])
+    fig = F.worker_heat_figure(d)
+    assert [len(t["x"]) for t in fig["data"][:2]] == [12, 12] and fig["data"][2]["marker"]["showscale"]
+    assert fig["data"][0]["marker"]["color"][:3] == [F._heat_color(v) for v in (0.5, 1.0, 1.5)]
+    assert (F._heat_color(0.0), F._heat_color(1.0), F._heat_color(9.0)) == ("#1d4ed8", "#f8fafc", "#dc2626")
+    assert fig["data"][0]["customdata"][2][1:] == ["30", "1.50", "30 ms", "1.50"]
+    assert fig["data"][1]["base"][:3] == [-0.5, 0.5, 1.5] and "not reported" not in json.dumps(fig["layout"])
+    json.dumps(fig)
+    cursor = {"run_id": rid, "last_interval": 3, "last_event_id": d["last_event_id"], "points": 4}
+    store.record_interval(rid, 4, 4, {"tuples": 30, "n_workers": 3},
+                          workers=[{"worker": w, "tuples": 10, "cost": 10.0} for w in range(3)])  # no timings
+    D.cache.clear()
+    ops = F.worker_heat_patch(D.load(rid, cursor)).to_plotly_json()["operations"]
+    ext = {tuple(o["location"]): o["params"]["value"] for o in ops}
+    assert ext[("data", 0, "x")] == [4, 4, 4] and ("data", 1, "x") not in ext  # no task time: no cells
+
+
+def test_worker_heat_map_says_when_task_time_is_missing(store, run):
+    fig = F.worker_heat_figure(DashboardData(store).load(run))
+    assert "not reported" in json.dumps(fig["layout"]) and fig["data"][1]["x"] == []
+
+
+def test_the_heat_map_is_on_the_page_and_extended_by_ticks(store, run):
+    app = create_app(store=store)
+    client = app.server.test_client()
+    assert "fig-heat" in json.dumps(client.get("/_dash-layout").get_json())
+    cursor = {"run_id": run, "last_interval": 29, "last_event_id": 10**6, "points": 30, "ops": 0, "bars": True,
+              "log": [], "mig": [], "status": "running"}
+    record(store, run, 30)
+    app.skewlab.data.cache.clear()
+    r = _call(client, "fig-heat.figure", {"tick.n_intervals": 3, "run-select.value": run, "worker-view.value": "auto"},
+              {"cursor.data": cursor, "imb-metrics.value": ["imbalance"], "tick.interval": 1000}, "tick.n_intervals")
+    heat = r.get_json()["response"]["fig-heat"]["figure"]
+    assert heat.get("__dash_patch_update") and heat["operations"][0]["operation"] == "Extend"
+
+
+# ------------------------------------------------------------------------------------ metrics
+def test_replication_of_intervals_without_keys_does_not_drag_averages_below_one():
+    rows = [{"interval": 0, "replication": 0.0}, {"interval": 1, "replication": 1.0},
+            {"interval": 2, "replication": 2.0}]
+    assert summarize(rows)["replication_mean"] == pytest.approx(1.5)
+    live = [{"algorithm": "pkg", "imbalance": 0.1, **r} for r in rows]
+    assert shadow_summary([], live)[0]["replication"] == pytest.approx(1.5)
+
+
+def test_shadow_of_an_empty_interval_has_no_replication():
+    from engine.keys import Vocabulary
+    from engine.shadow import ShadowEvaluator
+
+    ev = ShadowEvaluator(["pkg"], Vocabulary(), n_workers=4)
+    (row,) = ev.evaluate(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert row["replication"] is None
+
+
+def test_status_line_rates():
+    assert format_rate(850) == "850 tuples/s" and format_rate(0) == "0 tuples/s"
+    assert format_rate(12_345) == "12.3k tuples/s" and format_rate(999.9) == "1k tuples/s"
+    assert format_rate(4_560_000) == "4.56M tuples/s" and format_rate(None) == "– tuples/s"
+
+
+def test_throughput_kpi_says_paused_instead_of_its_last_value(store, run):
+    store.update_run(run, status="paused")
+    app = create_app(store=store)
+    d = app.skewlab.data.load(run)
+    assert "0 · paused" in _text(_kpi(kpi_cards(d), "throughput"))
+    cursor = {"run_id": run, "last_interval": 29, "last_event_id": 10**6, "points": 30, "ops": 0, "bars": True,
+              "log": [], "mig": [], "status": "running"}
+    r = _call(app.server.test_client(), "kpis.children",
+              {"tick.n_intervals": 3, "run-select.value": run, "worker-view.value": "auto"},
+              {"cursor.data": cursor, "imb-metrics.value": ["imbalance"], "tick.interval": 1000}, "tick.n_intervals")
+    resp = r.get_json()["response"]
+    assert "0 · paused" in json.dumps(resp["kpis"]["children"], ensure_ascii=False)
+    assert resp["cursor"]["data"]["status"] == "paused"
