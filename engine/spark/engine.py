@@ -351,6 +351,8 @@ class SparkEngine:
 
     # ------------------------------------------------------------------ commands
     def _apply_commands(self, batch_id: int) -> tuple[list[tuple[int, str, str | None]], list[dict[str, Any]]]:
+        """Apply the pending operator commands; they take effect from batch ``batch_id`` (the next one),
+        whose interval is the controller's next.  Returns (command marks, events without interval)."""
         marks: list[tuple[int, str, str | None]] = []
         events: list[dict[str, Any]] = []
         try:
@@ -381,7 +383,9 @@ class SparkEngine:
             kind = {"switch": "algorithm", "params": "params", "workers": "workers"}.get(res.action, res.action)
             detail = {k: v for k, v in res.event.items() if k not in ("interval", "kind")}
             events.append({"kind": kind, "detail": detail, "command_id": cid})
-            self.log(f"command {cid} {cmd.get('kind')} applied at batch {batch_id} ({res.action})")
+            # numbered as the dashboard and 'skewlab control status' do: the first interval in effect
+            self.log(f"command {cid} {cmd.get('kind')} applied at interval {self.controller.interval} "
+                     f"(batch {batch_id}, {res.action})")
         return marks, events
 
     # ------------------------------------------------------------------ one micro-batch
