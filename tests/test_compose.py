@@ -399,9 +399,10 @@ def test_engine_command_is_a_valid_skewlab_engine(overrides, python_on_path, tmp
     captured = []
 
     class FakeEngine:
-        def __init__(self, cfg):
+        def __init__(self, cfg, spark_log=None):
             cfg.validate()  # the engine's own validation, before Spark would start
             captured.append(cfg)
+            assert spark_log is not None and spark_log.parent.name == "logs", spark_log  # JVM output off the console
 
         def run(self):
             return 0
