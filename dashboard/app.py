@@ -286,8 +286,10 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
             return (no_update,) * len(LIVE_OUTPUTS)
         run_id = int(run_id)
         trig = ctx.triggered_id
+        # The cursor says what the figures show (run, worker view): Dash drops the response of a call that a
+        # newer one overtakes (a tick right after a click), so the click's redraw is redone by the next call.
         full = (trig in (None, "run-select", "worker-view") or not cursor or cursor.get("run_id") != run_id
-                or bool(cursor.get("waiting")))
+                or cursor.get("view", "auto") != (view or "auto") or bool(cursor.get("waiting")))
         # a paused / resumed / finished run: the KPIs are drawn again from the window (nothing new arrives)
         full = full or cursor.get("status", "running") != ((D.run(run_id) or {}).get("status") or "running")
         d = D.load(run_id, None if full else cursor)
@@ -492,7 +494,7 @@ def _full_outputs(d: Mapping[str, Any], view: str, visible: Any) -> dict[str, An
     cursor = {"run_id": d["run_id"], "last_interval": d["last_interval"], "last_event_id": d["last_event_id"],
               "points": len(d["series"]["interval"]), "ops": len(ops), "bars": bool(d.get("workers")),
               "log": ops[-_EVENT_LOG_KEEP:], "mig": list(d.get("migration_rows") or []),
-              "status": d["run"]["status"] or "running"}
+              "status": d["run"]["status"] or "running", "view": view}
     waiting = waiting_message(d)
     if waiting is not None:  # no tuple yet: say so on every chart; the next tick redraws from scratch
         msg = F.empty_figure(waiting)

@@ -517,6 +517,26 @@ def test_tick_callback_returns_patches_not_redraws(store, run):
     assert resp["cursor"]["data"]["last_interval"] == 30 and resp["cursor"]["data"]["points"] == 31
 
 
+def test_a_tick_that_overtakes_a_view_change_redraws_in_the_new_view(store, run):
+    """Dash drops the response of a call overtaken by a newer one: the click on "all" may never be
+    drawn, so a tick whose cursor was drawn in another view than the one selected draws again."""
+    app = create_app(store=store)
+    client = app.server.test_client()
+    cursor = {"run_id": run, "last_interval": 29, "last_event_id": 10**6, "points": 30, "ops": 2, "bars": True,
+              "log": [], "mig": [], "status": "running", "view": "auto"}
+    r = _call(client, "fig-workers.figure", {"tick.n_intervals": 6, "run-select.value": run,
+                                              "worker-view.value": "all"},
+              {"cursor.data": cursor, "imb-metrics.value": ["imbalance"], "tick.interval": 1000}, "tick.n_intervals")
+    resp = r.get_json()["response"]
+    assert not resp["fig-workers"]["figure"].get("__dash_patch_update"), resp["fig-workers"]
+    assert resp["cursor"]["data"]["view"] == "all"
+    same = dict(resp["cursor"]["data"])
+    r = _call(client, "fig-workers.figure", {"tick.n_intervals": 7, "run-select.value": run,
+                                              "worker-view.value": "all"},
+              {"cursor.data": same, "imb-metrics.value": ["imbalance"], "tick.interval": 1000}, "tick.n_intervals")
+    assert "fig-workers" not in r.get_json()["response"]  # drawn in that view already: nothing to redraw
+
+
 def test_a_run_without_tuples_says_why_and_draws_once_data_arrives(store):
     """Before its first batch the page says it waits for one (not an empty chart or a shadow hint);
     batches without tuples say the source sent nothing; the first tick with tuples redraws in full."""

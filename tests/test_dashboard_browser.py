@@ -402,12 +402,17 @@ def demo(workdir):
 
 
 def test_demo_prints_the_url_and_stops_both_on_ctrl_c(demo):
-    """``skewlab demo``: engine + dashboard, the URL once data flows, Ctrl-C stops both cleanly."""
+    """``skewlab demo``: the URL first (the dashboard listens before the engine starts), then a line
+    once data flows, Ctrl-C stops both cleanly."""
     import urllib.request
 
     assert demo.flowing.wait(150), demo.text
-    url = [ln for ln in demo.lines if "data is flowing" in ln][0].split("dashboard at ")[1].split()[0]
+    first = demo.lines[0]
+    assert "dashboard at " in first, demo.text
+    url = first.split("dashboard at ")[1].split()[0]
     assert url.startswith("http://127.0.0.1:"), demo.text
+    (flowing,) = [ln for ln in demo.lines if "data is flowing" in ln]
+    assert "(run 1)" in flowing and url in flowing, flowing
     with urllib.request.urlopen(url, timeout=10) as r:
         assert r.status == 200 and b"skewlab" in r.read()
     demo.proc.send_signal(signal.SIGINT)
