@@ -1,7 +1,7 @@
 """Gedik's partitioning functions: ``scan``, ``redist``, ``readj`` (VLDB J. 2014).
 
 B. Gedik, "Partitioning functions for stateful data parallelism in stream processing",
-VLDB Journal 23(4), 2014.  Paper text: ``/work/shared/papers/gedik-vldbj14-partitioning-functions.txt``.
+VLDB Journal 23(4), 2014.  Paper text: ``shared/papers/gedik-vldbj14-partitioning-functions.txt`` beside the repository.
 
 Partitioning function (Sec. 4.1, Alg. 1)
     ``p = <H_p, H_c>``: the explicit hash ``H_p`` is the :class:`~engine.grouping.RoutingTable` of

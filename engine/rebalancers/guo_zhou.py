@@ -1,7 +1,7 @@
 """Stateful load balancing over substreams: ``elb``, ``clb``, ``uhlb`` (Guo & Zhou, Euro-Par 2017 workshops).
 
 Paper: Y. Guo, Z. Zhou, "Stateful load balancing for parallel stream processing", Euro-Par 2017
-workshops (``/work/shared/papers/guo-zhou-europar17-elb-clb.txt``).  **The text we have lacks the
+workshops (``shared/papers/guo-zhou-europar17-elb-clb.txt`` beside the repository).  **The text we have lacks the
 pseudo-code figures (Algorithm 1 = ELB, Algorithm 2 = CLB); both are reconstructed from the prose of
 Sec. 3 and Sec. 4.**  Every place where the prose is ambiguous, contradictory or silent is listed
 below with the decision taken.
