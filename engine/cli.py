@@ -156,7 +156,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
         workload=args.workload, workload_params=wparams, seed=args.seed, bootstrap=args.bootstrap or "",
         topic=args.topic or "", path=args.input or "", column=args.column or "",
         shadow=None if args.shadow is None else [n for n in args.shadow.split(",") if n],
-        max_batches=args.max_batches,
+        max_batches=args.max_batches, max_workers=args.max_workers, sink=args.sink,
     )
     from engine.spark.engine import EngineFailed, default_data_dir
 
@@ -388,6 +388,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--max-batches", type=int, default=None, help=argparse.SUPPRESS)
     e.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     e.add_argument("--window", type=int, default=10, help="state window in intervals (default 10)")
+    e.add_argument("--max-workers", type=int, default=None,
+                   help="most workers the run can grow to: Spark state partitions, fixed for the checkpoint's life "
+                        "(default 2 x --workers)")
+    e.add_argument("--sink", default=None, help="directory of the operator's Parquet results (default data/results/<checkpoint name>)")
     e.add_argument("--operator", default="count", help="count (windowed word count) or join (self-join)")
     e.add_argument("--workload", default="zipf", help="generator workload (default zipf)")
     e.add_argument("--zipf", type=float, default=None, help="Zipf exponent for zipf/drift (default 1.0)")

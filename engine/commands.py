@@ -104,7 +104,9 @@ def validate_command(
             if n_int is None:
                 raise CommandError(f"set-workers: 'workers' must be an integer, got {str(n)[:20]!r}")
             if not 1 <= n_int <= max_workers:
-                raise CommandError(f"set-workers: workers {n_int} out of range [1, {max_workers}]")
+                limit = "" if max_workers == MAX_WORKERS else (
+                    " (the run's --max-workers: Spark's state partitions, fixed for the checkpoint's life)")
+                raise CommandError(f"set-workers: workers {n_int} out of range [1, {max_workers}]{limit}")
             return kind, {"workers": n_int}
         return kind, {}
     except ParamError as exc:

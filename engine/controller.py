@@ -124,6 +124,9 @@ class Controller:
         self._pending_moved = 0.0
         self._pending_keys = 0
         self._on_event = on_event
+        #: record move orders for a runtime whose state lives elsewhere (the Spark engine's workers)
+        self.track_orders = False
+        self._orders: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -272,12 +275,48 @@ class Controller:
     # ------------------------------------------------------------------ migration path
     def _move(self, key_ids: np.ndarray, targets: np.ndarray, reason: str, **detail: Any) -> MigrationEvent:
         total = self.state.total()
+        if self.track_orders:
+            self._record_orders(np.asarray(key_ids, dtype=np.int64), np.asarray(targets, dtype=np.int64))
         t0 = time.perf_counter()
         moved, n_keys = self.state.move(key_ids, targets)
         ev = MigrationEvent(self.interval, reason, n_keys, moved, total, time.perf_counter() - t0, detail)
         if n_keys:
             self.migrations.append(ev)
         return ev
+
+    def _record_orders(self, key_ids: np.ndarray, targets: np.ndarray) -> None:
+        """The (key, holder, target) triples of a move: every worker whose window holds state of a
+        moved key, other than the key's target."""
+        codes, _ = self.state.merged()
+        keys, workers = decode(codes)
+        if keys.size == 0 or key_ids.size == 0:
+            return
+        order = np.argsort(key_ids, kind="stable")
+        sk, st = key_ids[order], targets[order]
+        pos = np.minimum(np.searchsorted(sk, keys), sk.size - 1)
+        hit = (sk[pos] == keys) & (st[pos] != workers)
+        if hit.any():
+            self._orders.append((keys[hit], workers[hit], st[pos[hit]]))
+
+    def drain_orders(self) -> dict[int, tuple[set[int], int]]:
+        """The moves recorded since the last call, composed per key: key id → (workers that hold its
+        state, final target).  A key moved twice in one step goes once, from its holders to its last
+        target."""
+        out: dict[int, tuple[set[int], int]] = {}
+        for keys, holders, targets in self._orders:
+            for k, h, t in zip(keys.tolist(), holders.tolist(), targets.tolist()):
+                entry = out.get(k)
+                if entry is None:
+                    out[k] = ({h}, t)
+                else:
+                    entry[0].add(h)
+                    out[k] = (entry[0], t)
+        self._orders = []
+        for k, (holders, t) in list(out.items()):
+            holders.discard(t)
+            if not holders:
+                del out[k]
+        return out
 
     def _execute_plan(self, stats: IntervalStats, plan: Plan) -> MigrationEvent:
         if stats.key_ids is None:

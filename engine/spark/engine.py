@@ -65,6 +65,22 @@ logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
 _FAULT = os.environ.get("SKEWLAB_FAULT_INJECT", "")
 
 
+def _fault(phase: str, batch_id: int, *, exports: bool = False) -> None:
+    """Fault injection for the exactly-once tests: ``SKEWLAB_FAULT_INJECT=<phase>:<batch>[:export]``
+    kills the process with SIGKILL at ``phase`` of the first batch ``>= batch`` (with ``:export``:
+    the first such batch whose workers exported state).  Phases, in order: ``collected`` (the
+    operator ran and its state is committed, nothing applied), ``published`` (the next batch's routing
+    snapshot, with its imports, is written; our snapshot is not), ``saved`` (our snapshot is written;
+    Spark has not committed the batch)."""
+    parts = _FAULT.split(":")
+    if len(parts) < 2 or parts[0] != phase or batch_id < int(parts[1]):
+        return
+    if len(parts) > 2 and parts[2] == "export" and not exports:
+        return
+    print(f"fault injection: SIGKILL at {phase} of batch {batch_id}", file=sys.stderr, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 class EngineFailed(RuntimeError):
     """The streaming query died (a failed batch or source); the message is one line for the operator.
     Nothing is lost: the failed batch was not committed and is replayed by the next start."""
@@ -135,6 +151,8 @@ class EngineConfig:
     shadow_max_tuples: int = 50_000
     top_k: int = 10
     max_batches: int | None = None
+    max_workers: int | None = None
+    sink: str | None = None
 
     def validate(self) -> None:
         """One-line :class:`ParamError` for every bad setting (before Spark starts)."""
@@ -144,6 +162,9 @@ class EngineConfig:
             raise ParamError(f"--operator must be one of {'|'.join(OPERATORS)}, got {self.operator!r}")
         if not 1 <= self.workers <= MAX_WORKERS:
             raise ParamError(f"--workers must be in [1, {MAX_WORKERS}], got {self.workers}")
+        if self.max_workers is not None and not self.workers <= self.max_workers <= MAX_WORKERS:
+            raise ParamError(f"--max-workers must be in [--workers, {MAX_WORKERS}] = [{self.workers}, {MAX_WORKERS}], "
+                             f"got {self.max_workers}")
         if self.sources < 1:
             raise ParamError(f"--sources must be >= 1, got {self.sources}")
         if not self.interval > 0:
@@ -178,6 +199,15 @@ class EngineConfig:
     def checkpoint_dir(self) -> Path:
         """``--checkpoint``, or ``data/checkpoints/<run name, else "default">``."""
         return Path(self.checkpoint or default_data_dir() / "checkpoints" / (self.run_name or "default"))
+
+    def partitions(self) -> int:
+        """State partitions P = ``--max-workers``, default ``2 * workers`` (capped at MAX_WORKERS): the
+        most workers the run can grow to, fixed for the checkpoint's life."""
+        return int(self.max_workers) if self.max_workers is not None else min(2 * self.workers, MAX_WORKERS)
+
+    def sink_dir(self) -> Path:
+        """``--sink``, or ``data/results/<checkpoint directory name>``: the operator's Parquet results."""
+        return Path(self.sink or default_data_dir() / "results" / self.checkpoint_dir().name)
 
     def source_options(self) -> tuple[str, dict[str, str]]:
         if self.source == "generator":
@@ -266,7 +296,19 @@ class SparkEngine:
         from engine.spark.topology import VocabIndex
 
         self._vocab_index = VocabIndex()  # vectorised vocab.encode of the collected keys
+        #: keys in each worker's state after the last batch (from the workers' summary rows)
+        self.worker_keys: dict[int, int] = {}
+        self.worker_bytes: dict[int, int] = {}
+        #: migrations whose state is in flight: planned, exported, imported (see _track_migrations)
+        self.migrating: list[dict[str, Any]] = []
+        self._migrations_seen = 0
+        #: what the next batch's routing snapshot carries besides the grouping: composed move orders
+        #: (key id -> (holders, target)) and export blobs per receiving worker
+        self.next_orders: dict[int, tuple[set[int], int]] = {}
+        self.next_imports: dict[int, list[bytes]] = {}
+        self._latencies: list[float] = []
         self._restore_or_init()
+        self.controller.track_orders = True
 
     # ------------------------------------------------------------------ state
     def _restore_or_init(self) -> None:
@@ -292,6 +334,20 @@ class SparkEngine:
             self.applied_commands = snap.get("applied_commands", [])
             self.consumed = snap.get("consumed", {})
             self.dead_total = snap.get("dead_total", 0)
+            if snap.get("partitions") is None:
+                self.store.close()
+                raise ParamError(
+                    f"checkpoint {self.checkpoint} was written by an engine that kept the state in the driver; "
+                    "start a new run with --run-name NAME or --checkpoint DIR")
+            self.partitions = int(snap["partitions"])
+            self.sink_dir = Path(snap["sink"])
+            self.worker_keys = snap.get("worker_keys", {})
+            self.worker_bytes = snap.get("worker_bytes", {})
+            self.migrating = snap.get("migrating", [])
+            self.next_orders = snap.get("next_orders", {})
+            self.next_imports = snap.get("next_imports", {})
+            self._migrations_seen = snap.get("migrations_seen", len(self.controller.migrations))
+            self._latencies = snap.get("latencies", [])
             pending = snap.get("pending", [])
             self.log(f"restored run {self.run_id} at batch {batch} from {self.snapshots.dir}")
             g = self.controller.grouping
@@ -318,6 +374,9 @@ class SparkEngine:
                 config=config, name=self.cfg.run_name,
             )
             pending = []
+            self.partitions = self.cfg.partitions()
+            self.sink_dir = self.cfg.sink_dir()
+            self._clear_sink()
         self.sink = MetricsSink(self.store, self.run_id, log=self.log)
         for item in pending:
             self.sink.enqueue(item)
@@ -329,11 +388,89 @@ class SparkEngine:
         out["db"] = self.store.url
         return out
 
+    def _clear_sink(self) -> None:
+        """A new run starts with an empty sink: result directories ``batch=N`` left by an earlier run
+        with the same checkpoint name would mix with this run's."""
+        if not self.sink_dir.is_dir():
+            return
+        import shutil
+
+        old = [d for d in self.sink_dir.iterdir() if d.is_dir() and re.fullmatch(r"batch=\d+", d.name)]
+        for d in old:
+            shutil.rmtree(d, ignore_errors=True)
+        if old:
+            self.log(f"new run: removed {len(old)} result batch(es) of an earlier run from {self.sink_dir}")
+
     def _publish_route(self, batch_id: int) -> None:
-        """Publish the routing snapshot the sources use for ``batch_id`` (see engine.spark.sources)."""
+        """Publish the routing snapshot the sources use for ``batch_id`` (see engine.spark.sources):
+        the grouping, the state partitions, every worker's control payload (exports, keys to expect:
+        the moves the controller ordered since the last publication, composed with those already
+        published for this batch) and the export blobs each worker imports in that batch."""
         from engine.spark.topology import RoutingSnapshot
 
-        self.routes.publish(batch_id, RoutingSnapshot(batch_id, self.controller.grouping).dumps())
+        for k, (holders, target) in self.controller.drain_orders().items():
+            before = self.next_orders.get(k)
+            merged = (holders | before[0]) if before else set(holders)
+            merged.discard(target)
+            self.next_orders[k] = (merged, target)
+        fresh = self.controller.migrations[self._migrations_seen:]
+        self._migrations_seen = len(self.controller.migrations)
+        if fresh:
+            self.migrating.append({"export_batch": batch_id, "events": [m.to_dict() for m in fresh],
+                                   "latency_before_ms": float(np.median(self._latencies[-5:])) if self._latencies else None})
+        control = self._control(self.next_orders, self.next_imports)
+        self.routes.publish(batch_id, RoutingSnapshot(batch_id, self.controller.grouping, self.partitions,
+                                                      control, self.next_imports).dumps())
+
+    def _track_migrations(self, batch_id: int, exports: list[tuple[int, int, bytes]], latency_ms: float
+                          ) -> list[dict[str, Any]]:
+        """Follow each migration through its batches: the export batch (the old workers' state leaves
+        their tasks: bytes moved), then the import batch (the new workers merge it and release the held
+        tuples).  Returns the storage rows of the migrations that completed in ``batch_id``."""
+        done: list[dict[str, Any]] = []
+        now = time.time()
+        for m in list(self.migrating):
+            if m["export_batch"] == batch_id:
+                m["bytes_moved"] = sum(len(b) for _, _, b in exports)
+                m["exported_blobs"] = len(exports)
+                m["latency_export_ms"] = latency_ms
+                m["export_end"] = now
+            elif m["export_batch"] < batch_id:
+                self.migrating.remove(m)
+                events = m["events"]
+                total = max((e["total_state"] for e in events), default=0.0)
+                moved = sum(e["state_moved"] for e in events)
+                done.append({
+                    "algorithm": self.controller.grouping.name,
+                    "keys_moved": sum(e["keys"] for e in events),
+                    "state_moved": moved,
+                    "migration_cost": moved / total if total > 0 else 0.0,
+                    "bytes_moved": m.get("bytes_moved", 0),
+                    "pause_batches": batch_id - m["export_batch"],
+                    "pause_ms": (now - m["export_end"]) * 1000.0 if "export_end" in m else None,
+                    "detail": {"reason": "+".join(dict.fromkeys(e["reason"] for e in events)),
+                               "planned_interval": events[0]["interval"], "export_batch": m["export_batch"],
+                               "import_batch": batch_id, "latency_before_ms": m["latency_before_ms"],
+                               "latency_export_ms": m.get("latency_export_ms"), "latency_import_ms": latency_ms},
+                })
+        return done
+
+    def _control(self, orders: dict[int, tuple[set[int], int]], imports: dict[int, list[bytes]] | None = None
+                 ) -> dict[int, dict[str, Any]]:
+        """Control payload of every worker that runs in the next batch: the active ones, those still
+        holding state (a removed worker exports its keys), and those with orders or imports."""
+        names = self.controller.vocab.names
+        exports: dict[int, dict[int, list[str]]] = {}
+        expect: dict[int, list[str]] = {}
+        for k, (holders, target) in orders.items():
+            name = names[k]
+            for h in holders:
+                exports.setdefault(int(h), {}).setdefault(int(target), []).append(name)
+            expect.setdefault(int(target), []).append(name)
+        workers = set(range(self.controller.n_workers)) | {w for w, n in self.worker_keys.items() if n}
+        workers |= set(exports) | set(expect) | set(imports or {})
+        return {w: {"exports": exports.get(w, {}), "expect": expect.get(w, [])}
+                for w in sorted(workers) if w < self.partitions}
 
     def _save(self, batch_id: int) -> None:
         assert self.sink is not None
@@ -347,6 +484,15 @@ class SparkEngine:
             "consumed": self.consumed,
             "dead_total": self.dead_total,
             "pending": self.sink.pending(),
+            "partitions": self.partitions,
+            "sink": str(self.sink_dir),
+            "worker_keys": self.worker_keys,
+            "worker_bytes": self.worker_bytes,
+            "migrating": self.migrating,
+            "next_orders": self.next_orders,
+            "next_imports": self.next_imports,
+            "migrations_seen": self._migrations_seen,
+            "latencies": self._latencies[-20:],
         })
 
     # ------------------------------------------------------------------ commands
@@ -366,7 +512,7 @@ class SparkEngine:
                 continue
             before = self.controller.grouping.name, dict(self.controller.grouping.p)
             res = apply_command(self.controller, cmd.get("kind"), cmd.get("payload"), operator=self.cfg.operator,
-                                paused=None if self._backpressure else self.paused)
+                                max_workers=self.partitions, paused=None if self._backpressure else self.paused)
             self.applied_commands.append(cid)
             marks.append((cid, res.status, res.reason or None))
             if res.status == "rejected":
@@ -396,7 +542,10 @@ class SparkEngine:
             raise RuntimeError("skewlab engine stopping; batch left for replay")
         with self.in_batch:
             if batch_id <= self.last_batch:
-                self.log(f"batch {batch_id} already applied (restored snapshot); skipping")
+                # The workers' state must still advance with Spark's batch: run the operator (its
+                # exports and result files are the same as the first time), apply nothing.
+                df.toArrow()
+                self.log(f"batch {batch_id} already applied (restored snapshot); operator re-run, nothing applied")
                 return
             try:
                 self._process(df, batch_id)
@@ -406,18 +555,18 @@ class SparkEngine:
                 raise
 
     def _process(self, df: Any, batch_id: int) -> None:
-        from engine.spark.topology import AGG_SCHEMA, make_worker, unpack_aggregates
+        from engine.spark.operator import unpack_output
 
         t0 = time.perf_counter()
         c = self.controller
         events = self._carry_events
         self._carry_events = []
         n = c.n_workers
-        # The sources routed this batch with the snapshot published for it (route_dir): only
-        # (key, worker) and the side rows arrive here.
-        agg = df.repartitionById(n, "worker").mapInArrow(make_worker(n), AGG_SCHEMA)
-        table = agg.toArrow()
-        u = unpack_aggregates(table, key_list=False)
+        # The sources routed this batch with the snapshot published for it (route_dir); the workers'
+        # stateful operator ran on it (_start_query); only statistics, exports and side rows arrive.
+        table = df.toArrow()
+        u = unpack_output(table)
+        _fault("collected", batch_id, exports=bool(u["exports"]))
         used = {side.get("route_batch") for side in u["states"].values()} - {batch_id}
         if used:
             raise RuntimeError(
@@ -437,10 +586,9 @@ class SparkEngine:
         key_ids = self._vocab_index.encode(c.vocab, u["key_array"])
         route_seconds = sum(side.get("route_seconds", 0.0) for side in u["states"].values())
         row = c.end_interval(key_ids, u["workers"], u["counts"], route_seconds=route_seconds)
-        if row.get("rebalanced") and row.get("state_moved") and _FAULT.startswith("migration:") \
-                and batch_id >= int(_FAULT.split(":")[1]):
-            self.log(f"fault injection: SIGKILL after the migration of batch {batch_id}, before its snapshot")
-            os.kill(os.getpid(), signal.SIGKILL)  # test hook: die after moving state, before the snapshot
+        for w, summary in u["summaries"].items():
+            self.worker_keys[w] = summary["keys"] + (1 if summary["held"] else 0)
+            self.worker_bytes[w] = summary["state_bytes"]
 
         # shadow what-if and hot keys on the interval's per-key counts
         uk, inv = np.unique(key_ids, return_inverse=True) if key_ids.size else (key_ids, key_ids)
@@ -460,6 +608,7 @@ class SparkEngine:
         if row.get("rebalanced"):
             metrics["feasible"] = row.get("plan_feasible")
             metrics["note"] = row.get("plan_note", "")
+        self._latencies.append(metrics["batch_latency_ms"])
         state_per_worker = c.state.per_worker(c.n_workers)
         loads = row["worker_loads"]
         tuples_w = np.bincount(u["workers"], weights=u["counts"], minlength=n)[:n]
@@ -467,15 +616,11 @@ class SparkEngine:
         workers_rows = [
             {"worker": w, "tuples": int(tuples_w[w]), "cost": float(loads[w]) if w < len(loads) else 0.0,
              "distinct_keys": int(keys_w[w]), "state_size": int(state_per_worker[w]) if w < state_per_worker.size else 0,
-             "processing_seconds": float(u["seconds"].get(w, 0.0))}
+             "state_bytes": self.worker_bytes.get(w, 0),
+             "processing_seconds": u["summaries"][w]["seconds"] if w in u["summaries"] else None}
             for w in range(n)
         ]
-        migrations = [
-            {"algorithm": c.grouping.name, "keys_moved": m.keys, "state_moved": m.state_moved,
-             "migration_cost": m.migration_cost, "pause_ms": m.pause_seconds * 1000.0,
-             "detail": {"reason": m.reason, **{k: v for k, v in m.detail.items() if isinstance(v, (int, float, str, bool))}}}
-            for m in c.migrations if m.interval == row["interval"]
-        ]
+        migrations = self._track_migrations(batch_id, u["exports"], metrics["batch_latency_ms"])
         for ev in c.events:
             if ev["interval"] == row["interval"] and ev["kind"] == "rebalance":
                 events.append({"kind": "rebalance", "detail": {k: v for k, v in ev.items() if k not in ("interval", "kind")}})
@@ -500,8 +645,14 @@ class SparkEngine:
         # The next batch's routing snapshot, then our snapshot (it holds the unwritten rows, so
         # nothing is lost on a crash; rows already written are re-sent idempotently after a
         # restart), then the database.
+        self.next_orders = {}
+        self.next_imports = {}
+        for _, target, blob in u["exports"]:
+            self.next_imports.setdefault(target, []).append(blob)
         self._publish_route(batch_id + 1)
+        _fault("published", batch_id, exports=bool(u["exports"]))
         self._save(batch_id)
+        _fault("saved", batch_id, exports=bool(u["exports"]))
         if not self.sink.flush() and self.sink.full and not self.paused:
             # Back-pressure: never drop metric rows; stop consuming until the database is back.
             self.paused = self._backpressure = True
@@ -540,12 +691,28 @@ class SparkEngine:
 
     # ------------------------------------------------------------------ the query
     def _start_query(self, spark: Any) -> Any:
+        """Source (routing in the scan) → ``groupBy(worker label).applyInPandasWithState`` (each
+        worker's keyed state in its own state partition, :mod:`engine.spark.operator`) →
+        ``foreachBatch`` (the driver's statistics and planning)."""
+        from pyspark.sql import functions as F
+
+        from engine.spark.labels import worker_labels
+        from engine.spark.operator import OUT_SCHEMA, STATE_SCHEMA, make_handler
+        from engine.spark.session import configure_state_store
+
         fmt, opts = self.cfg.source_options()
         opts["route_dir"] = str(self.routes.dir)  # the sources route (engine.spark.sources)
         self._publish_route(self.last_batch + 1)
-        df = spark.readStream.format(fmt).options(**opts).load()
+        P = self.partitions
+        configure_state_store(spark, P)
+        labels = F.array(*[F.lit(v) for v in worker_labels(P)])
+        routed = spark.readStream.format(fmt).options(**opts).load()
+        out = (routed.withColumn("label", F.element_at(labels, (F.col("worker") % P) + 1))
+               .groupBy("label")
+               .applyInPandasWithState(make_handler(P, self.cfg.window, str(self.sink_dir)),
+                                       OUT_SCHEMA, STATE_SCHEMA, "append", "NoTimeout"))
         return (
-            df.writeStream.foreachBatch(self.process_batch)
+            out.writeStream.outputMode("append").foreachBatch(self.process_batch)
             .option("checkpointLocation", str(self.checkpoint / "spark"))
             .trigger(processingTime=f"{self.cfg.interval} seconds")
             .queryName(f"skewlab-{self.run_id}")

@@ -47,6 +47,8 @@ Settings and why:
   instead of the operator's terminal (``skewlab engine`` passes ``data/logs/spark-<run>.log``).
   pyspark inherits the driver's file descriptors 1 and 2 when it launches the JVM and offers no
   hook for them in ``getOrCreate``, so they point at the file only while the JVM is launched.
+* :func:`configure_state_store`: the engine's stateful query uses the RocksDB state store with
+  changelog checkpointing and one shuffle partition per possible worker.
 * The skewlab streaming sources (``skewlab-generator``, ``skewlab-file``, ``skewlab-kafka``) are
   registered on the session.
 """
@@ -194,6 +196,23 @@ def get_session(master: str = "local[*]", app_name: str = "skewlab", jvm_output:
         register(spark)
         _SESSION = spark
         return spark
+
+
+#: Spark's RocksDB state store, with changelog checkpointing (a batch commits its changes, not a
+#: snapshot of every state partition; measured 0.7 s -> 0.04 s per batch in the design note)
+STATE_STORE_CONF = {
+    "spark.sql.streaming.stateStore.providerClass":
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+}
+
+
+def configure_state_store(spark, partitions: int) -> None:
+    """Settings of a query with keyed state on the executors: the RocksDB state store and
+    ``partitions`` shuffle (= state) partitions.  They take effect when a query starts on a new
+    checkpoint; a restarted query keeps the values its checkpoint recorded."""
+    for key, value in {**STATE_STORE_CONF, "spark.sql.shuffle.partitions": str(int(partitions))}.items():
+        spark.conf.set(key, value)
 
 
 def stop_session() -> None:

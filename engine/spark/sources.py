@@ -259,14 +259,15 @@ def _snapshot_for(routes: RouteFiles | None, end: Mapping[str, Any]) -> bytes | 
     return routes.read(int(end[ROUTE_FIELD]))
 
 
-def _routed(route: bytes | None, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``batches`` as they are, or routed by the snapshot ``route`` (:func:`make_router`)."""
+def _routed(route: bytes | None, batches: Iterator[pa.RecordBatch], lead: bool = False) -> Iterator[pa.RecordBatch]:
+    """``batches`` as they are, or routed by the snapshot ``route`` (:func:`make_router`; the ``lead``
+    partition of a batch also emits its control and import rows)."""
     if route is None:
         yield from batches
         return
     from engine.spark.topology import make_router
 
-    yield from make_router(route)(batches)
+    yield from make_router(route, lead=lead)(batches)
 
 
 # ============================================================================ shared helpers
@@ -548,10 +549,12 @@ def generator_stream_ids(cfg: tuple, instance: int, start: int, end: int) -> lis
 class _RangePartition(InputPartition):
     """One source instance's half-open range ``[start, end)`` in a micro-batch."""
 
-    def __init__(self, cfg: tuple, instance: int, start: int, end: int, route: bytes | None = None) -> None:
+    def __init__(self, cfg: tuple, instance: int, start: int, end: int, route: bytes | None = None,
+                 lead: bool = False) -> None:
         super().__init__((instance, start, end))
         self.cfg = cfg
         self.route = route  # routing snapshot (route_dir set) or None
+        self.lead = lead  # emits the batch's control and import rows (one partition per batch)
         self.instance = int(instance)
         self.start = int(start)
         self.end = int(end)
@@ -605,7 +608,7 @@ class _PacedRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     routes: RouteFiles | None = None
 
     def read(self, partition: _RangePartition) -> Iterator[pa.RecordBatch]:
-        return _routed(partition.route, self._records(partition))
+        return _routed(partition.route, self._records(partition), partition.lead)
 
     def initialOffset(self) -> dict:
         return _encode_offsets([0] * self.instances)
@@ -627,7 +630,7 @@ class _PacedRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         e = _decode_offsets(end, self.instances)
         busy = [p for p in range(self.instances) if e[p] > s[p]]
         route = _snapshot_for(self.routes, end) if busy else None
-        return [_RangePartition(self.cfg, p, s[p], e[p], route) for p in busy]
+        return [_RangePartition(self.cfg, p, s[p], e[p], route, lead=i == 0) for i, p in enumerate(busy)]
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the stream is a pure function of the configuration (and the file)."""
@@ -865,10 +868,12 @@ _KAFKA_CONSUMERS = _LRU(8)
 class _KafkaPartition(InputPartition):
     """Kafka partition ``kpart`` records with offsets in ``[start, end)``."""
 
-    def __init__(self, cfg: tuple, kpart: int, start: int, end: int, route: bytes | None = None) -> None:
+    def __init__(self, cfg: tuple, kpart: int, start: int, end: int, route: bytes | None = None,
+                 lead: bool = False) -> None:
         super().__init__((kpart, start, end))
         self.cfg = cfg
         self.route = route  # routing snapshot (route_dir set) or None
+        self.lead = lead  # emits the batch's control and import rows (one partition per batch)
         self.kpart = int(kpart)
         self.start = int(start)
         self.end = int(end)
@@ -1053,7 +1058,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if int(e) > int(s):
                 busy.append((p, int(s), int(e)))
         route = _snapshot_for(self.routes, end) if busy else None
-        return [_KafkaPartition(self.cfg, p, s, e, route) for p, s, e in busy]
+        return [_KafkaPartition(self.cfg, p, s, e, route, lead=i == 0) for i, (p, s, e) in enumerate(busy)]
 
     def commit(self, end: dict) -> None:
         """Offsets live in Spark's checkpoint; nothing is committed to Kafka."""
@@ -1077,7 +1082,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         tp = TopicPartition(topic, partition.kpart)
         consumer.assign([tp])
         try:
-            yield from _routed(partition.route, self._read_range(consumer, tp, partition))
+            yield from _routed(partition.route, self._read_range(consumer, tp, partition), partition.lead)
         finally:
             consumer.unsubscribe()  # drop prefetched records; the worker's next task reassigns
 

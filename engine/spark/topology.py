@@ -30,7 +30,7 @@ from __future__ import annotations
 import base64
 import pickle
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -62,10 +62,19 @@ AGG_SCHEMA = "worker int, key string, count long, source int, state binary, seco
 
 @dataclass
 class RoutingSnapshot:
-    """What the controller ships to the executors each micro-batch."""
+    """What the controller ships to the executors each micro-batch.
+
+    ``partitions``: the state partitions P of the query (one per possible worker; special rows go to
+    ``P + w``).  ``control``: per worker the instructions of this batch (``exports``: target → keys,
+    ``expect``: keys whose state arrives next batch); ``imports``: per worker the export blobs it
+    receives this batch.  Only the *lead* input partition emits the control and import rows.
+    """
 
     batch_id: int
     grouping: Grouping
+    partitions: int = 0
+    control: dict[int, dict[str, Any]] = field(default_factory=dict)
+    imports: dict[int, list[bytes]] = field(default_factory=dict)
 
     def dumps(self) -> bytes:
         return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
@@ -80,7 +89,7 @@ def encode_side(info: dict[str, Any]) -> str:
     return base64.b64encode(pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")
 
 
-def make_router(snapshot_bytes: bytes, max_samples: int = 5) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = False) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Router of one input partition, applied by the source scan to its record batches (a
     ``mapInArrow``-style function; output :data:`ROUTED_SCHEMA`).
 
@@ -91,12 +100,17 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5) -> Callable[[Iterat
     per-source state after routing), ``consumed`` (max ``seq`` + 1), ``first_seq``, ``rows``,
     ``route_seconds``, ``dead_letters`` (``{reason: (count, [samples])}``) and ``route_batch`` (the
     snapshot's batch id: the engine refuses a batch routed with another batch's snapshot)).
+    Special rows go to ``worker = P + w`` (``P`` = ``snapshot.partitions``, else ``n``): side rows of
+    source ``s`` to ``w = s mod n``; with ``lead`` (one input partition per batch), one *control row*
+    per worker of ``snapshot.control`` (``{"type": "control", "batch", "exports", "expect"}``) and one
+    *import row* per blob of ``snapshot.imports`` (``{"type": "import", "blob"}``).
     """
 
     def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         snap = RoutingSnapshot.loads(snapshot_bytes)
         grouping = snap.grouping
         n = grouping.n_workers
+        base = snap.partitions or n
         side: dict[int, dict[str, Any]] = {}
 
         def info_of(s: int) -> dict[str, Any]:
@@ -158,13 +172,18 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5) -> Callable[[Iterat
                     workers[sel] = grouping.route(fps[sel], s % grouping.n_sources)
                     side[s]["route_seconds"] += time.perf_counter() - t1
             yield pa.RecordBatch.from_arrays([keys, pa.array(workers, type=pa.int32())], names=["key", "worker"])
-        if side:
-            order = sorted(side)
-            for s in order:
-                side[s]["source_state"] = grouping.source_state(s % grouping.n_sources)
+        special: list[tuple[str, int]] = []
+        for s in sorted(side):
+            side[s]["source_state"] = grouping.source_state(s % grouping.n_sources)
+            special.append((encode_side(side[s]), base + s % n))
+        if lead:
+            for w, payload in sorted(snap.control.items()):
+                special.append((encode_side({"type": "control", "batch": snap.batch_id, **payload}), base + w))
+            for w, blobs in sorted(snap.imports.items()):
+                special.extend((encode_side({"type": "import", "blob": b}), base + w) for b in blobs)
+        if special:
             yield pa.RecordBatch.from_arrays(
-                [pa.array([encode_side(side[s]) for s in order], pa.string()),
-                 pa.array([n + s % n for s in order], pa.int32())],
+                [pa.array([k for k, _ in special], pa.string()), pa.array([w for _, w in special], pa.int32())],
                 names=["key", "worker"],
             )
 

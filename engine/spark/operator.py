@@ -1,0 +1,230 @@
+"""The keyed stateful operator of the Spark engine: one task and one state partition per worker.
+
+The routed stream (:data:`engine.spark.topology.ROUTED_SCHEMA`: ``key, worker``) is grouped by the
+worker's label (:mod:`engine.spark.labels`) and handed to :func:`make_handler` through
+``applyInPandasWithState``: Spark calls the handler once per worker and micro-batch with all of the
+worker's rows and the worker's state — a :class:`~engine.spark.window_state.WorkerWindow` stored as
+one binary value in Spark's state store (RocksDB provider, changelog checkpointing: see
+:func:`engine.spark.session.configure_state_store`), so Spark checkpoints it with the query's offsets
+and restores it on restart.
+
+Per batch the handler of worker ``w``
+
+1. reads its special rows (``worker = P + w``): the batch's control row (batch id, exports, keys to
+   expect), import rows (export blobs of other workers, carried by the driver from the previous
+   batch) and the sources' side rows;
+2. runs :meth:`WorkerWindow.step` (import, slide, export, hold, count);
+3. writes its results — ``(batch, key, windowed count)`` — to the sink, one Parquet file per
+   (batch, worker), written atomically under a name fixed by the batch, so a replayed batch rewrites
+   the same file with the same rows: results are exactly once;
+4. returns to the driver only statistics: per-key tuple counts of the batch (the controller's
+   input), its export blobs (to carry), the side rows, and one summary row (state keys, state
+   bytes, handler seconds, tuples held).
+
+Output columns (:data:`OUT_SCHEMA`): ``kind`` (:data:`STAT`, :data:`EXPORT`, :data:`SIDE`,
+:data:`SUMMARY`), ``worker``, ``key`` (stat rows), ``count`` (stat: tuples; export: target worker;
+summary: keys in state), ``data`` (export: the pickled blob; side: the pickled side dict; summary:
+pickled figures).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import pickle
+import time
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from engine.spark.window_state import WorkerWindow
+
+__all__ = ["EXPORT", "OUT_SCHEMA", "SIDE", "STAT", "STATE_SCHEMA", "SUMMARY", "make_handler",
+           "read_sink", "sink_file", "unpack_output", "write_atomic_parquet"]
+
+OUT_SCHEMA = "kind int, worker int, key string, count long, data binary"
+STATE_SCHEMA = "blob binary"
+STAT, EXPORT, SIDE, SUMMARY = 0, 1, 2, 3
+SINK_SCHEMA = pa.schema([("batch", pa.int64()), ("key", pa.string()), ("count", pa.int64()), ("worker", pa.int32())])
+
+
+def sink_file(sink_dir: str, batch: int, worker: int) -> str:
+    """Where worker ``worker`` writes its results of micro-batch ``batch``."""
+    return os.path.join(sink_dir, f"batch={int(batch)}", f"worker-{int(worker)}.parquet")
+
+
+def write_atomic_parquet(path: str, table: pa.Table) -> None:
+    """Write ``table`` to ``path`` through a hidden temporary file and a rename (readers see the whole
+    file or none; Parquet readers skip names starting with ``.``)."""
+    import pyarrow.parquet as pq
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def read_sink(sink_dir: str) -> pa.Table:
+    """Every result row in ``sink_dir`` (columns of :data:`SINK_SCHEMA`)."""
+    import pyarrow.parquet as pq
+
+    tables = []
+    if os.path.isdir(sink_dir):
+        for sub in sorted(os.listdir(sink_dir)):
+            d = os.path.join(sink_dir, sub)
+            if not sub.startswith("batch=") or not os.path.isdir(d):
+                continue
+            for name in sorted(os.listdir(d)):
+                if name.endswith(".parquet") and not name.startswith("."):
+                    tables.append(pq.read_table(os.path.join(d, name), schema=SINK_SCHEMA))
+    return pa.concat_tables(tables) if tables else SINK_SCHEMA.empty_table()
+
+
+def _decode(key: str) -> dict[str, Any]:
+    return pickle.loads(base64.b64decode(key))
+
+
+def make_handler(partitions: int, window: int, sink_dir: str) -> Callable[..., Iterator[Any]]:
+    """The ``applyInPandasWithState`` function of the count operator (see the module docstring)."""
+    import pandas as pd
+
+    P = int(partitions)
+    W = int(window)
+    columns = ["kind", "worker", "key", "count", "data"]
+
+    def handle(label: tuple, frames: Iterator[Any], state: Any) -> Iterator[Any]:
+        started = time.perf_counter()
+        parts = [f for f in frames if len(f)]
+        if not parts:
+            return
+        pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+        wcol = pdf["worker"].to_numpy()
+        special = wcol >= P
+        worker = int(wcol[0]) % P
+        control: dict[str, Any] | None = None
+        imports: list[dict[str, Any]] = []
+        sides: list[bytes] = []
+        if special.any():
+            for key in pdf["key"].to_numpy()[special]:
+                raw = base64.b64decode(key)
+                info = pickle.loads(raw)
+                kind = info.get("type")
+                if kind == "control":
+                    control = info
+                elif kind == "import":
+                    imports.append(pickle.loads(info["blob"]))
+                else:
+                    sides.append(raw)
+        data = pdf["key"][~special] if special.any() else pdf["key"]
+        if control is None:
+            if len(data):
+                raise RuntimeError(f"worker {worker} received {len(data)} tuples without a control row")
+            batch = None
+        else:
+            batch = int(control["batch"])
+        vc = data.value_counts(sort=False)
+        keys = vc.index.tolist()
+        counts = vc.to_numpy(dtype=np.int64)
+        win = WorkerWindow.loads(state.get[0]) if state.exists else WorkerWindow(W)
+        out_kind: list[int] = []
+        out_key: list[str | None] = []
+        out_count: list[int] = []
+        out_data: list[bytes | None] = []
+        export_bytes = 0
+        exported_keys = 0
+        imported_keys = sum(len(b.get("keys", ())) for b in imports)
+        n_results = 0
+        if batch is not None:
+            step = win.step(batch, keys, counts, imports=imports,
+                            exports={int(t): ks for t, ks in control.get("exports", {}).items()},
+                            expect=control.get("expect", ()))
+            res = step["results"]
+            n_results = len(res)
+            if res:
+                table = pa.table({
+                    "batch": pa.array([r[0] for r in res], pa.int64()),
+                    "key": pa.array([r[1] for r in res], pa.string()),
+                    "count": pa.array([r[2] for r in res], pa.int64()),
+                    "worker": pa.array(np.full(len(res), worker, np.int32)),
+                }, schema=SINK_SCHEMA)
+                write_atomic_parquet(sink_file(sink_dir, batch, worker), table)
+            for target, blob in step["exports"].items():
+                b = pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)
+                export_bytes += len(b)
+                exported_keys += len(blob["keys"])
+                out_kind.append(EXPORT)
+                out_key.append(None)
+                out_count.append(int(target))
+                out_data.append(b)
+        for raw in sides:
+            out_kind.append(SIDE)
+            out_key.append(None)
+            out_count.append(0)
+            out_data.append(raw)
+        if len(win) or win.held or win.expect:
+            blob = win.dumps()
+            state.update((blob,))
+            state_bytes = len(blob)
+        else:
+            if state.exists:
+                state.remove()
+            state_bytes = 0
+        summary = {"batch": batch, "state_bytes": state_bytes, "held": win.held_tuples(),
+                   "export_bytes": export_bytes, "exported_keys": exported_keys, "imported_keys": imported_keys,
+                   "results": n_results, "seconds": time.perf_counter() - started}
+        out_kind.append(SUMMARY)
+        out_key.append(None)
+        out_count.append(len(win))
+        out_data.append(pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL))
+        m = len(keys)
+        yield pd.DataFrame({
+            "kind": np.concatenate([np.full(m, STAT, np.int32), np.asarray(out_kind, np.int32)]),
+            "worker": np.full(m + len(out_kind), worker, np.int32),
+            "key": keys + out_key,
+            "count": np.concatenate([counts, np.asarray(out_count, np.int64)]),
+            "data": [None] * m + out_data,
+        }, columns=columns)
+
+    return handle
+
+
+def unpack_output(table: pa.Table) -> dict[str, Any]:
+    """Split one batch's collected operator output.
+
+    Returns ``workers``/``key_array``/``counts`` (the stat rows: per (worker, key) tuples of the
+    batch), ``states`` (source → side dict), ``dead_letters`` (reason → [count, samples]),
+    ``exports`` (list of ``(from worker, to worker, blob bytes)``) and ``summaries`` (worker →
+    summary dict with ``keys`` added).
+    """
+    kind = table.column("kind").to_numpy(zero_copy_only=False)
+    stat = np.flatnonzero(kind == STAT)
+    data = table.take(pa.array(stat)) if stat.size else table.slice(0, 0)
+    rest = table.take(pa.array(np.flatnonzero(kind != STAT)))
+    sides: dict[int, dict[str, Any]] = {}
+    exports: list[tuple[int, int, bytes]] = []
+    summaries: dict[int, dict[str, Any]] = {}
+    for k, w, c, d in zip(rest.column("kind").to_pylist(), rest.column("worker").to_pylist(),
+                          rest.column("count").to_pylist(), rest.column("data").to_pylist()):
+        if k == SIDE:
+            info = pickle.loads(d)
+            sides[int(info["source"])] = info
+        elif k == EXPORT:
+            exports.append((int(w), int(c), d))
+        elif k == SUMMARY:
+            summaries[int(w)] = {**pickle.loads(d), "keys": int(c)}
+    dead: dict[str, list] = {}
+    for info in sides.values():
+        for reason, (count, samples) in info.get("dead_letters", {}).items():
+            d = dead.setdefault(reason, [0, []])
+            d[0] += count
+            d[1].extend(samples[: max(0, 5 - len(d[1]))])
+    return {
+        "workers": data.column("worker").to_numpy(zero_copy_only=False).astype(np.int64),
+        "key_array": data.column("key").combine_chunks() if data.num_rows else pa.array([], pa.string()),
+        "counts": data.column("count").to_numpy(zero_copy_only=False).astype(np.int64),
+        "states": sides,
+        "dead_letters": dead,
+        "exports": exports,
+        "summaries": summaries,
+    }
