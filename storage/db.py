@@ -1,6 +1,7 @@
 """Database URLs and engines: SQLite by default, PostgreSQL by URL.
 
-``connect(url)`` is the one entry point; it returns a :class:`storage.store.Store` whose tables exist.
+``connect(url)`` is the one entry point; it returns a :class:`storage.store.Store` whose tables exist
+and have the current schema version (an older database is upgraded when it is opened).
 
 URL handling (:func:`normalize_url`):
 
@@ -171,8 +172,9 @@ def connect(
 ) -> "Store":
     """Open the database at ``url`` (default: see :func:`default_url`) and return a ``Store``.
 
-    With ``create`` (default) the tables are created if missing (idempotent, safe when the engine and
-    the dashboard start at the same time).
+    With ``create`` (default) the tables are created if missing and a database of an older schema
+    version is upgraded in place (idempotent, safe when the engine and the dashboard start at the same
+    time; see :meth:`storage.store.Store.create_schema`).
     """
     from storage.store import Store
 

@@ -7,10 +7,11 @@ table                  contents (primary key)
 =====================  ==========================================================================
 ``runs``               one run: name, algorithm, params, seed, workers, workload, config snapshot
 ``interval_metrics``   per-interval run metrics, every core metric as a column ((run, batch))
-``worker_metrics``     per-interval per-worker tuples, cost, distinct keys, state, processing time
-                       ((run, batch, worker))
+``worker_metrics``     per-interval per-worker tuples, cost, distinct keys, state, processing time,
+                       serialized state bytes ((run, batch, worker))
 ``routing_sizes``      routing-table size A per interval: entries, bytes, limit ``amax`` ((run, batch))
-``migration_events``   migrations executed in a batch: keys, state moved, pause ((run, batch, seq))
+``migration_events``   migrations executed in a batch: keys, state moved, serialized bytes moved,
+                       pause in ms and in held micro-batches ((run, batch, seq))
 ``hot_keys``           top-k keys of an interval: share, count, destination workers
                        ((run, batch, rank))
 ``shadow_results``     what-if: imbalance / replication / migration another grouping would have
@@ -39,6 +40,11 @@ Design decisions (the issue fixes the contents, not the layout):
   16 lowercase hex digits.
 * Children reference ``runs.id`` with ``ON DELETE CASCADE`` (foreign keys are switched on for
   SQLite by :mod:`storage.db`).
+* **Schema versions** (``skewlab_meta.schema_version``, :data:`SCHEMA_VERSION`): a database written
+  by an older version is upgraded in place when it is opened (:meth:`storage.store.Store.create_schema`)
+  by adding the nullable columns listed in :data:`ADDED_COLUMNS`; rows written before keep NULL there.
+  Version 2 added ``worker_metrics.state_bytes``, ``migration_events.bytes_moved`` and
+  ``migration_events.pause_batches``.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
+    "ADDED_COLUMNS",
     "Base",
     "COMMAND_KINDS",
     "COMMAND_STATUSES",
@@ -76,7 +83,7 @@ __all__ = [
     "INTERVAL_METRIC_COLUMNS",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Operator command kinds (issue, "Operator commands").  Absolute semantics: re-applying is harmless.
 COMMAND_KINDS: tuple[str, ...] = ("set-algorithm", "set-param", "set-workers", "pause", "resume")
@@ -199,7 +206,11 @@ INTERVAL_METRIC_COLUMNS: tuple[str, ...] = (
 
 
 class WorkerMetric(Base):
-    """Per-interval per-worker metrics: tuples, cost (load L(d)), distinct keys, state size S, time."""
+    """Per-interval per-worker metrics: tuples, cost (load L(d)), distinct keys, state size S, time.
+
+    ``state_size`` is the cost model's state S (window tuples); ``state_bytes`` the serialized size of
+    the worker's keyed state in Spark's state store at the end of the interval (NULL when not reported).
+    """
 
     __tablename__ = "worker_metrics"
 
@@ -212,6 +223,7 @@ class WorkerMetric(Base):
     distinct_keys: Mapped[int] = mapped_column(BigInteger, default=0)
     state_size: Mapped[float | None] = mapped_column(Double, nullable=True)
     processing_seconds: Mapped[float | None] = mapped_column(Double, nullable=True)
+    state_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
     __table_args__ = (Index("ix_worker_metrics_run_interval", "run_id", "interval"),)
 
@@ -232,7 +244,13 @@ class RoutingSize(Base):
 
 
 class MigrationEvent(Base):
-    """A migration executed in a batch: keys moved, state moved, pause of the affected keys (ms)."""
+    """A migration executed in a batch: keys moved, state moved, pause of the affected keys.
+
+    ``state_moved`` is in the cost model's units (window tuples); ``bytes_moved`` the serialized state
+    bytes that crossed from the old workers to the new ones; ``pause_ms`` the pause in milliseconds and
+    ``pause_batches`` the micro-batches the moved keys' tuples were held at their new worker (both
+    NULL when not reported).
+    """
 
     __tablename__ = "migration_events"
 
@@ -247,8 +265,18 @@ class MigrationEvent(Base):
     migration_cost: Mapped[float | None] = mapped_column(Double, nullable=True)
     pause_ms: Mapped[float | None] = mapped_column(Double, nullable=True)
     detail: Mapped[str] = mapped_column(Text, default="{}")
+    bytes_moved: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    pause_batches: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
     __table_args__ = (Index("ix_migration_events_run_interval", "run_id", "interval"),)
+
+
+#: Columns each schema version added to existing tables: {version: ((table, column), ...)}.  Opening an
+#: older database adds them (nullable, so every row written before reads NULL there).
+ADDED_COLUMNS: dict[int, tuple[tuple[str, str], ...]] = {
+    2: (("worker_metrics", "state_bytes"), ("migration_events", "bytes_moved"),
+        ("migration_events", "pause_batches")),
+}
 
 
 class HotKey(Base):

@@ -53,12 +53,13 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from sqlalchemy import Connection, Engine, Table, func, select, update
+from sqlalchemy import Connection, Engine, Table, func, inspect, select, update
 from sqlalchemy import delete as sa_delete
 from sqlalchemy import insert as sa_insert
 from sqlalchemy import text as sa_text
 
 from storage.models import (
+    ADDED_COLUMNS,
     COMMAND_KINDS,
     INTERVAL_METRIC_COLUMNS,
     RUN_STATUSES,
@@ -123,7 +124,7 @@ _JSON_COLUMNS: dict[str, tuple[str, ...]] = {
     "commands": ("payload",),
 }
 
-_WORKER_FIELDS = ("worker", "tuples", "cost", "distinct_keys", "state_size", "processing_seconds")
+_WORKER_FIELDS = ("worker", "tuples", "cost", "distinct_keys", "state_size", "processing_seconds", "state_bytes")
 _HOT_FIELDS = ("rank", "key", "fingerprint", "count", "share", "workers")
 _SHADOW_FIELDS = (
     "algorithm", "imbalance", "replication", "migration_cost", "theta_max_observed",
@@ -131,6 +132,7 @@ _SHADOW_FIELDS = (
 )
 _MIGRATION_FIELDS = (
     "seq", "algorithm", "keys_moved", "state_moved", "migration_cost", "pause_ms", "detail", "wall_time",
+    "bytes_moved", "pause_batches",
 )
 _ROUTING_FIELDS = ("entries", "memory_bytes", "amax")
 _EVENT_FIELDS = ("kind", "detail", "command_id", "wall_time", "interval")
@@ -387,17 +389,40 @@ class Store:
         return conn.execute(stmt).first() is not None
 
     def create_schema(self) -> None:
-        """Create missing tables and indexes (idempotent; serialised between processes)."""
+        """Create missing tables and indexes, upgrading an older schema (idempotent; serialised between processes).
+
+        A new database gets the current schema; one written by an older version gets the columns added
+        since (:meth:`_upgrade`); one written by a newer version raises ``RuntimeError``.
+        """
         with self._write() as conn:
             if self.dialect == "postgresql":
                 conn.execute(sa_text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_SCHEMA_LOCK})
             Base.metadata.create_all(conn, checkfirst=True)
             self._insert_ignore(conn, _T_META, {"key": "schema_version", "value": str(SCHEMA_VERSION)}, ["key"])
             found = conn.execute(select(_T_META.c.value).where(_T_META.c.key == "schema_version")).scalar_one()
+            if found.isdigit() and int(found) < SCHEMA_VERSION:
+                self._upgrade(conn, int(found))
+                found = str(SCHEMA_VERSION)
         if found != str(SCHEMA_VERSION):
             raise RuntimeError(
                 f"database schema version {found} does not match this skewlab (version {SCHEMA_VERSION})"
             )
+
+    @staticmethod
+    def _upgrade(conn: Connection, version: int) -> None:
+        """Add the columns of every schema version after ``version`` (:data:`storage.models.ADDED_COLUMNS`)
+        that the tables lack, with ``ALTER TABLE … ADD COLUMN``, and record the current version.
+
+        Table and column names come from the models, never from the database or a caller.
+        """
+        quote = conn.dialect.identifier_preparer.quote
+        for v in range(version + 1, SCHEMA_VERSION + 1):
+            for table, column in ADDED_COLUMNS.get(v, ()):
+                if column in {c["name"] for c in inspect(conn).get_columns(table)}:
+                    continue
+                col_type = Base.metadata.tables[table].c[column].type.compile(dialect=conn.dialect)
+                conn.exec_driver_sql(f"ALTER TABLE {quote(table)} ADD COLUMN {quote(column)} {col_type}")
+        conn.execute(update(_T_META).where(_T_META.c.key == "schema_version").values(value=str(SCHEMA_VERSION)))
 
     def drop_schema(self) -> None:
         """Drop every skewlab table (tests and ``reset`` tooling only)."""
@@ -564,13 +589,15 @@ class Store:
         (``algorithm`` defaults to the run's current one; ``wall_time``, ``interval``, ``batch_id``
         may be repeated there if equal to the arguments).
         ``workers``: per-worker rows ``worker, tuples, cost, distinct_keys, state_size,
-        processing_seconds`` — a list of mappings or a mapping of equal-length columns (worker ids
-        default to 0..n-1).
+        processing_seconds, state_bytes`` — a list of mappings or a mapping of equal-length columns
+        (worker ids default to 0..n-1).
         ``hot_keys``: top-k ``key, fingerprint, count, share, workers[, rank]`` (rank defaults to the
         position).  ``shadow``: ``{algorithm: {imbalance, replication, migration_cost, …}}`` or a list
         of mappings with ``algorithm``.  ``migrations``: ``algorithm, keys_moved, state_moved,
-        migration_cost, pause_ms, detail[, seq]``.  ``routing``: ``{entries, memory_bytes, amax}`` or
-        an int (entries); fills ``routing_table_size`` when the metrics lack it, and vice versa.
+        migration_cost, pause_ms, bytes_moved, pause_batches, detail[, seq]``; absent or None
+        ``state_bytes`` / ``bytes_moved`` / ``pause_batches`` (integers) are stored as NULL.
+        ``routing``: ``{entries, memory_bytes, amax}`` or an int (entries); fills
+        ``routing_table_size`` when the metrics lack it, and vice versa.
         ``events``: ``kind, detail, command_id[, interval]`` (the interval the event belongs to when
         it is not this one, e.g. a command that takes effect from the next).  ``dead_letters``: ``{reason: count}``,
         ``{reason: {count, samples}}`` or a list of ``reason, count, samples``.
@@ -653,6 +680,7 @@ class Store:
                 "distinct_keys": _i(w.get("distinct_keys"), 0),
                 "state_size": _f(w.get("state_size")),
                 "processing_seconds": _f(w.get("processing_seconds")),
+                "state_bytes": _i(w.get("state_bytes")),
             })
         _no_duplicates(worker_rows, "worker", "workers")
 
@@ -702,6 +730,8 @@ class Store:
                 "migration_cost": _f(m.get("migration_cost")),
                 "pause_ms": _f(m.get("pause_ms")),
                 "detail": _dumps(m.get("detail") or {}, "migrations.detail"),
+                "bytes_moved": _i(m.get("bytes_moved")),
+                "pause_batches": _i(m.get("pause_batches")),
             })
         _no_duplicates(mig_rows, "seq", "migrations")
 
@@ -1118,11 +1148,14 @@ class Store:
         return out
 
     def import_run(self, data: Mapping[str, Any]) -> int:
-        """Insert a run exported by :meth:`export_run` (from any backend) as a new run; its new id."""
+        """Insert a run exported by :meth:`export_run` (from any backend) as a new run; its new id.
+
+        Exports of an older schema version are accepted: the columns added since are NULL.
+        """
         if not isinstance(data, Mapping) or data.get("format") != EXPORT_FORMAT:
             raise ValueError(f"not a {EXPORT_FORMAT} export")
-        if int(data.get("schema_version", -1)) != SCHEMA_VERSION:
-            raise ValueError(f"export schema version {data.get('schema_version')} != {SCHEMA_VERSION}")
+        if not 1 <= int(data.get("schema_version", -1)) <= SCHEMA_VERSION:
+            raise ValueError(f"export schema version {data.get('schema_version')} is not 1 to {SCHEMA_VERSION}")
         run = dict(data["run"])
         run.pop("id", None)
         for extra_col in ("intervals", "last_interval", "last_batch", "last_wall_time"):

@@ -8,6 +8,7 @@ import json
 import math
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,14 +24,18 @@ from storage import (
     UnknownRun,
     connect,
     default_url,
+    make_engine,
     normalize_url,
     safe_url,
 )
-from storage.models import Base, IntervalMetric
+from storage.models import ADDED_COLUMNS, Base, IntervalMetric
 from storage.store import DEAD_LETTER_SAMPLE_CHARS, DEAD_LETTER_SAMPLE_LIMIT, MAX_PAYLOAD_CHARS
 from tests.pg import pg_server, pg_url  # noqa: F401  (pytest fixtures)
 
 INJECTION = "x'); DROP TABLE runs; -- \" OR 1=1; /* ${jndi:ldap://e} {{7*7}} %s %(p)s :p ? \\"
+SCHEMA_V1 = Path(__file__).resolve().parent / "schema_v1"
+#: More than a signed 32-bit integer holds: the byte columns must be BIGINT on PostgreSQL too.
+BIG = 3 * 2**31
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -76,6 +81,7 @@ def _full_interval(store, run, batch, interval, scale=1.0):
             "distinct_keys": np.array([10, 20, 30, 40]),
             "state_size": np.array([1.0, 2.0, 3.0, 4.0]),
             "processing_seconds": np.array([0.1, 0.05, 0.05, 0.05]),
+            "state_bytes": np.array([4096, 0, BIG, 12]),
         },
         hot_keys=[
             {"key": "the", "fingerprint": np.uint64(2**64 - 5), "count": 300, "share": 0.3, "workers": [0]},
@@ -86,7 +92,8 @@ def _full_interval(store, run, batch, interval, scale=1.0):
             "pkg": {"imbalance": 0.01, "replication": 1.7, "migration_cost": 0.0},
         },
         migrations=[{"algorithm": "mixed", "keys_moved": 3, "state_moved": 12.0, "migration_cost": 0.05,
-                     "pause_ms": 4.0, "detail": {"from": [0], "to": [1]}}],
+                     "pause_ms": 4.0, "detail": {"from": [0], "to": [1]}, "bytes_moved": np.int64(BIG),
+                     "pause_batches": 2}],
         routing={"entries": 42, "memory_bytes": 672, "amax": 100},
         events=[{"kind": "param", "detail": {"theta_max": 0.1}, "command_id": None}],
         dead_letters={"bad-json": {"count": 2, "samples": ["{oops", "]"]}},
@@ -147,6 +154,75 @@ def test_schema_creation(store, url):
         assert conn.execute(select(Base.metadata.tables["skewlab_meta"].c.value)).scalar() == str(SCHEMA_VERSION)
 
 
+def _create_v1_database(url):
+    """A database as schema version 1 created it, with one run of v1 rows (tests/schema_v1/)."""
+    engine = make_engine(url)
+    script = (SCHEMA_V1 / f"{engine.dialect.name}.sql").read_text(encoding="utf-8")
+    sql = "\n".join(line for line in script.splitlines() if not line.startswith("--"))
+    try:
+        with engine.begin() as conn:
+            for statement in filter(None, (s.strip() for s in sql.split(";"))):
+                conn.exec_driver_sql(statement)
+    finally:
+        engine.dispose()
+
+
+def _columns(store, table):
+    return {c["name"] for c in inspect(store.engine).get_columns(table)}
+
+
+def test_opening_a_version_1_database_upgrades_it_in_place(url):
+    _create_v1_database(url)
+    store = connect(url)
+    try:
+        assert {"state_bytes"} <= _columns(store, "worker_metrics")
+        assert {"bytes_moved", "pause_batches"} <= _columns(store, "migration_events")
+        with store.engine.connect() as conn:
+            assert conn.execute(select(Base.metadata.tables["skewlab_meta"].c.value)).scalar() == str(SCHEMA_VERSION)
+        # rows written by version 1 are kept, with NULL in the new columns
+        (run,) = store.list_runs()
+        assert (run["name"], run["intervals"]) == ("v1 run", 1)
+        old = store.worker_metrics(run["id"])
+        assert [(r["tuples"], r["state_bytes"]) for r in old] == [(20, None), (10, None)]
+        (mig,) = store.migration_events(run["id"])
+        assert (mig["keys_moved"], mig["bytes_moved"], mig["pause_batches"]) == (2, None, None)
+        # and the new fields round-trip in the upgraded tables
+        assert _full_interval(store, run["id"], 1, 1) is True
+        new = store.worker_metrics(run["id"], interval=1)
+        assert [r["state_bytes"] for r in new] == [4096, 0, BIG, 12]
+        mig = store.migration_events(run["id"], since_interval=0)[0]
+        assert (mig["bytes_moved"], mig["pause_batches"]) == (BIG, 2)
+        data = store.export_run(run["id"])
+        assert _strip_ids(store.export_run(store.import_run(data))) == _strip_ids(data)
+    finally:
+        store.close()
+    again = connect(url)  # a second process opening the upgraded database changes nothing
+    try:
+        assert len(again.worker_metrics(run["id"])) == 6
+    finally:
+        again.close()
+
+
+def test_a_database_of_a_newer_version_is_refused(url):
+    connect(url).close()
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            meta = Base.metadata.tables["skewlab_meta"]
+            conn.execute(meta.update().values(value=str(SCHEMA_VERSION + 1)))
+    finally:
+        engine.dispose()
+    with pytest.raises(RuntimeError, match=f"schema version {SCHEMA_VERSION + 1} does not match"):
+        connect(url)
+
+
+def test_every_added_column_is_in_the_models_and_nullable():
+    assert max(ADDED_COLUMNS) == SCHEMA_VERSION
+    for columns in ADDED_COLUMNS.values():
+        for table, column in columns:
+            assert Base.metadata.tables[table].c[column].nullable, (table, column)
+
+
 def test_sqlite_wal_busy_timeout_foreign_keys(tmp_path):
     url = f"sqlite:///{tmp_path / 'w.db'}"
     s = connect(url, busy_timeout_ms=1234)
@@ -196,6 +272,7 @@ def test_record_interval_writes_everything(store):
     assert [r["worker"] for r in w] == [0, 1, 2, 3]
     assert [r["tuples"] for r in w] == [400, 200, 200, 200]
     assert w[3]["distinct_keys"] == 40 and w[0]["processing_seconds"] == pytest.approx(0.1)
+    assert [r["state_bytes"] for r in w] == [4096, 0, BIG, 12]
     hk = store.hot_keys(run)
     assert [h["key"] for h in hk] == ["the", "of"]
     assert hk[0]["fingerprint"] == f"{2**64 - 5:016x}" and hk[1]["workers"] == [1, 2]
@@ -203,6 +280,7 @@ def test_record_interval_writes_everything(store):
     assert sh["pkg"]["replication"] == pytest.approx(1.7) and sh["hash"]["imbalance"] == pytest.approx(0.9)
     (mig,) = store.migration_events(run)
     assert mig["keys_moved"] == 3 and mig["pause_ms"] == pytest.approx(4.0) and mig["detail"] == {"from": [0], "to": [1]}
+    assert (mig["bytes_moved"], mig["pause_batches"]) == (BIG, 2)
     (rs,) = store.routing_sizes(run)
     assert (rs["entries"], rs["memory_bytes"], rs["amax"]) == (42, 672, 100)
     (ev,) = store.events(run)
@@ -274,6 +352,20 @@ def test_record_interval_validation_writes_nothing(store):
     (m,) = store.interval_metrics(run)
     assert m["imbalance"] is None and m["throughput"] is None and m["tuples"] == 3
     assert m["algorithm"] == "hash"  # defaults to the run's algorithm
+
+
+def test_state_and_migration_bytes_are_null_when_absent(store):
+    run = store.create_run("hash")
+    assert store.record_interval(run, 1, 1, {}, workers=[{"tuples": 5}, {"tuples": 6, "state_bytes": None}],
+                                 migrations=[{"keys_moved": 1, "pause_ms": 2.0}])
+    assert [r["state_bytes"] for r in store.worker_metrics(run)] == [None, None]
+    (mig,) = store.migration_events(run)
+    assert (mig["bytes_moved"], mig["pause_batches"], mig["pause_ms"]) == (None, None, 2.0)
+    with pytest.raises(ValueError, match="expected an integer"):
+        store.record_interval(run, 2, 2, {}, workers=[{"state_bytes": 1.5}])
+    with pytest.raises(ValueError, match="unknown field"):
+        store.record_interval(run, 2, 2, {}, migrations=[{"moved_bytes": 1}])
+    assert len(store.interval_metrics(run)) == 1
 
 
 def test_incremental_reads_and_run_listing(store):
@@ -543,12 +635,34 @@ def test_export_round_trip(store, tmp_path):
     assert float(rows[1]["imbalance"]) == pytest.approx(0.25)
     hot = list(csv.DictReader(io.StringIO(tables["hot_keys"])))
     assert json.loads(hot[1]["workers"]) == [1, 2]
+    workers = list(csv.DictReader(io.StringIO(tables["worker_metrics"])))
+    assert [int(r["state_bytes"]) for r in workers[:4]] == [4096, 0, BIG, 12]
+    (mig, *_) = csv.DictReader(io.StringIO(tables["migration_events"]))
+    assert (int(mig["bytes_moved"]), int(mig["pause_batches"])) == (BIG, 2)
+    assert data["worker_metrics"][2]["state_bytes"] == BIG and data["migration_events"][0]["pause_batches"] == 2
     (run_row,) = csv.DictReader(io.StringIO(tables["run"]))
     assert json.loads(run_row["params"]) == {"amax": 100, "theta_max": 0.1}
     with pytest.raises(UnknownRun):
         store.export_run(10_000)
     with pytest.raises(ValueError):
         store.import_run({"format": "something else"})
+
+
+def test_an_export_of_schema_version_1_still_imports(store):
+    run = store.create_run("mixed")
+    _full_interval(store, run, 0, 0)
+    data = json.loads(json.dumps(store.export_run(run)))
+    data["schema_version"] = 1  # version 1 exports lack the columns version 2 added
+    for row in data["worker_metrics"]:
+        del row["state_bytes"]
+    for row in data["migration_events"]:
+        del row["bytes_moved"], row["pause_batches"]
+    copied = store.import_run(data)
+    assert [r["state_bytes"] for r in store.worker_metrics(copied)] == [None] * 4
+    assert store.migration_events(copied)[0]["bytes_moved"] is None
+    assert store.worker_metrics(copied)[0]["tuples"] == 400
+    with pytest.raises(ValueError, match="schema version"):
+        store.import_run(dict(data, schema_version=SCHEMA_VERSION + 1))
 
 
 # ---------------------------------------------------------------------------------------------
