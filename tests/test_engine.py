@@ -99,8 +99,10 @@ def test_sources_route_with_the_snapshot_published_for_the_batch(spark, tmp_path
     assert engine.routes.next_version() == engine.last_batch + 1  # published for the next batch
 
     bad = SparkEngine(gen_cfg(tmp_path, shadow=[], max_batches=2), log=lambda m: None)
-    bad._publish_route = lambda b: bad.routes.publish(b, RoutingSnapshot(b - 1, bad.controller.grouping).dumps())
-    with pytest.raises(RuntimeError, match=r"was routed with the snapshot of batch \d+"):
+    bad._publish_route = lambda b: bad.routes.publish(
+        b, RoutingSnapshot(b - 1, bad.controller.grouping, bad.partitions, bad._control({})).dumps())
+    # the workers refuse it (their state is past that batch) before the driver would
+    with pytest.raises(RuntimeError, match=r"routing snapshot of batch \d+, but this worker's state is already at"):
         bad.run()
     assert bad.last_batch == engine.last_batch  # nothing applied
     again = SparkEngine(gen_cfg(tmp_path, shadow=[], max_batches=1), log=lambda m: None)

@@ -13,8 +13,7 @@ from engine import registry
 from engine.checkpoint import SnapshotStore
 from engine.metrics_sink import MetricsSink, PendingInterval
 from engine.keys import Vocabulary, fingerprint, fingerprint_keys
-from engine.spark.topology import (RoutingSnapshot, VocabIndex, make_router, make_worker,
-                                   unpack_aggregates)
+from engine.spark.topology import RoutingSnapshot, VocabIndex, make_router
 
 
 def test_snapshots_keep_latest_and_skip_torn_files(tmp_path):
@@ -114,22 +113,25 @@ def test_executor_routing_equals_local_routing(name, params):
         assert np.array_equal(e, g)
 
 
-def test_worker_aggregates_and_dead_letters():
+def test_operator_output_counts_and_dead_letters(tmp_path):
+    """Router → the stateful operator of each worker (fake state store) → unpack_output: per-key
+    statistics, side rows with dead letters and offsets, one summary per worker."""
+    from engine.spark.operator import make_handler, unpack_output
+    from tests.test_spark_operator import FakeState, run_handler
+
     g = registry.create("hash", 2)
     rb = pa.RecordBatch.from_arrays(
         [pa.array(["a", "a", None, "b"]), pa.array([0, 0, 0, 0], pa.int32()), pa.array([0, 1, 2, 3], pa.int64()),
          pa.array([None, None, "no_key", None]), pa.array([None, None, "00", None])],
         names=["key", "source", "seq", "error", "raw"])
-    routed = pa.Table.from_batches(list(make_router(RoutingSnapshot(0, g).dumps())(iter([rb]))))
-    parts = []
-    part = routed.column("worker").to_numpy() % 2  # repartitionById takes the id modulo n
-    for w in range(2):
-        sub = routed.filter(pa.array(part == w))
-        parts += list(make_worker(2)(iter(sub.to_batches())))
-    u = unpack_aggregates(pa.Table.from_batches(parts))
-    assert sorted(zip(u["keys"], u["counts"].tolist())) == [("a", 2), ("b", 1)]
+    snap = RoutingSnapshot(0, g, 2, {0: {"exports": {}, "expect": []}, 1: {"exports": {}, "expect": []}})
+    routed = pa.Table.from_batches(list(make_router(snap.dumps(), lead=True)(iter([rb]))))
+    handler = make_handler(2, 3, str(tmp_path))
+    u = unpack_output(pa.concat_tables(run_handler(handler, routed, 2, {w: FakeState() for w in range(2)})))
+    assert sorted(zip(u["key_array"].to_pylist(), u["counts"].tolist())) == [("a", 2), ("b", 1)]
     assert u["dead_letters"] == {"no_key": [1, ["00"]]}
     assert u["states"][0]["consumed"] == 4 and u["states"][0]["first_seq"] == 0
+    assert set(u["summaries"]) == {0, 1} and sum(s["keys"] for s in u["summaries"].values()) == 2
 
 
 def test_fingerprint_keys_bit_identical_to_mmh3():

@@ -1,7 +1,6 @@
 """Driver-side helpers of the Spark topology (engine/spark/topology.py): the persistent-hash-table
 ``VocabIndex`` gives exactly ``Vocabulary.encode``'s ids (also across table growth, NULLs, slices,
-large strings and fingerprint collisions), and ``unpack_aggregates`` splits make_worker output as
-before."""
+large strings and fingerprint collisions)."""
 
 import pickle
 
@@ -12,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.keys import Vocabulary, fingerprints
-from engine.spark.topology import VocabIndex, encode_side, make_worker, unpack_aggregates
+from engine.spark.topology import VocabIndex
 
 
 @given(st.lists(st.lists(st.sampled_from([f"k{i}" for i in range(40)] + ["", "ü€", "日本", "k1 ", "shared-16-bytes-a",
@@ -84,39 +83,3 @@ def test_fingerprint_collisions_never_merge_keys():
     long = "0123456789abcdef-tail"  # same first 16 bytes and length: decided by the rest of the bytes
     v = CollidingVocab([long[:-1] + "X", long], long)
     assert VocabIndex().encode(v, pa.array([long, long[:-1] + "X", long])).tolist() == [1, 0, 1]
-
-
-def reference_unpack(table):
-    """The previous implementation (three filters of the whole table)."""
-    data = table.filter(pc.is_valid(table.column("key")))
-    state = table.filter(pc.is_valid(table.column("state")))
-    timing = table.filter(pc.is_valid(table.column("seconds")))
-    return {
-        "workers": data.column("worker").to_numpy().astype(np.int64),
-        "key_array": data.column("key").combine_chunks() if data.num_rows else pa.array([], pa.string()),
-        "counts": data.column("count").to_numpy().astype(np.int64),
-        "states": {int(s): pickle.loads(b) for s, b in zip(state.column("source").to_pylist(), state.column("state").to_pylist())},
-        "seconds": {int(w): x for w, x in zip(timing.column("worker").to_pylist(), timing.column("seconds").to_pylist())},
-    }
-
-
-def test_unpack_aggregates_equals_reference():
-    n = 3
-    work = make_worker(n)
-    batches = []
-    for w in range(n):
-        keys = [f"k{i % (5 + w)}" for i in range(40)]
-        inp = [pa.RecordBatch.from_arrays([pa.array(keys), pa.array([w] * 40, pa.int32())], names=["key", "worker"])]
-        if w < 2:
-            side = encode_side({"source": w, "dead_letters": {"bad": (w + 1, ["x"] * (w + 4))}, "rows": 40})
-            inp.append(pa.RecordBatch.from_arrays([pa.array([side]), pa.array([n + w], pa.int32())], names=["key", "worker"]))
-        batches.extend(work(iter(inp)))
-    table = pa.Table.from_batches(batches)
-    got, want = unpack_aggregates(table), reference_unpack(table)
-    for k in ("workers", "counts"):
-        assert got[k].dtype == np.int64 and np.array_equal(got[k], want[k])
-    assert got["key_array"].equals(want["key_array"]) and got["keys"] == want["key_array"].to_pylist()
-    assert got["states"] == want["states"] and got["seconds"] == want["seconds"]
-    assert got["dead_letters"] == {"bad": [3, ["x"] * 5]}
-    empty = unpack_aggregates(table.slice(0, 0), key_list=False)
-    assert empty["workers"].size == 0 and len(empty["key_array"]) == 0 and "keys" not in empty

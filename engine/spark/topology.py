@@ -1,8 +1,9 @@
-"""The keyed topology inside Spark: route per input partition, shuffle by worker, aggregate per worker.
+"""The keyed topology inside Spark: route per input partition, group by worker, keyed state per worker.
 
 Per micro-batch the driver builds a :class:`RoutingSnapshot` (the grouping object: routing table,
-heavy hitters and their d, per-source load estimates, pickled — a few KB to a few MB) and publishes
-it for the batch (:class:`engine.spark.sources.RouteFiles`); the executors run
+heavy hitters and their d, per-source load estimates, pickled — a few KB to a few MB — plus the
+batch's migration orders and the state blobs to import) and publishes it for the batch
+(:class:`engine.spark.sources.RouteFiles`); the executors run
 
 1. :func:`make_router` inside every source scan (:mod:`engine.spark.sources`, option ``route_dir``):
    every input partition is one upstream source instance; its tuples are fingerprinted
@@ -11,18 +12,17 @@ it for the batch (:class:`engine.spark.sources.RouteFiles`); the executors run
    ``grouping.route(fps, source)`` — exactly the per-source semantics of the local runtime.  Each
    partition also emits one *side row* per source carrying the source's updated local state
    (``grouping.source_state``), its offsets, dead letters and the batch whose snapshot it used back
-   to the driver.  Only ``(key, worker)`` leaves the scan (:data:`ROUTED_SCHEMA`).  (Routing in a
+   to the driver; the batch's *lead* partition also emits the control and import rows of every
+   worker.  Only ``(key, worker)`` leaves the scan (:data:`ROUTED_SCHEMA`).  (Routing in a
    separate ``mapInArrow`` after the scan gives the same rows but costs a second Python stage:
    every tuple converted to Arrow by the JVM, shipped to another Python worker and converted back;
    measured ~15-20 % of a batch's wall time.)
-2. ``repartitionById(n_workers, worker)``: one Spark partition = one worker.
-3. :func:`make_worker` in ``mapInArrow``: the keyed operator of a worker — per-key counts of the
-   interval (the windowed count/join state lives with the controller, which merges these
-   aggregates into per-worker keyed state) plus the worker's processing time.  Side rows become
-   state rows of the output.
+2. ``groupBy(label of worker)`` + ``applyInPandasWithState``: the stateful operator of
+   :mod:`engine.spark.operator`, one task and one state partition per worker
+   (:mod:`engine.spark.labels`).
 
-Only per-(worker, key) aggregates, the side rows and dead-letter samples reach the driver; raw
-tuples never do.
+Only per-(worker, key) statistics, export blobs, the side rows and dead-letter samples reach the
+driver; raw tuples and results never do (the workers write results to the sink).
 """
 
 from __future__ import annotations
@@ -42,23 +42,19 @@ from engine.grouping import Grouping
 from engine.keys import fingerprint_keys
 
 __all__ = [
-    "AGG_SCHEMA",
     "ROUTED_SCHEMA",
     "RoutingSnapshot",
     "VocabIndex",
     "encode_side",
     "make_router",
-    "make_worker",
 ]
 
-#: routed tuples: data rows have ``worker`` in ``[0, n)``; a *side row* of source ``s`` has
-#: ``worker = n + s mod n`` (same partition as ``s mod n`` under ``repartitionById``'s modulo) and its
-#: pickled side dict, base64-encoded, in ``key``.  Two columns only: every shuffled row pays per field
+#: routed tuples: data rows have ``worker`` in ``[0, n)``; a *special row* for worker ``w`` (side,
+#: control, import) has ``worker = P + w`` (the same label, so the same task and state partition) and
+#: its pickled dict, base64-encoded, in ``key``.  Two columns only: every shuffled row pays per field
 #: (Arrow → UnsafeRow, shuffle write/read, UnsafeRow → Arrow), and a NULL ``source``/``state`` on
 #: every data row cost ~16 bytes and two field writes per tuple for one side row per source.
 ROUTED_SCHEMA = "key string, worker int"
-#: per-(worker, key) aggregates of one interval; state rows (key NULL) and one timing row per worker
-AGG_SCHEMA = "worker int, key string, count long, source int, state binary, seconds double"
 
 @dataclass
 class RoutingSnapshot:
@@ -188,95 +184,6 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
             )
 
     return route
-
-
-def make_worker(n_workers: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """``mapInArrow`` function of one worker partition (input :data:`ROUTED_SCHEMA`, output
-    :data:`AGG_SCHEMA`): per-key counts of the data rows (``worker < n_workers``) and the side rows
-    (``worker >= n_workers``) decoded into state rows (``source``, ``state`` = the pickled dict)."""
-    n = int(n_workers)
-
-    def work(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        started = time.perf_counter()
-        keys = []
-        worker = -1
-        for rb in batches:
-            if rb.num_rows == 0:
-                continue
-            wcol = rb.column("worker")
-            if pc.max(wcol).as_py() >= n:
-                is_side = pc.greater_equal(wcol, n)
-                st = rb.filter(is_side)
-                infos = [base64.b64decode(k) for k in st.column("key").to_pylist()]
-                srcs = [int(pickle.loads(b)["source"]) for b in infos]
-                m = len(infos)
-                yield pa.RecordBatch.from_arrays(
-                    [pa.array(st.column("worker").to_numpy(zero_copy_only=False).astype(np.int32) - n, pa.int32()),
-                     pa.nulls(m, pa.string()),
-                     pa.array(np.zeros(m, np.int64)), pa.array(srcs, pa.int32()), pa.array(infos, pa.binary()),
-                     pa.nulls(m, pa.float64())],
-                    names=["worker", "key", "count", "source", "state", "seconds"],
-                )
-                rb = rb.filter(pc.invert(is_side))
-                if rb.num_rows == 0:
-                    continue
-            worker = int(rb.column("worker")[0].as_py())
-            keys.append(rb.column("key"))
-        if not keys:
-            return
-        agg = pa.table({"key": pa.chunked_array(keys, pa.string())}).group_by("key").aggregate([("key", "count")])
-        m = agg.num_rows
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(np.full(m, worker, np.int32)), agg.column("key").combine_chunks(),
-             agg.column("key_count").combine_chunks().cast(pa.int64()), pa.nulls(m, pa.int32()),
-             pa.nulls(m, pa.binary()), pa.nulls(m, pa.float64())],
-            names=["worker", "key", "count", "source", "state", "seconds"],
-        )
-        yield pa.RecordBatch.from_arrays(
-            [pa.array([worker], pa.int32()), pa.nulls(1, pa.string()), pa.array([0], pa.int64()),
-             pa.nulls(1, pa.int32()), pa.nulls(1, pa.binary()),
-             pa.array([time.perf_counter() - started], pa.float64())],
-            names=["worker", "key", "count", "source", "state", "seconds"],
-        )
-
-    return work
-
-
-def unpack_aggregates(table: pa.Table, key_list: bool = True) -> dict[str, Any]:
-    """Split the collected aggregate table into counts, per-source states and worker timings.
-
-    ``key_array``: the keys of the count rows as one Arrow string array; ``keys`` the same as a
-    Python list (only with ``key_list``: the engine encodes ``key_array`` with :class:`VocabIndex`
-    and never needs the Python strings of known keys).
-
-    Each of the three row kinds is filtered from only the columns it uses (``worker, key, count``;
-    ``source, state``; ``worker, seconds``): filtering the whole six-column table three times copied
-    every column of every row three times (issue #4: this runs on the driver while executors wait;
-    about half the time of the previous version).
-    """
-    key_valid = pc.is_valid(table.column("key"))
-    data = table.select(["worker", "key", "count"]).filter(key_valid)
-    state = table.select(["source", "state"]).filter(pc.is_valid(table.column("state")))
-    timing = table.select(["worker", "seconds"]).filter(pc.is_valid(table.column("seconds")))
-    sides = {int(s): pickle.loads(b) for s, b in zip(state.column("source").to_pylist(), state.column("state").to_pylist())}
-    dead: dict[str, list] = {}
-    for info in sides.values():
-        for reason, (count, samples) in info.get("dead_letters", {}).items():
-            d = dead.setdefault(reason, [0, []])
-            d[0] += count
-            d[1].extend(samples[: max(0, 5 - len(d[1]))])
-    key_array = data.column("key").combine_chunks() if data.num_rows else pa.array([], pa.string())
-    out = {
-        "workers": data.column("worker").to_numpy().astype(np.int64),
-        "key_array": key_array,
-        "counts": data.column("count").to_numpy().astype(np.int64),
-        "states": sides,
-        "dead_letters": dead,
-        "seconds": {int(w): float(x) for w, x in zip(timing.column("worker").to_pylist(), timing.column("seconds").to_pylist())},
-    }
-    if key_list:
-        out["keys"] = key_array.to_pylist()
-    return out
 
 
 # --------------------------------------------------------------------------------------------- VocabIndex

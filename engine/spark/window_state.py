@@ -203,6 +203,10 @@ class WorkerWindow:
         Returns ``results`` (list of ``(batch, key, window count)``), ``exports`` (target → blob).
         """
         batch = int(batch)
+        if batch <= self.last:
+            raise ValueError(f"routing snapshot of batch {batch}, but this worker's state is already at batch "
+                             f"{self.last}: the routing files do not match this checkpoint; start a new run with "
+                             "--run-name or --checkpoint")
         self.slide(batch - 1)
         results: list[tuple[int, str, int]] = []
         for blob in imports:

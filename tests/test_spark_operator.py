@@ -1,0 +1,138 @@
+"""The Spark engine's stateful operator without Spark (engine.spark.operator): the handler of each
+worker on routed rows with a fake state store — results in the sink, statistics, export blobs that
+another worker imports, replays that rewrite the same sink file, and the labels that pin each worker to
+one state partition."""
+
+from __future__ import annotations
+
+import base64
+import pickle
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from engine import registry
+from engine.spark.labels import spark_partition_of, worker_labels
+from engine.spark.operator import (EXPORT, SUMMARY, make_handler, read_sink, sink_file, unpack_output)
+from engine.spark.topology import RoutingSnapshot, make_router
+
+
+OUT_ARROW = pa.schema([("kind", pa.int32()), ("worker", pa.int32()), ("key", pa.string()), ("count", pa.int64()),
+                       ("data", pa.binary())])  # OUT_SCHEMA as Arrow
+
+
+class FakeState:
+    """The part of pyspark's GroupState the handler uses: one tuple value, exists/get/update/remove."""
+
+    def __init__(self, value=None):
+        self.value = value
+
+    @property
+    def exists(self):
+        return self.value is not None
+
+    @property
+    def get(self):
+        return self.value
+
+    def update(self, value):
+        self.value = tuple(value)
+
+    def remove(self):
+        self.value = None
+
+
+def run_handler(handler, routed: pa.Table, partitions: int, states: dict[int, FakeState]) -> list[pa.Table]:
+    """Group routed rows by worker (``worker mod P``) as the label exchange does and call the handler."""
+    import pandas as pd
+
+    wcol = routed.column("worker").to_numpy() % partitions
+    out = []
+    for w in sorted(set(wcol.tolist())):
+        pdf = routed.filter(pa.array(wcol == w)).to_pandas()
+        frames = list(handler((w,), iter([pdf]), states.setdefault(w, FakeState())))
+        out.extend(pa.Table.from_pandas(f, schema=OUT_ARROW, preserve_index=False) for f in frames)
+    return out
+
+
+def rows(keys, source=0, start=0):
+    n = len(keys)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(keys), pa.array([source] * n, pa.int32()), pa.array(range(start, start + n), pa.int64()),
+         pa.nulls(n, pa.string())], names=["key", "source", "seq", "error"])
+
+
+def route(grouping, batch, P, control, imports=None, keys=()):
+    snap = RoutingSnapshot(batch, grouping, P, control, imports or {})
+    return pa.Table.from_batches(list(make_router(snap.dumps(), lead=True)(iter([rows(list(keys))]))))
+
+
+def test_labels_hash_onto_their_partition():
+    for P in (1, 2, 8, 32):
+        labels = worker_labels(P)
+        assert [spark_partition_of(v, P) for v in labels] == list(range(P))
+    assert worker_labels(8) == (12, 6, 5, 1, 25, 15, 2, 0)  # the design note's prototype found the same
+
+
+def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
+    """Batch 0 counts; batch 1 moves key 'a' from its owner to the other worker (export + hold);
+    batch 2 imports it: the held tuples are emitted with the exact window count, once."""
+    P, W = 2, 3
+    sink = str(tmp_path)
+    handler = make_handler(P, W, sink)
+    states: dict[int, FakeState] = {}
+    g = registry.create("hash", 2)
+    idle = {0: {"exports": {}, "expect": []}, 1: {"exports": {}, "expect": []}}
+    out0 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 0, P, idle, keys=["a"] * 3 + ["b"]), P, states)))
+    owner = int(out0["workers"][out0["key_array"].to_pylist().index("a")])
+    other = 1 - owner
+    # the table would send 'a' to `other` from batch 1 on: emulate with a grouping whose table says so
+    table = pa.table({"key": pa.array(["a", "a"]), "worker": pa.array([other, other], pa.int32())})
+    control = {owner: {"exports": {other: ["a"]}, "expect": []}, other: {"exports": {}, "expect": ["a"]}}
+    snap1 = route(g, 1, P, control)
+    routed1 = pa.concat_tables([table, snap1.cast(table.schema)])
+    out1 = unpack_output(pa.concat_tables(run_handler(handler, routed1, P, states)))
+    assert len(out1["exports"]) == 1
+    frm, to, blob = out1["exports"][0]
+    assert (frm, to) == (owner, other) and pickle.loads(blob)["keys"] == ["a"]
+    assert out1["summaries"][other]["held"] == 2
+    out2 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 2, P, idle, {to: [blob]}), P, states)))
+    assert out2["summaries"][other]["imported_keys"] == 1
+    res = read_sink(sink).to_pydict()
+    got = sorted(zip(res["batch"], res["key"], res["count"]))
+    assert got == [(0, "a", 3), (0, "b", 1), (1, "a", 5)]
+
+
+def test_replayed_batch_rewrites_the_same_sink_file(tmp_path):
+    P = 2
+    handler = make_handler(P, 2, str(tmp_path))
+    g = registry.create("hash", 2)
+    idle = {0: {"exports": {}, "expect": []}, 1: {"exports": {}, "expect": []}}
+    routed = route(g, 0, P, idle, keys=["x", "y", "x"])
+    run_handler(handler, routed, P, {})
+    files = sorted(p.name for p in tmp_path.rglob("*.parquet"))
+    run_handler(handler, routed, P, {})  # fresh states = Spark reloading the version before the batch
+    assert sorted(p.name for p in tmp_path.rglob("*.parquet")) == files
+    assert read_sink(str(tmp_path)).num_rows == 2
+    assert sink_file(str(tmp_path), 0, 1).endswith("batch=0/worker-1.parquet")
+
+
+def test_tuples_without_a_control_row_are_refused(tmp_path):
+    handler = make_handler(2, 2, str(tmp_path))
+    routed = pa.table({"key": pa.array(["k"]), "worker": pa.array([0], pa.int32())})
+    with pytest.raises(RuntimeError, match="without a control row"):
+        run_handler(handler, routed, 2, {})
+
+
+def test_summary_reports_state_bytes_and_an_empty_worker_keeps_no_state(tmp_path):
+    P = 2
+    handler = make_handler(P, 1, str(tmp_path))
+    g = registry.create("hash", 2)
+    idle = {0: {"exports": {}, "expect": []}, 1: {"exports": {}, "expect": []}}
+    states: dict[int, FakeState] = {}
+    out = unpack_output(pa.concat_tables(run_handler(handler, route(g, 0, P, idle, keys=["k"] * 5), P, states)))
+    w = int(out["workers"][0])
+    assert out["summaries"][w]["state_bytes"] == len(states[w].value[0]) > 0
+    run_handler(handler, route(g, 1, P, idle), P, states)  # window of 1 batch: 'k' expires
+    assert not states[w].exists
