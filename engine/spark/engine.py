@@ -1,24 +1,37 @@
-"""``skewlab engine``: a PySpark Structured Streaming query with a swappable grouping.
+"""``skewlab engine``: a PySpark Structured Streaming query with a swappable grouping and keyed
+state on the executors.
 
-Per micro-batch ``b`` (``foreachBatch`` on the driver):
+The query (:meth:`SparkEngine._start_query`): the source routes each input partition with the
+routing snapshot published for the batch (:mod:`engine.spark.sources`, :mod:`engine.spark.topology`)
+→ ``groupBy(worker label).applyInPandasWithState``: every worker is one task and one state partition,
+its sliding-window keyed state is in Spark's RocksDB state store, checkpointed and restored by Spark
+with the offsets, and it writes its results to the Parquet sink (:mod:`engine.spark.operator`) →
+``foreachBatch`` on the driver.  The number of state partitions is ``--max-workers``, fixed for the
+checkpoint's life.
 
-1. skip the batch if the restored snapshot already applied it (exactly-once, see
-   :mod:`engine.checkpoint`);
-2. the sources have already routed it in the executors, each input partition (= source instance)
-   with the :class:`~engine.spark.topology.RoutingSnapshot` published for ``b`` (routing inside the
-   source scan, :mod:`engine.spark.sources`); ``repartitionById(n_workers, worker)``, the keyed
-   operator per worker, and only per-(worker, key) aggregates, per-source state and dead-letter
-   summaries are collected (:mod:`engine.spark.topology`);
-3. the :class:`~engine.controller.Controller` closes the interval: keyed state, statistics,
-   rebalancing and the migration protocol (moved keys are paused while their state moves: in this
-   engine all state lives with the controller between micro-batches, so the move happens while no
-   tuple of the batch is in flight, and the pause time is the move's duration);
-4. shadow what-if of the other groupings (:mod:`engine.shadow`), hot keys;
-5. pending operator commands (validated, :mod:`engine.commands`) are applied: they take effect from
+Per micro-batch ``b`` the driver (``foreachBatch``), which keeps statistics, not state:
+
+1. runs the batch's operator and collects only statistics: per-(worker, key) tuple counts, each
+   worker's summary (keys and bytes of state, handler seconds, held tuples), the state blobs workers
+   exported and the sources' side rows; a batch the restored snapshot already applied is re-run (the
+   state must advance with Spark's batch; its exports and result files are identical) and nothing
+   is applied (exactly-once, see :mod:`engine.checkpoint`);
+2. the :class:`~engine.controller.Controller` closes the interval from those statistics: metrics,
+   rebalancing plans, and the move orders of the migration path;
+3. shadow what-if of the other groupings (:mod:`engine.shadow`), hot keys;
+4. pending operator commands (validated, :mod:`engine.commands`) are applied: they take effect from
    batch ``b + 1`` (recorded as its ``applied_batch``), whose routing snapshot is published next, and
    their events are numbered with its interval;
+5. publishes batch ``b + 1``'s routing snapshot: the grouping, every worker's orders (keys to export
+   and to whom, keys to expect) and the blobs exported in ``b`` for their new workers to import;
 6. snapshot to the checkpoint directory, then metrics to the database through the buffered sink
    (:mod:`engine.metrics_sink`), then one status line.
+
+Migration therefore spans three batches: planned at the end of ``t``; in ``t + 1`` the sources route
+moved keys to their new workers, the old workers export the keys' windows and the new ones hold the
+keys' tuples; in ``t + 2`` the new workers import the windows, apply the held tuples and emit their
+results.  The migration row is recorded when the import completes, with the bytes that crossed and
+the pause (batches, milliseconds).
 
 Before a query starts the engine publishes the snapshot of the next batch; Spark's offset log names
 the snapshot each batch was planned with, so a replay after a crash routes identically.
@@ -341,6 +354,9 @@ class SparkEngine:
                     "start a new run with --run-name NAME or --checkpoint DIR")
             self.partitions = int(snap["partitions"])
             self.sink_dir = Path(snap["sink"])
+            if self.cfg.max_workers not in (None, self.partitions) or (self.cfg.sink and Path(self.cfg.sink) != self.sink_dir):
+                self.log(f"run {snap['run_id']} keeps its {self.partitions} state partitions and its sink {self.sink_dir}: "
+                         "--max-workers/--sink only set up new runs")
             self.worker_keys = snap.get("worker_keys", {})
             self.worker_bytes = snap.get("worker_bytes", {})
             self.migrating = snap.get("migrating", [])
