@@ -304,6 +304,7 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
             out.update(_full_outputs(d, view or "auto", visible))
             if trig == "worker-view" and cursor and cursor.get("run_id") == run_id:
                 out["fig-heat"] = no_update  # shows every worker whatever the view: keep it (thousands of cells)
+                out["cursor"]["state_top"] = cursor.get("state_top")  # and the colour scale it was drawn with
             return tuple(out.get(key, no_update) for key, _, _ in LIVE_OUTPUTS)
         out["export-links"] = no_update
         if not d["new"] and not d["events"]:
@@ -317,7 +318,7 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
         out.update({
             "fig-imbalance": F.time_patch("imbalance", delta), "fig-throughput": F.time_patch("throughput", delta),
             "fig-routing": F.time_patch("routing", delta), "fig-migrations": F.time_patch("migrations", delta),
-            "fig-heat": F.worker_heat_patch(delta), "cursor": new_cursor,
+            "fig-heat": F.worker_heat_patch(delta, cursor.get("state_top")), "cursor": new_cursor,
         })
         if ops:
             out["event-log"] = event_log(log)
@@ -494,7 +495,8 @@ def _full_outputs(d: Mapping[str, Any], view: str, visible: Any) -> dict[str, An
     cursor = {"run_id": d["run_id"], "last_interval": d["last_interval"], "last_event_id": d["last_event_id"],
               "points": len(d["series"]["interval"]), "ops": len(ops), "bars": bool(d.get("workers")),
               "log": ops[-_EVENT_LOG_KEEP:], "mig": list(d.get("migration_rows") or []),
-              "status": d["run"]["status"] or "running", "view": view}
+              "status": d["run"]["status"] or "running", "view": view,
+              "state_top": F.state_scale_top(d.get("heat") or {})}
     waiting = waiting_message(d)
     if waiting is not None:  # no tuple yet: say so on every chart; the next tick redraws from scratch
         msg = F.empty_figure(waiting)

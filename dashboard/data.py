@@ -86,6 +86,17 @@ def _num(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+def _int(v: Any) -> int | None:
+    """An int or None (JSON-friendly; NULL columns stay None)."""
+    return None if v is None else int(v)
+
+
+def _total(values: Sequence[Any]) -> int | None:
+    """Sum of the reported (not None) values, None when none was reported."""
+    got = [int(v) for v in values if v is not None]
+    return sum(got) if got else None
+
+
 def _mean(values: Sequence[Any]) -> float | None:
     vals = [x for x in (_num(v) for v in values) if x is not None]
     return sum(vals) / len(vals) if vals else None
@@ -284,24 +295,13 @@ class DashboardData:
         }
 
         migs = upto(store.migration_events(run_id, since_interval=since))
-        # every interval gets a (possibly zero) bar, so the axis matches the other time figures
-        per: OrderedDict[int, list[float]] = OrderedDict((int(iv), [0.0, 0.0, 0.0]) for iv in series["interval"])
-        for m in migs:
-            agg = per.setdefault(int(m["interval"]), [0.0, 0.0, 0.0])
-            agg[0] += _num(m.get("state_moved")) or 0.0
-            agg[1] += int(m.get("keys_moved") or 0)
-            agg[2] += _num(m.get("pause_ms")) or 0.0
-        out["migrations"] = {
-            "interval": list(per.keys()),
-            "state_moved": [v[0] for v in per.values()],
-            "keys_moved": [int(v[1]) for v in per.values()],
-            "pause_ms": [v[2] for v in per.values()],
-        }
+        out["migrations"] = migration_series(migs, series["interval"])
         out["migration_rows"] = [
             {"interval": int(m["interval"]), "algorithm": m.get("algorithm") or "",
              "reason": str((m.get("detail") or {}).get("reason", "")) if isinstance(m.get("detail"), Mapping) else "",
              "keys_moved": int(m.get("keys_moved") or 0), "state_moved": _num(m.get("state_moved")),
-             "migration_cost": _num(m.get("migration_cost")), "pause_ms": _num(m.get("pause_ms"))}
+             "migration_cost": _num(m.get("migration_cost")), "pause_ms": _num(m.get("pause_ms")),
+             "bytes_moved": _int(m.get("bytes_moved")), "pause_batches": _int(m.get("pause_batches"))}
             for m in reversed(migs[-MIGRATION_TABLE_ROWS:])
         ]
 
@@ -420,10 +420,31 @@ def shadow_summary(shadow_rows: Sequence[Mapping[str, Any]], live_rows: Sequence
     } for name, is_live, rs in groups]
 
 
+def migration_series(migs: Sequence[Mapping[str, Any]], intervals: Sequence[Any]) -> dict[str, list[Any]]:
+    """Per interval (every one of ``intervals``, and any other a migration row has): the state moved, keys
+    moved and pause (ms) summed over the interval's migrations (0 without one), the serialized bytes moved
+    (summed) and the micro-batches the moved keys were held (the longest hold), None where no migration
+    of the interval reported them."""
+    # every interval gets a (possibly zero) bar, so the axis matches the other time figures
+    per: OrderedDict[int, list[Mapping[str, Any]]] = OrderedDict((int(iv), []) for iv in intervals)
+    for m in migs:
+        per.setdefault(int(m["interval"]), []).append(m)
+    held = [[m.get("pause_batches") for m in ms if m.get("pause_batches") is not None] for ms in per.values()]
+    return {
+        "interval": list(per.keys()),
+        "state_moved": [sum((_num(m.get("state_moved")) or 0.0 for m in ms), 0.0) for ms in per.values()],
+        "keys_moved": [sum(int(m.get("keys_moved") or 0) for m in ms) for ms in per.values()],
+        "pause_ms": [sum((_num(m.get("pause_ms")) or 0.0 for m in ms), 0.0) for ms in per.values()],
+        "bytes_moved": [_total([m.get("bytes_moved") for m in ms]) for ms in per.values()],
+        "pause_batches": [max(h) if h else None for h in held],
+    }
+
+
 def worker_heat(worker_rows: Sequence[Mapping[str, Any]], bands: Mapping[str, list[Any]],
                 max_cells: int | None = None) -> dict[str, list[Any]]:
     """Worker × interval cells (columns): the load L_w and the worker's task time (``processing_seconds``,
-    None where the engine did not report it), each also relative to the interval's mean over the workers.
+    None where the engine did not report it), each also relative to the interval's mean over the workers,
+    and the serialized bytes of the worker's keyed state (``state_bytes``, None where not reported).
 
     ``max_cells`` keeps only the latest intervals whose cells fit (at least one interval).
     """
@@ -452,6 +473,7 @@ def worker_heat(worker_rows: Sequence[Mapping[str, Any]], bands: Mapping[str, li
         "relative": [rel(ld, mean_load.get(iv)) for ld, iv in zip(loads, intervals)],
         "seconds": secs,
         "time_relative": [rel(t, mean_time.get(iv)) for t, iv in zip(secs, intervals)],
+        "state_bytes": [_int(r.get("state_bytes")) for r in rows],
     }
 
 

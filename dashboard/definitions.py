@@ -43,11 +43,13 @@ DEFINITIONS: dict[str, str] = {
     "theta_max": "θmax: the rebalancer's imbalance tolerance; it acts when max_w |L_w − L̄| / L̄ > θmax "
                  "(Fang et al. Eq. 1); a parameter, not a measurement",
     "amax": "Amax: the largest routing table the rebalancer may keep (Fang et al.); a parameter",
-    "state_moved": "keyed state (window tuples) moved between workers by the migrations of an interval; "
-                   "window: one interval",
+    "state_moved": "keyed state (window tuples) moved between workers by the migrations of an interval, and "
+                   "(hover) the serialized state bytes that crossed to the new workers when the engine reports "
+                   "them; window: one interval",
     "keys_moved": "number of keys whose owner changed in the migrations of an interval; window: one interval",
     "pause_ms": "time the moved keys were paused while their state moved (ms), summed over the interval's "
-                "migrations; window: one interval",
+                "migrations, and (hover) the micro-batches their tuples were held at the new worker when the "
+                "engine reports them; window: one interval",
     "throughput": "end-to-end tuples / batch processing time (tuples/s); window: one interval",
     "batch_latency_ms": "wall time to process one micro-batch, routing to metrics (ms); window: one interval",
     "worker_load": "L_w: load of worker w in the interval (tuples, or cost under the join cost model); "

@@ -13,6 +13,7 @@ Roll-up first: the worker-load bars show every worker up to :data:`ALL_WORKERS_M
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
@@ -33,8 +34,11 @@ __all__ = [
     "empty_figure",
     "event_annotations",
     "event_label",
+    "format_bytes",
     "hot_keys_figure",
+    "migration_extras",
     "shadow_figure",
+    "state_scale_top",
     "time_figure",
     "time_patch",
     "worker_detail_figure",
@@ -89,6 +93,7 @@ class TraceSpec:
     kind: str = "line"  # line | dash | bar | fill_upper | fill_lower | markers
     color: str = "#000000"
     hover: str = ""
+    extra: str = ""  # a column of the block whose values add a line to the hover (see _HOVER_EXTRAS)
 
 
 def _imbalance_specs() -> tuple[TraceSpec, ...]:
@@ -122,10 +127,12 @@ TIME_FIGURES: dict[str, tuple[tuple[TraceSpec, ...], tuple[str, ...], int]] = {
     ),
     "migrations": (
         (
-            TraceSpec(LABELS["state_moved"], "migrations", "state_moved", kind="bar", color=C["state"], hover="state_moved"),
+            TraceSpec(LABELS["state_moved"], "migrations", "state_moved", kind="bar", color=C["state"], hover="state_moved",
+                      extra="bytes_moved"),
             TraceSpec(LABELS["keys_moved"], "migrations", "keys_moved", row=2, kind="bar", color=C["keys"],
                       hover="keys_moved"),
-            TraceSpec(LABELS["pause_ms"], "migrations", "pause_ms", row=3, kind="bar", color=C["pause"], hover="pause_ms"),
+            TraceSpec(LABELS["pause_ms"], "migrations", "pause_ms", row=3, kind="bar", color=C["pause"], hover="pause_ms",
+                      extra="pause_batches"),
         ),
         ("state", "keys", "pause ms"),
         300,
@@ -235,6 +242,34 @@ def _fmt(v: Any, digits: int = 3) -> str:
     return str(v)
 
 
+def format_bytes(n: Any) -> str:
+    """A byte count with an SI unit and 3 significant digits: ``512 B``, ``4.1 kB``, ``12.3 MB``, ``1 GB``
+    (1 kB = 1000 B); ``–`` for None."""
+    if n is None:
+        return "–"
+    v = float(n)
+    for scale, unit in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if abs(v) >= scale * 0.9995:
+            return f"{v / scale:.3g} {unit}"
+    return f"{v:.0f} B"
+
+
+def _held(batches: Any) -> str:
+    """``1 micro-batch`` / ``3 micro-batches``."""
+    return f"{batches} micro-batch" + ("" if batches == 1 else "es")
+
+
+def migration_extras(bytes_moved: Any, pause_batches: Any, pause_ms: Any = None) -> list[str]:
+    """What a migration adds when the engine reported it: the serialized state bytes moved and how long the
+    moved keys' tuples were held (micro-batches, with the pause in ms); nothing for None."""
+    out = []
+    if bytes_moved is not None:
+        out.append(f"{format_bytes(bytes_moved)} of serialized state moved")
+    if pause_batches is not None:
+        out.append(f"tuples held {_held(pause_batches)}" + (f" ({_fmt(pause_ms)} ms)" if pause_ms else ""))
+    return out
+
+
 def event_label(ev: Mapping[str, Any]) -> tuple[str, str]:
     """Short label and hover text of an operator event."""
     kind = ev.get("kind")
@@ -309,8 +344,13 @@ def _interval_axis(first: Any) -> dict[str, Any]:
 
 
 def _rebalance_points(data: Mapping[str, Any]) -> dict[str, list]:
+    """The rebalance markers: at each rebalance event, its keys, state and cost, and what the interval's
+    migrations reported of bytes moved and pause (:func:`migration_extras`)."""
     series = data.get("series") or {}
     at = dict(zip(series.get("interval", []), series.get("imbalance", [])))
+    mig = data.get("migrations") or {}
+    extras = {iv: migration_extras(b, p, ms) for iv, b, p, ms in zip(
+        mig.get("interval", []), mig.get("bytes_moved", []), mig.get("pause_batches", []), mig.get("pause_ms", []))}
     xs, ys, texts = [], [], []
     for ev in data.get("events") or []:
         if ev.get("kind") != "rebalance" or ev.get("interval") is None:
@@ -319,8 +359,23 @@ def _rebalance_points(data: Mapping[str, Any]) -> dict[str, list]:
         xs.append(ev["interval"])
         ys.append(at.get(ev["interval"]) or 0.0)
         texts.append(f"rebalance: {d.get('keys', 0)} keys, state {_fmt(d.get('state_moved'))}, "
-                     f"cost {_fmt(d.get('migration_cost'))}" + ("" if d.get("feasible", True) else " (infeasible)"))
+                     f"cost {_fmt(d.get('migration_cost'))}" + ("" if d.get("feasible", True) else " (infeasible)")
+                     + "".join(f"<br>{x}" for x in extras.get(ev["interval"], [])))
     return {"interval": xs, "y": ys, "text": texts}
+
+
+#: Hover lines a column adds to a time trace (``TraceSpec.extra``), for the values that are not None.
+_HOVER_EXTRAS = {
+    "bytes_moved": lambda v: f"<br>{format_bytes(v)} of serialized state",
+    "pause_batches": lambda v: f"<br>tuples held {_held(v)}",
+}
+
+
+def _hover_extras(data: Mapping[str, Any], spec: TraceSpec, n: int) -> list[str]:
+    """The ``n`` hover additions of ``spec`` ("" where its column is None or missing)."""
+    values = list((data.get(spec.block) or {}).get(spec.extra) or [])
+    values += [None] * (n - len(values))
+    return ["" if v is None else _HOVER_EXTRAS[spec.extra](v) for v in values[:n]]
 
 
 def _column(data: Mapping[str, Any], spec: TraceSpec) -> tuple[list, list]:
@@ -336,6 +391,9 @@ def _trace(spec: TraceSpec, x: list, y: list, data: Mapping[str, Any]) -> dict[s
     ref = _axis_ref(spec.row)
     tr: dict[str, Any] = dict(x=x, y=y, name=spec.name, legendgroup=spec.hover or spec.name,
                               xaxis=f"x{ref}", yaxis=f"y{ref}", hovertemplate=f"%{{y:.4g}}<extra>{spec.name}</extra>")
+    if spec.extra:
+        tr.update(hovertext=_hover_extras(data, spec, len(x)),
+                  hovertemplate=f"%{{y:.4g}}%{{hovertext}}<extra>{spec.name}</extra>")
     if spec.kind == "bar":
         tr.update(type="bar", marker=dict(color=spec.color), width=0.8)  # one interval wide, even when sparse
     elif spec.kind == "markers":
@@ -394,6 +452,8 @@ def time_patch(name: str, delta: Mapping[str, Any]) -> Patch:
         p["data"][i]["y"].extend(y)
         if spec.kind == "markers":
             p["data"][i]["text"].extend(_rebalance_points(delta)["text"])
+        if spec.extra:
+            p["data"][i]["hovertext"].extend(_hover_extras(delta, spec, len(x)))
     shapes = _event_decor(delta.get("events") or [])
     if shapes:
         p["layout"]["shapes"].extend(shapes)
@@ -515,86 +575,132 @@ def worker_detail_figure(h: Mapping[str, Any], theta: float | None) -> Figure:
     return {"data": traces, "layout": layout}
 
 
-#: The two maps of :func:`worker_heat_figure`: (heat block column, map title).  Both colour a value
+#: The relative maps of :func:`worker_heat_figure`: (heat block column, map title).  Both colour a value
 #: relative to the interval's mean over the workers on one fixed scale: 1 (the mean) white, 0 blue, 2+ red.
 _HEAT_MAPS = (("relative", "load L_w relative to the mean L̄"), ("time_relative", "task time relative to the mean"))
 _HEAT_RANGE = 2.0
 _HEAT_SCALE = ((0.0, (29, 78, 216)), (0.5, (248, 250, 252)), (1.0, (220, 38, 38)))
+#: The third map, drawn when the engine reports it: each worker's serialized keyed state in bytes, on an
+#: absolute scale from 0 (white) to the top of :func:`state_scale_top` (indigo).
+_STATE_MAP = ("state_bytes", "keyed state (serialized bytes)")
+_STATE_SCALE = ((0.0, (248, 250, 252)), (1.0, (67, 56, 202)))
 _HEAT_HOVER = ("w%{customdata[0]} · interval %{x}<br>load L_w %{customdata[1]} (%{customdata[2]}× mean)"
-               "<br>task time %{customdata[3]} (%{customdata[4]}× mean)<extra></extra>")
+               "<br>task time %{customdata[3]} (%{customdata[4]}× mean)")
+_STATE_HOVER = "<br>state %{customdata[5]}"
 
 
-def _heat_color(v: float) -> str:
-    """``v`` (relative to the mean) on :data:`_HEAT_SCALE` over [0, :data:`_HEAT_RANGE`], as ``#rrggbb``.
+def _heat_color(v: float, top: float = _HEAT_RANGE, scale: tuple = _HEAT_SCALE) -> str:
+    """``v`` on ``scale`` over [0, ``top``] (values beyond clamped), as ``#rrggbb``.
 
     Colours are computed here: the vendored plotly.js bundle warns (one stack trace per bar) about
     numeric bar colours, which made a few thousand cells take seconds.
     """
-    x = min(max(v / _HEAT_RANGE, 0.0), 1.0)
-    (x0, c0), (x1, c1) = (_HEAT_SCALE[0], _HEAT_SCALE[1]) if x <= 0.5 else (_HEAT_SCALE[1], _HEAT_SCALE[2])
+    x = min(max(v / top, 0.0), 1.0) if top else 0.0
+    (x0, c0), (x1, c1) = next(seg for seg in zip(scale, scale[1:]) if x <= seg[1][0])
     f = (x - x0) / (x1 - x0)
     return "#" + "".join(f"{round(a + f * (b - a)):02x}" for a, b in zip(c0, c1))
 
 
-def _heat_columns(heat: Mapping[str, Any], column: str) -> dict[str, list]:
-    """Cells of one map as bar columns: one bar of height 1 per (worker, interval), coloured by value."""
+def state_scale_top(heat: Mapping[str, Any]) -> float | None:
+    """Top of the state map's colour scale: the smallest 1, 2 or 5 × 10^k bytes (at least 1) not below the
+    largest state in ``heat``; None when no worker reported its state bytes (no state map)."""
+    values = [v for v in heat.get("state_bytes") or [] if v is not None]
+    if not values:
+        return None
+    largest = max(max(values), 1)
+    decade = 10.0 ** math.floor(math.log10(largest))
+    return next(f * decade for f in (1, 2, 5, 10) if f * decade >= largest)
+
+
+def _heat_columns(heat: Mapping[str, Any], column: str, state_top: float | None = None) -> dict[str, list]:
+    """Cells of one map as bar columns: one bar of height 1 per (worker, interval), coloured by value
+    (the state map's on the absolute scale up to ``state_top``, the others relative to the mean)."""
     keep = [i for i, v in enumerate(heat.get(column) or []) if v is not None]
-    at = lambda k: [heat[k][i] for i in keep]  # noqa: E731
+
+    def at(key: str) -> list:
+        col = heat.get(key) or []
+        return [col[i] if i < len(col) else None for i in keep]
+
     ratio = lambda v: "–" if v is None else f"{v:.2f}"  # noqa: E731
+    color = ((lambda v: _heat_color(v, state_top, _STATE_SCALE)) if column == _STATE_MAP[0] else _heat_color)
     return {
         "x": at("interval"), "base": [w - 0.5 for w in at("worker")], "y": [1] * len(keep),
-        "color": [_heat_color(v) for v in at(column)],
-        "customdata": [[w, _fmt(ld, 4), ratio(rl), "–" if t is None else f"{t * 1000:.0f} ms", ratio(tr)]
-                       for w, ld, rl, t, tr in zip(at("worker"), at("load"), at("relative"), at("seconds"),
-                                                   at("time_relative"))],
+        "color": [color(v) for v in at(column)],
+        "customdata": [[w, _fmt(ld, 4), ratio(rl), "–" if t is None else f"{t * 1000:.0f} ms", ratio(tr),
+                        format_bytes(b)]
+                       for w, ld, rl, t, tr, b in zip(at("worker"), at("load"), at("relative"), at("seconds"),
+                                                      at("time_relative"), at("state_bytes"))],
     }
+
+
+def _colorbar_trace(heat: Mapping[str, Any], scale: tuple, top: float, ticks: tuple[list, list], title: str,
+                    y: float, length: float) -> dict[str, Any]:
+    """An invisible trace that only carries a colour bar of ``scale`` over [0, ``top``]."""
+    colors = [[x, "#" + "".join(f"{c:02x}" for c in rgb)] for x, rgb in scale]
+    return dict(type="scatter", mode="markers", x=[heat["interval"][0]] * 2, y=[heat["worker"][0]] * 2,
+                hoverinfo="skip", showlegend=False, opacity=0, name="scale",
+                marker=dict(color=[0.0, top], cmin=0.0, cmax=top, colorscale=colors, size=1, showscale=True,
+                            colorbar=dict(title=dict(text=title, font=dict(size=10)), thickness=10, len=length,
+                                          y=y, yanchor="top", tickfont=dict(size=9), tickvals=ticks[0],
+                                          ticktext=ticks[1])))
 
 
 def worker_heat_figure(data: Mapping[str, Any]) -> Figure:
     """Per-worker history: worker × interval heat maps of the load and of the task time, each relative to
-    the interval's mean over the workers (the hover gives the values themselves).
+    the interval's mean over the workers, and — when the engine reports it — of each worker's serialized
+    keyed state in bytes (absolute); the hover gives the values themselves.
 
     Each cell is a bar one interval wide and one worker high (the vendored plotly.js bundle has no
-    heatmap trace), so a tick appends cells with a ``Patch`` like the other time figures; a last,
-    invisible trace carries the colour bar.
+    heatmap trace), so a tick appends cells with a ``Patch`` like the other time figures; the last,
+    invisible traces carry the colour bars.
     """
     heat = data.get("heat") or {}
     if not heat.get("interval"):
         return empty_figure("no worker metrics yet", 360)
     has_time = any(v is not None for v in heat.get("time_relative") or [])
+    top = state_scale_top(heat)
+    maps = _HEAT_MAPS + ((_STATE_MAP,) if top is not None else ())
+    hover = _HEAT_HOVER + (_STATE_HOVER if top is not None else "") + "<extra></extra>"
     traces = []
-    for row, (column, _title) in enumerate(_HEAT_MAPS, start=1):
-        cols = _heat_columns(heat, column)
+    for row, (column, _title) in enumerate(maps, start=1):
+        cols = _heat_columns(heat, column, top)
         ref = _axis_ref(row)
         traces.append(dict(type="bar", x=cols["x"], y=cols["y"], base=cols["base"], width=1.0,
                            marker=dict(color=cols["color"], line=dict(width=0)), customdata=cols["customdata"],
-                           hovertemplate=_HEAT_HOVER, showlegend=False, name=_title, xaxis=f"x{ref}", yaxis=f"y{ref}"))
-    scale = [[x, "#" + "".join(f"{c:02x}" for c in rgb)] for x, rgb in _HEAT_SCALE]
-    traces.append(dict(type="scatter", mode="markers", x=[heat["interval"][0]] * 2, y=[heat["worker"][0]] * 2,
-                       hoverinfo="skip", showlegend=False, opacity=0, name="scale",
-                       marker=dict(color=[0.0, _HEAT_RANGE], cmin=0.0, cmax=_HEAT_RANGE, colorscale=scale, size=1,
-                                   showscale=True, colorbar=dict(title=dict(text="× mean", font=dict(size=10)),
-                                                                 thickness=10, len=0.9, tickfont=dict(size=9),
-                                                                 tickvals=[0, 0.5, 1, 1.5, 2],
-                                                                 ticktext=["0", "0.5", "1", "1.5", "≥ 2"]))))
+                           hovertemplate=hover, showlegend=False, name=_title, xaxis=f"x{ref}", yaxis=f"y{ref}"))
     titles = (_HEAT_MAPS[0][1], _HEAT_MAPS[1][1] if has_time else "task time: not reported by this engine")
-    layout = _grid(2, spacing=0.1, titles=titles)
-    layout.update(_base_layout(360, f"heat-{data.get('run_id')}", top=30), barmode="overlay", showlegend=False)
-    for row in (1, 2):
+    if top is not None:
+        titles += (_STATE_MAP[1],)
+    layout = _grid(len(maps), spacing=0.1 if top is None else 0.08, titles=titles)
+    relative_ticks = ([0, 0.5, 1, 1.5, 2], ["0", "0.5", "1", "1.5", "≥ 2"])
+    if top is None:
+        traces.append(_colorbar_trace(heat, _HEAT_SCALE, _HEAT_RANGE, relative_ticks, "× mean", 0.95, 0.9))
+    else:
+        # one bar beside the two relative maps, one beside the state map (which spans [0, y3] of the figure)
+        y3 = layout["yaxis3"]["domain"][1]
+        traces.append(_colorbar_trace(heat, _HEAT_SCALE, _HEAT_RANGE, relative_ticks, "× mean", 1.0,
+                                      1.0 - layout["yaxis2"]["domain"][0]))
+        traces.append(_colorbar_trace(heat, _STATE_SCALE, top, ([0, top / 2, top], [
+            format_bytes(0), format_bytes(top / 2), "≥ " + format_bytes(top)]), "bytes", y3, y3))
+    height = 360 if top is None else 520
+    layout.update(_base_layout(height, f"heat-{data.get('run_id')}", top=30), barmode="overlay", showlegend=False)
+    for row in range(1, len(maps) + 1):
         layout[f"yaxis{_axis_ref(row)}"].update(title=dict(text="worker", font=dict(size=11)), autorange="reversed",
                                                  zeroline=False)
-    layout["xaxis2"].update(title=dict(text="interval", font=dict(size=11)))
+    layout[f"xaxis{_axis_ref(len(maps))}"].update(title=dict(text="interval", font=dict(size=11)))
     for ann in layout.get("annotations", []):
         ann["font"] = dict(size=11, color="#374151")
     return {"data": traces, "layout": layout}
 
 
-def worker_heat_patch(delta: Mapping[str, Any]) -> Patch:
-    """Append a delta's worker × interval cells to both heat maps."""
+def worker_heat_patch(delta: Mapping[str, Any], state_top: float | None = None) -> Patch:
+    """Append a delta's worker × interval cells to the heat maps; to the state map too when the figure has
+    one, i.e. when ``state_top`` (its colour scale's top, :func:`state_scale_top` of the drawn window) is set."""
     p = Patch()
     heat = delta.get("heat") or {}
-    for i, (column, _title) in enumerate(_HEAT_MAPS):
-        cols = _heat_columns(heat, column)
+    maps = _HEAT_MAPS + ((_STATE_MAP,) if state_top is not None else ())
+    for i, (column, _title) in enumerate(maps):
+        cols = _heat_columns(heat, column, state_top)
         if not cols["x"]:
             continue
         for key in ("x", "y", "base", "customdata"):

@@ -2,7 +2,7 @@
 
 Live tab: KPI strip (roll-up), imbalance over time with worker-load bands, per-worker load (all
 workers up to 32, the most loaded 16 beyond, click a bar to drill down), per-worker history (worker ×
-interval heat maps of relative load and task time), shadow what-if, hot keys,
+interval heat maps of relative load and task time, and of state bytes when reported), shadow what-if, hot keys,
 throughput / latency, routing table vs Amax, migrations with their table; the operator sidebar
 (algorithm form, workers, pause / resume, commands with their status, event log).  History tab:
 runs with export links, two runs compared side by side.
@@ -21,7 +21,7 @@ from dash import dcc, html
 from dashboard.controls import WORKERS_PARAM
 from dashboard.data import DEFAULT_THETA, status_text
 from dashboard.definitions import LABELS, definition
-from dashboard.figures import IMBALANCE_METRICS, empty_figure
+from dashboard.figures import IMBALANCE_METRICS, empty_figure, format_bytes
 
 __all__ = [
     "GRAPH_CONFIG", "build_layout", "command_state", "commands_view", "event_log", "kpi_cards", "migration_table",
@@ -392,12 +392,32 @@ def _num(v: Any, digits: int = 4) -> str:
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 
+#: Columns of the migration table: (header, row key).
+_MIGRATION_COLUMNS = (
+    ("interval", "interval"), ("algorithm", "algorithm"), ("reason", "reason"), ("keys moved", "keys_moved"),
+    ("state moved", "state_moved"), ("bytes moved", "bytes_moved"), ("migration cost", "migration_cost"),
+    ("pause ms", "pause_ms"), ("pause batches", "pause_batches"),
+)
+#: Columns older engines did not report: shown only when a row has a value, empty cells where one has not.
+_MIGRATION_OPTIONAL = ("bytes_moved", "pause_batches")
+
+
+def _migration_cell(key: str, row: Mapping[str, Any]) -> str:
+    """One cell of the migration table (bytes as kB / MB; an optional column's missing value empty)."""
+    v = row.get(key)
+    if key in ("algorithm", "reason"):
+        return v or ""
+    if key in _MIGRATION_OPTIONAL:
+        return "" if v is None else (format_bytes(v) if key == "bytes_moved" else f"{int(v):,}")
+    return _num(v)
+
+
 def migration_table(rows: Sequence[Mapping[str, Any]]) -> Any:
-    """The most recent migration events (newest first)."""
-    cols = (("interval", "interval"), ("algorithm", "algorithm"), ("reason", "reason"), ("keys moved", "keys_moved"),
-            ("state moved", "state_moved"), ("migration cost", "migration_cost"), ("pause ms", "pause_ms"))
-    return _table(cols, rows, "no migrations in this window",
-                  lambda k, r: _num(r.get(k)) if k not in ("algorithm", "reason") else (r.get(k) or ""))
+    """The most recent migration events (newest first), with the bytes moved and the micro-batches the moved
+    keys were held when a row reports them."""
+    reported = {k for r in rows for k in _MIGRATION_OPTIONAL if r.get(k) is not None}
+    cols = [c for c in _MIGRATION_COLUMNS if c[1] not in _MIGRATION_OPTIONAL or c[1] in reported]
+    return _table(cols, rows, "no migrations in this window", _migration_cell)
 
 
 def runs_table(rows: Sequence[Mapping[str, Any]], export_base: str) -> Any:

@@ -2,7 +2,8 @@
 
 At each width: a full-page screenshot (under the test's temporary directory), and bounding-box checks
 that the change labels of the imbalance chart do not overlap one another, that the per-worker
-subtitle is not cut by the figure's edge, that the mean / tolerance labels cover no bar, that no
+subtitle is not cut by the figure's edge, that the mean / tolerance labels cover no bar, that the
+per-worker history draws its three maps (load, task time, state bytes) with two colour bars apart, that no
 chart's toolbar covers its legend, that the workers field shows six digits, and (at 1000 px) that
 the operator controls start within the first viewport.  A run of four intervals has integer interval
 ticks only.
@@ -36,12 +37,13 @@ from storage import connect  # noqa: E402
 WIDTHS = (1400, 1000, 760)
 HEIGHT = 900
 TIME_FIGURES = ("fig-imbalance", "fig-throughput", "fig-routing", "fig-migrations")
-ALL_FIGURES = TIME_FIGURES + ("fig-workers", "fig-shadow", "fig-hotkeys")
+ALL_FIGURES = TIME_FIGURES + ("fig-workers", "fig-shadow", "fig-hotkeys", "fig-heat")
 
 
 def _fill(db: str, intervals: int, events: dict[int, list[dict]] | None = None, n_workers: int = 8,
           interval_seconds: float = 60.0) -> None:
-    """A run of ``intervals`` synthetic intervals: one hot worker, hot keys, shadows, migrations."""
+    """A run of ``intervals`` synthetic intervals: one hot worker, hot keys, shadows, migrations, task times
+    and state bytes."""
     store = connect(db)
     params = registry.validate_params("mixed", {})
     run = store.create_run("mixed", params, n_workers=n_workers, config={"interval": interval_seconds, "operator": "count"})
@@ -59,13 +61,15 @@ def _fill(db: str, intervals: int, events: dict[int, list[dict]] | None = None, 
                      "migration_cost": 0.01 if moved else 0.0, "throughput": 50_000.0 + 100 * i,
                      "batch_latency_ms": 800.0},
             workers=[{"worker": w, "tuples": int(loads[w]), "cost": loads[w], "distinct_keys": 500,
-                      "state_size": 5000.0} for w in range(n_workers)],
+                      "state_size": 5000.0, "processing_seconds": loads[w] / 1e5, "state_bytes": int(120 * loads[w])}
+                     for w in range(n_workers)],
             hot_keys=[{"key": f"key-{r}", "count": 1000 - 10 * r, "share": (1000 - 10 * r) / loads.sum(),
                        "workers": [r % n_workers]} for r in range(6)],
             shadow={"hash": {"imbalance": 0.9, "replication": 1.0, "migration_cost": 0.0},
                     "pkg": {"imbalance": 0.02, "replication": 1.4, "migration_cost": 0.0}},
             migrations=[{"algorithm": "mixed", "keys_moved": 12, "state_moved": 900.0, "migration_cost": 0.01,
-                         "pause_ms": 2.0, "detail": {"reason": "rebalance"}}] if moved else None,
+                         "pause_ms": 2.0, "detail": {"reason": "rebalance"}, "bytes_moved": 108_000,
+                         "pause_batches": 1}] if moved else None,
             routing={"entries": 100 + i, "amax": 3000},
             events=(events or {}).get(i),
         )
@@ -154,6 +158,17 @@ def test_layout_at_width(browser, served, workdir, width):
                     problems.append(f"{n['text']!r} covers a bar")
                     break
 
+        # per-worker history: three maps, and the state map's colour bar apart from the relative one
+        heat_titles = [b["text"] for b in _boxes(page, "#fig-heat .infolayer g.annotation")]
+        assert len(heat_titles) == 3 and "keyed state" in heat_titles[2], heat_titles
+        colorbars = _boxes(page, "#fig-heat .colorbar")
+        assert len(colorbars) == 2, colorbars
+        if _overlap(colorbars[0], colorbars[1]):
+            problems.append("the per-worker history's colour bars overlap")
+        svg = _boxes(page, "#fig-heat .main-svg")[0]
+        if any(b["right"] > svg["right"] + 0.5 for b in colorbars):
+            problems.append("a colour bar of the per-worker history is cut by the figure's edge")
+
         # no chart's toolbar covers its legend (the toolbar shows while the pointer is over the chart)
         for gid in ALL_FIGURES:
             legend = _boxes(page, f"#{gid} .legend")
@@ -187,6 +202,26 @@ def test_layout_at_width(browser, served, workdir, width):
         if width == 1000 and controls > HEIGHT:
             problems.append(f"at {width} px the controls start at {controls:.0f} px (page {height} px)")
         assert not problems, problems
+    finally:
+        page.close()
+
+
+_HOVER = """([gid, curve, point]) => { const gd = document.querySelector('#' + gid + ' .js-plotly-plot');
+    const t = gd.data[curve]; Plotly.Fx.unhover(gd);
+    Plotly.Fx.hover(gd, [{curveNumber: curve, pointNumber: point}], (t.xaxis || 'x') + (t.yaxis || 'y'));
+    return gd.querySelector('.hoverlayer').textContent; }"""
+
+
+def test_hover_gives_state_bytes_and_bytes_moved(browser, served):
+    """The vendored plotly.js bundle fills the hover lines the figures add (``%{hovertext}``, custom data)."""
+    page = _open(browser, served.url, 1400)
+    try:
+        moved = page.evaluate(_HOVER, ["fig-migrations", 0, 0])  # interval 0: a migration
+        held = page.evaluate(_HOVER, ["fig-migrations", 2, 0])
+        cell = page.evaluate(_HOVER, ["fig-heat", 2, 0])  # worker 0 (hot: 20,000 tuples) at interval 0
+        assert "108 kB of serialized state" in moved, moved
+        assert "tuples held 1 micro-batch" in held, held
+        assert "state 2.4 MB" in cell, cell
     finally:
         page.close()
 

@@ -15,7 +15,7 @@ pytest.importorskip("dash")
 from dashboard import figures as F  # noqa: E402
 from dashboard.app import create_app  # noqa: E402
 from dashboard.data import DashboardData, shadow_summary, summarize  # noqa: E402
-from dashboard.layout import commands_view, kpi_cards  # noqa: E402
+from dashboard.layout import commands_view, kpi_cards, migration_table  # noqa: E402
 from engine import registry  # noqa: E402
 from engine.cli import main  # noqa: E402
 from engine.metrics import format_rate  # noqa: E402
@@ -239,7 +239,7 @@ def test_worker_heat_map_of_load_and_task_time(store):
     assert [len(t["x"]) for t in fig["data"][:2]] == [12, 12] and fig["data"][2]["marker"]["showscale"]
     assert fig["data"][0]["marker"]["color"][:3] == [F._heat_color(v) for v in (0.5, 1.0, 1.5)]
     assert (F._heat_color(0.0), F._heat_color(1.0), F._heat_color(9.0)) == ("#1d4ed8", "#f8fafc", "#dc2626")
-    assert fig["data"][0]["customdata"][2][1:] == ["30", "1.50", "30 ms", "1.50"]
+    assert fig["data"][0]["customdata"][2][1:] == ["30", "1.50", "30 ms", "1.50", "–"]  # no state bytes
     assert fig["data"][1]["base"][:3] == [-0.5, 0.5, 1.5] and "not reported" not in json.dumps(fig["layout"])
     json.dumps(fig)
     cursor = {"run_id": rid, "last_interval": 3, "last_event_id": d["last_event_id"], "points": 4}
@@ -268,6 +268,137 @@ def test_the_heat_map_is_on_the_page_and_extended_by_ticks(store, run):
               {"cursor.data": cursor, "imb-metrics.value": ["imbalance"], "tick.interval": 1000}, "tick.n_intervals")
     heat = r.get_json()["response"]["fig-heat"]["figure"]
     assert heat.get("__dash_patch_update") and heat["operations"][0]["operation"] == "Extend"
+
+
+# ------------------------------------------------------------------------------------ state bytes, bytes moved
+def _state_run(store, intervals=4):
+    """A run whose engine reports state bytes per worker, and bytes moved / batches held per migration
+    (every other interval; interval 2 has two migrations)."""
+    rid = store.create_run("mixed", MIXED, n_workers=3)
+    for i in range(intervals):
+        migrations = None
+        if i % 2 == 0:
+            migrations = [{"keys_moved": 2, "state_moved": 4.0, "pause_ms": 1.5, "bytes_moved": 1_200_000,
+                           "pause_batches": 1}]
+        if i == 2:
+            migrations.append({"keys_moved": 1, "state_moved": 1.0, "pause_ms": 0.5, "bytes_moved": 300_000,
+                               "pause_batches": 3})
+        store.record_interval(rid, i, i, {"tuples": 60, "n_workers": 3}, workers=[
+            {"worker": w, "tuples": 10 * (w + 1), "cost": 10.0 * (w + 1), "processing_seconds": 0.01,
+             "state_bytes": [1500, 3_000_000, None][w]} for w in range(3)],
+            migrations=migrations,
+            events=[{"kind": "rebalance", "detail": {"keys": 2, "state_moved": 4.0}}] if migrations else None)
+    return rid
+
+
+def test_byte_sizes_read_as_kilo_and_megabytes():
+    cases = {0: "0 B", 999: "999 B", 1000: "1 kB", 4096: "4.1 kB", 999_999: "1 MB", 12_345_678: "12.3 MB",
+             3 * 2**31: "6.44 GB", 2 * 10**12: "2 TB", None: "–"}
+    assert {n: F.format_bytes(n) for n in cases} == cases
+    tops = {1: 1, 0: 1, 1500: 2000, 3_000_000: 5_000_000, 5_000_000: 5_000_000, 7_000_000: 10_000_000}
+    assert {n: F.state_scale_top({"state_bytes": [None, n]}) for n in tops} == tops
+    assert F.state_scale_top({"state_bytes": [None]}) is None and F.state_scale_top({}) is None
+
+
+def test_state_bytes_map_next_to_load_and_task_time(store):
+    rid = _state_run(store)
+    D = DashboardData(store)
+    d = D.load(rid)
+    assert d["heat"]["state_bytes"][:3] == [1500, 3_000_000, None]
+    fig = F.worker_heat_figure(d)
+    json.dumps(fig)
+    maps = [t for t in fig["data"] if t["type"] == "bar"]
+    assert [t["name"] for t in maps][2] == "keyed state (serialized bytes)" and fig["data"][2]["yaxis"] == "y3"
+    state = fig["data"][2]
+    assert len(state["x"]) == 8, "worker 2 reports no state bytes: no cell"
+    assert state["marker"]["color"][:2] == [F._heat_color(v, 5e6, F._STATE_SCALE) for v in (1500, 3_000_000)]
+    assert [c[5] for c in state["customdata"][:2]] == ["1.5 kB", "3 MB"]
+    assert "state %{customdata[5]}" in state["hovertemplate"] and "state" in fig["data"][0]["hovertemplate"]
+    bars = [t["marker"]["colorbar"] for t in fig["data"] if t["type"] == "scatter"]
+    assert [b["title"]["text"] for b in bars] == ["× mean", "bytes"]
+    assert bars[1]["ticktext"] == ["0 B", "2.5 MB", "≥ 5 MB"]
+    # the two colour bars sit beside their maps, one above the other
+    assert bars[1]["y"] == fig["layout"]["yaxis3"]["domain"][1] <= 1.0 - bars[0]["len"] + 1e-9
+    assert fig["layout"]["height"] == 520
+
+    cursor = {"run_id": rid, "last_interval": 3, "last_event_id": d["last_event_id"], "points": 4}
+    store.record_interval(rid, 4, 4, {"tuples": 30, "n_workers": 3},
+                          workers=[{"worker": w, "tuples": 10, "cost": 10.0, "state_bytes": 9_000_000} for w in range(3)])
+    D.cache.clear()
+    delta = D.load(rid, cursor)
+    ext = {tuple(o["location"]): o["params"]["value"]
+           for o in F.worker_heat_patch(delta, 5e6).to_plotly_json()["operations"]}
+    darkest = F._heat_color(5e6, 5e6, F._STATE_SCALE)
+    assert darkest == "#4338ca" and ext[("data", 2, "x")] == [4, 4, 4]
+    assert ext[("data", 2, "marker", "color")] == [darkest] * 3, "beyond the drawn scale: its darkest colour"
+    without = {tuple(o["location"]) for o in F.worker_heat_patch(delta).to_plotly_json()["operations"]}
+    assert ("data", 2, "x") not in without and ("data", 0, "x") in without
+
+
+def test_runs_without_state_bytes_show_two_maps_and_no_state(store, run):
+    d = DashboardData(store).load(run)
+    assert set(d["heat"]["state_bytes"]) == {None}
+    fig = F.worker_heat_figure(d)
+    assert [t["type"] for t in fig["data"]] == ["bar", "bar", "scatter"] and fig["layout"]["height"] == 360
+    assert "state" not in fig["data"][0]["hovertemplate"] and "yaxis3" not in fig["layout"]
+
+
+def test_migrations_show_bytes_moved_and_batches_held(store):
+    rid = _state_run(store)
+    d = DashboardData(store).load(rid)
+    m = d["migrations"]
+    assert m["interval"] == [0, 1, 2, 3] and m["bytes_moved"] == [1_200_000, None, 1_500_000, None]
+    assert m["pause_batches"] == [1, None, 3, None] and m["pause_ms"] == [1.5, 0.0, 2.0, 0.0]
+    assert [(r["bytes_moved"], r["pause_batches"]) for r in d["migration_rows"][:2]] == [(300_000, 3), (1_200_000, 1)]
+
+    fig = F.time_figure("migrations", d)
+    state, _keys, pause = fig["data"]
+    assert state["hovertext"] == ["<br>1.2 MB of serialized state", "", "<br>1.5 MB of serialized state", ""]
+    assert pause["hovertext"][2] == "<br>tuples held 3 micro-batches" and pause["hovertext"][0].endswith("1 micro-batch")
+    assert "%{hovertext}" in state["hovertemplate"]
+    markers = F.time_figure("imbalance", d)["data"][4]
+    assert markers["text"][0].endswith("<br>1.2 MB of serialized state moved<br>tuples held 1 micro-batch (1.5 ms)")
+
+    table = _text(migration_table(d["migration_rows"]))
+    assert "bytes moved" in table and "pause batches" in table and "300 kB" in table and "1.2 MB" in table
+
+    cursor = {"run_id": rid, "last_interval": 3, "last_event_id": d["last_event_id"], "points": 4}
+    migration = {"keys_moved": 1, "state_moved": 1.0, "pause_ms": 1.0, "bytes_moved": 42, "pause_batches": 2}
+    store.record_interval(rid, 4, 4, {"tuples": 30, "n_workers": 3}, migrations=[migration])
+    ops = F.time_patch("migrations", DashboardData(store).load(rid, cursor)).to_plotly_json()["operations"]
+    ext = {tuple(o["location"]): o["params"]["value"] for o in ops}
+    assert ext[("data", 0, "hovertext")] == ["<br>42 B of serialized state"]
+    assert ext[("data", 2, "hovertext")] == ["<br>tuples held 2 micro-batches"] and ("data", 1, "hovertext") not in ext
+
+
+def test_migrations_of_older_engines_show_nothing_extra(store, run):
+    d = DashboardData(store).load(run)
+    assert set(d["migrations"]["bytes_moved"]) == {None} and set(d["migrations"]["pause_batches"]) == {None}
+    table = _text(migration_table(d["migration_rows"]))
+    assert "bytes moved" not in table and "pause batches" not in table and "None" not in table
+    assert "pause ms" in table
+    fig = F.time_figure("migrations", d)
+    assert set(fig["data"][0]["hovertext"]) == {""} and set(fig["data"][2]["hovertext"]) == {""}
+    markers = F.time_figure("imbalance", d)["data"][4]
+    assert markers["text"] and not any("<br>" in t or "None" in t for t in markers["text"])
+
+
+def test_a_tick_extends_the_state_map_with_the_scale_it_was_drawn_with(store):
+    rid = _state_run(store)
+    app = create_app(store=store)
+    client = app.server.test_client()
+    first = _call(client, "fig-heat.figure", {"tick.n_intervals": 0, "run-select.value": rid, "worker-view.value": "auto"},
+                  {"cursor.data": None, "imb-metrics.value": ["imbalance"], "tick.interval": 1000}, "run-select.value")
+    cursor = first.get_json()["response"]["cursor"]["data"]
+    assert cursor["state_top"] == 5e6
+    store.record_interval(rid, 4, 4, {"tuples": 30, "n_workers": 3},
+                          workers=[{"worker": w, "tuples": 10, "cost": 10.0, "state_bytes": 2_500_000} for w in range(3)])
+    app.skewlab.data.cache.clear()
+    r = _call(client, "fig-heat.figure", {"tick.n_intervals": 1, "run-select.value": rid, "worker-view.value": "auto"},
+              {"cursor.data": cursor, "imb-metrics.value": ["imbalance"], "tick.interval": 1000}, "tick.n_intervals")
+    ops = r.get_json()["response"]["fig-heat"]["figure"]["operations"]
+    colors = next(o["params"]["value"] for o in ops if o["location"] == ["data", 2, "marker", "color"])
+    assert colors == [F._heat_color(2_500_000, 5e6, F._STATE_SCALE)] * 3
 
 
 # ------------------------------------------------------------------------------------ metrics
