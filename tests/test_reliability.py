@@ -487,8 +487,11 @@ def test_worker_changes_under_load_lose_nothing_and_report_moved_state(spark, tm
         assert reported["state_moved"] == pytest.approx(r["moved"])  # ... exactly as much as reported
         assert e["detail"]["state_moved"] == pytest.approx(r["moved"])
         assert reported["migration_cost"] == pytest.approx(r["moved"] / r["total"])
-        rows = [m for m in mig if m["detail"].get("reason") == "workers" and m["state_moved"] == pytest.approx(r["moved"])]
-        assert len(rows) == 1 and rows[0]["keys_moved"] == reported["keys"]
+        # one migration row per export batch; its moves list every planned move it carried
+        moves = [mv for m in mig for mv in m["detail"].get("moves", [])
+                 if mv["reason"] == "workers" and mv["state_moved"] == pytest.approx(r["moved"])]
+        assert len(moves) == 1 and moves[0]["keys"] == reported["keys"]
+    assert all(m["bytes_moved"] > 0 and m["pause_batches"] == 1 for m in mig)
     metrics = store.interval_metrics(engine.run_id)
     # commands read at the end of batch 2 (the hook of batch 1 ran after that read) take effect from batch 3
     assert [m["n_workers"] for m in metrics] == [4, 4, 4, 8, 8, 6, 6]

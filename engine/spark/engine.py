@@ -467,6 +467,8 @@ class SparkEngine:
                     "detail": {"reason": "+".join(dict.fromkeys(e["reason"] for e in events)),
                                "planned_interval": events[0]["interval"], "export_batch": m["export_batch"],
                                "import_batch": batch_id, "latency_before_ms": m["latency_before_ms"],
+                               "moves": [{"reason": e["reason"], "interval": e["interval"], "keys": e["keys"],
+                                          "state_moved": e["state_moved"]} for e in events],
                                "latency_export_ms": m.get("latency_export_ms"), "latency_import_ms": latency_ms},
                 })
         return done
