@@ -9,7 +9,8 @@ installing the packages, so the first batch only loads the cache.
 
 What runs: every registered grouping through the same path as ``skewlab simulate`` (routing,
 statistics, rebalancing plans, a worker-count change, window eviction), on small Zipf streams; then the key
-fingerprinting and the vocabulary index that the Spark engine's sources and driver use.  The cache
+fingerprinting and the vocabulary index that the Spark engine's sources and driver use, and the join
+operator's pair probe.  The cache
 lives where numba puts it (``__pycache__`` beside the sources, or ``$NUMBA_CACHE_DIR``).
 """
 
@@ -28,12 +29,14 @@ _SETTINGS = ((8, 1.0), (40, 1.6))
 
 def warm_up(progress: bool = False) -> float:
     """Compile (or load) every kernel once; returns the seconds it took."""
+    import numpy as np
     import pyarrow as pa
 
     from engine import registry
     from engine.keys import Vocabulary, fingerprint_keys
     from engine.simulate import SimulationConfig, parse_change, run_simulation
     from engine.spark.topology import VocabIndex
+    from engine.spark.window_state import join_probe
 
     started = time.monotonic()
     names = registry.names()
@@ -47,6 +50,7 @@ def warm_up(progress: bool = False) -> float:
     keys = pa.array([f"k{i % 97}" for i in range(1_000)])
     fingerprint_keys(keys)
     VocabIndex().encode(Vocabulary(), keys)
+    join_probe(np.arange(3, dtype=np.int64), np.arange(2, dtype=np.int64))  # the join operator's workers
     if progress:
         print("\r\033[K", end="", file=sys.stderr, flush=True)
     return time.monotonic() - started

@@ -15,3 +15,9 @@ def generator_truth(cfg: EngineConfig, consumed: dict[int, int]) -> Counter:
     for p, end in consumed.items():
         truth.update(S.generator_stream_ids(reader.cfg, p, 0, end))
     return truth
+
+
+def generator_keys_of(cfg: EngineConfig):
+    """``keys_of(instance, start, end)`` of the generator source of ``cfg`` (for tests.spark_truth)."""
+    reader = S.GeneratorStreamReader(dict(cfg.source_options()[1]))
+    return lambda p, start, end: S.generator_stream_ids(reader.cfg, p, start, end)

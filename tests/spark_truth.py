@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from engine.spark.operator import read_sink
 
@@ -36,6 +37,38 @@ def batch_keys(checkpoint: Path, keys_of) -> dict[int, Counter]:
             for b, (start, end) in committed_ranges(checkpoint).items()}
 
 
+def batch_values(checkpoint: Path, keys_of) -> dict[int, dict[str, list[int]]]:
+    """Committed batch id → key → the values (source positions ``seq``) of its tuples in the batch."""
+    out: dict[int, dict[str, list[int]]] = {}
+    for b, (start, end) in committed_ranges(checkpoint).items():
+        per: dict[str, list[int]] = {}
+        for p in end:
+            s = start.get(p, 0)
+            for i, k in enumerate(keys_of(p, s, end[p])):
+                per.setdefault(k, []).append(s + i)
+        out[b] = per
+    return out
+
+
+def join_truth(per_batch: dict[int, dict[str, list[int]]], window: int) -> dict[tuple[int, str], tuple[int, int]]:
+    """(batch, key) → (pairs joined, checksum) of the sliding-window self-join: each tuple with the
+    key's tuples of the previous ``window - 1`` batches and the earlier ones of its own batch.  The
+    checksum uses :func:`engine.spark.window_state.join_probe`, itself checked pair by pair against a
+    brute-force enumeration in tests/test_window_state.py."""
+    import numpy as np
+
+    from engine.spark.window_state import join_probe
+
+    out = {}
+    for b, per in per_batch.items():
+        for k, vals in per.items():
+            old = [v for j in range(b - window + 1, b) for v in per_batch.get(j, {}).get(k, [])]
+            n = len(vals)
+            out[(b, k)] = (n * len(old) + n * (n - 1) // 2,
+                           int(join_probe(np.array(vals, dtype=np.int64), np.array(old, dtype=np.int64))))
+    return out
+
+
 def windowed_truth(per_batch: dict[int, Counter], window: int) -> dict[tuple[int, str], int]:
     """(batch, key) → the key's count over batches ``(batch - window, batch]``, for keys in the batch."""
     truth = {}
@@ -45,8 +78,46 @@ def windowed_truth(per_batch: dict[int, Counter], window: int) -> dict[tuple[int
     return truth
 
 
-def sink_results(sink_dir: Path) -> tuple[dict[tuple[int, str], int], int]:
-    """(batch, key) → windowed count from the sink, and the number of result rows (duplicates count)."""
+def sink_results(sink_dir: Path, join: bool = False, latest: bool = False) -> tuple[dict[tuple[int, str], Any], int, int]:
+    """The sink's results merged per (batch, key), the number of rows and of distinct (batch, key,
+    worker) rows (equal unless a worker wrote a result twice).
+
+    A row is one worker's share of a key (see :mod:`engine.spark.window_state`).  Merged: the sum over
+    workers of their rows at that batch (single-owner groupings: the owner's row, plus retractions of
+    0 from workers that gave the key away), or with ``latest`` the sum over workers of each one's
+    latest share at or before that batch (split-key groupings with a window longer than the run).
+    Values: the windowed count, or with ``join`` (pairs, checksum)."""
     t = read_sink(str(sink_dir)).to_pydict()
-    rows = list(zip(t["batch"], t["key"], t["count"]))
-    return {(b, k): c for b, k, c in rows}, len(rows)
+    rows = [(b, k, w, (c, x) if join else c)
+            for b, k, c, x, w in zip(t["batch"], t["key"], t["count"], t["checksum"], t["worker"])]
+    distinct = len({(b, k, w) for b, k, w, _ in rows})
+    add = (lambda u, v: (u[0] + v[0], u[1] + v[1])) if join else (lambda u, v: u + v)
+    zero = (0, 0) if join else 0
+    merged: dict[tuple[int, str], Any] = {}
+    if not latest:
+        for b, k, _, v in rows:
+            merged[(b, k)] = add(merged.get((b, k), zero), v)
+        return merged, len(rows), distinct
+    by_key: dict[str, list[tuple[int, int, Any]]] = {}
+    for b, k, w, v in rows:
+        by_key.setdefault(k, []).append((b, w, v))
+    for k, items in by_key.items():
+        items.sort(key=lambda e: e[0])
+        share: dict[int, Any] = {}
+        for i, (b, w, v) in enumerate(items):
+            share[w] = v
+            if i + 1 == len(items) or items[i + 1][0] != b:
+                total = zero
+                for x in share.values():
+                    total = add(total, x)
+                merged[(b, k)] = total
+    return merged, len(rows), distinct
+
+
+def only(merged: dict, truth: dict, strict: bool = True) -> dict:
+    """``merged`` restricted to the (batch, key) pairs of ``truth``; with ``strict`` the others must be
+    retractions (without: ``latest`` merges also list batches where a key had no tuples)."""
+    extra = {k: v for k, v in merged.items() if k not in truth}
+    assert not strict or all(v in (0, (0, 0)) for v in extra.values()), \
+        f"results for keys without tuples: {list(extra.items())[:3]}"
+    return {k: v for k, v in merged.items() if k in truth}

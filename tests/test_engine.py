@@ -15,7 +15,9 @@ pytest.importorskip("pyspark")
 from engine.cli import main  # noqa: E402
 from engine.spark.engine import EngineConfig, SparkEngine  # noqa: E402
 from storage import connect  # noqa: E402
-from tests.engine_helpers import generator_truth  # noqa: E402
+from tests.engine_helpers import generator_keys_of, generator_truth  # noqa: E402
+from tests.spark_truth import (batch_keys, batch_values, join_truth, only, sink_results,  # noqa: E402
+                               windowed_truth)
 
 ZIPF = {"keys": 300, "z": 1.2}
 
@@ -30,6 +32,13 @@ def gen_cfg(tmp_path, **kw):
     return EngineConfig(**base)
 
 
+
+
+def final(truth: dict) -> dict:
+    """The results a stopped run must have written: every batch but the last, whose moved keys' tuples
+    are held until the next batch imports their state (a restart releases them)."""
+    last = max(b for b, _ in truth)
+    return {k: v for k, v in truth.items() if k[0] < last}
 
 
 def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):
@@ -83,6 +92,35 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):
     assert again.last_batch > seen[-1]
     assert Counter(again.controller.results()) == generator_truth(cfg, again.consumed)
     assert len(store.interval_metrics(run)) == 7
+    # the workers' own results (state on the executors, through the resize and the switch) equal the
+    # windowed counts recomputed from Spark's offset log, each (batch, key) once
+    # (pkg splits keys: shares merged by each worker's latest one, the window being longer than the run)
+    got, rows, distinct = sink_results(again.sink_dir, latest=True)
+    truth = final(windowed_truth(batch_keys(tmp_path / "ckpt", generator_keys_of(cfg)), cfg.window))
+    assert rows == distinct and only(got, truth, strict=False) == truth
+    assert any(m["bytes_moved"] for m in store.migration_events(run))
+    assert all(w["state_bytes"] is not None for w in store.worker_metrics(run))
+
+
+def test_join_operator_on_the_executors_equals_the_pairwise_truth(spark, tmp_path):
+    """The join operator's workers probe their keys' window tuples; pairs and checksums in the sink
+    equal the self-join recomputed from the offsets, through rebalancing and a worker change."""
+    cfg = gen_cfg(tmp_path, operator="join", algorithm="mixed", params={"theta_max": 0.05}, window=2,
+                  max_batches=6, shadow=[], workload_params={"keys": 60, "z": 1.0}, max_per_batch=1500)
+
+    def after(engine, batch_id):
+        if batch_id == 2:
+            engine.store.submit_command("set-workers", {"workers": 4})
+
+    engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
+    assert engine.run() == 0
+    assert engine.controller.n_workers == 4
+    got, rows, distinct = sink_results(engine.sink_dir, join=True)
+    truth = final(join_truth(batch_values(tmp_path / "ckpt", generator_keys_of(cfg)), cfg.window))
+    last = max(b for b, _ in got)
+    assert rows == distinct and only({k: v for k, v in got.items() if k[0] < last}, truth) == truth
+    assert sum(p for p, _ in truth.values()) > 0
+    assert engine.store.migration_events(engine.run_id)
 
 
 def test_sources_route_with_the_snapshot_published_for_the_batch(spark, tmp_path):

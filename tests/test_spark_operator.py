@@ -101,7 +101,7 @@ def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
     assert out2["summaries"][other]["imported_keys"] == 1
     res = read_sink(sink).to_pydict()
     got = sorted(zip(res["batch"], res["key"], res["count"]))
-    assert got == [(0, "a", 3), (0, "b", 1), (1, "a", 5)]
+    assert got == [(0, "a", 3), (0, "b", 1), (1, "a", 0), (1, "a", 5)]  # the old owner's retraction, then 3 + 2
 
 
 def test_replayed_batch_rewrites_the_same_sink_file(tmp_path):
@@ -136,3 +136,20 @@ def test_summary_reports_state_bytes_and_an_empty_worker_keeps_no_state(tmp_path
     assert out["summaries"][w]["state_bytes"] == len(states[w].value[0]) > 0
     run_handler(handler, route(g, 1, P, idle), P, states)  # window of 1 batch: 'k' expires
     assert not states[w].exists
+
+
+def test_flush_runs_one_batch_without_new_tuples_while_state_is_in_flight(tmp_path):
+    """No new tuples: no batch — unless the engine flagged the next version ``flush`` (state to export
+    or import); then only the route changes, once, and the lead partition alone runs it."""
+    from engine.spark.sources import ROUTE_FIELD, RouteFiles, _flushing, _with_route
+
+    routes = RouteFiles(tmp_path)
+    start = {"0": 10, "1": 10, ROUTE_FIELD: 3}
+    routes.publish(4, b"snap")
+    assert _with_route(routes, {"0": 10, "1": 10}, start) == start  # idle: no batch
+    routes.publish(4, b"snap", flush=True)
+    end = _with_route(routes, {"0": 10, "1": 10}, start)
+    assert end == {"0": 10, "1": 10, ROUTE_FIELD: 4} and _flushing(start, end)
+    assert _with_route(routes, {"0": 10, "1": 10}, end) == end  # once
+    routes.publish(5, b"snap")
+    assert routes.flush_version() is None

@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from engine.spark.window_state import WorkerWindow
+from engine.spark.window_state import JOIN_MASK, WorkerWindow
 
 
 def counts_of(keys):
@@ -36,7 +36,7 @@ def test_window_of_one_batch_and_single_key():
     w = WorkerWindow(1)
     for b in range(4):
         res = w.step(b, ["k"], np.array([b + 1]))["results"]
-        assert res == [(b, "k", b + 1)]
+        assert res == [(b, "k", b + 1, None)]
 
 
 def test_export_hold_import_keeps_exact_counts():
@@ -49,7 +49,7 @@ def test_export_hold_import_keeps_exact_counts():
     assert "x" not in a.index
     # batch 2: b imports x's window, releases the held batch-1 tuples (window 3 + 5), then batch 2's
     res = b.step(2, ["x"], np.array([2]), imports=[ex[1]])["results"]
-    assert res == [(1, "x", 8), (2, "x", 10)]
+    assert res == [(1, "x", 8, None), (2, "x", 10, None)]
 
 
 def test_export_of_key_without_state_releases_the_hold():
@@ -57,7 +57,7 @@ def test_export_of_key_without_state_releases_the_hold():
     ex = a.step(0, [], np.zeros(0, np.int64), exports={1: ["new"]})["exports"]
     assert ex[1]["entries"] == [] and ex[1]["keys"] == ["new"]
     assert b.step(0, ["new"], np.array([2]), expect=["new"])["results"] == []
-    assert b.step(1, [], np.zeros(0, np.int64), imports=[ex[1]])["results"] == [(0, "new", 2)]
+    assert b.step(1, [], np.zeros(0, np.int64), imports=[ex[1]])["results"] == [(0, "new", 2, None)]
     assert not b.expect and not b.held
 
 
@@ -65,8 +65,9 @@ def test_serialisation_round_trip_keeps_window_and_flights():
     w = WorkerWindow(3)
     w.step(0, ["a", "b"], np.array([1, 2]))
     w.step(1, ["a", "c"], np.array([4, 1]), expect=["z"])
-    w.step(1, [], np.zeros(0, np.int64))
     w.add(["z"], np.array([7]), 1)
+    with pytest.raises(ValueError, match="already at batch 1"):  # a batch never runs twice on one state
+        w.step(1, [], np.zeros(0, np.int64))
     v = WorkerWindow.loads(w.dumps())
     assert v.totals() == w.totals() and v.held == w.held and v.expect == w.expect and v.last == w.last
     assert v.step(2, ["a"], np.array([1]))["results"] == w.step(2, ["a"], np.array([1]))["results"]
@@ -93,6 +94,7 @@ def test_random_stream_with_random_moves_equals_reference(seed):
     imports: dict[int, list[dict]] = {}
     history: list[Counter] = []
     emitted: dict[tuple[int, str], int] = {}
+    seen: set[tuple[int, str, int]] = set()
     for b in range(batches):
         keys = [f"k{int(x)}" for x in nrng.zipf(1.5, 200) % 40]
         history.append(Counter(keys))
@@ -106,8 +108,9 @@ def test_random_stream_with_random_moves_equals_reference(seed):
             step = workers[w].step(b, ks, cs, imports=imports.get(w, []), exports=orders.get(w, {}),
                                    expect=expect.get(w, []))
             for r in step["results"]:
-                assert (r[0], r[1]) not in emitted, f"result {r[:2]} emitted twice"
-                emitted[(r[0], r[1])] = r[2]
+                assert (r[0], r[1], w) not in seen, f"result {r[:2]} emitted twice by worker {w}"
+                seen.add((r[0], r[1], w))
+                emitted[(r[0], r[1])] = emitted.get((r[0], r[1]), 0) + r[2]  # shares: retractions are 0
             for target, blob in step["exports"].items():
                 next_imports[target].append(blob)
             workers[w] = WorkerWindow.loads(workers[w].dumps())  # through the state store
@@ -127,8 +130,9 @@ def test_random_stream_with_random_moves_equals_reference(seed):
                                    exports=orders.get(w, {}) if extra == batches else {},
                                    expect=expect.get(w, []) if extra == batches else [])
             for r in step["results"]:
-                assert (r[0], r[1]) not in emitted
-                emitted[(r[0], r[1])] = r[2]
+                assert (r[0], r[1], w) not in seen
+                seen.add((r[0], r[1], w))
+                emitted[(r[0], r[1])] = emitted.get((r[0], r[1]), 0) + r[2]
             for target, blob in step["exports"].items():
                 imports.setdefault(target, []).append(blob)
         if extra == batches:
@@ -137,4 +141,91 @@ def test_random_stream_with_random_moves_equals_reference(seed):
     for b in range(batches):
         for k in history[b]:
             truth[(b, k)] = sum(history[j][k] for j in range(max(0, b - W + 1), b + 1))
-    assert emitted == truth
+    assert {k: v for k, v in emitted.items() if k in truth} == truth
+    assert all(v == 0 for k, v in emitted.items() if k not in truth)  # only retractions elsewhere
+
+
+def join_truth(history, W):
+    """(batch, key) -> (pairs, checksum) by brute force over every pair of tuple values."""
+    out = {}
+    for b, per_key in enumerate(history):
+        for k, vals in per_key.items():
+            old = [v for j in range(max(0, b - W + 1), b) for v in history[j].get(k, [])]
+            pairs = [(a, o) for i, a in enumerate(vals) for o in old + vals[:i]]
+            out[(b, k)] = (len(pairs), sum((a ^ o) & JOIN_MASK for a, o in pairs))
+    return out
+
+
+def test_join_probes_every_tuple_in_the_window():
+    w = WorkerWindow(2, join=True)
+    r0 = w.step(0, ["a"], np.array([2]), values=[[1, 2]])["results"]
+    r1 = w.step(1, ["a"], np.array([1]), values=[[4]])["results"]
+    r2 = w.step(2, ["a"], np.array([1]), values=[[8]])["results"]
+    assert r0 == [(0, "a", 1, 1 ^ 2)]
+    assert r1 == [(1, "a", 2, (4 ^ 1) + (4 ^ 2))]
+    assert r2 == [(2, "a", 1, 8 ^ 4)]  # batch 0 left the window
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_join_with_random_moves_equals_brute_force(seed):
+    """The join's pairs and checksums through export / hold / import and serialisation equal a
+    brute-force pair enumeration."""
+    rng = random.Random(seed)
+    nrng = np.random.default_rng(seed)
+    W, n, batches = 3, 3, 12
+    workers = [WorkerWindow(W, join=True) for _ in range(n)]
+    owner: dict[str, int] = {}
+    orders: dict[int, dict[int, list[str]]] = {}
+    expect: dict[int, list[str]] = {}
+    imports: dict[int, list[dict]] = {}
+    history: list[dict[str, list[int]]] = []
+    emitted: dict[tuple[int, str], tuple[int, int]] = {}
+    seen: set[tuple[int, str, int]] = set()
+    seq = 0
+    for b in range(batches + 2):
+        per_key: dict[str, list[int]] = defaultdict(list)
+        if b < batches:
+            for x in nrng.zipf(1.5, 60) % 12:
+                per_key[f"k{int(x)}"].append(seq)
+                seq += int(nrng.integers(1, 5000))
+        history.append(dict(per_key))
+        next_imports: dict[int, list[dict]] = defaultdict(list)
+        for w in range(n):
+            mine = [k for k in per_key if owner.setdefault(k, hash(k) % n) == w]
+            step = workers[w].step(b, mine, np.array([len(per_key[k]) for k in mine], dtype=np.int64),
+                                   values=[per_key[k] for k in mine], imports=imports.get(w, []),
+                                   exports=orders.get(w, {}), expect=expect.get(w, []))
+            for r in step["results"]:
+                assert (r[0], r[1], w) not in seen
+                seen.add((r[0], r[1], w))
+                p0, c0 = emitted.get((r[0], r[1]), (0, 0))
+                emitted[(r[0], r[1])] = (p0 + r[2], c0 + r[3])
+            for target, blob in step["exports"].items():
+                next_imports[target].append(blob)
+            workers[w] = WorkerWindow.loads(workers[w].dumps())
+        imports = dict(next_imports)
+        orders, expect = {}, {}
+        if b < batches:
+            for k in rng.sample(sorted(owner), min(3, len(owner))):
+                t = rng.randrange(n)
+                if t != owner[k]:
+                    orders.setdefault(owner[k], {}).setdefault(t, []).append(k)
+                    expect.setdefault(t, []).append(k)
+                    owner[k] = t
+    truth = join_truth(history, W)
+    assert {k: v for k, v in emitted.items() if k in truth} == truth
+    assert all(v == (0, 0) for k, v in emitted.items() if k not in truth)
+
+
+def test_split_key_from_two_holders_is_released_after_both_blobs():
+    """A split key (PKG) held by two workers moves to a third: the held tuples are applied only after
+    both old shares arrived, so the released result is the whole window."""
+    a, b, c = WorkerWindow(5), WorkerWindow(5), WorkerWindow(5)
+    a.step(0, ["k"], np.array([11]))
+    b.step(0, ["k"], np.array([8]))
+    ea = a.step(1, [], np.zeros(0, np.int64), exports={2: ["k"]})
+    eb = b.step(1, [], np.zeros(0, np.int64), exports={2: ["k"]})
+    assert ea["results"] == [(1, "k", 0, None)] and eb["results"] == [(1, "k", 0, None)]  # retractions
+    assert c.step(1, ["k"], np.array([9]), expect=["k"])["results"] == []
+    res = c.step(2, [], np.zeros(0, np.int64), imports=[ea["exports"][2], eb["exports"][2]])["results"]
+    assert res == [(1, "k", 28, None)]

@@ -421,7 +421,8 @@ class SparkEngine:
         """Publish the routing snapshot the sources use for ``batch_id`` (see engine.spark.sources):
         the grouping, the state partitions, every worker's control payload (exports, keys to expect:
         the moves the controller ordered since the last publication, composed with those already
-        published for this batch) and the export blobs each worker imports in that batch."""
+        published for this batch) and the export blobs each worker imports in that batch.  With
+        state to export or import the batch runs even if no tuple arrives (``flush``)."""
         from engine.spark.topology import RoutingSnapshot
 
         for k, (holders, target) in self.controller.drain_orders().items():
@@ -436,7 +437,9 @@ class SparkEngine:
                                    "latency_before_ms": float(np.median(self._latencies[-5:])) if self._latencies else None})
         control = self._control(self.next_orders, self.next_imports)
         self.routes.publish(batch_id, RoutingSnapshot(batch_id, self.controller.grouping, self.partitions,
-                                                      control, self.next_imports).dumps())
+                                                      control, self.next_imports,
+                                                      values=self.cfg.operator == "join").dumps(),
+                            flush=bool(self.next_imports or self.next_orders))
 
     def _track_migrations(self, batch_id: int, exports: list[tuple[int, int, bytes]], latency_ms: float
                           ) -> list[dict[str, Any]]:
@@ -720,6 +723,9 @@ class SparkEngine:
 
         fmt, opts = self.cfg.source_options()
         opts["route_dir"] = str(self.routes.dir)  # the sources route (engine.spark.sources)
+        join = self.cfg.operator == "join"
+        if join:
+            opts["route_values"] = "true"  # each tuple's value, for the join function
         self._publish_route(self.last_batch + 1)
         P = self.partitions
         configure_state_store(spark, P)
@@ -727,7 +733,7 @@ class SparkEngine:
         routed = spark.readStream.format(fmt).options(**opts).load()
         out = (routed.withColumn("label", F.element_at(labels, (F.col("worker") % P) + 1))
                .groupBy("label")
-               .applyInPandasWithState(make_handler(P, self.cfg.window, str(self.sink_dir)),
+               .applyInPandasWithState(make_handler(P, self.cfg.window, str(self.sink_dir), join),
                                        OUT_SCHEMA, STATE_SCHEMA, "append", "NoTimeout"))
         return (
             out.writeStream.outputMode("append").foreachBatch(self.process_batch)

@@ -14,7 +14,8 @@ Per batch the handler of worker ``w``
    expect), import rows (export blobs of other workers, carried by the driver from the previous
    batch) and the sources' side rows;
 2. runs :meth:`WorkerWindow.step` (import, slide, export, hold, count);
-3. writes its results — ``(batch, key, windowed count)`` — to the sink, one Parquet file per
+3. writes its results — ``(batch, key, windowed count)``, or for the join ``(batch, key, pairs
+   joined, checksum)`` — to the sink, one Parquet file per
    (batch, worker), written atomically under a name fixed by the batch, so a replayed batch rewrites
    the same file with the same rows: results are exactly once;
 4. returns to the driver only statistics: per-key tuple counts of the batch (the controller's
@@ -46,7 +47,10 @@ __all__ = ["EXPORT", "OUT_SCHEMA", "SIDE", "STAT", "STATE_SCHEMA", "SUMMARY", "m
 OUT_SCHEMA = "kind int, worker int, key string, count long, data binary"
 STATE_SCHEMA = "blob binary"
 STAT, EXPORT, SIDE, SUMMARY = 0, 1, 2, 3
-SINK_SCHEMA = pa.schema([("batch", pa.int64()), ("key", pa.string()), ("count", pa.int64()), ("worker", pa.int32())])
+#: one result per (batch, key): ``count`` = the windowed count (count operator) or the pairs joined
+#: (join operator), ``checksum`` = NULL (count) or the sum of the joined pairs' values (join)
+SINK_SCHEMA = pa.schema([("batch", pa.int64()), ("key", pa.string()), ("count", pa.int64()),
+                         ("checksum", pa.int64()), ("worker", pa.int32())])
 
 
 def sink_file(sink_dir: str, batch: int, worker: int) -> str:
@@ -85,8 +89,9 @@ def _decode(key: str) -> dict[str, Any]:
     return pickle.loads(base64.b64decode(key))
 
 
-def make_handler(partitions: int, window: int, sink_dir: str) -> Callable[..., Iterator[Any]]:
-    """The ``applyInPandasWithState`` function of the count operator (see the module docstring)."""
+def make_handler(partitions: int, window: int, sink_dir: str, join: bool = False) -> Callable[..., Iterator[Any]]:
+    """The ``applyInPandasWithState`` function of the count operator, or with ``join`` of the join
+    operator (input rows then carry ``value``; see the module docstring)."""
     import pandas as pd
 
     P = int(partitions)
@@ -116,17 +121,28 @@ def make_handler(partitions: int, window: int, sink_dir: str) -> Callable[..., I
                     imports.append(pickle.loads(info["blob"]))
                 else:
                     sides.append(raw)
-        data = pdf["key"][~special] if special.any() else pdf["key"]
+        rows = pdf[~special] if special.any() else pdf
+        data = rows["key"]
         if control is None:
             if len(data):
                 raise RuntimeError(f"worker {worker} received {len(data)} tuples without a control row")
             batch = None
         else:
             batch = int(control["batch"])
-        vc = data.value_counts(sort=False)
-        keys = vc.index.tolist()
-        counts = vc.to_numpy(dtype=np.int64)
-        win = WorkerWindow.loads(state.get[0]) if state.exists else WorkerWindow(W)
+        values = None
+        if join and len(data):
+            codes, uniq = pd.factorize(data, sort=False)
+            order = np.argsort(codes, kind="stable")
+            counts = np.bincount(codes, minlength=len(uniq)).astype(np.int64)
+            vals = rows["value"].to_numpy(dtype=np.int64)[order]
+            values = np.split(vals, np.cumsum(counts)[:-1])
+            keys = list(uniq)
+        else:
+            vc = data.value_counts(sort=False)
+            keys = vc.index.tolist()
+            counts = vc.to_numpy(dtype=np.int64)
+            values = [] if join else None
+        win = WorkerWindow.loads(state.get[0]) if state.exists else WorkerWindow(W, join)
         out_kind: list[int] = []
         out_key: list[str | None] = []
         out_count: list[int] = []
@@ -136,7 +152,7 @@ def make_handler(partitions: int, window: int, sink_dir: str) -> Callable[..., I
         imported_keys = sum(len(b.get("keys", ())) for b in imports)
         n_results = 0
         if batch is not None:
-            step = win.step(batch, keys, counts, imports=imports,
+            step = win.step(batch, keys, counts, values=values, imports=imports,
                             exports={int(t): ks for t, ks in control.get("exports", {}).items()},
                             expect=control.get("expect", ()))
             res = step["results"]
@@ -146,6 +162,7 @@ def make_handler(partitions: int, window: int, sink_dir: str) -> Callable[..., I
                     "batch": pa.array([r[0] for r in res], pa.int64()),
                     "key": pa.array([r[1] for r in res], pa.string()),
                     "count": pa.array([r[2] for r in res], pa.int64()),
+                    "checksum": pa.array([r[3] for r in res], pa.int64()),
                     "worker": pa.array(np.full(len(res), worker, np.int32)),
                 }, schema=SINK_SCHEMA)
                 write_atomic_parquet(sink_file(sink_dir, batch, worker), table)

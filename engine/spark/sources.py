@@ -58,7 +58,9 @@ With ``route_dir`` set (the engine sets it), every source instance routes its ow
 sources of the papers do (Nasir et al. Sec. II: each source decides the worker of each of its
 messages from its local state): ``read`` passes its record batches through
 :func:`engine.spark.topology.make_router` and the source's schema is
-:data:`engine.spark.topology.ROUTED_SCHEMA` (``key, worker`` plus one side row per instance).
+:data:`engine.spark.topology.ROUTED_SCHEMA` (``key, worker`` plus one side row per instance; with
+option ``route_values=true``, for the join operator, :data:`~engine.spark.topology.ROUTED_VALUES_SCHEMA`:
+also ``value``, the tuple's ``seq``).
 Routing in the scan saves a whole Python stage per micro-batch (the JVM would otherwise convert
 every tuple to Arrow, ship it to a second Python worker and convert the routed rows back).
 
@@ -159,9 +161,9 @@ def register(spark) -> None:
 def _schema(fmt: str, options: Mapping[str, Any]) -> str:
     """The DDL a source produces: its own columns, or the routed ones with ``route_dir``."""
     if options.get("route_dir"):
-        from engine.spark.topology import ROUTED_SCHEMA
+        from engine.spark.topology import ROUTED_SCHEMA, ROUTED_VALUES_SCHEMA
 
-        return ROUTED_SCHEMA
+        return ROUTED_VALUES_SCHEMA if str(options.get("route_values", "")).lower() == "true" else ROUTED_SCHEMA
     return SCHEMAS[fmt]
 
 
@@ -180,6 +182,7 @@ class RouteFiles:
     """
 
     NEXT = "NEXT"
+    FLUSH = "FLUSH"
 
     def __init__(self, directory: str | os.PathLike, keep: int = 4) -> None:
         self.dir = os.fspath(directory)
@@ -197,11 +200,18 @@ class RouteFiles:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
 
-    def publish(self, version: int, data: bytes) -> None:
-        """Make ``data`` the snapshot of batch ``version`` and ``version`` the next one."""
+    def publish(self, version: int, data: bytes, flush: bool = False) -> None:
+        """Make ``data`` the snapshot of batch ``version`` and ``version`` the next one.  ``flush``: the
+        batch must run even if no new tuple arrives (state in flight between workers: see
+        :func:`_with_route`)."""
         os.makedirs(self.dir, exist_ok=True)
         version = int(version)
         self._write(self.path(version), data)
+        flush_path = os.path.join(self.dir, self.FLUSH)
+        if flush:
+            self._write(flush_path, str(version).encode("ascii"))
+        elif os.path.exists(flush_path):
+            os.unlink(flush_path)
         self._write(os.path.join(self.dir, self.NEXT), str(version).encode("ascii"))
         for name in os.listdir(self.dir):
             m = re.fullmatch(r"route-(\d+)\.snap", name)
@@ -218,6 +228,14 @@ class RouteFiles:
         except (OSError, ValueError):
             raise ValueError(f"no routing snapshot published in {self.dir} (route_dir is set by the skewlab "
                              "engine, which publishes one before it starts a query)") from None
+
+    def flush_version(self) -> int | None:
+        """The version that must run even without new data, if any."""
+        try:
+            with open(os.path.join(self.dir, self.FLUSH), "rb") as fh:
+                return int(fh.read().decode("ascii").strip())
+        except (OSError, ValueError):
+            return None
 
     def read(self, version: int) -> bytes:
         try:
@@ -237,16 +255,27 @@ def _with_route(routes: RouteFiles | None, out: dict, start: Mapping[str, Any] |
     """``out`` (a new end offset) with the routing version of the batch it ends.
 
     No new data (the same positions as ``start``): ``start`` itself, so Spark sees no new offset
-    and plans no batch (a fresh ``route`` field alone would start an empty batch per trigger).
+    and plans no batch (a fresh ``route`` field alone would start an empty batch per trigger) —
+    unless the engine flagged the next version ``flush`` (migrated state waits to be imported, or
+    exported): then the positions stay and only ``route`` changes, once, and that batch runs on
+    the lead partition alone.
     """
     if routes is None:
         return out
     if start is not None and all(start.get(k) == v for k, v in out.items()) and \
             all(k in out or k == ROUTE_FIELD for k in start):
+        version = routes.next_version()
+        if routes.flush_version() == version and start.get(ROUTE_FIELD) != version:
+            return {**start, ROUTE_FIELD: version}
         return dict(start)
     out = dict(out)
     out[ROUTE_FIELD] = routes.next_version()
     return out
+
+
+def _flushing(start: Mapping[str, Any] | None, end: Mapping[str, Any]) -> bool:
+    """A batch without new tuples planned only to move state (see :func:`_with_route`)."""
+    return ROUTE_FIELD in end and (start is None or start.get(ROUTE_FIELD) != end[ROUTE_FIELD])
 
 
 def _snapshot_for(routes: RouteFiles | None, end: Mapping[str, Any]) -> bytes | None:
@@ -629,6 +658,8 @@ class _PacedRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         s = _decode_offsets(start, self.instances)
         e = _decode_offsets(end, self.instances)
         busy = [p for p in range(self.instances) if e[p] > s[p]]
+        if not busy and _flushing(start, end):
+            busy = [0]  # no tuples: the lead partition carries the batch's control and import rows
         route = _snapshot_for(self.routes, end) if busy else None
         return [_RangePartition(self.cfg, p, s[p], e[p], route, lead=i == 0) for i, p in enumerate(busy)]
 
@@ -1057,6 +1088,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 s = self._earliest_of([p])[p]
             if int(e) > int(s):
                 busy.append((p, int(s), int(e)))
+        if not busy and _flushing(start, end):
+            first = min((k for k in end if k != ROUTE_FIELD), key=int, default=None)
+            if first is not None:
+                busy = [(int(first), int(end[first]), int(end[first]))]  # lead partition, no tuples
         route = _snapshot_for(self.routes, end) if busy else None
         return [_KafkaPartition(self.cfg, p, s, e, route, lead=i == 0) for i, (p, s, e) in enumerate(busy)]
 

@@ -43,6 +43,7 @@ from engine.keys import fingerprint_keys
 
 __all__ = [
     "ROUTED_SCHEMA",
+    "ROUTED_VALUES_SCHEMA",
     "RoutingSnapshot",
     "VocabIndex",
     "encode_side",
@@ -55,6 +56,8 @@ __all__ = [
 #: (Arrow → UnsafeRow, shuffle write/read, UnsafeRow → Arrow), and a NULL ``source``/``state`` on
 #: every data row cost ~16 bytes and two field writes per tuple for one side row per source.
 ROUTED_SCHEMA = "key string, worker int"
+#: routed tuples of the join operator: also each tuple's value (its position ``seq`` in its source)
+ROUTED_VALUES_SCHEMA = "key string, worker int, value long"
 
 @dataclass
 class RoutingSnapshot:
@@ -71,6 +74,7 @@ class RoutingSnapshot:
     partitions: int = 0
     control: dict[int, dict[str, Any]] = field(default_factory=dict)
     imports: dict[int, list[bytes]] = field(default_factory=dict)
+    values: bool = False  # the join operator: routed rows carry each tuple's value (ROUTED_VALUES_SCHEMA)
 
     def dumps(self) -> bytes:
         return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
@@ -167,7 +171,11 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
                     t1 = time.perf_counter()
                     workers[sel] = grouping.route(fps[sel], s % grouping.n_sources)
                     side[s]["route_seconds"] += time.perf_counter() - t1
-            yield pa.RecordBatch.from_arrays([keys, pa.array(workers, type=pa.int32())], names=["key", "worker"])
+            cols, names_out = [keys, pa.array(workers, type=pa.int32())], ["key", "worker"]
+            if snap.values:
+                cols.append(rb.column("seq").cast(pa.int64()))
+                names_out.append("value")
+            yield pa.RecordBatch.from_arrays(cols, names=names_out)
         special: list[tuple[str, int]] = []
         for s in sorted(side):
             side[s]["source_state"] = grouping.source_state(s % grouping.n_sources)
@@ -178,10 +186,12 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
             for w, blobs in sorted(snap.imports.items()):
                 special.extend((encode_side({"type": "import", "blob": b}), base + w) for b in blobs)
         if special:
-            yield pa.RecordBatch.from_arrays(
-                [pa.array([k for k, _ in special], pa.string()), pa.array([w for _, w in special], pa.int32())],
-                names=["key", "worker"],
-            )
+            cols = [pa.array([k for k, _ in special], pa.string()), pa.array([w for _, w in special], pa.int32())]
+            names_out = ["key", "worker"]
+            if snap.values:
+                cols.append(pa.nulls(len(special), pa.int64()))
+                names_out.append("value")
+            yield pa.RecordBatch.from_arrays(cols, names=names_out)
 
     return route
 

@@ -7,6 +7,13 @@ received tuples in batch ``b``, the key's windowed count over batches ``(b - win
 Spark's state store (one state partition per worker, :mod:`engine.spark.operator`), so Spark
 checkpoints and recovers it with the query's offsets.
 
+The ``join`` operator (a sliding-window self-join on the key, as fang-hpdc17's Stock join) keeps in
+addition every tuple's value (its source position) per key and batch; each new tuple of key ``k``
+probes all of ``k``'s tuples in the window — those of earlier batches and the earlier ones of its
+own batch — and evaluates the join function on every pair (:func:`join_probe`), so the work of a
+key is proportional to its window state.  It emits per (batch, key) the number of joined pairs and
+the sum of the pairs' join values (a checksum that a test recomputes pair by pair).
+
 Migration (the protocol of fang-hpdc17 Sec. III-C and gedik-vldbj14 Sec. 5, carried through
 micro-batches; the steps and their order are in :meth:`WorkerWindow.step`):
 
@@ -15,6 +22,11 @@ micro-batches; the steps and their order are in :meth:`WorkerWindow.step`):
   the exported window arrives in the next batch, then **imports** it, adds the held tuples and
   emits their results — so every (batch, key) result is emitted once, by the key's owner, with the
   exact windowed count.
+
+A result is this worker's share of the key: the whole windowed count for a single-owner grouping,
+a partial one for a split-key grouping (PKG, D-Choices; downstream sums the workers' shares, as in
+nasir-icde15).  A worker that exports a key emits a retraction — share 0 at the export batch — so
+"sum over workers of each one's latest share" is the key's result through every migration.
 
 Storage layout: a dense ``(keys, window)`` ring of counts (column ``b mod window`` holds batch
 ``b``) and a dict from key to row; serialised sparse (only the non-zero cells), because most keys of
@@ -27,25 +39,55 @@ import pickle
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+from numba import njit
 
-__all__ = ["WorkerWindow"]
+__all__ = ["JOIN_MASK", "WorkerWindow", "join_probe"]
+
+#: the join value of a pair of tuples with values a, b: ``(a XOR b) AND JOIN_MASK`` (symmetric, so a
+#: batch's pairs give the same sum in any arrival order; masked so sums of 1e14 pairs fit int64)
+JOIN_MASK = 0xFFFF
+
+
+@njit(cache=True)
+def join_probe(new, old):  # pragma: no cover - compiled
+    """Sum of the join values of every new tuple with every ``old`` tuple and every earlier new one.
+
+    ``new``, ``old``: int64 tuple values of one key.  Work ``len(new) * len(old) + len(new)**2 / 2``."""
+    acc = np.int64(0)
+    mask = np.int64(JOIN_MASK)
+    for i in range(new.size):
+        a = new[i]
+        for j in range(old.size):
+            acc += (a ^ old[j]) & mask
+        for j in range(i):
+            acc += (a ^ new[j]) & mask
+    return acc
 
 
 class WorkerWindow:
-    """Sliding-window per-key counts of one worker, with export/hold/import for migration."""
+    """Sliding-window per-key state of one worker, with export/hold/import for migration.
 
-    def __init__(self, window: int) -> None:
+    ``join=False``: per-key counts (the ``count`` operator).  ``join=True``: also the tuples' values
+    per key and batch (the ``join`` operator).  Results are ``(batch, key, count, checksum)``:
+    ``count`` the windowed count (count) or the pairs joined (join), ``checksum`` ``None`` (count) or
+    the sum of the pairs' join values (join).
+    """
+
+    def __init__(self, window: int, join: bool = False) -> None:
         if int(window) < 1:
             raise ValueError(f"window must be >= 1 batch, got {window}")
         self.window = int(window)
+        self.join = bool(join)
         self.keys: list[str] = []
         self.index: dict[str, int] = {}
         self.ring = np.zeros((0, self.window), dtype=np.int64)
         #: batch held by each ring column (-1: none yet)
         self.col_batch = np.full(self.window, -1, dtype=np.int64)
         self.last = -1  # the batch the window was last slid to
-        #: tuples of keys in flight towards this worker: key -> [(batch, count), ...]
-        self.held: dict[str, list[tuple[int, int]]] = {}
+        #: (join) tuple values: key -> {batch: int64 array}
+        self.values: dict[str, dict[int, np.ndarray]] = {}
+        #: tuples of keys in flight towards this worker: key -> [(batch, count, values or None), ...]
+        self.held: dict[str, list[tuple[int, int, Any]]] = {}
         #: keys whose state is on its way here (their new tuples are held until it arrives)
         self.expect: set[str] = set()
 
@@ -59,7 +101,7 @@ class WorkerWindow:
         return {k: int(s) for k, s in zip(self.keys, sums)}
 
     def held_tuples(self) -> int:
-        return sum(c for entries in self.held.values() for _, c in entries)
+        return sum(e[1] for entries in self.held.values() for e in entries)
 
     # ------------------------------------------------------------------ window
     def slide(self, batch: int) -> None:
@@ -76,6 +118,14 @@ class WorkerWindow:
                 self.ring[:, b % self.window] = 0
                 self.col_batch[b % self.window] = -1
         self.last = batch
+        if self.values:
+            low = batch - self.window
+            for k in list(self.values):
+                per = self.values[k]
+                for b in [b for b in per if b <= low]:
+                    del per[b]
+                if not per:
+                    del self.values[k]
         if self.ring.shape[0]:
             alive = self.ring.any(axis=1)
             if not alive.all():
@@ -83,6 +133,9 @@ class WorkerWindow:
 
     def _keep(self, alive: np.ndarray) -> None:
         self.ring = self.ring[alive]
+        gone = [k for k, a in zip(self.keys, alive) if not a]
+        for k in gone:
+            self.values.pop(k, None)
         self.keys = [k for k, a in zip(self.keys, alive) if a]
         self.index = {k: i for i, k in enumerate(self.keys)}
 
@@ -113,94 +166,132 @@ class WorkerWindow:
         cols = (self.col_batch > batch - self.window) & (self.col_batch <= batch)
         return self.ring[rows][:, cols].sum(axis=1)
 
-    # ------------------------------------------------------------------ tuples
-    def add(self, keys: Sequence[str], counts: np.ndarray, batch: int) -> tuple[list[str], np.ndarray, list[tuple[int, int]]]:
-        """Apply one batch's per-key counts (``keys`` unique) at ``batch`` (the window's current end).
+    def _window_values(self, key: str, batch: int) -> np.ndarray:
+        per = self.values.get(key)
+        if not per:
+            return np.zeros(0, dtype=np.int64)
+        parts = [v for b, v in per.items() if batch - self.window < b <= batch]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
-        Tuples of keys in :attr:`expect` are held.  Returns the emitted results: keys, their windowed
-        counts, and for the held tuples ``[]`` (they are emitted on import)."""
+    def _append_values(self, key: str, batch: int, vals: np.ndarray) -> None:
+        per = self.values.setdefault(key, {})
+        per[batch] = np.concatenate([per[batch], vals]) if batch in per else np.asarray(vals, dtype=np.int64)
+
+    def _apply(self, keys: list[str], counts: np.ndarray, batch: int, values: Sequence[Any] | None
+               ) -> list[tuple[int, str, int, int | None]]:
+        """Add tuples of ``batch`` (``keys`` unique) and return their results."""
+        if not keys:
+            return []
+        rows = self._rows(keys)
+        if not self.join:
+            self._add_at(rows, batch, counts)
+            return [(batch, k, int(c), None) for k, c in zip(keys, self._window_sum(rows, batch).tolist())]
+        out = []
+        for k, v in zip(keys, values):  # type: ignore[arg-type]
+            v = np.asarray(v, dtype=np.int64)
+            old = self._window_values(k, batch)
+            pairs = v.size * old.size + v.size * (v.size - 1) // 2
+            out.append((batch, k, int(pairs), int(join_probe(v, old))))
+            self._append_values(k, batch, v)
+        self._add_at(rows, batch, counts)
+        return out
+
+    # ------------------------------------------------------------------ tuples
+    def add(self, keys: Sequence[str], counts: np.ndarray, batch: int, values: Sequence[Any] | None = None
+            ) -> list[tuple[int, str, int, int | None]]:
+        """Apply one batch's per-key counts (``keys`` unique; ``values``: per key the tuples' values,
+        join only) at ``batch`` (the window's current end).  Tuples of keys in :attr:`expect` are held
+        (emitted on import).  Returns the results of the others."""
         counts = np.asarray(counts, dtype=np.int64)
-        if self.expect:
-            keep = [i for i, k in enumerate(keys) if k not in self.expect]
-            for i in range(len(keys)):
-                if keys[i] in self.expect:
-                    self.held.setdefault(keys[i], []).append((int(batch), int(counts[i])))
+        keep: list[int] = []
+        for i, k in enumerate(keys):
+            if k in self.expect:
+                self.held.setdefault(k, []).append(
+                    (int(batch), int(counts[i]), None if values is None else np.asarray(values[i], dtype=np.int64)))
+            else:
+                keep.append(i)
+        if len(keep) < len(keys):
             keys = [keys[i] for i in keep]
             counts = counts[keep]
-        if not len(keys):
-            return [], np.zeros(0, np.int64), []
-        rows = self._rows(keys)
-        self._add_at(rows, batch, counts)
-        return list(keys), self._window_sum(rows, batch), []
+            values = None if values is None else [values[i] for i in keep]
+        return self._apply(list(keys), counts, int(batch), values)
 
     # ------------------------------------------------------------------ migration
     def export(self, keys: Iterable[str]) -> dict[str, Any]:
-        """Remove ``keys``' state (window counts and any held tuples) and return it as an export blob.
-
-        The blob lists every requested key, also those without state here, so the receiver knows the
-        move is complete."""
+        """Remove ``keys``' state (window counts, values and any held tuples) and return it as an export
+        blob.  The blob lists every requested key, also those without state here, so the receiver
+        knows the move is complete."""
         keys = list(dict.fromkeys(keys))
         present = [k for k in keys if k in self.index]
-        entries: list[tuple[str, int, int]] = []
+        entries: list[tuple[str, int, int, Any]] = []
         if present:
             rows = np.fromiter((self.index[k] for k in present), dtype=np.int64, count=len(present))
             r, c = np.nonzero(self.ring[rows])
             for i, j in zip(r.tolist(), c.tolist()):
-                entries.append((present[i], int(self.col_batch[j]), int(self.ring[rows[i], j])))
+                k, b = present[i], int(self.col_batch[j])
+                vals = self.values.get(k, {}).get(b) if self.join else None
+                entries.append((k, b, int(self.ring[rows[i], j]), vals))
             alive = np.ones(len(self.keys), dtype=bool)
             alive[rows] = False
             self._keep(alive)
-        held = [(k, b, c) for k in keys for b, c in self.held.pop(k, [])]
+        held = [(k, *e) for k in keys for e in self.held.pop(k, [])]
         for k in keys:
             self.expect.discard(k)
         return {"keys": keys, "entries": entries, "held": held}
 
-    def import_(self, blob: dict[str, Any]) -> tuple[list[tuple[int, str, int]], int]:
-        """Merge an export blob: window entries inside the window, then the held tuples of its keys
-        (the blob's and this worker's), each emitted as ``(batch, key, windowed count)``.
+    def import_(self, blobs: Sequence[dict[str, Any]]) -> tuple[list[tuple[int, str, int, int | None]], int]:
+        """Merge export blobs — a key's blobs from all its old holders, before anything is released —
+        then apply the held tuples of their keys (the blobs' and this worker's), whose results are
+        emitted now at their own batch.
 
         Returns (results, window entries dropped because they had left the window)."""
         dropped = 0
-        entries = [e for e in blob.get("entries", ()) if e[1] > self.last - self.window]
-        dropped = len(blob.get("entries", ())) - len(entries)
-        for b in sorted({e[1] for e in entries}):
-            part = [(k, c) for k, bb, c in entries if bb == b]
-            agg: dict[str, int] = {}
-            for k, c in part:
-                agg[k] = agg.get(k, 0) + c
-            ks = list(agg)
-            self._add_at(self._rows(ks), b, np.fromiter(agg.values(), dtype=np.int64, count=len(ks)))
-        pending: dict[str, list[tuple[int, int]]] = {}
-        for k, b, c in blob.get("held", ()):
-            pending.setdefault(k, []).append((b, c))
-        for k in blob.get("keys", ()):
-            pending.setdefault(k, []).extend(self.held.pop(k, []))
+        pending: dict[str, list[tuple[int, int, Any]]] = {}
+        for blob in blobs:
+            all_entries = blob.get("entries", ())
+            entries = [e for e in all_entries if e[1] > self.last - self.window]
+            dropped += len(all_entries) - len(entries)
+            for b in sorted({e[1] for e in entries}):
+                agg: dict[str, int] = {}
+                for k, bb, c, vals in entries:
+                    if bb == b:
+                        agg[k] = agg.get(k, 0) + c
+                        if self.join and vals is not None:
+                            self._append_values(k, b, vals)
+                ks = list(agg)
+                self._add_at(self._rows(ks), b, np.fromiter(agg.values(), dtype=np.int64, count=len(ks)))
+            for k, b, c, vals in blob.get("held", ()):
+                pending.setdefault(k, []).append((b, c, vals))
+            for k in blob.get("keys", ()):
+                pending.setdefault(k, [])
+        for k in pending:
+            pending[k].extend(self.held.pop(k, []))
             self.expect.discard(k)
-        results: list[tuple[int, str, int]] = []
+        results: list[tuple[int, str, int, int | None]] = []
         for k, items in pending.items():
-            for b, c in sorted(items):
+            for b, c, vals in sorted(items, key=lambda e: e[0]):
                 if b <= self.last - self.window:
                     continue  # left the window before it could be applied (never in the protocol)
-                rows = self._rows([k])
-                self._add_at(rows, b, np.array([c], dtype=np.int64))
-                results.append((b, k, int(self._window_sum(rows, b)[0])))
+                results.extend(self._apply([k], np.array([c], dtype=np.int64), b,
+                                           None if not self.join else [vals]))
         return results, dropped
 
     # ------------------------------------------------------------------ one batch
-    def step(self, batch: int, keys: Sequence[str], counts: np.ndarray, *,
+    def step(self, batch: int, keys: Sequence[str], counts: np.ndarray, *, values: Sequence[Any] | None = None,
              imports: Sequence[dict[str, Any]] = (), exports: dict[int, list[str]] | None = None,
              expect: Iterable[str] = ()) -> dict[str, Any]:
         """One micro-batch of this worker, in the protocol's order:
 
         1. slide to ``batch - 1`` (the batch the imported windows and held tuples belong to);
-        2. import every blob and emit the released held tuples' results;
+        2. import every blob (all of them before any held tuple is released: a split key arrives from
+           several old holders) and emit the released held tuples' results;
         3. slide to ``batch``;
         4. export the keys ordered away (``exports``: target worker → keys);
         5. start holding the keys in ``expect`` (their state arrives in the next batch);
         6. apply the batch's tuples and emit their results.
 
         Import before export: a key still in flight can move again at once.
-        Returns ``results`` (list of ``(batch, key, window count)``), ``exports`` (target → blob).
+        Returns ``results`` (list of ``(batch, key, count, checksum)``), ``exports`` (target → blob).
         """
         batch = int(batch)
         if batch <= self.last:
@@ -208,35 +299,41 @@ class WorkerWindow:
                              f"{self.last}: the routing files do not match this checkpoint; start a new run with "
                              "--run-name or --checkpoint")
         self.slide(batch - 1)
-        results: list[tuple[int, str, int]] = []
-        for blob in imports:
-            res, _ = self.import_(blob)
-            results.extend(res)
+        results, _ = self.import_(imports) if imports else ([], 0)
         self.slide(batch)
-        blobs = {int(t): self.export(ks) for t, ks in (exports or {}).items() if ks}
+        blobs: dict[int, dict[str, Any]] = {}
+        for t, ks in (exports or {}).items():
+            if ks:
+                had = [k for k in ks if k in self.index or k in self.held]
+                blobs[int(t)] = self.export(ks)
+                # retraction: this worker's share of each key it gave away is now 0
+                results.extend((batch, k, 0, 0 if self.join else None) for k in had)
         self.expect.update(expect)
-        out_keys, sums, _ = self.add(list(keys), counts, batch)
-        results.extend((batch, k, int(s)) for k, s in zip(out_keys, sums.tolist()))
+        results.extend(self.add(list(keys), counts, batch, values))
+        if len({(r[0], r[1]) for r in results}) < len(results):  # a key given away and fed again: last wins
+            results = list({(r[0], r[1]): r for r in results}.values())
         return {"results": results, "exports": blobs}
 
     # ------------------------------------------------------------------ serialisation
     def dumps(self) -> bytes:
-        """Sparse serialisation: non-zero (row, column, count) cells, keys, window position, flights."""
+        """Sparse serialisation: non-zero (row, column, count) cells, keys, window position, values,
+        flights."""
         r, c = np.nonzero(self.ring)
         cells = (r.astype(np.int32), c.astype(np.int16), self.ring[r, c])
-        return pickle.dumps((self.window, self.keys, cells, self.col_batch, self.last, self.held, self.expect),
-                            protocol=pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps((self.window, self.join, self.keys, cells, self.col_batch, self.last, self.values,
+                             self.held, self.expect), protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
     def loads(cls, data: bytes) -> "WorkerWindow":
-        window, keys, (r, c, v), col_batch, last, held, expect = pickle.loads(data)
-        self = cls(window)
+        window, join, keys, (r, c, v), col_batch, last, values, held, expect = pickle.loads(data)
+        self = cls(window, join)
         self.keys = keys
         self.index = {k: i for i, k in enumerate(keys)}
         self.ring = np.zeros((len(keys), window), dtype=np.int64)
         self.ring[r.astype(np.int64), c.astype(np.int64)] = v
         self.col_batch = col_batch
         self.last = last
+        self.values = values
         self.held = held
         self.expect = expect
         return self
