@@ -306,10 +306,17 @@ def main(argv: list[str] | None = None) -> int:
         results["load"].append(_load())
         print(f"{line}  [{results['load'][-1]}]", flush=True)
 
+    def save() -> None:
+        """Write the results so far (a long run stopped early keeps what it measured)."""
+        if args.json and args.json != "-":
+            with open(args.json, "w") as fh:
+                json.dump(results, fh, indent=2)
+
     def baseline(kind: str, when: str) -> None:
         r = run_baseline(spark, args, tmp, tag=f"{kind}-{when}", kind=kind)
         r["when"] = when
         results["baselines"][kind].append(r)
+        save()
         note(f"{label[kind]:<38} {r['tuples_per_second'] / 1e3:9.0f} k tuples/s ({when} run)"
              + ("" if r["first_batch_ok"] else "  FIRST BATCH COUNTS WRONG"))
 
@@ -319,8 +326,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             r = run_engine(name, args, tmp)
             results["groupings"][name] = r
-            note(f"{name:<38} {r['tuples_per_second'] / 1e3:9.0f} k tuples/s"
-                 + ("" if r["first_batch_ok"] else "  FIRST BATCH COUNTS WRONG"))
+            note(f"{name:<38} {r['tuples_per_second'] / 1e3:9.0f} k tuples/s, max worker {r['max_worker_seconds']:.2f} s, "
+                 f"straggler {r['straggler']:.2f}" + ("" if r["first_batch_ok"] else "  FIRST BATCH COUNTS WRONG"))
+            save()
         if not args.once:
             for kind in reversed(kinds):
                 baseline(kind, "last")
@@ -351,13 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     if "hash" in g and "dchoices" in g and g["hash"]["max_worker_seconds"]:
         results["dchoices_vs_hash_max_worker"] = g["dchoices"]["max_worker_seconds"] / g["hash"]["max_worker_seconds"]
         print(f"max worker seconds dchoices / hash: {results['dchoices_vs_hash_max_worker']:.2f}")
-    if args.json:
-        text = json.dumps(results, indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w") as fh:
-                fh.write(text)
+    if args.json == "-":
+        print(json.dumps(results, indent=2))
+    save()
     return 0
 
 
