@@ -1,43 +1,41 @@
-"""Driver-side Python time of one Spark micro-batch (issue #4): old vs new, interleaved.
+"""Driver-side Python time of one Spark micro-batch, on output of the real worker operator.
 
-``skewlab engine`` (``engine/spark/engine.py``, ``SparkEngine._process``) collects the per-(worker, key)
-aggregates of a micro-batch with ``toArrow`` and then, on the driver, while every executor is idle:
+``skewlab engine`` (``engine/spark/engine.py``, ``SparkEngine._process``) collects the workers' output
+of a micro-batch with ``toArrow`` — per-(worker, key) tuple counts, export blobs, the sources' side
+rows and one summary row per worker (:mod:`engine.spark.operator`) — and then, on the driver, while
+the executors wait for the next batch's routing snapshot:
 
-1. ``unpack_aggregates`` splits the Arrow table into count rows, per-source side states, timings;
+1. :func:`engine.spark.operator.unpack_output` splits the Arrow table;
 2. ``VocabIndex.encode`` turns the key strings into vocabulary ids;
-3. ``Controller.end_interval`` merges the aggregates into the windowed keyed state, computes metrics and
-   the :class:`~engine.grouping.IntervalStats`, and lets a rebalancing grouping plan/migrate;
+3. ``Controller.end_interval`` merges the counts into the windowed keyed statistics, computes the
+   metrics and lets a rebalancing grouping plan (its moves become the next batch's control rows);
    ``state.per_worker`` is read right after it for the worker rows;
 4. ``SnapshotStore.save`` pickles and fsyncs the controller (exactly-once snapshot).
 
-This benchmark reproduces those four steps on synthetic batches shaped like the real ones: ``--tuples``
-tuples (default 2M) of a Zipf(``--zipf``) stream over ``--keys`` keys (default 100k), 2 sources, 8 workers,
-routed by the grouping itself (per source, in order, like the executors); each worker's tuples go through
-the real :func:`engine.spark.topology.make_worker` (Arrow ``group_by``: keys in first-appearance order per
-worker, one state row per source, one timing row per worker) and the concatenated outputs are the table
-``toArrow`` would return.  The snapshot payload has the shape of ``SparkEngine._save``'s (controller,
-``shadow=None``, small dicts).
+This benchmark times those four steps on batches produced the way the executors produce them:
+``--tuples`` tuples per batch of a Zipf(``--zipf``) stream over ``--keys`` keys, split over
+``--sources`` source instances, each routed by :func:`engine.spark.topology.make_router` with the
+batch's :class:`~engine.spark.topology.RoutingSnapshot` (the grouping, one control row per worker
+with the controller's move orders, the previous batch's export blobs as imports), then grouped by
+worker and handed to the real :func:`engine.spark.operator.make_handler` with an in-memory stand-in
+for Spark's ``GroupState`` (as ``tests/test_spark_operator.py`` does); results go to a temporary
+sink.  The concatenated handler outputs are the table ``toArrow`` returns.  The handlers' own time
+(executor side) is reported for scale, outside ``total``: ``handler`` (wall time of all workers),
+``worker_max`` (CPU time of the busiest worker's handler call) and ``straggler`` (``worker_max`` over
+the mean of all workers' CPU time) — the per-worker cost of the operator on one core each, without
+Spark's scheduling and the machine's other load.
 
-*Old vs new*: the "old" code is the version of ``engine/{state,controller,checkpoint,metrics,keys}.py`` and
-``engine/spark/topology.py`` at git revision ``--legacy-rev`` (read with ``git show``, written to a temporary
-package with its ``engine.*`` imports redirected, so it runs side by side with the working tree).  Both
-variants get the same batches, alternately first, and the benchmark asserts that they return identical
-results (ids, unpacked arrays, every metric row, the final state and summary, and the restored snapshot).
-``--legacy-rev none`` measures only the new code.
+Checks, per batch: the unpacked counts sum to the batch's tuples and the controller saw them all.
 
-Run: ``python -m bench.bench_driver [--batches 6] [--groupings hash,dkg,mintable]`` (prints a table of
+Run: ``python -m bench.bench_driver [--batches 6] [--groupings hash,dkg,mixed]`` (prints a table of
 per-batch milliseconds, median over batches after the first, and the load average).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
-import pickle
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,44 +46,36 @@ import numpy as np
 import pyarrow as pa
 
 from engine import registry
+from engine.checkpoint import SnapshotStore
 from engine.controller import Controller
-from engine.keys import fingerprints
-from engine.spark import topology as topo
+from engine.keys import Vocabulary
+from engine.spark.operator import make_handler, unpack_output
+from engine.spark.topology import RoutingSnapshot, VocabIndex, make_router
 
-REPO = Path(__file__).resolve().parent.parent
-#: the commit before the driver speed-up (the "old" variant)
-LEGACY_REV = "5a8fc9e144f86f6ad65910abd95fa38eef0fe92d"
-_LEGACY_FILES = {
-    "state": "engine/state.py",
-    "keys": "engine/keys.py",
-    "metrics": "engine/metrics.py",
-    "controller": "engine/controller.py",
-    "checkpoint": "engine/checkpoint.py",
-    "topology": "engine/spark/topology.py",
-}
+STAGES = ("unpack", "vocab_encode", "end_interval", "per_worker", "snapshot_save", "total")
+OUT_ARROW = pa.schema([("kind", pa.int32()), ("worker", pa.int32()), ("key", pa.string()), ("count", pa.int64()),
+                       ("data", pa.binary())])  # engine.spark.operator.OUT_SCHEMA as Arrow
 
 
-def load_legacy(rev: str) -> dict[str, Any] | None:
-    """Import the modules of revision ``rev`` as package ``_skewlab_legacy`` (``None``: git unavailable)."""
-    pkg = "_skewlab_legacy"
-    root = Path(tempfile.gettempdir()) / f"skewlab_legacy_{rev[:12]}"
-    try:
-        (root / pkg).mkdir(parents=True, exist_ok=True)
-        for mod, path in _LEGACY_FILES.items():
-            src = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:{path}"], check=True,
-                                 capture_output=True, text=True).stdout
-            for name in ("state", "keys", "metrics"):
-                src = re.sub(rf"\bfrom engine\.{name} import", f"from {pkg}.{name} import", src)
-            target = root / pkg / f"{mod}.py"
-            if not target.exists() or target.read_text() != src:
-                target.write_text(src)
-        (root / pkg / "__init__.py").write_text("")
-    except (OSError, subprocess.CalledProcessError) as exc:
-        print(f"legacy revision {rev} not available ({type(exc).__name__}); measuring the new code only")
-        return None
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    return {m: importlib.import_module(f"{pkg}.{m}") for m in _LEGACY_FILES}
+class GroupStateStandIn:
+    """The part of pyspark's ``GroupState`` the handler uses: one tuple value, exists/get/update/remove."""
+
+    def __init__(self) -> None:
+        self.value: tuple | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.value is not None
+
+    @property
+    def get(self) -> tuple:
+        return self.value  # type: ignore[return-value]
+
+    def update(self, value: tuple) -> None:
+        self.value = tuple(value)
+
+    def remove(self) -> None:
+        self.value = None
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -97,9 +87,7 @@ class Stream:
         w = 1.0 / np.arange(1, n_keys + 1, dtype=np.float64) ** z
         self.cdf = np.cumsum(w / w.sum())
         self.perm = rng.permutation(n_keys)
-        self.names = [f"user-{i}" for i in range(n_keys)]
-        self.arrow = pa.array(self.names, pa.string())
-        self.fps = fingerprints(self.names)
+        self.arrow = pa.array([f"user-{i}" for i in range(n_keys)], pa.string())
         self.seed = seed
 
     def batch(self, b: int, m: int) -> np.ndarray:
@@ -107,178 +95,171 @@ class Stream:
         return self.perm[np.minimum(np.searchsorted(self.cdf, u), self.cdf.size - 1)]
 
 
-def agg_table(stream: Stream, ids: np.ndarray, grouping: Any, batch: int, n_sources: int) -> pa.Table:
-    """The table ``toArrow`` returns for one batch: route per source (tuple i of source i mod S, in order),
-    then every worker's rows through :func:`engine.spark.topology.make_worker`."""
-    n = grouping.n_workers
-    workers = np.empty(ids.size, np.int64)
-    sides = []
-    for s in range(n_sources):
-        sel = np.arange(s, ids.size, n_sources)
-        t = time.perf_counter()
-        workers[sel] = grouping.route(stream.fps[ids[sel]], s)
-        info = {"source": s, "rows": int(sel.size), "route_seconds": time.perf_counter() - t, "dead_letters": {},
-                "consumed": (batch + 1) * int(sel.size), "first_seq": batch * int(sel.size),
-                "source_state": grouping.source_state(s)}
-        sides.append((s, topo.encode_side(info)))
-    work = topo.make_worker(n)
-    batches = []
-    for w in range(n):
-        sel = np.flatnonzero(workers == w)
-        inp = [pa.RecordBatch.from_arrays([stream.arrow.take(pa.array(ids[sel])), pa.array(np.full(sel.size, w, np.int32))],
-                                          names=["key", "worker"])]
-        side = [(s, k) for s, k in sides if s % n == w]
-        if side:
-            inp.append(pa.RecordBatch.from_arrays([pa.array([k for _, k in side], pa.string()),
-                                                   pa.array([n + s % n for s, _ in side], pa.int32())], names=["key", "worker"]))
-        batches.extend(work(iter(inp)))
-    return pa.Table.from_batches(batches)
+class Executors:
+    """The executor side of one engine run: routing per source instance, the worker operator per worker."""
+
+    def __init__(self, partitions: int, window: int, sink: str) -> None:
+        self.P = int(partitions)
+        self.handler = make_handler(self.P, window, sink)
+        self.states: dict[int, GroupStateStandIn] = {}
+        self.handler_seconds = 0.0
+        #: CPU seconds of each worker's handler call in the last batch (worker -> seconds)
+        self.worker_cpu: dict[int, float] = {}
+
+    def run(self, stream: Stream, ids: np.ndarray, snap: RoutingSnapshot, n_sources: int) -> pa.Table:
+        """Route ``ids`` (tuple i belongs to source i mod S) with ``snap``, run every worker's handler,
+        return the concatenated outputs (what ``toArrow`` gives the driver)."""
+        data = snap.dumps()
+        parts = []
+        per = -(-ids.size // n_sources)
+        for s in range(n_sources):
+            sel = ids[s::n_sources]
+            first = snap.batch_id * per
+            rb = pa.RecordBatch.from_arrays(
+                [stream.arrow.take(pa.array(sel)), pa.array(np.full(sel.size, s, np.int32)),
+                 pa.array(np.arange(first, first + sel.size, dtype=np.int64)), pa.nulls(sel.size, pa.string())],
+                names=["key", "source", "seq", "error"])
+            parts.extend(make_router(data, lead=s == 0)(iter([rb])))
+        routed = pa.Table.from_batches(parts)
+        wcol = routed.column("worker").to_numpy() % self.P
+        order = np.argsort(wcol, kind="stable")
+        routed = routed.take(pa.array(order))
+        wsorted = wcol[order]
+        bounds = np.flatnonzero(np.diff(wsorted)) + 1
+        out = []
+        self.worker_cpu = {}
+        t0 = time.perf_counter()
+        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, wsorted.size]):
+            w = int(wsorted[lo])
+            pdf = routed.slice(int(lo), int(hi - lo)).to_pandas()
+            c0 = time.process_time()
+            frames = list(self.handler((w,), iter([pdf]), self.states.setdefault(w, GroupStateStandIn())))
+            self.worker_cpu[w] = time.process_time() - c0
+            out.extend(pa.Table.from_pandas(f, schema=OUT_ARROW, preserve_index=False) for f in frames)
+        self.handler_seconds = time.perf_counter() - t0
+        return pa.concat_tables(out)
+
+
+def control_of(c: Controller, orders: dict[int, tuple[set[int], int]], partitions: int,
+               holding: set[int]) -> dict[int, dict[str, Any]]:
+    """Control payload of every worker that runs in the next batch (as ``SparkEngine._control``)."""
+    names = c.vocab.names
+    exports: dict[int, dict[int, list[str]]] = {}
+    expect: dict[int, list[str]] = {}
+    for k, (holders, target) in orders.items():
+        for h in holders:
+            exports.setdefault(int(h), {}).setdefault(int(target), []).append(names[k])
+        expect.setdefault(int(target), []).append(names[k])
+    workers = set(range(c.n_workers)) | holding | set(exports) | set(expect)
+    return {w: {"exports": exports.get(w, {}), "expect": expect.get(w, [])} for w in sorted(workers) if w < partitions}
 
 
 # ---------------------------------------------------------------------------------------------- run
-class Variant:
-    """One implementation (old or new) of the four driver steps, with its own controller and snapshot dir."""
-
-    def __init__(self, label: str, mods: dict[str, Any], algo: str, n: int, sources: int, seed: int, window: int,
-                 cost_model: str, directory: Path) -> None:
-        self.label = label
-        self.mods = mods
-        vocab = mods["keys"].Vocabulary()
-        grouping = registry.create(algo, n, sources, seed, None)
-        self.controller = mods["controller"].Controller(grouping, vocab, window=window, cost_model=cost_model)
-        self.index = mods["topology"].VocabIndex()
-        self.store = mods["checkpoint"].SnapshotStore(directory, keep=2)
-        self.times: dict[str, list[float]] = {k: [] for k in STAGES}
-        self.out: dict[str, Any] = {}
-
-    def run(self, table: pa.Table, batch: int) -> None:
-        c = self.controller
+def run_grouping(algo: str, stream: Stream, args: argparse.Namespace, base: Path) -> dict[str, Any]:
+    """Run ``args.batches`` batches of grouping ``algo``; returns per-stage times and check failures."""
+    P = args.workers
+    grouping = registry.create(algo, args.workers, args.sources, args.seed, None)
+    c = Controller(grouping, Vocabulary(), window=args.window, cost_model=args.cost_model)
+    c.track_orders = True
+    index = VocabIndex()
+    store = SnapshotStore(base / algo / "snapshots", keep=2)
+    ex = Executors(P, args.window, str(base / algo / "sink"))
+    times: dict[str, list[float]] = {k: [] for k in (*STAGES, "handler", "worker_max")}
+    straggler: list[float] = []
+    failures: list[str] = []
+    imports: dict[int, list[bytes]] = {}
+    holding: set[int] = set()
+    rows = 0
+    for b in range(args.batches):
+        orders = c.drain_orders()
+        snap = RoutingSnapshot(b, c.grouping, P, control_of(c, orders, P, holding), imports)
+        ids = stream.batch(b, args.tuples)
+        table = ex.run(stream, ids, pickle_copy(snap), args.sources)
+        rows = table.num_rows
         t0 = time.perf_counter()
-        u = self.mods["topology"].unpack_aggregates(table, key_list=False)
+        u = unpack_output(table)
         t1 = time.perf_counter()
-        key_ids = self.index.encode(c.vocab, u["key_array"])
+        key_ids = index.encode(c.vocab, u["key_array"])
         t2 = time.perf_counter()
         route_seconds = sum(side.get("route_seconds", 0.0) for side in u["states"].values())
+        for s, side in u["states"].items():
+            if side.get("source_state"):
+                c.grouping.set_source_state(s % c.grouping.n_sources, side["source_state"])
         row = c.end_interval(key_ids, u["workers"], u["counts"], route_seconds=route_seconds)
         t3 = time.perf_counter()
-        per_worker = c.state.per_worker(c.n_workers)
+        c.state.per_worker(c.n_workers)
         t4 = time.perf_counter()
-        self.store.save(batch, {"run_id": 1, "stream": {"source": "generator", "window": c.window},
-                                "controller": c, "shadow": None, "paused": False, "applied_commands": [],
-                                "consumed": {s: int(v["consumed"]) for s, v in u["states"].items()},
-                                "dead_total": 0, "pending": []})
+        store.save(b, {"run_id": 1, "stream": {"source": "generator", "window": c.window}, "controller": c,
+                       "shadow": None, "paused": False, "applied_commands": [],
+                       "consumed": {s: int(v["consumed"]) for s, v in u["states"].items()}, "dead_total": 0,
+                       "pending": [], "partitions": P})
         t5 = time.perf_counter()
         for k, dt in zip(STAGES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t5 - t0)):
-            self.times[k].append(dt)
-        self.out = {"u": u, "ids": key_ids, "row": row, "per_worker": per_worker}
+            times[k].append(dt)
+        times["handler"].append(ex.handler_seconds)
+        cpu = [ex.worker_cpu.get(w, 0.0) for w in range(c.n_workers)]
+        times["worker_max"].append(max(cpu))
+        straggler.append(max(cpu) / (sum(cpu) / len(cpu)) if sum(cpu) > 0 else 0.0)
+        if int(u["counts"].sum()) != args.tuples or row["tuples"] != args.tuples:
+            failures.append(f"{algo} batch {b}: unpacked {int(u['counts'].sum())}, controller {row['tuples']}, "
+                            f"sent {args.tuples} tuples")
+        imports = {}
+        for _, target, blob in u["exports"]:
+            imports.setdefault(target, []).append(blob)
+        holding = {w for w, s in u["summaries"].items() if s["keys"] or s["held"]}
+    med = {k: 1000 * float(np.median(x[1:] if len(x) > 1 else x)) for k, x in times.items()}
+    med["straggler"] = float(np.median(straggler[1:] if len(straggler) > 1 else straggler))
+    return {"ms": med, "rows": rows, "keys": len(c.vocab), "failures": failures,
+            "migrations": len(c.migrations)}
 
 
-#: metrics that are wall-clock measurements (differ between any two runs)
-WALL_CLOCK = ("plan_seconds",)
-STAGES = ("unpack", "vocab_encode", "end_interval", "per_worker", "snapshot_save", "total")
-
-
-def same_outputs(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    bad = []
-    if not np.array_equal(a["ids"], b["ids"]):
-        bad.append("key ids")
-    for k in ("workers", "counts"):
-        if not (np.array_equal(a["u"][k], b["u"][k]) and a["u"][k].dtype == b["u"][k].dtype):
-            bad.append(f"unpack {k}")
-    if not a["u"]["key_array"].equals(b["u"]["key_array"]):
-        bad.append("unpack key_array")
-    for k in ("states", "dead_letters", "seconds"):  # may hold numpy arrays (source states): compare pickles
-        if pickle.dumps(a["u"][k]) != pickle.dumps(b["u"][k]):
-            bad.append(f"unpack {k}")
-    ra, rb = ({k: v for k, v in r.items() if k not in WALL_CLOCK} for r in (a["row"], b["row"]))
-    if ra != rb:
-        bad.append("end_interval row: " + ", ".join(k for k in ra if ra.get(k) != rb.get(k)))
-    if not np.array_equal(a["per_worker"], b["per_worker"]):
-        bad.append("per_worker")
-    return bad
-
-
-def final_check(old: Controller, new: Controller) -> list[str]:
-    bad = []
-    for o, n_ in ((old.state.merged(), new.state.merged()), (old.state.per_key(), new.state.per_key())):
-        if not all(np.array_equal(x, y) for x, y in zip(o, n_)):
-            bad.append("merged state")
-    if {k: v for k, v in old.summary().items() if k not in WALL_CLOCK} != \
-            {k: v for k, v in new.summary().items() if k not in WALL_CLOCK}:
-        bad.append("summary")
-    if old.results() != new.results():
-        bad.append("results")
-    so, sn = old.stats(), new.stats()
-    for f in ("keys", "cost", "size", "count", "worker", "key_ids"):
-        if not np.array_equal(getattr(so, f), getattr(sn, f)):
-            bad.append(f"stats.{f}")
-    return bad
+def pickle_copy(snap: RoutingSnapshot) -> RoutingSnapshot:
+    """The executors' copy of the snapshot (the routing state they mutate is not the controller's)."""
+    return RoutingSnapshot.loads(snap.dumps())
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--batches", type=int, default=6)
-    ap.add_argument("--tuples", type=int, default=2_000_000)
+    ap.add_argument("--tuples", type=int, default=1_000_000)
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--zipf", type=float, default=1.0)
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--sources", type=int, default=2)
     ap.add_argument("--window", type=int, default=10)
     ap.add_argument("--cost-model", default="linear", choices=("linear", "join"))
-    ap.add_argument("--groupings", default="hash,dkg")
+    ap.add_argument("--groupings", default="hash,dkg,mixed")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--legacy-rev", default=LEGACY_REV, help="git revision of the old code, or 'none'")
-    ap.add_argument("--dir", default=None, help="snapshot directory (default: a temporary directory)")
+    ap.add_argument("--dir", default=None, help="snapshot and sink directory (default: a temporary directory)")
     args = ap.parse_args(argv)
 
-    new_mods = {"keys": importlib.import_module("engine.keys"), "controller": importlib.import_module("engine.controller"),
-                "checkpoint": importlib.import_module("engine.checkpoint"), "topology": topo}
-    old_mods = load_legacy(args.legacy_rev) if args.legacy_rev != "none" else None
     stream = Stream(args.keys, args.zipf, args.seed)
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench_driver_"))
     failures: list[str] = []
     print(f"{args.tuples} tuples/batch, {args.keys} keys, zipf {args.zipf}, {args.workers} workers, "
           f"{args.sources} sources, window {args.window}, cost model {args.cost_model}, {args.batches} batches")
-    print(f"{'grouping':10s} {'variant':7s} " + " ".join(f"{s:>13s}" for s in STAGES) + "   (ms per batch: median of batches 2..N)")
+    cols = (*STAGES, "handler", "worker_max", "straggler")
+    print(f"{'grouping':10s} " + " ".join(f"{s:>13s}" for s in cols)
+          + "   (ms per batch: median of batches 2..N; handler = all workers' handlers, wall time; worker_max = "
+          "the busiest worker's handler, CPU time; straggler = worker_max / mean over workers)")
     try:
         for algo in args.groupings.split(","):
-            variants = [Variant("new", new_mods, algo, args.workers, args.sources, args.seed, args.window,
-                                args.cost_model, base / algo / "new")]
-            if old_mods is not None:
-                variants.append(Variant("old", old_mods, algo, args.workers, args.sources, args.seed, args.window,
-                                         args.cost_model, base / algo / "old"))
-            router = pickle.loads(pickle.dumps(variants[0].controller.grouping))  # the executors' copy
-            pairs = 0
-            for b in range(args.batches):
-                table = agg_table(stream, stream.batch(b, args.tuples), router, b, args.sources)
-                pairs = table.num_rows
-                for v in (variants if b % 2 == 0 else variants[::-1]):
-                    v.run(table, b)
-                if len(variants) == 2:
-                    failures += [f"{algo} batch {b}: {x}" for x in same_outputs(variants[0].out, variants[1].out)]
-                # the next batch is routed with the grouping the controller would ship
-                router = pickle.loads(pickle.dumps(variants[0].controller.grouping))
-                g = variants[0].controller.grouping
-                for s in range(args.sources):
-                    router.set_source_state(s, g.source_state(s))
-            for v in variants:
-                med = {k: 1000 * float(np.median(x[1:] if len(x) > 1 else x)) for k, x in v.times.items()}
-                print(f"{algo:10s} {v.label:7s} " + " ".join(f"{med[s]:13.1f}" for s in STAGES)
-                      + f"   ({pairs} rows, {len(v.controller.vocab)} keys)")
-            if len(variants) == 2:
-                failures += [f"{algo} final: {x}" for x in final_check(variants[1].controller, variants[0].controller)]
-                restored = variants[0].store.latest()
-                if restored is None or final_check(variants[1].controller, restored[1]["controller"]):
-                    failures.append(f"{algo}: restored snapshot differs")
+            r = run_grouping(algo, stream, args, base)
+            failures += r["failures"]
+            print(f"{algo:10s} " + " ".join(f"{r['ms'][s]:13.1f}" if s != "straggler" else f"{r['ms'][s]:13.2f}"
+                                             for s in cols)
+                  + f"   ({r['rows']} rows, {r['keys']} keys, {r['migrations']} migrations)", flush=True)
     finally:
         if not args.dir:
             shutil.rmtree(base, ignore_errors=True)
-    print(f"uptime: {os.popen('uptime').read().strip()}")
+    try:
+        print("load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    except OSError:
+        pass
     if failures:
-        print("MISMATCH old vs new:\n  " + "\n  ".join(failures[:20]))
+        print("CHECK FAILED:\n  " + "\n  ".join(failures[:20]))
         return 1
-    if old_mods is not None:
-        print("old and new results identical (ids, unpacked arrays, metric rows, state, summary, restored snapshot)")
+    print("every batch: unpacked counts = tuples sent = tuples seen by the controller")
     return 0
 
 

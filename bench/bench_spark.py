@@ -1,25 +1,49 @@
 #!/usr/bin/env python
-"""End-to-end Spark throughput: skewlab's engine per grouping vs a Spark-native hash repartition.
+"""End-to-end Spark throughput of the stateful engine per grouping vs what plain PySpark offers.
 
 Usage::
 
-    python bench/bench_spark.py [--master local[2]] [--batches 6] [--per-batch 2000000]
-                                [--workers 8] [--keys 100000] [--zipf 1.0] [--only hash,pkg] [--json PATH|-]
+    python bench/bench_spark.py [--master local[2]] [--batches 4] [--warmup 2] [--per-batch 200000]
+                                [--workers 8] [--keys 100000] [--zipf 1.2] [--window 10]
+                                [--only hash,dchoices] [--no-jvm] [--json PATH|-]
 
-Both sides read the same ``skewlab-generator`` stream (unlimited rate, ``--per-batch`` tuples per
-micro-batch, 2 source instances) and run the same keyed operator per worker
-(:func:`engine.spark.topology.make_worker`, per-key counts):
+Every variant reads the same ``skewlab-generator`` stream (Zipf ``--zipf`` over ``--keys`` keys,
+seed 0, 2 source instances, unlimited rate, exactly ``--per-batch`` tuples per micro-batch) and runs
+a windowed per-key count (window ``--window`` micro-batches) whose results go to Parquet files:
 
-* **baseline** — ``df.repartition(n, "key")`` (Spark's own hash partitioning by key) →
-  operator → collect, in ``foreachBatch``; run before and after the groupings (a cold JVM slows
-  whatever runs first), their mean is the reference of the ratios;
-* **skewlab** — :class:`engine.spark.engine.SparkEngine` with the grouping (routing in the executors
-  inside each source instance's scan, ``repartitionById``, controller, snapshots and SQLite metrics on
-  the driver; shadows off).
+* **baseline (a), keyed state by key** (:func:`run_baseline` with ``kind="stateful"``) — what a
+  PySpark user writes for a custom keyed stateful operator:
+  ``groupBy("key").applyInPandasWithState(`` :func:`make_window_count` ``)``, per key the counts of
+  its last W batches in Spark's state store (RocksDB provider with changelog checkpointing, as the
+  engine configures it: :func:`engine.spark.session.configure_state_store`), ``--workers`` shuffle
+  (= state) partitions, results written with ``df.write.parquet`` in ``foreachBatch``.  Spark
+  hash-partitions by key; a hot key's partition is the straggler, nothing can rebalance it.  The
+  tuple's micro-batch is derived from its sequence number (``seq // (per-batch / sources)``: with
+  a fixed batch size every source instance advances by the same number of tuples per batch).
+* **baseline (b), JVM aggregation** (``kind="jvm"``) — ``groupBy("key").count()`` of each
+  micro-batch in ``foreachBatch``, written to Parquet: no Python, no state, no window; the ceiling a
+  JVM operator gets on this stream.
+* **skewlab** (:func:`run_engine`) — :class:`engine.spark.engine.SparkEngine` with the grouping:
+  routing inside the source scan, ``groupBy(worker label).applyInPandasWithState`` with one task
+  and one state partition per worker (``max_workers = workers``, so as many state partitions as
+  baseline (a)), controller, snapshots and SQLite metrics on the driver; shadows off, trigger
+  interval 1 ms, rate 0.
 
-Tuples/s = tuples processed / wall time of the measured batches (the first ``--warmup`` batches,
-which include Python worker start-up and JIT compilation, are excluded).  Issue targets: >= 500k
-tuples/s on local[2] with ``hash``; every grouping >= 0.8x the baseline.
+Baselines run first and again last (a cold JVM slows whatever runs first); the ratios use the mean
+of the two runs of each baseline.  Tuples/s = tuples of the measured batches / wall time from the end
+of the last warm-up batch to the end of the last measured batch (the first ``--warmup`` batches
+include Python worker start-up and JIT compilation).
+
+Per grouping the engine's worker rows (``worker_metrics.processing_seconds``: seconds the worker's
+handler spent in its task, see :mod:`engine.spark.operator`) give, over the measured batches:
+``straggler`` = Σ_b max_w t / Σ_b mean_w t (1.0 = every worker busy for the same time) and
+``one_core_per_worker_tps`` = tuples / Σ_b max_w t, the throughput if every worker had a core of its
+own and the slowest worker set the pace.  ``max_worker_seconds`` is Σ_b max_w t.
+
+Each variant's first result batch is checked: its windowed counts (the window starts empty) sum to
+the batch's tuples.  Issue targets (reported, not asserted): throughput ≥ 1.0× baseline (a) at
+Zipf 0 and ≥ 1.5× at Zipf 1.2 (8 workers); ``max_worker_seconds`` of ``dchoices`` ≤ 0.5× that of
+``hash`` at Zipf 1.2.
 """
 
 from __future__ import annotations
@@ -32,58 +56,205 @@ import shutil
 import sys
 import tempfile
 import time
+import types
+from typing import Any, Callable, Iterator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+SOURCES = 2
+#: defaults of the optional fields of ``args`` (callers such as :mod:`bench.perf` may omit them)
+DEFAULTS = {"window": 10, "master": "local[2]"}
 
-def run_baseline(spark, args, tmp, tag: str = "base") -> dict:
-    from engine.spark.topology import AGG_SCHEMA, make_worker
-
-    stamps: list[tuple[float, int]] = []
-
-    def batch(df, batch_id):
-        from pyspark.sql import functions as F
-
-        t = df.select("key").repartition(args.workers, "key")
-        t = t.select("key", F.spark_partition_id().cast("int").alias("worker"))  # ROUTED_SCHEMA
-        out = t.mapInArrow(make_worker(args.workers), AGG_SCHEMA).toArrow()
-        stamps.append((time.perf_counter(), int(sum(out.column("count").to_pylist()))))
-
-    df = spark.readStream.format("skewlab-generator").options(**_gen_opts(args)).load()
-    q = (df.writeStream.foreachBatch(batch).option("checkpointLocation", os.path.join(tmp, tag))
-         .trigger(processingTime="0 seconds").start())
-    while len(stamps) < args.batches + args.warmup:
-        time.sleep(0.05)
-        if not q.isActive:
-            raise RuntimeError(str(q.exception()))
-    q.stop()
-    return _rate(stamps, args.warmup)
+BASE_OUT = "key string, batch long, count long"
+BASE_STATE = "last long, ring binary"
 
 
-def run_engine(name, args, tmp) -> dict:
-    from engine.spark.engine import EngineConfig, SparkEngine
-
-    stamps: list[tuple[float, int]] = []
-    cfg = EngineConfig(
-        source="generator", db=f"sqlite:///{tmp}/{name}.sqlite", checkpoint=os.path.join(tmp, name),
-        algorithm=name, workers=args.workers, sources=2, interval=0.001, rate=0, max_per_batch=args.per_batch,
-        workload="zipf", workload_params={"keys": args.keys, "z": args.zipf}, shadow=[],
-        max_batches=args.batches + args.warmup, master=args.master,
-    )
-    engine = SparkEngine(cfg, log=lambda m: None,
-                         after_batch=lambda e, b: stamps.append((time.perf_counter(), e.controller.intervals[-1]["tuples"])))
-    engine.run()
-    return _rate(stamps, args.warmup)
+def _arg(args: Any, name: str) -> Any:
+    return getattr(args, name, DEFAULTS.get(name))
 
 
-def _gen_opts(args) -> dict:
+def make_window_count(window: int) -> Callable[..., Iterator[Any]]:
+    """The ``applyInPandasWithState`` function of baseline (a): one call per key and micro-batch.
+
+    Input rows ``key, batch``; state ``(last batch, ring)`` with ``ring`` the key's counts of the
+    last ``window`` batches as ``window`` little-endian int64 (slot ``b mod window`` holds batch
+    ``b``); output one row ``key, batch, windowed count``.  No timeout: a key's state stays until the
+    query ends (the benchmark's key space is bounded)."""
+    import numpy as np
+    import pandas as pd
+
+    W = int(window)
+
+    def count(key: tuple, frames: Iterator[Any], state: Any) -> Iterator[Any]:
+        n = 0
+        b = -1
+        for pdf in frames:
+            if len(pdf):
+                n += len(pdf)
+                b = max(b, int(pdf["batch"].max()))
+        if n == 0:
+            return
+        if state.exists:
+            last, blob = state.get
+            ring = np.frombuffer(blob, dtype="<i8").copy()
+            if b - last >= W:
+                ring[:] = 0
+            else:
+                for x in range(last + 1, b + 1):
+                    ring[x % W] = 0
+            last = max(last, b)
+        else:
+            ring = np.zeros(W, dtype="<i8")
+            last = b
+        ring[b % W] += n
+        state.update((last, ring.tobytes()))
+        yield pd.DataFrame({"key": [key[0]], "batch": [b], "count": [int(ring.sum())]})
+
+    return count
+
+
+def _gen_opts(args: Any) -> dict[str, str]:
     return {"workload": "zipf", "params": json.dumps({"keys": args.keys, "z": args.zipf}), "seed": "0",
-            "partitions": "2", "rate": "0", "max_per_batch": str(args.per_batch)}
+            "partitions": str(SOURCES), "rate": "0", "max_per_batch": str(args.per_batch)}
 
 
-def _rate(stamps, warmup) -> dict:
+def run_baseline(spark: Any, args: Any, tmp: str, tag: str = "base", kind: str = "stateful") -> dict[str, Any]:
+    """Run baseline (a) (``kind="stateful"``) or (b) (``kind="jvm"``) for ``warmup + batches``
+    micro-batches; returns the rate (:func:`_rate`) and ``first_batch_ok`` (the check above)."""
+    from pyspark.sql import functions as F
+
+    from engine.spark.session import configure_state_store
+
+    if kind not in ("stateful", "jvm"):
+        raise ValueError(f"kind must be 'stateful' or 'jvm', got {kind!r}")
+    configure_state_store(spark, args.workers)
+    per_source = args.per_batch // SOURCES
+    out_dir = os.path.join(tmp, f"{tag}-out")
+    stamps: list[tuple[float, int]] = []
+
+    def batch(df: Any, batch_id: int) -> None:
+        if len(stamps) >= args.batches + args.warmup:
+            return  # enough: later batches run nothing (stopping the query interrupts no real work)
+        if kind == "jvm":
+            df = df.groupBy("key").count()
+        df.write.mode("overwrite").parquet(os.path.join(out_dir, f"batch={batch_id}"))
+        stamps.append((time.perf_counter(), int(batch_id)))
+
+    src = spark.readStream.format("skewlab-generator").options(**_gen_opts(args)).load()
+    if kind == "stateful":
+        src = (src.select("key", F.floor(F.col("seq") / per_source).cast("long").alias("batch"))
+               .groupBy("key")
+               .applyInPandasWithState(make_window_count(_arg(args, "window")), BASE_OUT, BASE_STATE,
+                                       "append", "NoTimeout"))
+    q = (src.writeStream.outputMode("append").foreachBatch(batch)
+         .option("checkpointLocation", os.path.join(tmp, tag)).trigger(processingTime="0 seconds").start())
+    try:
+        while len(stamps) < args.batches + args.warmup:
+            time.sleep(0.05)
+            if not q.isActive:
+                raise RuntimeError(str(q.exception()))
+        rows = _input_rows(q, [b for _, b in stamps])
+    finally:
+        q.stop()
+    measured = [(t, rows[b]) for t, b in stamps]
+    out = _rate(measured, args.warmup)
+    first = stamps[0][1]
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(os.path.join(out_dir, f"batch={first}"))
+    out["first_batch_ok"] = int(t.column("count").to_numpy().sum()) == rows[first]
+    out["batch_tuples"] = sorted(set(rows.values()))
+    return out
+
+
+def _input_rows(q: Any, batch_ids: list[int], timeout: float = 10.0) -> dict[int, int]:
+    """Input rows of each of ``batch_ids`` from the query's progress reports (the last one is
+    reported just after ``foreachBatch`` returns: wait for it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = {int(p["batchId"]): int(p["numInputRows"]) for p in q.recentProgress}
+        if all(b in rows for b in batch_ids) or time.monotonic() > deadline:
+            missing = [b for b in batch_ids if b not in rows]
+            if missing:
+                raise RuntimeError(f"no progress report for batches {missing}")
+            return rows
+        time.sleep(0.05)
+
+
+def run_engine(name: str, args: Any, tmp: str) -> dict[str, Any]:
+    """Run :class:`SparkEngine` with grouping ``name`` for ``warmup + batches`` micro-batches; returns
+    the rate, the per-worker figures of the measured batches (module docstring) and ``first_batch_ok``."""
+    from engine.spark.engine import EngineConfig, SparkEngine
+    from engine.spark.operator import read_sink
+    from storage import connect
+
+    stamps: list[tuple[float, int, int]] = []
+    db = f"sqlite:///{tmp}/{name}.sqlite"
+    sink = os.path.join(tmp, f"{name}-sink")
+    cfg = EngineConfig(
+        source="generator", db=db, checkpoint=os.path.join(tmp, name), sink=sink,
+        algorithm=name, workers=args.workers, max_workers=args.workers, sources=SOURCES, interval=0.001, rate=0,
+        max_per_batch=args.per_batch, window=_arg(args, "window"),
+        workload="zipf", workload_params={"keys": args.keys, "z": args.zipf}, shadow=[],
+        max_batches=args.batches + args.warmup, master=_arg(args, "master"),
+    )
+
+    def after(e: Any, b: int) -> None:
+        stamps.append((time.perf_counter(), int(b), int(e.controller.intervals[-1]["tuples"])))
+
+    engine = SparkEngine(cfg, log=lambda m: None, after_batch=after)
+    engine.run()
+    out = _rate([(t, n) for t, _, n in stamps], args.warmup)
+    store = connect(db)
+    try:
+        wrows = store.worker_metrics(engine.run_id)
+    finally:
+        store.close()
+    measured = {b for _, b, _ in stamps[args.warmup:]}
+    out.update(worker_figures([r for r in wrows if int(r["batch_id"]) in measured], out["tuples"], args.workers))
+    _, first_b, first_n = stamps[0]
+    res = read_sink(sink)
+    import numpy as np
+    import pyarrow.compute as pc
+
+    counts = res.filter(pc.equal(res.column("batch"), first_b)).column("count").to_numpy()
+    out["first_batch_ok"] = int(np.sum(counts)) == first_n
+    return out
+
+
+def worker_figures(rows: list[dict[str, Any]], tuples: int, n_workers: int) -> dict[str, Any]:
+    """Straggler ratio, Σ max worker seconds and one-core-per-worker throughput from worker rows
+    (``batch_id, worker, processing_seconds, tuples``); a worker without a row counts 0 s."""
+    by_batch: dict[int, list[float]] = {}
+    tuples_by_batch: dict[int, list[int]] = {}
+    for r in rows:
+        b = int(r["batch_id"])
+        by_batch.setdefault(b, [0.0] * n_workers)
+        tuples_by_batch.setdefault(b, [0] * n_workers)
+        w = int(r["worker"])
+        if w < n_workers:
+            by_batch[b][w] = float(r.get("processing_seconds") or 0.0)
+            tuples_by_batch[b][w] = int(r.get("tuples") or 0)
+    if not by_batch:
+        return {"max_worker_seconds": None, "mean_worker_seconds": None, "straggler": None,
+                "one_core_per_worker_tps": None, "tuple_max_over_mean": None}
+    smax = sum(max(v) for v in by_batch.values())
+    smean = sum(sum(v) / n_workers for v in by_batch.values())
+    tmax = sum(max(v) for v in tuples_by_batch.values())
+    tmean = sum(sum(v) / n_workers for v in tuples_by_batch.values())
+    return {
+        "max_worker_seconds": smax,
+        "mean_worker_seconds": smean,
+        "straggler": smax / smean if smean > 0 else None,
+        "one_core_per_worker_tps": tuples / smax if smax > 0 else None,
+        "tuple_max_over_mean": tmax / tmean if tmean > 0 else None,
+    }
+
+
+def _rate(stamps: list[tuple[float, int]], warmup: int) -> dict[str, Any]:
+    """Tuples/s of ``stamps`` = [(end time, tuples)] after the first ``warmup`` batches."""
     measured = stamps[warmup:]
     t0 = stamps[warmup - 1][0] if warmup > 0 else measured[0][0]
     tuples = sum(n for _, n in measured)
@@ -91,51 +262,113 @@ def _rate(stamps, warmup) -> dict:
     return {"tuples": tuples, "seconds": seconds, "tuples_per_second": tuples / seconds if seconds > 0 else 0.0}
 
 
-def main(argv=None) -> int:
+def _load() -> str:
+    try:
+        return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "load average unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--master", default="local[2]")
-    p.add_argument("--batches", type=int, default=6)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--per-batch", type=int, default=2_000_000,
-                   help="tuples per micro-batch (default: the engine's own default cap, 2M)")
-    p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--batches", type=int, default=4, help="measured micro-batches per variant")
+    p.add_argument("--warmup", type=int, default=2, help="micro-batches before the measured ones")
+    p.add_argument("--per-batch", type=int, default=200_000, help="tuples per micro-batch")
+    p.add_argument("--workers", type=int, default=8, help="engine workers = state partitions = baseline partitions")
     p.add_argument("--keys", type=int, default=100_000)
-    p.add_argument("--zipf", type=float, default=1.0)
-    p.add_argument("--only", default="")
-    p.add_argument("--json", default=None)
+    p.add_argument("--zipf", type=float, default=1.2)
+    p.add_argument("--window", type=int, default=10, help="window in micro-batches")
+    p.add_argument("--only", default="hash,dchoices", help="groupings, comma-separated ('all': every registered one)")
+    p.add_argument("--no-jvm", action="store_true", help="skip baseline (b)")
+    p.add_argument("--once", action="store_true", help="run each baseline once (first), not first and last")
+    p.add_argument("--json", default=None, help="write the results as JSON to PATH ('-': stdout)")
     args = p.parse_args(argv)
+    if args.warmup < 1 or args.batches < 1:
+        p.error("--warmup and --batches must be >= 1")
+    if args.per_batch % SOURCES:
+        p.error(f"--per-batch must be a multiple of {SOURCES} (the source instances)")
     from engine import registry
     from engine.spark.session import get_session
 
+    names = registry.names() if args.only == "all" else [n for n in args.only.split(",") if n]
+    for n in names:
+        registry.get(n)
     spark = get_session(args.master, "skewlab-bench")
-    names = [n for n in args.only.split(",") if n] or registry.names()
     tmp = tempfile.mkdtemp(prefix="skewlab-bench-spark-")
-    results = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "master": args.master},
-               "args": vars(args), "groupings": {}}
-    # The baseline runs first (on a JVM that has not JIT-compiled anything yet) AND last; the
-    # ratios use the mean of both, so neither side profits from running on a warmer JVM.
-    first = run_baseline(spark, args, tmp)
-    print(f"{'baseline (repartition by key)':<30} {first['tuples_per_second'] / 1e3:10.0f} k tuples/s  (first run)", flush=True)
-    for name in names:
-        results["groupings"][name] = run_engine(name, args, tmp)
-        print(f"{name:<30} {results['groupings'][name]['tuples_per_second'] / 1e3:10.0f} k tuples/s", flush=True)
-    last = run_baseline(spark, args, tmp, tag="base2")
-    print(f"{'baseline (repartition by key)':<30} {last['tuples_per_second'] / 1e3:10.0f} k tuples/s  (last run)", flush=True)
-    base = (first["tuples_per_second"] + last["tuples_per_second"]) / 2
-    results["baseline"] = {"tuples_per_second": base, "runs": [first, last]}
-    print(f"{'baseline mean':<30} {base / 1e3:10.0f} k tuples/s", flush=True)
-    for name, r in results["groupings"].items():
-        r["ratio_vs_baseline"] = r["tuples_per_second"] / base if base else 0.0
-        print(f"{name:<30} {r['tuples_per_second'] / 1e3:10.0f} k tuples/s  {r['ratio_vs_baseline']:.2f}x", flush=True)
-    shutil.rmtree(tmp, ignore_errors=True)
-    if args.json:
-        text = json.dumps(results, indent=2)
-        if args.json == "-":
-            print(text)
-        else:
+    results: dict[str, Any] = {
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "master": args.master},
+        "args": vars(args), "load": [], "baselines": {"stateful": [], "jvm": []}, "groupings": {}}
+    kinds = ["stateful"] + ([] if args.no_jvm else ["jvm"])
+    label = {"stateful": "(a) applyInPandasWithState by key", "jvm": "(b) JVM groupBy(key).count()"}
+
+    def note(line: str) -> None:
+        results["load"].append(_load())
+        print(f"{line}  [{results['load'][-1]}]", flush=True)
+
+    def save() -> None:
+        """Write the results so far (a long run stopped early keeps what it measured)."""
+        if args.json and args.json != "-":
             with open(args.json, "w") as fh:
-                fh.write(text)
+                json.dump(results, fh, indent=2)
+
+    def baseline(kind: str, when: str) -> None:
+        r = run_baseline(spark, args, tmp, tag=f"{kind}-{when}", kind=kind)
+        r["when"] = when
+        results["baselines"][kind].append(r)
+        save()
+        note(f"{label[kind]:<38} {r['tuples_per_second'] / 1e3:9.0f} k tuples/s ({when} run)"
+             + ("" if r["first_batch_ok"] else "  FIRST BATCH COUNTS WRONG"))
+
+    try:
+        for kind in kinds:
+            baseline(kind, "first")
+        for name in names:
+            r = run_engine(name, args, tmp)
+            results["groupings"][name] = r
+            note(f"{name:<38} {r['tuples_per_second'] / 1e3:9.0f} k tuples/s, max worker {r['max_worker_seconds']:.2f} s, "
+                 f"straggler {r['straggler']:.2f}" + ("" if r["first_batch_ok"] else "  FIRST BATCH COUNTS WRONG"))
+            save()
+        if not args.once:
+            for kind in reversed(kinds):
+                baseline(kind, "last")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    ref = {k: sum(r["tuples_per_second"] for r in v) / len(v) for k, v in results["baselines"].items() if v}
+    results["reference"] = ref
+    print(f"\nZipf {args.zipf}, {args.keys:,} keys, {args.workers} workers, {args.per_batch:,} tuples/batch, "
+          f"window {args.window}, {args.batches} measured after {args.warmup} warm-up, {args.master}")
+    for kind, v in ref.items():
+        print(f"{label[kind]:<38} {v / 1e3:9.0f} k tuples/s (mean of {len(results['baselines'][kind])} runs)")
+    hdr = f"{'grouping':<12} {'k tuples/s':>10} {'x (a)':>6} {'x (b)':>6} {'straggler':>9} {'max wkr s':>9} " \
+          f"{'1core/wkr k/s':>13} {'tuples max/mean':>15}"
+    print(hdr)
+    for name, r in results["groupings"].items():
+        r["ratio_vs_stateful"] = r["tuples_per_second"] / ref["stateful"] if ref.get("stateful") else None
+        r["ratio_vs_jvm"] = r["tuples_per_second"] / ref["jvm"] if ref.get("jvm") else None
+        r["ratio_vs_baseline"] = r["ratio_vs_stateful"]
+
+        def f(x: Any, fmt: str) -> str:
+            return format(x, fmt) if x is not None else "-"
+
+        print(f"{name:<12} {r['tuples_per_second'] / 1e3:10.0f} {f(r['ratio_vs_stateful'], '6.2f')} "
+              f"{f(r['ratio_vs_jvm'], '6.2f')} {f(r['straggler'], '9.2f')} {f(r['max_worker_seconds'], '9.2f')} "
+              f"{f(r['one_core_per_worker_tps'] and r['one_core_per_worker_tps'] / 1e3, '13.0f')} "
+              f"{f(r['tuple_max_over_mean'], '15.2f')}")
+    g = results["groupings"]
+    if "hash" in g and "dchoices" in g and g["hash"]["max_worker_seconds"]:
+        results["dchoices_vs_hash_max_worker"] = g["dchoices"]["max_worker_seconds"] / g["hash"]["max_worker_seconds"]
+        print(f"max worker seconds dchoices / hash: {results['dchoices_vs_hash_max_worker']:.2f}")
+    if args.json == "-":
+        print(json.dumps(results, indent=2))
+    save()
     return 0
+
+
+def perf_args(cfg: dict[str, Any]) -> types.SimpleNamespace:
+    """The ``args`` of :func:`run_baseline` / :func:`run_engine` from a :mod:`bench.perf` config dict."""
+    return types.SimpleNamespace(**{k: cfg.get(k, DEFAULTS.get(k)) for k in
+                                    ("master", "batches", "warmup", "per_batch", "workers", "keys", "zipf", "window")})
 
 
 if __name__ == "__main__":
