@@ -4,7 +4,10 @@ One controller serves both runtimes.  The local runtime (:mod:`engine.runtime.lo
 runtime hand it, at the end of every interval, the per-(worker, key) aggregates the workers produced;
 the controller
 
-1. merges them into the per-worker keyed state (:class:`~engine.state.KeyedWindowState`);
+1. merges them into per-(key, worker) window counts (:class:`~engine.state.KeyedWindowState`): the
+   local runtime's operator state; in the Spark runtime, whose workers keep their state in Spark's
+   state store, the driver's statistics of where each key's window is (the move orders of a
+   migration are computed from them: :meth:`Controller.drain_orders`);
 2. computes the interval's per-worker loads under the cost model and every metric of
    :mod:`engine.metrics`;
 3. builds :class:`~engine.grouping.IntervalStats` (c(k), S(k, w), frequency, current owner) and, for a
@@ -30,8 +33,7 @@ incrementally by the state; per-key sums are run-length sums over the sorted cod
 (distinct (key, worker) pairs of the run, for the summary's replication) is one sorted array merged
 with each interval's codes instead of a list of per-interval arrays re-sorted every 32 intervals; the
 distinct-key count of an interval is the number of key runs.  All results are bit-identical to the
-previous implementation (checked against it by ``tests/test_controller.py`` and
-``bench/bench_driver.py``); per-tuple ``counts`` are converted to int64 before aggregation.  A
+previous implementation (checked against it by ``tests/test_controller.py``); per-tuple ``counts`` are converted to int64 before aggregation.  A
 pickled controller (the engine's snapshot, every batch) stores the pair log packed
 (:func:`engine.state.pack_codes`).
 

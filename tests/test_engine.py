@@ -16,8 +16,8 @@ from engine.cli import main  # noqa: E402
 from engine.spark.engine import EngineConfig, SparkEngine  # noqa: E402
 from storage import connect  # noqa: E402
 from tests.engine_helpers import generator_keys_of, generator_truth  # noqa: E402
-from tests.spark_truth import (batch_keys, batch_values, join_truth, only, sink_results,  # noqa: E402
-                               windowed_truth)
+from tests.spark_truth import (batch_keys, batch_values, committed_ranges, join_truth, only,  # noqa: E402
+                               sink_results, windowed_truth)
 
 ZIPF = {"keys": 300, "z": 1.2}
 
@@ -34,11 +34,12 @@ def gen_cfg(tmp_path, **kw):
 
 
 
-def final(truth: dict) -> dict:
-    """The results a stopped run must have written: every batch but the last, whose moved keys' tuples
-    are held until the next batch imports their state (a restart releases them)."""
-    last = max(b for b, _ in truth)
-    return {k: v for k, v in truth.items() if k[0] < last}
+def final(results: dict, checkpoint) -> dict:
+    """The results a stopped run must have written: those of every batch before the last committed
+    one, whose moved keys' tuples are held until the next batch imports their state (a restart
+    releases them)."""
+    last = max(committed_ranges(checkpoint))
+    return {k: v for k, v in results.items() if k[0] < last}
 
 
 def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):
@@ -96,7 +97,7 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):
     # windowed counts recomputed from Spark's offset log, each (batch, key) once
     # (pkg splits keys: shares merged by each worker's latest one, the window being longer than the run)
     got, rows, distinct = sink_results(again.sink_dir, latest=True)
-    truth = final(windowed_truth(batch_keys(tmp_path / "ckpt", generator_keys_of(cfg)), cfg.window))
+    truth = final(windowed_truth(batch_keys(tmp_path / "ckpt", generator_keys_of(cfg)), cfg.window), tmp_path / "ckpt")
     assert rows == distinct and only(got, truth, strict=False) == truth
     assert any(m["bytes_moved"] for m in store.migration_events(run))
     assert all(w["state_bytes"] is not None for w in store.worker_metrics(run))
@@ -116,9 +117,8 @@ def test_join_operator_on_the_executors_equals_the_pairwise_truth(spark, tmp_pat
     assert engine.run() == 0
     assert engine.controller.n_workers == 4
     got, rows, distinct = sink_results(engine.sink_dir, join=True)
-    truth = final(join_truth(batch_values(tmp_path / "ckpt", generator_keys_of(cfg)), cfg.window))
-    last = max(b for b, _ in got)
-    assert rows == distinct and only({k: v for k, v in got.items() if k[0] < last}, truth) == truth
+    truth = final(join_truth(batch_values(tmp_path / "ckpt", generator_keys_of(cfg)), cfg.window), tmp_path / "ckpt")
+    assert rows == distinct and only(final(got, tmp_path / "ckpt"), truth) == truth
     assert sum(p for p, _ in truth.values()) > 0
     assert engine.store.migration_events(engine.run_id)
 
@@ -256,3 +256,16 @@ def test_control_cli_submits_validated_commands(tmp_path, capsys):
     assert main(["control", "--db", db, "status"]) == 0
     out = capsys.readouterr().out
     assert out.count("pending") == 3 and "set-algorithm" in out and json.dumps({"workers": 4}) in out
+
+
+def test_worker_labels_land_on_their_own_partition(spark):
+    """Spark's hash partitioning (the stateful operator's exchange) puts worker w's label in partition w."""
+    from pyspark.sql import functions as F
+
+    from engine.spark.labels import worker_labels
+
+    for P in (3, 8, 16):
+        labels = worker_labels(P)
+        df = spark.createDataFrame([(v,) for v in labels], "label int").repartition(P, "label")
+        got = {r["label"]: r["p"] for r in df.select("label", F.spark_partition_id().alias("p")).collect()}
+        assert [got[v] for v in labels] == list(range(P))

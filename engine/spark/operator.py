@@ -107,6 +107,8 @@ def make_handler(partitions: int, window: int, sink_dir: str, join: bool = False
         wcol = pdf["worker"].to_numpy()
         special = wcol >= P
         worker = int(wcol[0]) % P
+        if not (wcol % P == worker).all():
+            raise RuntimeError(f"rows of several workers in one group ({sorted(set((wcol % P).tolist()))}): worker labels are wrong")
         control: dict[str, Any] | None = None
         imports: list[dict[str, Any]] = []
         sides: list[bytes] = []
