@@ -58,7 +58,27 @@ from engine.params import ParamError
 from engine.state import (WORKER_BITS, KeyedWindowState, aggregate_pairs, decode, encode, pack_codes,
                           searchsorted_ascending, segment_sums, union_sorted, unpack_codes)
 
-__all__ = ["COST_MODELS", "Controller", "MigrationEvent"]
+__all__ = ["COST_MODELS", "Controller", "MigrationEvent", "compose_orders"]
+
+
+def compose_orders(moves: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Compose moves ``(key ids, holders, targets)``, applied in list order, into one step: a row per
+    (key, holder) with the key's *last* target, without the rows whose holder is that target.  A key
+    moved twice in one step goes once, from every worker that held some of it to where it ends up;
+    composing already composed orders with later moves gives the same as composing all the moves."""
+    empty = np.zeros(0, dtype=np.int64)
+    if not moves:
+        return empty, empty, empty
+    keys = np.concatenate([np.asarray(m[0], dtype=np.int64) for m in moves])
+    holders = np.concatenate([np.asarray(m[1], dtype=np.int64) for m in moves])
+    targets = np.concatenate([np.asarray(m[2], dtype=np.int64) for m in moves])
+    if keys.size == 0:
+        return empty, empty, empty
+    uk, last_rev = np.unique(keys[::-1], return_index=True)
+    final = targets[::-1][last_rev][np.searchsorted(uk, keys)]
+    keep = holders != final
+    pairs = np.unique(np.stack([keys[keep], holders[keep], final[keep]], axis=1), axis=0)
+    return pairs[:, 0].copy(), pairs[:, 1].copy(), pairs[:, 2].copy()
 
 COST_MODELS = ("linear", "join")
 
@@ -300,24 +320,10 @@ class Controller:
         if hit.any():
             self._orders.append((keys[hit], workers[hit], st[pos[hit]]))
 
-    def drain_orders(self) -> dict[int, tuple[set[int], int]]:
-        """The moves recorded since the last call, composed per key: key id → (workers that hold its
-        state, final target).  A key moved twice in one step goes once, from its holders to its last
-        target."""
-        out: dict[int, tuple[set[int], int]] = {}
-        for keys, holders, targets in self._orders:
-            for k, h, t in zip(keys.tolist(), holders.tolist(), targets.tolist()):
-                entry = out.get(k)
-                if entry is None:
-                    out[k] = ({h}, t)
-                else:
-                    entry[0].add(h)
-                    out[k] = (entry[0], t)
+    def drain_orders(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The moves recorded since the last call, composed (:func:`compose_orders`)."""
+        out = compose_orders(self._orders)
         self._orders = []
-        for k, (holders, t) in list(out.items()):
-            holders.discard(t)
-            if not holders:
-                del out[k]
         return out
 
     def _execute_plan(self, stats: IntervalStats, plan: Plan) -> MigrationEvent:

@@ -153,3 +153,25 @@ def test_flush_runs_one_batch_without_new_tuples_while_state_is_in_flight(tmp_pa
     assert _with_route(routes, {"0": 10, "1": 10}, end) == end  # once
     routes.publish(5, b"snap")
     assert routes.flush_version() is None
+
+
+def test_compose_orders_and_control_payloads():
+    """Moves applied in sequence compose to one step: a key goes from every worker that held some of it
+    to its last target; a holder that is the final target keeps its share; composing composed orders
+    with later moves is the same as composing everything."""
+    from engine.controller import compose_orders
+    from engine.spark.topology import control_payloads
+
+    a = (np.array([1, 1, 2]), np.array([0, 2, 0]), np.array([3, 3, 1]))  # key 1 split on 0 and 2 -> 3; key 2: 0 -> 1
+    b = (np.array([1, 5]), np.array([3, 4]), np.array([2, 0]))  # key 1 moves on 3 -> 2; key 5: 4 -> 0
+    k, h, t = compose_orders([a, b])
+    got = sorted(zip(k.tolist(), h.tolist(), t.tolist()))
+    assert got == [(1, 0, 2), (1, 3, 2), (2, 0, 1), (5, 4, 0)]  # worker 2 keeps key 1; 3 held it in between
+    again = compose_orders([compose_orders([a]), b])
+    assert sorted(zip(*(x.tolist() for x in again))) == got
+    assert all(x.size == 0 for x in compose_orders([]))
+    names = [f"k{i}" for i in range(6)]
+    control = control_payloads((k, h, t), names, {0, 1}, partitions=4)
+    assert control[0] == {"exports": {1: ["k2"], 2: ["k1"]}, "expect": ["k5"]}
+    assert control[2] == {"exports": {}, "expect": ["k1"]} and control[3] == {"exports": {2: ["k1"]}, "expect": []}
+    assert 4 not in control  # beyond the state partitions: never a worker

@@ -59,7 +59,7 @@ import numpy as np
 from engine import registry
 from engine.checkpoint import STREAM_FIELDS, SnapshotStore, stream_mismatch
 from engine.commands import MAX_WORKERS, apply_command
-from engine.controller import Controller
+from engine.controller import Controller, compose_orders
 from engine.keys import Vocabulary
 from engine.metrics import format_rate
 from engine.metrics_sink import MetricsSink, PendingInterval
@@ -317,7 +317,7 @@ class SparkEngine:
         self._migrations_seen = 0
         #: what the next batch's routing snapshot carries besides the grouping: composed move orders
         #: (key id -> (holders, target)) and export blobs per receiving worker
-        self.next_orders: dict[int, tuple[set[int], int]] = {}
+        self.next_orders = compose_orders([])  # composed (key ids, holders, targets)
         self.next_imports: dict[int, list[bytes]] = {}
         self._latencies: list[float] = []
         self._restore_or_init()
@@ -360,7 +360,7 @@ class SparkEngine:
             self.worker_keys = snap.get("worker_keys", {})
             self.worker_bytes = snap.get("worker_bytes", {})
             self.migrating = snap.get("migrating", [])
-            self.next_orders = snap.get("next_orders", {})
+            self.next_orders = snap.get("next_orders", compose_orders([]))
             self.next_imports = snap.get("next_imports", {})
             self._migrations_seen = snap.get("migrations_seen", len(self.controller.migrations))
             self._latencies = snap.get("latencies", [])
@@ -423,23 +423,21 @@ class SparkEngine:
         the moves the controller ordered since the last publication, composed with those already
         published for this batch) and the export blobs each worker imports in that batch.  With
         state to export or import the batch runs even if no tuple arrives (``flush``)."""
-        from engine.spark.topology import RoutingSnapshot
+        from engine.spark.topology import RoutingSnapshot, control_payloads
 
-        for k, (holders, target) in self.controller.drain_orders().items():
-            before = self.next_orders.get(k)
-            merged = (holders | before[0]) if before else set(holders)
-            merged.discard(target)
-            self.next_orders[k] = (merged, target)
+        self.next_orders = compose_orders([self.next_orders, self.controller.drain_orders()])
         fresh = self.controller.migrations[self._migrations_seen:]
         self._migrations_seen = len(self.controller.migrations)
         if fresh:
             self.migrating.append({"export_batch": batch_id, "events": [m.to_dict() for m in fresh],
                                    "latency_before_ms": float(np.median(self._latencies[-5:])) if self._latencies else None})
-        control = self._control(self.next_orders, self.next_imports)
+        holding = {w for w, n in self.worker_keys.items() if n} | set(self.next_imports)
+        control = control_payloads(self.next_orders, self.controller.vocab.names,
+                                   set(range(self.controller.n_workers)) | holding, self.partitions)
         self.routes.publish(batch_id, RoutingSnapshot(batch_id, self.controller.grouping, self.partitions,
                                                       control, self.next_imports,
                                                       values=self.cfg.operator == "join").dumps(),
-                            flush=bool(self.next_imports or self.next_orders))
+                            flush=bool(self.next_imports or self.next_orders[0].size))
 
     def _track_migrations(self, batch_id: int, exports: list[tuple[int, int, bytes]], latency_ms: float
                           ) -> list[dict[str, Any]]:
@@ -475,46 +473,6 @@ class SparkEngine:
                                "latency_export_ms": m.get("latency_export_ms"), "latency_import_ms": latency_ms},
                 })
         return done
-
-    def _control(self, orders: dict[int, tuple[set[int], int]], imports: dict[int, list[bytes]] | None = None
-                 ) -> dict[int, dict[str, Any]]:
-        """Control payload of every worker that runs in the next batch: the active ones, those still
-        holding state (a removed worker exports its keys), and those with orders or imports."""
-        names = self.controller.vocab.names
-        exports: dict[int, dict[int, list[str]]] = {}
-        expect: dict[int, list[str]] = {}
-        for k, (holders, target) in orders.items():
-            name = names[k]
-            for h in holders:
-                exports.setdefault(int(h), {}).setdefault(int(target), []).append(name)
-            expect.setdefault(int(target), []).append(name)
-        workers = set(range(self.controller.n_workers)) | {w for w, n in self.worker_keys.items() if n}
-        workers |= set(exports) | set(expect) | set(imports or {})
-        return {w: {"exports": exports.get(w, {}), "expect": expect.get(w, [])}
-                for w in sorted(workers) if w < self.partitions}
-
-    def _save(self, batch_id: int) -> None:
-        assert self.sink is not None
-        self.snapshots.save(batch_id, {
-            "run_id": self.run_id,
-            "stream": self._stream(),
-            "controller": self.controller,
-            "shadow": self.shadow,
-            "paused": self.paused,
-            "applied_commands": self.applied_commands[-1000:],
-            "consumed": self.consumed,
-            "dead_total": self.dead_total,
-            "pending": self.sink.pending(),
-            "partitions": self.partitions,
-            "sink": str(self.sink_dir),
-            "worker_keys": self.worker_keys,
-            "worker_bytes": self.worker_bytes,
-            "migrating": self.migrating,
-            "next_orders": self.next_orders,
-            "next_imports": self.next_imports,
-            "migrations_seen": self._migrations_seen,
-            "latencies": self._latencies[-20:],
-        })
 
     # ------------------------------------------------------------------ commands
     def _apply_commands(self, batch_id: int) -> tuple[list[tuple[int, str, str | None]], list[dict[str, Any]]]:
@@ -666,7 +624,7 @@ class SparkEngine:
         # The next batch's routing snapshot, then our snapshot (it holds the unwritten rows, so
         # nothing is lost on a crash; rows already written are re-sent idempotently after a
         # restart), then the database.
-        self.next_orders = {}
+        self.next_orders = compose_orders([])
         self.next_imports = {}
         for _, target, blob in u["exports"]:
             self.next_imports.setdefault(target, []).append(blob)

@@ -46,6 +46,7 @@ __all__ = [
     "ROUTED_VALUES_SCHEMA",
     "RoutingSnapshot",
     "VocabIndex",
+    "control_payloads",
     "encode_side",
     "make_router",
 ]
@@ -82,6 +83,29 @@ class RoutingSnapshot:
     @staticmethod
     def loads(data: bytes) -> "RoutingSnapshot":
         return pickle.loads(data)
+
+
+def control_payloads(orders: tuple[np.ndarray, np.ndarray, np.ndarray], names: list[str], workers: set[int],
+                     partitions: int) -> dict[int, dict[str, Any]]:
+    """Control payload of every worker that runs in a batch: ``workers`` (the active ones and those
+    still holding state) plus every holder and target of ``orders`` (composed ``(key ids, holders,
+    targets)``, :func:`engine.controller.compose_orders`).  A holder gets ``exports`` (target → key
+    names), a target ``expect`` (key names whose state arrives in the next batch)."""
+    keys, holders, targets = orders
+    exports: dict[int, dict[int, list[str]]] = {}
+    expect: dict[int, list[str]] = {}
+    if keys.size:
+        order = np.lexsort((keys, targets, holders))
+        k, h, t = keys[order], holders[order], targets[order]
+        cut = np.flatnonzero((h[1:] != h[:-1]) | (t[1:] != t[:-1])) + 1
+        for lo, hi in zip(np.r_[0, cut], np.r_[cut, k.size]):
+            exports.setdefault(int(h[lo]), {})[int(t[lo])] = [names[i] for i in k[lo:hi].tolist()]
+        pairs = np.unique(np.stack([targets, keys], axis=1), axis=0)
+        cut = np.flatnonzero(pairs[1:, 0] != pairs[:-1, 0]) + 1
+        for lo, hi in zip(np.r_[0, cut], np.r_[cut, pairs.shape[0]]):
+            expect[int(pairs[lo, 0])] = [names[i] for i in pairs[lo:hi, 1].tolist()]
+    every = set(workers) | set(exports) | set(expect)
+    return {w: {"exports": exports.get(w, {}), "expect": expect.get(w, [])} for w in sorted(every) if w < partitions}
 
 
 def encode_side(info: dict[str, Any]) -> str:

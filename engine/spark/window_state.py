@@ -242,39 +242,53 @@ class WorkerWindow:
     def import_(self, blobs: Sequence[dict[str, Any]]) -> tuple[list[tuple[int, str, int, int | None]], int]:
         """Merge export blobs — a key's blobs from all its old holders, before anything is released —
         then apply the held tuples of their keys (the blobs' and this worker's), whose results are
-        emitted now at their own batch.
+        emitted now at their own batch: per batch, all keys at once, in batch order.
 
         Returns (results, window entries dropped because they had left the window)."""
+        low = self.last - self.window
         dropped = 0
-        pending: dict[str, list[tuple[int, int, Any]]] = {}
+        window: dict[int, dict[str, int]] = {}  # batch -> key -> count
+        released: dict[int, dict[str, list[Any]]] = {}  # batch -> key -> [count, values...]
+        keys: list[str] = []
         for blob in blobs:
-            all_entries = blob.get("entries", ())
-            entries = [e for e in all_entries if e[1] > self.last - self.window]
-            dropped += len(all_entries) - len(entries)
-            for b in sorted({e[1] for e in entries}):
-                agg: dict[str, int] = {}
-                for k, bb, c, vals in entries:
-                    if bb == b:
-                        agg[k] = agg.get(k, 0) + c
-                        if self.join and vals is not None:
-                            self._append_values(k, b, vals)
-                ks = list(agg)
-                self._add_at(self._rows(ks), b, np.fromiter(agg.values(), dtype=np.int64, count=len(ks)))
+            for k, b, c, vals in blob.get("entries", ()):
+                if b <= low:
+                    dropped += 1
+                    continue
+                per = window.setdefault(b, {})
+                per[k] = per.get(k, 0) + c
+                if self.join and vals is not None:
+                    self._append_values(k, b, vals)
             for k, b, c, vals in blob.get("held", ()):
-                pending.setdefault(k, []).append((b, c, vals))
-            for k in blob.get("keys", ()):
-                pending.setdefault(k, [])
-        for k in pending:
-            pending[k].extend(self.held.pop(k, []))
+                self._hold_release(released, k, b, c, vals)
+            keys.extend(blob.get("keys", ()))
+        for b in sorted(window):
+            per = window[b]
+            ks = list(per)
+            self._add_at(self._rows(ks), b, np.fromiter(per.values(), dtype=np.int64, count=len(ks)))
+        for k in dict.fromkeys(keys):
+            for b, c, vals in self.held.pop(k, []):
+                self._hold_release(released, k, b, c, vals)
             self.expect.discard(k)
         results: list[tuple[int, str, int, int | None]] = []
-        for k, items in pending.items():
-            for b, c, vals in sorted(items, key=lambda e: e[0]):
-                if b <= self.last - self.window:
-                    continue  # left the window before it could be applied (never in the protocol)
-                results.extend(self._apply([k], np.array([c], dtype=np.int64), b,
-                                           None if not self.join else [vals]))
+        for b in sorted(released):
+            if b <= low:
+                continue  # left the window before it could be applied (never in the protocol)
+            per = released[b]
+            ks = list(per)
+            counts = np.fromiter((per[k][0] for k in ks), dtype=np.int64, count=len(ks))
+            values = [np.concatenate(per[k][1:]) if len(per[k]) > 1 else np.zeros(0, np.int64) for k in ks] \
+                if self.join else None
+            results.extend(self._apply(ks, counts, b, values))
         return results, dropped
+
+    def _hold_release(self, released: dict[int, dict[str, list[Any]]], key: str, batch: int, count: int,
+                      values: Any) -> None:
+        """Collect a held entry for release: per batch and key, the total count and the values."""
+        entry = released.setdefault(int(batch), {}).setdefault(key, [0])
+        entry[0] += int(count)
+        if values is not None:
+            entry.append(np.asarray(values, dtype=np.int64))
 
     # ------------------------------------------------------------------ one batch
     def step(self, batch: int, keys: Sequence[str], counts: np.ndarray, *, values: Sequence[Any] | None = None,
