@@ -35,7 +35,10 @@ batch's ``foreachBatch`` to the end of this one's: everything the batch costs, i
 ``batch_latency_ms`` leaves out (Spark planning the batch, reading the routing snapshot and shipping
 it in every input partition; on the driver the plan, publishing the next routing snapshot, the
 checkpoint snapshot, the metrics write).  Steady period = median period of the 5 batches before
-the plan batch.
+the plan batch and of the batches import + 2 .. import + 5 (on a shared machine the load drifts
+within minutes; a reference on both sides of the migration halves that bias); *after* = import + 1.
+Note that ``batch_latency_ms`` (the engine's ratios) is taken before the batch's commands are applied
+and its next routing snapshot published, so the plan batch's driver work is in no engine latency.
 
 Where the time goes, per batch (the bench wraps the engine instance's methods; engine code is not
 changed): ``spark`` = the Spark job of the batch (``foreachBatch`` start to the collected output:
@@ -222,6 +225,16 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
     operator_mod.unpack_output = unpack_output
     eng._apply_commands = timed("plan_ms", orig_apply)
     eng._publish_route = timed("publish_ms", orig_publish)
+    # inside publish: composing the move orders, the per-worker control payload, writing the file (the rest
+    # of publish_ms is building and pickling the RoutingSnapshot)
+    # (on the class: the controller is pickled into every checkpoint snapshot, a wrapper in its __dict__ is not
+    # picklable; restored below)
+    from engine.controller import Controller
+
+    orig_drain = Controller.drain_orders
+    Controller.drain_orders = timed("orders_ms", orig_drain)
+    eng._control = timed("control_ms", eng._control)
+    eng.routes.publish = timed("write_ms", eng.routes.publish)
     eng._save = timed("save_ms", orig_save)
     eng._track_migrations = track
     eng.after_batch = after
@@ -231,6 +244,7 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
         eng.run()
     finally:
         operator_mod.unpack_output = orig_unpack
+        Controller.drain_orders = orig_drain
     wall = time.time() - t0
     stored = eng.store.migration_events(eng.run_id)
     for b, d in progress.items():
@@ -253,8 +267,11 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
         d = m["detail"]
         xb, ib = d["export_batch"], d["import_batch"]
         pb = xb - 1
-        steady_ids = [b for b in range(pb - 5, pb) if b in batches]
+        # steady reference: the 5 batches before the plan and import + 2 .. import + 5 (the load of the shared
+        # machine drifts by 2x within minutes; both sides of the migration halve that bias)
+        steady_ids = [b for b in list(range(pb - 5, pb)) + list(range(ib + 2, ib + 6)) if b in batches]
         steady_period = _median([batches[b]["period_ms"] for b in steady_ids])
+        spread = [batches[b]["period_ms"] for b in steady_ids if batches[b].get("period_ms")]
 
         def fig(b: int, steady: float | None = steady_period) -> dict[str, Any]:
             r = dict(batches.get(b, {}))
@@ -280,13 +297,15 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
             "export_ratio": d["latency_export_ms"] / before if before else None,
             "import_ratio": d["latency_import_ms"] / before if before else None,
             "pause_batches": m["pause_batches"], "pause_ms": m["pause_ms"],
-            "steady_period_ms": steady_period,
+            "steady_period_ms": steady_period, "steady_batches": steady_ids,
+            "steady_period_min_ms": min(spread, default=None), "steady_period_max_ms": max(spread, default=None),
             "steady": {k: _median([r.get(k) for r in steady_rows]) for k in
                        ("period_ms", "latency_ms", "spark_ms", "driver_ms", "handler_max_ms", "handler_sum_ms",
                         "plan_ms", "publish_ms", "save_ms", "unpack_ms", "route_next_bytes", "trigger_ms", "outside_add_ms",
+                        "orders_ms", "control_ms", "write_ms",
                         "state_commit_ms")},
             "steady_route_bytes": _median([batches.get(b - 1, {}).get("route_next_bytes") for b in steady_ids]),
-            "plan": fig(pb), "export": fig(xb), "import": fig(ib),
+            "plan": fig(pb), "export": fig(xb), "import": fig(ib), "after": fig(ib + 1),
         })
     if len(stored) < sum(len(ev.get("rows") or []) for ev in events):
         checks.append(f"the store holds {len(stored)} migration rows, the engine returned more")
@@ -316,29 +335,32 @@ def _f(x: Any, fmt: str) -> str:
 
 
 def print_table(res: dict[str, Any], out=print) -> None:
-    out("| migration | keys moved | MB moved | steady period ms | plan × | export × | import × | "
+    out("| migration | keys moved | MB moved | steady period ms (min–max) | plan × | export × | import × | after × | "
         "steady latency ms | export latency × | import latency × | pause | load |")
-    out("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    out("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for m in res["migrations"]:
         what = m["payload"].get("algorithm") or f"replicas {m['payload']['params']['replicas']}"
         out(f"| {m['label']}: {m['command']} {what} | {m['keys_moved']:,} | {m['bytes_moved'] / 1e6:.1f} | "
-            f"{_f(m['steady_period_ms'], '.0f')} | {_f(m['plan']['period_ratio'], '.2f')} | "
-            f"{_f(m['export']['period_ratio'], '.2f')} | {_f(m['import']['period_ratio'], '.2f')} | "
+            f"{_f(m['steady_period_ms'], '.0f')} ({_f(m['steady_period_min_ms'], '.0f')}–{_f(m['steady_period_max_ms'], '.0f')}) | "
+            f"{_f(m['plan']['period_ratio'], '.2f')} | {_f(m['export']['period_ratio'], '.2f')} | "
+            f"{_f(m['import']['period_ratio'], '.2f')} | {_f(m['after']['period_ratio'], '.2f')} | "
             f"{_f(m['latency_before_ms'], '.0f')} | {_f(m['export_ratio'], '.2f')} | {_f(m['import_ratio'], '.2f')} | "
             f"{m['pause_batches']} b, {_f(m['pause_ms'], '.0f')} ms | {m['load']} |")
     out("")
-    out("Where the time goes (ms; steady = median of the 5 batches before the plan):")
+    out("Where the time goes (ms; steady = median of the 5 batches before the plan and import + 2 .. + 5; "
+        "after = import + 1):")
     out("| migration | batch | period | Spark outside foreachBatch | spark job | state commit | handler max | handler sum | "
-        "driver | of which plan | publish | snapshot | routed with MB |")
+        "driver | of which plan | publish (orders, control, write) | snapshot | routed with MB |")
     out("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for i, m in enumerate(res["migrations"]):
-        for name in ("steady", "plan", "export", "import"):
+        for name in ("steady", "plan", "export", "import", "after"):
             r = m[name]
             route = m["steady_route_bytes"] if name == "steady" else r.get("route_bytes")
             out(f"| {i + 1} {m['label']} | {name} | {_f(r.get('period_ms'), '.0f')} | {_f(r.get('outside_add_ms'), '.0f')} | "
                 f"{_f(r.get('spark_ms'), '.0f')} | {_f(r.get('state_commit_ms'), '.0f')} | "
                 f"{_f(r.get('handler_max_ms'), '.0f')} | {_f(r.get('handler_sum_ms'), '.0f')} | "
-                f"{_f(r.get('driver_ms'), '.0f')} | {_f(r.get('plan_ms'), '.0f')} | {_f(r.get('publish_ms'), '.0f')} | "
+                f"{_f(r.get('driver_ms'), '.0f')} | {_f(r.get('plan_ms'), '.0f')} | {_f(r.get('publish_ms'), '.0f')} "
+                f"({_f(r.get('orders_ms'), '.0f')}, {_f(r.get('control_ms'), '.0f')}, {_f(r.get('write_ms'), '.0f')}) | "
                 f"{_f(r.get('save_ms'), '.0f')} | {_f(route and route / 1e6, '.2f')} |")
     if res["carry"]:
         out("")
