@@ -50,7 +50,7 @@ from engine.checkpoint import SnapshotStore
 from engine.controller import Controller
 from engine.keys import Vocabulary
 from engine.spark.operator import make_handler, unpack_output
-from engine.spark.topology import RoutingSnapshot, VocabIndex, make_router
+from engine.spark.topology import RoutingSnapshot, VocabIndex, control_payloads, make_router
 
 STAGES = ("unpack", "vocab_encode", "end_interval", "per_worker", "snapshot_save", "total")
 OUT_ARROW = pa.schema([("kind", pa.int32()), ("worker", pa.int32()), ("key", pa.string()), ("count", pa.int64()),
@@ -140,20 +140,6 @@ class Executors:
         return pa.concat_tables(out)
 
 
-def control_of(c: Controller, orders: dict[int, tuple[set[int], int]], partitions: int,
-               holding: set[int]) -> dict[int, dict[str, Any]]:
-    """Control payload of every worker that runs in the next batch (as ``SparkEngine._control``)."""
-    names = c.vocab.names
-    exports: dict[int, dict[int, list[str]]] = {}
-    expect: dict[int, list[str]] = {}
-    for k, (holders, target) in orders.items():
-        for h in holders:
-            exports.setdefault(int(h), {}).setdefault(int(target), []).append(names[k])
-        expect.setdefault(int(target), []).append(names[k])
-    workers = set(range(c.n_workers)) | holding | set(exports) | set(expect)
-    return {w: {"exports": exports.get(w, {}), "expect": expect.get(w, [])} for w in sorted(workers) if w < partitions}
-
-
 # ---------------------------------------------------------------------------------------------- run
 def run_grouping(algo: str, stream: Stream, args: argparse.Namespace, base: Path) -> dict[str, Any]:
     """Run ``args.batches`` batches of grouping ``algo``; returns per-stage times and check failures."""
@@ -172,7 +158,8 @@ def run_grouping(algo: str, stream: Stream, args: argparse.Namespace, base: Path
     rows = 0
     for b in range(args.batches):
         orders = c.drain_orders()
-        snap = RoutingSnapshot(b, c.grouping, P, control_of(c, orders, P, holding), imports)
+        snap = RoutingSnapshot(b, c.grouping, P, control_payloads(orders, c.vocab.names,
+                                                                  set(range(c.n_workers)) | holding, P), imports)
         ids = stream.batch(b, args.tuples)
         table = ex.run(stream, ids, pickle_copy(snap), args.sources)
         rows = table.num_rows

@@ -77,8 +77,12 @@ def compose_orders(moves: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tu
     uk, last_rev = np.unique(keys[::-1], return_index=True)
     final = targets[::-1][last_rev][np.searchsorted(uk, keys)]
     keep = holders != final
-    pairs = np.unique(np.stack([keys[keep], holders[keep], final[keep]], axis=1), axis=0)
-    return pairs[:, 0].copy(), pairs[:, 1].copy(), pairs[:, 2].copy()
+    k, h, t = keys[keep], holders[keep], final[keep]
+    order = np.lexsort((h, k))  # distinct (key, holder) rows (a key's target is the same in all its rows)
+    k, h, t = k[order], h[order], t[order]
+    first = np.ones(k.size, dtype=bool)
+    first[1:] = (k[1:] != k[:-1]) | (h[1:] != h[:-1])
+    return k[first], h[first], t[first]
 
 COST_MODELS = ("linear", "join")
 

@@ -126,7 +126,7 @@ def test_join_operator_on_the_executors_equals_the_pairwise_truth(spark, tmp_pat
 def test_sources_route_with_the_snapshot_published_for_the_batch(spark, tmp_path):
     """The sources route each batch with the routing snapshot the engine published for it; the offset log
     names it, so a replay uses the same one.  A batch routed with another batch's snapshot is refused."""
-    from engine.spark.topology import RoutingSnapshot
+    from engine.spark.topology import RoutingSnapshot, control_payloads
 
     cfg = gen_cfg(tmp_path, shadow=[], max_batches=3)
     engine = SparkEngine(cfg, log=lambda m: None)
@@ -138,7 +138,8 @@ def test_sources_route_with_the_snapshot_published_for_the_batch(spark, tmp_path
 
     bad = SparkEngine(gen_cfg(tmp_path, shadow=[], max_batches=2), log=lambda m: None)
     bad._publish_route = lambda b: bad.routes.publish(
-        b, RoutingSnapshot(b - 1, bad.controller.grouping, bad.partitions, bad._control({})).dumps())
+        b, RoutingSnapshot(b - 1, bad.controller.grouping, bad.partitions,
+                           control_payloads(bad.next_orders, [], {0, 1, 2}, bad.partitions)).dumps())
     # the workers refuse it (their state is past that batch) before the driver would
     with pytest.raises(RuntimeError, match=r"routing snapshot of batch \d+, but this worker's state is already at"):
         bad.run()

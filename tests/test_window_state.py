@@ -55,7 +55,7 @@ def test_export_hold_import_keeps_exact_counts():
 def test_export_of_key_without_state_releases_the_hold():
     a, b = WorkerWindow(2), WorkerWindow(2)
     ex = a.step(0, [], np.zeros(0, np.int64), exports={1: ["new"]})["exports"]
-    assert ex[1]["entries"] == [] and ex[1]["keys"] == ["new"]
+    assert ex[1]["count"].size == 0 and ex[1]["present"] == [] and ex[1]["keys"] == ["new"]
     assert b.step(0, ["new"], np.array([2]), expect=["new"])["results"] == []
     assert b.step(1, [], np.zeros(0, np.int64), imports=[ex[1]])["results"] == [(0, "new", 2, None)]
     assert not b.expect and not b.held

@@ -474,6 +474,29 @@ class SparkEngine:
                 })
         return done
 
+    def _save(self, batch_id: int) -> None:
+        assert self.sink is not None
+        self.snapshots.save(batch_id, {
+            "run_id": self.run_id,
+            "stream": self._stream(),
+            "controller": self.controller,
+            "shadow": self.shadow,
+            "paused": self.paused,
+            "applied_commands": self.applied_commands[-1000:],
+            "consumed": self.consumed,
+            "dead_total": self.dead_total,
+            "pending": self.sink.pending(),
+            "partitions": self.partitions,
+            "sink": str(self.sink_dir),
+            "worker_keys": self.worker_keys,
+            "worker_bytes": self.worker_bytes,
+            "migrating": self.migrating,
+            "next_orders": self.next_orders,
+            "next_imports": self.next_imports,
+            "migrations_seen": self._migrations_seen,
+            "latencies": self._latencies[-20:],
+        })
+
     # ------------------------------------------------------------------ commands
     def _apply_commands(self, batch_id: int) -> tuple[list[tuple[int, str, str | None]], list[dict[str, Any]]]:
         """Apply the pending operator commands; they take effect from batch ``batch_id`` (the next one),

@@ -100,10 +100,14 @@ def control_payloads(orders: tuple[np.ndarray, np.ndarray, np.ndarray], names: l
         cut = np.flatnonzero((h[1:] != h[:-1]) | (t[1:] != t[:-1])) + 1
         for lo, hi in zip(np.r_[0, cut], np.r_[cut, k.size]):
             exports.setdefault(int(h[lo]), {})[int(t[lo])] = [names[i] for i in k[lo:hi].tolist()]
-        pairs = np.unique(np.stack([targets, keys], axis=1), axis=0)
-        cut = np.flatnonzero(pairs[1:, 0] != pairs[:-1, 0]) + 1
-        for lo, hi in zip(np.r_[0, cut], np.r_[cut, pairs.shape[0]]):
-            expect[int(pairs[lo, 0])] = [names[i] for i in pairs[lo:hi, 1].tolist()]
+        order = np.lexsort((keys, targets))
+        tk, kk = targets[order], keys[order]
+        first = np.ones(kk.size, dtype=bool)
+        first[1:] = (kk[1:] != kk[:-1]) | (tk[1:] != tk[:-1])  # a key with two holders is expected once
+        tk, kk = tk[first], kk[first]
+        cut = np.flatnonzero(tk[1:] != tk[:-1]) + 1
+        for lo, hi in zip(np.r_[0, cut], np.r_[cut, tk.size]):
+            expect[int(tk[lo])] = [names[i] for i in kk[lo:hi].tolist()]
     every = set(workers) | set(exports) | set(expect)
     return {w: {"exports": exports.get(w, {}), "expect": expect.get(w, [])} for w in sorted(every) if w < partitions}
 

@@ -219,25 +219,29 @@ class WorkerWindow:
     # ------------------------------------------------------------------ migration
     def export(self, keys: Iterable[str]) -> dict[str, Any]:
         """Remove ``keys``' state (window counts, values and any held tuples) and return it as an export
-        blob.  The blob lists every requested key, also those without state here, so the receiver
-        knows the move is complete."""
+        blob: ``keys`` (every requested key, also those without state here, so the receiver knows the
+        move is complete), ``present`` (those with state), the non-zero window cells as arrays
+        ``row`` (index into ``present``), ``batch``, ``count`` (and ``values``, one array per cell, for
+        the join), and ``held`` (``(key, batch, count, values)`` of tuples held here)."""
         keys = list(dict.fromkeys(keys))
         present = [k for k in keys if k in self.index]
-        entries: list[tuple[str, int, int, Any]] = []
+        blob: dict[str, Any] = {"keys": keys, "present": present, "row": np.zeros(0, np.int32),
+                                "batch": np.zeros(0, np.int64), "count": np.zeros(0, np.int64), "values": None}
         if present:
             rows = np.fromiter((self.index[k] for k in present), dtype=np.int64, count=len(present))
-            r, c = np.nonzero(self.ring[rows])
-            for i, j in zip(r.tolist(), c.tolist()):
-                k, b = present[i], int(self.col_batch[j])
-                vals = self.values.get(k, {}).get(b) if self.join else None
-                entries.append((k, b, int(self.ring[rows[i], j]), vals))
+            sub = self.ring[rows]
+            r, c = np.nonzero(sub)
+            blob.update(row=r.astype(np.int32), batch=self.col_batch[c].copy(), count=sub[r, c])
+            if self.join:
+                blob["values"] = [self.values.get(present[i], {}).get(int(b)) for i, b in
+                                  zip(r.tolist(), blob["batch"].tolist())]
             alive = np.ones(len(self.keys), dtype=bool)
             alive[rows] = False
             self._keep(alive)
-        held = [(k, *e) for k in keys for e in self.held.pop(k, [])]
+        blob["held"] = [(k, *e) for k in keys for e in self.held.pop(k, [])]
         for k in keys:
             self.expect.discard(k)
-        return {"keys": keys, "entries": entries, "held": held}
+        return blob
 
     def import_(self, blobs: Sequence[dict[str, Any]]) -> tuple[list[tuple[int, str, int, int | None]], int]:
         """Merge export blobs — a key's blobs from all its old holders, before anything is released —
@@ -247,25 +251,27 @@ class WorkerWindow:
         Returns (results, window entries dropped because they had left the window)."""
         low = self.last - self.window
         dropped = 0
-        window: dict[int, dict[str, int]] = {}  # batch -> key -> count
+        window: list[tuple[int, np.ndarray, np.ndarray]] = []  # (batch, ring rows, counts)
         released: dict[int, dict[str, list[Any]]] = {}  # batch -> key -> [count, values...]
         keys: list[str] = []
         for blob in blobs:
-            for k, b, c, vals in blob.get("entries", ()):
-                if b <= low:
-                    dropped += 1
-                    continue
-                per = window.setdefault(b, {})
-                per[k] = per.get(k, 0) + c
-                if self.join and vals is not None:
-                    self._append_values(k, b, vals)
+            batch, count = blob["batch"], blob["count"]
+            inside = batch > low
+            dropped += int(np.count_nonzero(~inside))
+            if inside.any():
+                rows = self._rows(blob["present"])[blob["row"]]
+                for b in np.unique(batch[inside]).tolist():
+                    sel = inside & (batch == b)
+                    window.append((b, rows[sel], count[sel]))
+                if self.join:
+                    for i in np.flatnonzero(inside).tolist():
+                        if blob["values"][i] is not None:
+                            self._append_values(blob["present"][blob["row"][i]], int(batch[i]), blob["values"][i])
             for k, b, c, vals in blob.get("held", ()):
                 self._hold_release(released, k, b, c, vals)
             keys.extend(blob.get("keys", ()))
-        for b in sorted(window):
-            per = window[b]
-            ks = list(per)
-            self._add_at(self._rows(ks), b, np.fromiter(per.values(), dtype=np.int64, count=len(ks)))
+        for b, rows, counts in window:
+            self._add_at(rows, b, counts)
         for k in dict.fromkeys(keys):
             for b, c, vals in self.held.pop(k, []):
                 self._hold_release(released, k, b, c, vals)
