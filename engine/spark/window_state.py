@@ -221,20 +221,25 @@ class WorkerWindow:
         """Remove ``keys``' state (window counts, values and any held tuples) and return it as an export
         blob: ``keys`` (every requested key, also those without state here, so the receiver knows the
         move is complete), ``present`` (those with state), the non-zero window cells as arrays
-        ``row`` (index into ``present``), ``batch``, ``count`` (and ``values``, one array per cell, for
-        the join), and ``held`` (``(key, batch, count, values)`` of tuples held here)."""
+        ``row`` (index into ``present``), ``col`` (index into ``batches``, the window's batch per
+        column), ``count`` (and ``values``, one array per cell, for the join), and ``held``
+        (``(key, batch, count, values)`` of tuples held here)."""
         keys = list(dict.fromkeys(keys))
         present = [k for k in keys if k in self.index]
         blob: dict[str, Any] = {"keys": keys, "present": present, "row": np.zeros(0, np.int32),
-                                "batch": np.zeros(0, np.int64), "count": np.zeros(0, np.int64), "values": None}
+                                "batches": self.col_batch.copy(), "col": np.zeros(0, np.int16),
+                                "count": np.zeros(0, np.int32), "values": None}
         if present:
             rows = np.fromiter((self.index[k] for k in present), dtype=np.int64, count=len(present))
             sub = self.ring[rows]
             r, c = np.nonzero(sub)
-            blob.update(row=r.astype(np.int32), batch=self.col_batch[c].copy(), count=sub[r, c])
+            counts = sub[r, c]
+            # compact cells: at most `window` distinct batches, counts of one batch fit 32 bits
+            blob.update(row=r.astype(np.int32), batches=self.col_batch.copy(), col=c.astype(np.int16),
+                        count=counts.astype(np.int32) if counts.max() < 2**31 else counts)
             if self.join:
-                blob["values"] = [self.values.get(present[i], {}).get(int(b)) for i, b in
-                                  zip(r.tolist(), blob["batch"].tolist())]
+                blob["values"] = [self.values.get(present[i], {}).get(int(self.col_batch[j]))
+                                  for i, j in zip(r.tolist(), c.tolist())]
             alive = np.ones(len(self.keys), dtype=bool)
             alive[rows] = False
             self._keep(alive)
@@ -255,7 +260,7 @@ class WorkerWindow:
         released: dict[int, dict[str, list[Any]]] = {}  # batch -> key -> [count, values...]
         keys: list[str] = []
         for blob in blobs:
-            batch, count = blob["batch"], blob["count"]
+            batch, count = blob["batches"][blob["col"]], blob["count"].astype(np.int64)
             inside = batch > low
             dropped += int(np.count_nonzero(~inside))
             if inside.any():
