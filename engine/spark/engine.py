@@ -468,6 +468,7 @@ class SparkEngine:
                     "detail": {"reason": "+".join(dict.fromkeys(e["reason"] for e in events)),
                                "planned_interval": events[0]["interval"], "export_batch": m["export_batch"],
                                "import_batch": batch_id, "latency_before_ms": m["latency_before_ms"],
+                               "latency_plan_ms": m.get("latency_plan_ms"),
                                "moves": [{"reason": e["reason"], "interval": e["interval"], "keys": e["keys"],
                                           "state_moved": e["state_moved"]} for e in events],
                                "latency_export_ms": m.get("latency_export_ms"), "latency_import_ms": latency_ms},
@@ -659,6 +660,9 @@ class SparkEngine:
             # Back-pressure: never drop metric rows; stop consuming until the database is back.
             self.paused = self._backpressure = True
             self.log(f"metrics buffer full ({self.sink.backlog} intervals): pausing consumption until the database is back")
+        for m in self.migrating:  # the planning batch's whole time, commands and publication included
+            if m["export_batch"] == batch_id + 1:
+                m["latency_plan_ms"] = (time.perf_counter() - t0) * 1000.0
         self.log(self._status_line(batch_id, row, metrics, dead))
         if self.after_batch is not None:
             self.after_batch(self, batch_id)
