@@ -22,7 +22,7 @@ Settings and why:
   engine.  ``Int.MaxValue`` is the value Spark special-cases to skip the check; batches stay bounded
   by ``maxRecordsPerBatch``.
 * ``spark.sql.execution.arrow.maxRecordsPerBatch`` = 100000 (default 10000): rows per Arrow batch
-  handed to a ``mapInArrow`` function (the worker operator) and collected by ``toArrow``.
+  handed to a Python function (the stateful worker operator's frames) and collected by ``toArrow``.
   The per-batch Python overhead (IPC framing, pyarrow/numpy calls) is paid 10x less often, while
   a 500k-row partition still arrives in several batches, so the JVM writer and the Python function
   overlap.  Our rows are small (keys <= a few hundred bytes): ~10-50 MB per batch at most.
