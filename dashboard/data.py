@@ -424,13 +424,17 @@ def migration_series(migs: Sequence[Mapping[str, Any]], intervals: Sequence[Any]
     """Per interval (every one of ``intervals``, and any other a migration row has): the state moved, keys
     moved and pause (ms) summed over the interval's migrations (0 without one), the serialized bytes moved
     (summed) and the micro-batches the moved keys were held (the longest hold), None where no migration
-    of the interval reported them."""
+    of the interval reported them; ``planned_interval``: the interval whose plan or command the migration
+    carried out (the Spark engine records a migration when its import completes, two intervals later)."""
     # every interval gets a (possibly zero) bar, so the axis matches the other time figures
     per: OrderedDict[int, list[Mapping[str, Any]]] = OrderedDict((int(iv), []) for iv in intervals)
     for m in migs:
         per.setdefault(int(m["interval"]), []).append(m)
     held = [[m.get("pause_batches") for m in ms if m.get("pause_batches") is not None] for ms in per.values()]
+    planned = [next((int(d["planned_interval"]) for d in (m.get("detail") for m in ms)
+                     if isinstance(d, Mapping) and d.get("planned_interval") is not None), None) for ms in per.values()]
     return {
+        "planned_interval": planned,
         "interval": list(per.keys()),
         "state_moved": [sum((_num(m.get("state_moved")) or 0.0 for m in ms), 0.0) for ms in per.values()],
         "keys_moved": [sum(int(m.get("keys_moved") or 0) for m in ms) for ms in per.values()],

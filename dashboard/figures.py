@@ -349,8 +349,11 @@ def _rebalance_points(data: Mapping[str, Any]) -> dict[str, list]:
     series = data.get("series") or {}
     at = dict(zip(series.get("interval", []), series.get("imbalance", [])))
     mig = data.get("migrations") or {}
-    extras = {iv: migration_extras(b, p, ms) for iv, b, p, ms in zip(
-        mig.get("interval", []), mig.get("bytes_moved", []), mig.get("pause_batches", []), mig.get("pause_ms", []))}
+    # a migration belongs to the rebalance of the interval that planned it
+    planned = mig.get("planned_interval") or [None] * len(mig.get("interval", []))
+    extras = {iv if pl is None else pl: migration_extras(b, p, ms) for iv, pl, b, p, ms in zip(
+        mig.get("interval", []), planned, mig.get("bytes_moved", []), mig.get("pause_batches", []),
+        mig.get("pause_ms", []))}
     xs, ys, texts = [], [], []
     for ev in data.get("events") or []:
         if ev.get("kind") != "rebalance" or ev.get("interval") is None:

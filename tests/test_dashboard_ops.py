@@ -438,3 +438,20 @@ def test_throughput_kpi_says_paused_instead_of_its_last_value(store, run):
     resp = r.get_json()["response"]
     assert "0 · paused" in json.dumps(resp["kpis"]["children"], ensure_ascii=False)
     assert resp["cursor"]["data"]["status"] == "paused"
+
+
+def test_rebalance_marker_shows_the_migration_recorded_when_its_import_completed(store):
+    """The Spark engine records a migration when its state is imported, two intervals after the rebalance
+    that planned it (``detail.planned_interval``): the rebalance's marker still shows its bytes and hold."""
+    rid = store.create_run("mixed", MIXED, n_workers=3)
+    for i in range(4):
+        store.record_interval(
+            rid, i, i, {"tuples": 60, "n_workers": 3},
+            events=[{"kind": "rebalance", "detail": {"keys": 2, "state_moved": 4.0}}] if i == 1 else None,
+            migrations=[{"keys_moved": 2, "state_moved": 4.0, "pause_ms": 900.0, "bytes_moved": 2_500_000,
+                         "pause_batches": 1, "detail": {"planned_interval": 1}}] if i == 3 else None)
+    d = DashboardData(store).load(rid)
+    assert d["migrations"]["planned_interval"] == [None, None, None, 1]
+    markers = F.time_figure("imbalance", d)["data"][4]
+    assert list(markers["x"]) == [1]
+    assert markers["text"][0].endswith("<br>2.5 MB of serialized state moved<br>tuples held 1 micro-batch (900 ms)")
