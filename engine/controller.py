@@ -337,6 +337,7 @@ class Controller:
             stats.key_ids[plan.moved],
             plan.assignment[plan.moved],
             "rebalance",
+            algorithm=self.grouping.name,
             feasible=plan.feasible,
             note=plan.note,
             plan_seconds=plan.plan_seconds,

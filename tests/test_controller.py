@@ -150,3 +150,20 @@ def test_empty_controller_pickles_and_degenerate_intervals(tmp_path):
         ctl.end_interval(np.zeros(5, np.int64), np.zeros(5, np.int64))
     assert back.results() == c.results() == {"solo": 5}
     assert back.summary() == c.summary()
+
+
+def test_move_orders_follow_the_statistics_and_name_the_planning_algorithm():
+    """With ``track_orders`` a rebalance records (key, holder, target) for every key whose window lies
+    elsewhere than its new worker, and its migration names the algorithm that planned it."""
+    vocab = Vocabulary()
+    c = Controller(registry.create("mixed", 4, 1, 0, {"theta_max": 0.01}), vocab, window=3)
+    c.track_orders = True
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        ids = np.asarray(vocab.encode([f"k{int(x)}" for x in rng.zipf(1.3, 3000) % 300]))
+        c.end_interval(ids, c.grouping.route(vocab.fps[ids], 0))
+    keys, holders, targets = c.drain_orders()
+    assert c.migrations and keys.size and all(m.detail["algorithm"] == "mixed" for m in c.migrations
+                                              if m.reason == "rebalance")
+    assert np.all(holders != targets) and np.array_equal(targets, c.grouping.owner(vocab.fps[keys]))
+    assert all(x.size == 0 for x in c.drain_orders())  # drained

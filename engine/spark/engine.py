@@ -457,8 +457,8 @@ class SparkEngine:
                 events = m["events"]
                 total = max((e["total_state"] for e in events), default=0.0)
                 moved = sum(e["state_moved"] for e in events)
-                done.append({
-                    "algorithm": self.controller.grouping.name,
+                done.append({  # the algorithm that planned it (a later switch may have replaced it since)
+                    "algorithm": next((e["algorithm"] for e in events if e.get("algorithm")), self.controller.grouping.name),
                     "keys_moved": sum(e["keys"] for e in events),
                     "state_moved": moved,
                     "migration_cost": moved / total if total > 0 else 0.0,
