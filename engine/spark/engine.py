@@ -449,7 +449,6 @@ class SparkEngine:
         for m in list(self.migrating):
             if m["export_batch"] == batch_id:
                 m["bytes_moved"] = sum(len(b) for _, _, b in exports)
-                m["exported_blobs"] = len(exports)
                 m["latency_export_ms"] = latency_ms
                 m["export_end"] = now
             elif m["export_batch"] < batch_id:
@@ -611,7 +610,7 @@ class SparkEngine:
         if row.get("rebalanced"):
             metrics["feasible"] = row.get("plan_feasible")
             metrics["note"] = row.get("plan_note", "")
-        self._latencies.append(metrics["batch_latency_ms"])
+        self._latencies = [*self._latencies[-19:], metrics["batch_latency_ms"]]  # the reference of migrations
         state_per_worker = c.state.per_worker(c.n_workers)
         loads = row["worker_loads"]
         tuples_w = np.bincount(u["workers"], weights=u["counts"], minlength=n)[:n]
