@@ -6,7 +6,7 @@ rows and one summary row per worker (:mod:`engine.spark.operator`) — and then,
 the executors wait for the next batch's routing snapshot:
 
 1. :func:`engine.spark.operator.unpack_output` splits the Arrow table;
-2. ``VocabIndex.encode`` turns the key strings into vocabulary ids;
+2. ``FingerprintVocabulary.encode_fps`` turns the key fingerprints into ids;
 3. ``Controller.end_interval`` merges the counts into the windowed keyed statistics, computes the
    metrics and lets a rebalancing grouping plan (its moves become the next batch's control rows);
    ``state.per_worker`` is read right after it for the worker rows;
@@ -48,13 +48,11 @@ import pyarrow as pa
 from engine import registry
 from engine.checkpoint import SnapshotStore
 from engine.controller import Controller
-from engine.keys import Vocabulary
-from engine.spark.operator import make_handler, unpack_output
-from engine.spark.topology import RoutingSnapshot, VocabIndex, control_payloads, make_router
+from engine.keys import FingerprintVocabulary
+from engine.spark.operator import OUT_ARROW, make_handler, unpack_output
+from engine.spark.topology import RoutingSnapshot, control_payloads, make_router
 
 STAGES = ("unpack", "vocab_encode", "end_interval", "per_worker", "snapshot_save", "total")
-OUT_ARROW = pa.schema([("kind", pa.int32()), ("worker", pa.int32()), ("key", pa.string()), ("count", pa.int64()),
-                       ("data", pa.binary())])  # engine.spark.operator.OUT_SCHEMA as Arrow
 
 
 class GroupStateStandIn:
@@ -145,9 +143,8 @@ def run_grouping(algo: str, stream: Stream, args: argparse.Namespace, base: Path
     """Run ``args.batches`` batches of grouping ``algo``; returns per-stage times and check failures."""
     P = args.workers
     grouping = registry.create(algo, args.workers, args.sources, args.seed, None)
-    c = Controller(grouping, Vocabulary(), window=args.window, cost_model=args.cost_model)
+    c = Controller(grouping, FingerprintVocabulary(), window=args.window, cost_model=args.cost_model)
     c.track_orders = True
-    index = VocabIndex()
     store = SnapshotStore(base / algo / "snapshots", keep=2)
     ex = Executors(P, args.window, str(base / algo / "sink"))
     times: dict[str, list[float]] = {k: [] for k in (*STAGES, "handler", "worker_max")}
@@ -158,7 +155,7 @@ def run_grouping(algo: str, stream: Stream, args: argparse.Namespace, base: Path
     rows = 0
     for b in range(args.batches):
         orders = c.drain_orders()
-        snap = RoutingSnapshot(b, c.grouping, P, control_payloads(orders, c.vocab.names,
+        snap = RoutingSnapshot(b, c.grouping, P, control_payloads(orders, c.vocab.fps,
                                                                   set(range(c.n_workers)) | holding, P), imports)
         ids = stream.batch(b, args.tuples)
         table = ex.run(stream, ids, pickle_copy(snap), args.sources)
@@ -166,7 +163,7 @@ def run_grouping(algo: str, stream: Stream, args: argparse.Namespace, base: Path
         t0 = time.perf_counter()
         u = unpack_output(table)
         t1 = time.perf_counter()
-        key_ids = index.encode(c.vocab, u["key_array"])
+        key_ids = c.vocab.encode_fps(u["fps"])
         t2 = time.perf_counter()
         route_seconds = sum(side.get("route_seconds", 0.0) for side in u["states"].values())
         for s, side in u["states"].items():

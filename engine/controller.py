@@ -264,6 +264,8 @@ class Controller:
 
         stats = self.stats(codes, counts)
         total_state = float(stats.size.sum())
+        # the heaviest key's load this interval: no single-owner grouping can put less on one worker
+        row["max_key_load"] = float(stats.cost.max()) if stats.cost.size else 0.0
         self.grouping.observe(stats)
         plan: Plan | None = None
         moved = self._pending_moved

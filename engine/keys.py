@@ -23,8 +23,9 @@ Hash functions used by the groupings (all vectorised, all derived from the finge
   that.
 
 Keys whose fingerprints collide (probability ~K^2 / 2^65, i.e. ~3e-8 for K = 1e6) would be treated
-as one key by routing; results stay exact because the runtimes keep state by key id, not by
-fingerprint.
+as one key by routing; results stay exact because the operators keep state by key (the local runtime
+by key id, the Spark workers by name).  The Spark driver's statistics and migration orders go by
+fingerprint (:class:`FingerprintVocabulary`): colliding keys move together, as routing sends them.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from numba import njit
 
 __all__ = [
     "GOLDEN",
+    "FingerprintVocabulary",
     "Vocabulary",
     "candidate",
     "candidates",
@@ -352,3 +354,89 @@ class Vocabulary:
         self._index = dict(zip(names, range(len(names))))
         self._fps = np.asarray(state["fps"], dtype=np.uint64)
         self._pack_cache = (blob, lengths, len(names))
+
+
+@njit(cache=True)
+def _fp_encode(slot_fp, slot_id, fps, start, next_id, limit, out):  # pragma: no cover - compiled
+    """From ``start``: ``out[j]`` = id of fingerprint ``fps[j]`` in the open-addressing table
+    (``slot_id`` -1 = empty; slot = fp & mask, linear probing); a fingerprint not in the table gets
+    ``next_id``, ``next_id + 1``, … in order of first appearance and is inserted.  Stops before
+    inserting id ``limit`` (the table is then half full).  Returns ``(next j, next id)``."""
+    mask = slot_fp.size - 1
+    for j in range(start, fps.size):
+        fp = fps[j]
+        s = np.int64(fp & np.uint64(mask))
+        while slot_id[s] >= 0 and slot_fp[s] != fp:
+            s = (s + 1) & mask
+        if slot_id[s] < 0:
+            if next_id >= limit:
+                return j, next_id
+            slot_fp[s] = fp
+            slot_id[s] = next_id
+            next_id += 1
+        out[j] = slot_id[s]
+    return fps.size, next_id
+
+
+class FingerprintVocabulary:
+    """Dense integer ids for keys known only by their 64-bit fingerprint (:func:`fingerprint`).
+
+    The Spark engine's driver keeps statistics, not state: the workers report per-key counts by
+    fingerprint, the identity routing already acts on (hash choices, routing-table entries and
+    migration orders all take the fingerprint), so two keys with one fingerprint are one key to every
+    grouping and keeping them apart in the statistics would change nothing.  Per key this holds the
+    fingerprint (8 bytes) and one slot of an open-addressing table (16 bytes, load factor ≤ 1/2),
+    against a name, a dict entry and a list entry for :class:`Vocabulary`.
+
+    Same interface as :class:`Vocabulary` where the controller uses it (``fps``, ``len``); ids are
+    positions in order of first appearance.  ``names`` are the fingerprints in hex (``#`` + 16
+    digits): the driver does not know key names.  Pickles as the fingerprint array only.
+    """
+
+    def __init__(self, fps: np.ndarray | None = None) -> None:
+        self._fps = np.zeros(0, dtype=np.uint64)
+        self._slot_fp = np.zeros(1024, dtype=np.uint64)
+        self._slot_id = np.full(1024, -1, dtype=np.int64)
+        if fps is not None and len(fps):
+            ids = self.encode_fps(fps)
+            if ids.size != self._fps.size:
+                raise ValueError("FingerprintVocabulary: fingerprints are not distinct")
+
+    def __len__(self) -> int:
+        return int(self._fps.size)
+
+    @property
+    def fps(self) -> np.ndarray:
+        """Fingerprint of every id (``uint64``, indexable by id)."""
+        return self._fps
+
+    @property
+    def names(self) -> list[str]:
+        return [f"#{int(fp):016x}" for fp in self._fps.tolist()]
+
+    def encode_fps(self, fps: np.ndarray) -> np.ndarray:
+        """Ids of the fingerprints ``fps`` (new ones are added in order of first appearance), ``int64``."""
+        fps = np.ascontiguousarray(fps, dtype=np.uint64)
+        n = self._fps.size
+        out = np.empty(fps.size, dtype=np.int64)
+        j, m = _fp_encode(self._slot_fp, self._slot_id, fps, 0, n, self._slot_fp.size // 2, out)
+        while j < fps.size:  # half full: double the table, re-insert every id, go on
+            new = np.empty(m - n, dtype=np.uint64)
+            new[out[:j][out[:j] >= n] - n] = fps[:j][out[:j] >= n]
+            known = np.concatenate([self._fps, new])
+            size = 2 * self._slot_fp.size
+            self._slot_fp = np.zeros(size, dtype=np.uint64)
+            self._slot_id = np.full(size, -1, dtype=np.int64)
+            _fp_encode(self._slot_fp, self._slot_id, known, 0, 0, size, np.empty(m, dtype=np.int64))
+            j, m = _fp_encode(self._slot_fp, self._slot_id, fps, j, m, size // 2, out)
+        if m > n:
+            new = np.empty(m - n, dtype=np.uint64)
+            new[out[out >= n] - n] = fps[out >= n]
+            self._fps = np.concatenate([self._fps, new])
+        return out
+
+    def __getstate__(self) -> dict:
+        return {"fps": self._fps}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(np.asarray(state["fps"], dtype=np.uint64))

@@ -33,9 +33,8 @@ def warm_up(progress: bool = False) -> float:
     import pyarrow as pa
 
     from engine import registry
-    from engine.keys import Vocabulary, fingerprint_keys
+    from engine.keys import FingerprintVocabulary, fingerprint_keys
     from engine.simulate import SimulationConfig, parse_change, run_simulation
-    from engine.spark.topology import VocabIndex
     from engine.spark.window_state import join_probe
 
     started = time.monotonic()
@@ -48,8 +47,7 @@ def warm_up(progress: bool = False) -> float:
                                             workload_params={"keys": 2_000, "z": z},
                                             changes=[parse_change(f"5:workers={workers + 1}")]))
     keys = pa.array([f"k{i % 97}" for i in range(1_000)])
-    fingerprint_keys(keys)
-    VocabIndex().encode(Vocabulary(), keys)
+    FingerprintVocabulary().encode_fps(fingerprint_keys(keys))  # the Spark driver's statistics
     join_probe(np.arange(3, dtype=np.int64), np.arange(2, dtype=np.int64))  # the join operator's workers
     if progress:
         print("\r\033[K", end="", file=sys.stderr, flush=True)

@@ -209,7 +209,9 @@ class WorkerMetric(Base):
     """Per-interval per-worker metrics: tuples, cost (load L(d)), distinct keys, state size S, time.
 
     ``state_size`` is the cost model's state S (window tuples); ``state_bytes`` the serialized size of
-    the worker's keyed state in Spark's state store at the end of the interval (NULL when not reported).
+    the worker's keyed state in Spark's state store at the end of the interval (NULL when not reported);
+    ``processing_seconds`` the run time of the worker's task in the interval from Spark's task metrics
+    (``executorRunTime``; NULL when not reported).
     """
 
     __tablename__ = "worker_metrics"

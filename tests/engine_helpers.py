@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from engine.keys import fingerprint
 from engine.spark import sources as S
 from engine.spark.engine import EngineConfig
 
@@ -15,6 +16,11 @@ def generator_truth(cfg: EngineConfig, consumed: dict[int, int]) -> Counter:
     for p, end in consumed.items():
         truth.update(S.generator_stream_ids(reader.cfg, p, 0, end))
     return truth
+
+
+def by_fingerprint(counts: Counter) -> Counter:
+    """``counts`` keyed as the Spark driver knows keys (``FingerprintVocabulary.names``: ``#`` + hex)."""
+    return Counter({f"#{fingerprint(k):016x}": v for k, v in counts.items()})
 
 
 def generator_keys_of(cfg: EngineConfig):

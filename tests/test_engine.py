@@ -15,7 +15,7 @@ pytest.importorskip("pyspark")
 from engine.cli import main  # noqa: E402
 from engine.spark.engine import EngineConfig, SparkEngine  # noqa: E402
 from storage import connect  # noqa: E402
-from tests.engine_helpers import generator_keys_of, generator_truth  # noqa: E402
+from tests.engine_helpers import by_fingerprint, generator_keys_of, generator_truth  # noqa: E402
 from tests.spark_truth import (batch_keys, batch_values, committed_ranges, join_truth, only,  # noqa: E402
                                sink_results, windowed_truth)
 
@@ -60,7 +60,7 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):
     c = engine.controller
     assert c.grouping.name == "mixed" and c.n_workers == 5 and c.grouping.p["theta_max"] == 0.1
     assert sum(engine.consumed.values()) == sum(m["tuples"] for m in c.intervals) > 0
-    assert Counter(c.results()) == generator_truth(cfg, engine.consumed)
+    assert Counter(c.results()) == by_fingerprint(generator_truth(cfg, engine.consumed))
 
     run = engine.run_id
     rows = store.interval_metrics(run)
@@ -91,7 +91,7 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):
     assert again.run_id == run and again.last_batch == seen[-1]
     again.run()
     assert again.last_batch > seen[-1]
-    assert Counter(again.controller.results()) == generator_truth(cfg, again.consumed)
+    assert Counter(again.controller.results()) == by_fingerprint(generator_truth(cfg, again.consumed))
     assert len(store.interval_metrics(run)) == 7
     # the workers' own results (state on the executors, through the resize and the switch) equal the
     # windowed counts recomputed from Spark's offset log, each (batch, key) once
@@ -139,7 +139,7 @@ def test_sources_route_with_the_snapshot_published_for_the_batch(spark, tmp_path
     bad = SparkEngine(gen_cfg(tmp_path, shadow=[], max_batches=2), log=lambda m: None)
     bad._publish_route = lambda b: bad.routes.publish(
         b, RoutingSnapshot(b - 1, bad.controller.grouping, bad.partitions,
-                           control_payloads(bad.next_orders, [], {0, 1, 2}, bad.partitions)).dumps())
+                           control_payloads(bad.next_orders, bad.controller.vocab.fps, {0, 1, 2}, bad.partitions)).dumps())
     # the workers refuse it (their state is past that batch) before the driver would
     with pytest.raises(RuntimeError, match=r"routing snapshot of batch \d+, but this worker's state is already at"):
         bad.run()
@@ -147,7 +147,7 @@ def test_sources_route_with_the_snapshot_published_for_the_batch(spark, tmp_path
     again = SparkEngine(gen_cfg(tmp_path, shadow=[], max_batches=1), log=lambda m: None)
     again.run()  # publishing the right snapshot again resumes the run, exactly
     assert again.last_batch == engine.last_batch + 1
-    assert Counter(again.controller.results()) == generator_truth(cfg, again.consumed)
+    assert Counter(again.controller.results()) == by_fingerprint(generator_truth(cfg, again.consumed))
 
 
 def test_file_source_counts_dead_letters(spark, tmp_path):
@@ -160,7 +160,7 @@ def test_file_source_counts_dead_letters(spark, tmp_path):
     consumed = sum(engine.consumed.values())
     assert consumed == 2000
     good = Counter(x for x in lines if x)
-    assert Counter(engine.controller.results()) == good
+    assert Counter(engine.controller.results()) == by_fingerprint(good)
     dead = connect(cfg.db).dead_letters(engine.run_id)
     assert sum(d["count"] for d in dead) == 200
 
@@ -208,7 +208,7 @@ def test_pause_and_resume_lose_nothing(spark, tmp_path):
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
     engine.run()
     assert resumed.is_set() and engine.batches_done == 4
-    assert Counter(engine.controller.results()) == generator_truth(cfg, engine.consumed)
+    assert Counter(engine.controller.results()) == by_fingerprint(generator_truth(cfg, engine.consumed))
     assert [c["status"] for c in store.recent_commands(5)] == ["applied", "applied"]
 
 

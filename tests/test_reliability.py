@@ -48,7 +48,7 @@ pytest.importorskip("pyspark")
 from engine.spark.engine import EngineConfig, SparkEngine  # noqa: E402
 from engine.state import decode  # noqa: E402
 from storage import connect  # noqa: E402
-from tests.engine_helpers import generator_truth  # noqa: E402
+from tests.engine_helpers import by_fingerprint, generator_truth  # noqa: E402
 from tests.pg import _cmd, throwaway_server  # noqa: E402
 
 
@@ -156,7 +156,7 @@ def test_database_outage_engine_buffers_retries_and_loses_no_row(spark, tmp_path
     per_batch_workers = Counter(w["batch_id"] for w in store.worker_metrics(engine.run_id))
     assert all(per_batch_workers[b] == r["n_workers"] for b, r in zip(batch_ids, rows))
     assert store.get_run(engine.run_id)["status"] == "finished"
-    assert Counter(engine.controller.results()) == generator_truth(cfg, engine.consumed)
+    assert Counter(engine.controller.results()) == by_fingerprint(generator_truth(cfg, engine.consumed))
     report("db_outage", {
         "outage_seconds": round(outage, 1), "batches_total": len(seen), "batches_during_outage": len(down_batches),
         "max_rows_buffered": max_buffered, "failed_write_attempts": engine.sink.failures,
@@ -250,7 +250,7 @@ def test_malformed_kafka_records_are_dead_letters_and_valid_ones_all_processed(s
     assert all(d["sample"] for d in dead.values())  # hex samples of the offending bytes kept
     assert all(len(s) <= 64 for d in dead.values() for s in d["sample"])
     # every valid record processed, keys intact (UTF-8, boundary length)
-    assert Counter(engine.controller.results()) == Counter(good)
+    assert Counter(engine.controller.results()) == by_fingerprint(Counter(good))
     assert sum(engine.consumed.values()) == total
     report("bad_input", {
         "records_total": total, "malformed": sum(BAD.values()), "malformed_by_reason": BAD, "valid": N_GOOD,
@@ -413,7 +413,7 @@ def test_bad_commands_rejected_with_reasons_state_unchanged(spark, tmp_path):
     assert rows[good_id["id"]]["status"] == "applied"
     assert engine.controller.grouping.p["theta_max"] == 0.2
     assert engine.controller.n_workers == 4 and engine.controller.grouping.name == "mixed"
-    assert Counter(engine.controller.results()) == generator_truth(cfg, engine.consumed)
+    assert Counter(engine.controller.results()) == by_fingerprint(generator_truth(cfg, engine.consumed))
 
     # the CLI refuses the same things before they reach the database (exit 2, one line)
     n_before = len(store.recent_commands(10_000))
@@ -474,7 +474,7 @@ def test_worker_changes_under_load_lose_nothing_and_report_moved_state(spark, tm
     assert c.n_workers == 6
     # no tuple lost, none doubled
     assert sum(engine.consumed.values()) == sum(m["tuples"] for m in c.intervals) == 7 * 3000
-    assert Counter(c.results()) == generator_truth(cfg, engine.consumed)
+    assert Counter(c.results()) == by_fingerprint(generator_truth(cfg, engine.consumed))
 
     mig = store.migration_events(engine.run_id)
     ev = [e for e in store.events(engine.run_id) if e["kind"] == "workers"]

@@ -13,13 +13,12 @@ import pyarrow as pa
 import pytest
 
 from engine import registry
+from engine.keys import fingerprint, fingerprints
 from engine.spark.labels import spark_partition_of, worker_labels
-from engine.spark.operator import (EXPORT, SUMMARY, make_handler, read_sink, sink_file, unpack_output)
+from engine.spark.operator import (OUT_ARROW, make_handler, read_sink, sink_file, unpack_output)
 from engine.spark.topology import RoutingSnapshot, make_router
 
 
-OUT_ARROW = pa.schema([("kind", pa.int32()), ("worker", pa.int32()), ("key", pa.string()), ("count", pa.int64()),
-                       ("data", pa.binary())])  # OUT_SCHEMA as Arrow
 
 
 class FakeState:
@@ -85,11 +84,13 @@ def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
     g = registry.create("hash", 2)
     idle = {0: {"exports": {}, "expect": []}, 1: {"exports": {}, "expect": []}}
     out0 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 0, P, idle, keys=["a"] * 3 + ["b"]), P, states)))
-    owner = int(out0["workers"][out0["key_array"].to_pylist().index("a")])
+    owner = int(out0["workers"][out0["fps"].tolist().index(fingerprint("a"))])
+    assert out0["names"] == {fingerprint("a"): "a", fingerprint("b"): "b"}
     other = 1 - owner
     # the table would send 'a' to `other` from batch 1 on: emulate with a grouping whose table says so
     table = pa.table({"key": pa.array(["a", "a"]), "worker": pa.array([other, other], pa.int32())})
-    control = {owner: {"exports": {other: ["a"]}, "expect": []}, other: {"exports": {}, "expect": ["a"]}}
+    a = fingerprints(["a"])
+    control = {owner: {"exports": {other: a}, "expect": []}, other: {"exports": {}, "expect": a}}
     snap1 = route(g, 1, P, control)
     routed1 = pa.concat_tables([table, snap1.cast(table.schema)])
     out1 = unpack_output(pa.concat_tables(run_handler(handler, routed1, P, states)))
@@ -170,8 +171,9 @@ def test_compose_orders_and_control_payloads():
     again = compose_orders([compose_orders([a]), b])
     assert sorted(zip(*(x.tolist() for x in again))) == got
     assert all(x.size == 0 for x in compose_orders([]))
-    names = [f"k{i}" for i in range(6)]
-    control = control_payloads((k, h, t), names, {0, 1}, partitions=4)
-    assert control[0] == {"exports": {1: ["k2"], 2: ["k1"]}, "expect": ["k5"]}
-    assert control[2] == {"exports": {}, "expect": ["k1"]} and control[3] == {"exports": {2: ["k1"]}, "expect": []}
+    fps = np.arange(100, 106, dtype=np.uint64)  # key id i has fingerprint 100 + i
+    control = {w: {"exports": {t: ks.tolist() for t, ks in c["exports"].items()}, "expect": c["expect"].tolist()}
+               for w, c in control_payloads((k, h, t), fps, {0, 1}, partitions=4).items()}
+    assert control[0] == {"exports": {1: [102], 2: [101]}, "expect": [105]}
+    assert control[2] == {"exports": {}, "expect": [101]} and control[3] == {"exports": {2: [101]}, "expect": []}
     assert 4 not in control  # beyond the state partitions: never a worker

@@ -29,9 +29,8 @@ class Listener(event.Listener):
 
 event.register("numba:compile", Listener())
 from engine import registry
-from engine.keys import Vocabulary, fingerprint_keys
+from engine.keys import FingerprintVocabulary, fingerprint_keys
 from engine.simulate import SimulationConfig, parse_change, run_simulation
-from engine.spark.topology import VocabIndex
 
 for name in registry.names():
     for cost_model in (("linear", "join") if name == "mixed" else ("linear",)):
@@ -40,8 +39,7 @@ for name in registry.names():
                                         workload_params={"keys": 5_000, "z": 1.3},
                                         changes=[parse_change("4:workers=11")]))
 keys = pa.chunked_array([[f"w{i % 301}" for i in range(2_000)], ["x", "y"]])
-fingerprint_keys(keys)
-VocabIndex().encode(Vocabulary(), keys)
+FingerprintVocabulary().encode_fps(fingerprint_keys(keys))
 print(json.dumps(sorted(set(compiled))))
 """
 

@@ -10,7 +10,13 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
+from engine.keys import fingerprints
 from engine.spark.window_state import JOIN_MASK, WorkerWindow
+
+
+def by_fp(orders):
+    """Migration orders as the driver sends them: target -> key fingerprints."""
+    return {t: fingerprints(ks) for t, ks in orders.items()}
 
 
 def counts_of(keys):
@@ -43,8 +49,8 @@ def test_export_hold_import_keeps_exact_counts():
     a, b = WorkerWindow(4), WorkerWindow(4)
     a.step(0, ["x", "y"], np.array([3, 1]))
     # batch 1: x moves a -> b; b receives x's tuples and holds them
-    ex = a.step(1, ["y"], np.array([1]), exports={1: ["x"]})["exports"]
-    res_b = b.step(1, ["x"], np.array([5]), expect=["x"])["results"]
+    ex = a.step(1, ["y"], np.array([1]), exports={1: fingerprints(["x"])})["exports"]
+    res_b = b.step(1, ["x"], np.array([5]), expect=fingerprints(["x"]))["results"]
     assert res_b == [] and b.held_tuples() == 5
     assert "x" not in a.index
     # batch 2: b imports x's window, releases the held batch-1 tuples (window 3 + 5), then batch 2's
@@ -54,9 +60,10 @@ def test_export_hold_import_keeps_exact_counts():
 
 def test_export_of_key_without_state_releases_the_hold():
     a, b = WorkerWindow(2), WorkerWindow(2)
-    ex = a.step(0, [], np.zeros(0, np.int64), exports={1: ["new"]})["exports"]
-    assert ex[1]["count"].size == 0 and ex[1]["present"] == [] and ex[1]["keys"] == ["new"]
-    assert b.step(0, ["new"], np.array([2]), expect=["new"])["results"] == []
+    ex = a.step(0, [], np.zeros(0, np.int64), exports={1: fingerprints(["new"])})["exports"]
+    assert ex[1]["count"].size == 0 and ex[1]["present"] == [] and ex[1]["keys"] == []
+    assert ex[1]["fps"].tolist() == fingerprints(["new"]).tolist()  # the receiver learns the move is complete
+    assert b.step(0, ["new"], np.array([2]), expect=fingerprints(["new"]))["results"] == []
     assert b.step(1, [], np.zeros(0, np.int64), imports=[ex[1]])["results"] == [(0, "new", 2, None)]
     assert not b.expect and not b.held
 
@@ -64,7 +71,7 @@ def test_export_of_key_without_state_releases_the_hold():
 def test_serialisation_round_trip_keeps_window_and_flights():
     w = WorkerWindow(3)
     w.step(0, ["a", "b"], np.array([1, 2]))
-    w.step(1, ["a", "c"], np.array([4, 1]), expect=["z"])
+    w.step(1, ["a", "c"], np.array([4, 1]), expect=fingerprints(["z"]))
     w.add(["z"], np.array([7]), 1)
     with pytest.raises(ValueError, match="already at batch 1"):  # a batch never runs twice on one state
         w.step(1, [], np.zeros(0, np.int64))
@@ -105,8 +112,8 @@ def test_random_stream_with_random_moves_equals_reference(seed):
         next_imports: dict[int, list[dict]] = defaultdict(list)
         for w in range(n):
             ks, cs = counts_of(per_worker[w])
-            step = workers[w].step(b, ks, cs, imports=imports.get(w, []), exports=orders.get(w, {}),
-                                   expect=expect.get(w, []))
+            step = workers[w].step(b, ks, cs, imports=imports.get(w, []), exports=by_fp(orders.get(w, {})),
+                                   expect=fingerprints(expect.get(w, [])))
             for r in step["results"]:
                 assert (r[0], r[1], w) not in seen, f"result {r[:2]} emitted twice by worker {w}"
                 seen.add((r[0], r[1], w))
@@ -127,8 +134,8 @@ def test_random_stream_with_random_moves_equals_reference(seed):
     for extra in (batches, batches + 1):
         for w in range(n):
             step = workers[w].step(extra, [], np.zeros(0, np.int64), imports=imports.get(w, []),
-                                   exports=orders.get(w, {}) if extra == batches else {},
-                                   expect=expect.get(w, []) if extra == batches else [])
+                                   exports=by_fp(orders.get(w, {})) if extra == batches else {},
+                                   expect=fingerprints(expect.get(w, [])) if extra == batches else [])
             for r in step["results"]:
                 assert (r[0], r[1], w) not in seen
                 seen.add((r[0], r[1], w))
@@ -194,7 +201,7 @@ def test_join_with_random_moves_equals_brute_force(seed):
             mine = [k for k in per_key if owner.setdefault(k, hash(k) % n) == w]
             step = workers[w].step(b, mine, np.array([len(per_key[k]) for k in mine], dtype=np.int64),
                                    values=[per_key[k] for k in mine], imports=imports.get(w, []),
-                                   exports=orders.get(w, {}), expect=expect.get(w, []))
+                                   exports=by_fp(orders.get(w, {})), expect=fingerprints(expect.get(w, [])))
             for r in step["results"]:
                 assert (r[0], r[1], w) not in seen
                 seen.add((r[0], r[1], w))
@@ -223,9 +230,9 @@ def test_split_key_from_two_holders_is_released_after_both_blobs():
     a, b, c = WorkerWindow(5), WorkerWindow(5), WorkerWindow(5)
     a.step(0, ["k"], np.array([11]))
     b.step(0, ["k"], np.array([8]))
-    ea = a.step(1, [], np.zeros(0, np.int64), exports={2: ["k"]})
-    eb = b.step(1, [], np.zeros(0, np.int64), exports={2: ["k"]})
+    ea = a.step(1, [], np.zeros(0, np.int64), exports={2: fingerprints(["k"])})
+    eb = b.step(1, [], np.zeros(0, np.int64), exports={2: fingerprints(["k"])})
     assert ea["results"] == [(1, "k", 0, None)] and eb["results"] == [(1, "k", 0, None)]  # retractions
-    assert c.step(1, ["k"], np.array([9]), expect=["k"])["results"] == []
+    assert c.step(1, ["k"], np.array([9]), expect=fingerprints(["k"]))["results"] == []
     res = c.step(2, [], np.zeros(0, np.int64), imports=[ea["exports"][2], eb["exports"][2]])["results"]
     assert res == [(1, "k", 28, None)]

@@ -60,7 +60,8 @@ from engine import registry
 from engine.checkpoint import STREAM_FIELDS, SnapshotStore, stream_mismatch
 from engine.commands import MAX_WORKERS, apply_command
 from engine.controller import Controller, compose_orders
-from engine.keys import Vocabulary
+from engine.keys import FingerprintVocabulary
+from engine.spark.driver_memory import limit_retained_memory, release_unused
 from engine.metrics import format_rate
 from engine.metrics_sink import MetricsSink, PendingInterval
 from engine.params import ParamError
@@ -306,9 +307,9 @@ class SparkEngine:
         self._backpressure = False
         self._interrupted = False
         self._batch_error: BaseException | None = None  # what failed in our own batch function
-        from engine.spark.topology import VocabIndex
-
-        self._vocab_index = VocabIndex()  # vectorised vocab.encode of the collected keys
+        self._task_times: Any = None  # engine.spark.task_metrics.TaskTimes, made at the first batch
+        #: names of keys the workers reported by name (their most frequent keys: the hot keys' names)
+        self.key_names: dict[int, str] = {}
         #: keys in each worker's state after the last batch (from the workers' summary rows)
         self.worker_keys: dict[int, int] = {}
         self.worker_bytes: dict[int, int] = {}
@@ -320,6 +321,7 @@ class SparkEngine:
         self.next_orders = compose_orders([])  # composed (key ids, holders, targets)
         self.next_imports: dict[int, list[bytes]] = {}
         self._latencies: list[float] = []
+        limit_retained_memory()  # the driver's per-batch temporaries go back to the system when freed
         self._restore_or_init()
         self.controller.track_orders = True
 
@@ -340,6 +342,11 @@ class SparkEngine:
                     "with --run-name NAME or --checkpoint DIR"
                 )
             self.controller: Controller = snap["controller"]
+            if not isinstance(self.controller.vocab, FingerprintVocabulary):
+                self.store.close()
+                raise ParamError(
+                    f"checkpoint {self.checkpoint} was written by an engine version whose driver kept key names; "
+                    "start a new run with --run-name NAME or --checkpoint DIR")
             self.shadow: ShadowEvaluator | None = snap["shadow"]
             self.run_id = snap["run_id"]
             self.last_batch = batch
@@ -373,7 +380,7 @@ class SparkEngine:
                          "workers); --algorithm/--workers/--param only set up new runs — change a running one with "
                          "'skewlab control'")
         else:
-            vocab = Vocabulary()
+            vocab = FingerprintVocabulary()
             grouping = registry.create(self.cfg.algorithm, self.cfg.workers, self.cfg.sources, self.cfg.seed, self.cfg.params)
             self.controller = Controller(grouping, vocab, window=self.cfg.window, cost_model=OPERATORS[self.cfg.operator])
             names = self.cfg.shadow if self.cfg.shadow is not None else default_shadow_names(grouping.name, self.cfg.operator)
@@ -384,6 +391,7 @@ class SparkEngine:
                 if names else None
             )
             config = {k: v for k, v in asdict(self.cfg).items() if k != "db"}
+            config["max_workers"] = self.cfg.partitions()  # the state partitions: set-workers' upper limit
             self.run_id = self.store.create_run(
                 grouping.name, grouping.p, seed=self.cfg.seed, n_workers=self.cfg.workers,
                 workload=self.cfg.workload if self.cfg.source == "generator" else f"{self.cfg.source}",
@@ -432,7 +440,7 @@ class SparkEngine:
             self.migrating.append({"export_batch": batch_id, "events": [m.to_dict() for m in fresh],
                                    "latency_before_ms": float(np.median(self._latencies[-5:])) if self._latencies else None})
         holding = {w for w, n in self.worker_keys.items() if n} | set(self.next_imports)
-        control = control_payloads(self.next_orders, self.controller.vocab.names,
+        control = control_payloads(self.next_orders, self.controller.vocab.fps,
                                    set(range(self.controller.n_workers)) | holding, self.partitions)
         self.routes.publish(batch_id, RoutingSnapshot(batch_id, self.controller.grouping, self.partitions,
                                                       control, self.next_imports,
@@ -551,6 +559,9 @@ class SparkEngine:
                 return
             try:
                 self._process(df, batch_id)
+                release_unused()  # the batch's Arrow buffers are free once _process returned
+                if self.after_batch is not None:
+                    self.after_batch(self, batch_id)
             except Exception as exc:
                 self._batch_error = exc
                 self.log(f"batch {batch_id} failed: {type(exc).__name__}: {_first_line(exc)}")
@@ -585,7 +596,10 @@ class SparkEngine:
                 self.consumed[s] = int(side["consumed"])
         dead = u["dead_letters"]
         self.dead_total += sum(v[0] for v in dead.values())
-        key_ids = self._vocab_index.encode(c.vocab, u["key_array"])
+        key_ids = c.vocab.encode_fps(u["fps"])
+        if len(self.key_names) > 100_000:  # a long run's drifting heads: keep the recent names
+            self.key_names = {}
+        self.key_names.update(u["names"])
         route_seconds = sum(side.get("route_seconds", 0.0) for side in u["states"].values())
         row = c.end_interval(key_ids, u["workers"], u["counts"], route_seconds=route_seconds)
         for w, summary in u["summaries"].items():
@@ -612,6 +626,7 @@ class SparkEngine:
             metrics["note"] = row.get("plan_note", "")
         self._latencies = [*self._latencies[-19:], metrics["batch_latency_ms"]]  # the reference of migrations
         state_per_worker = c.state.per_worker(c.n_workers)
+        task_seconds = self._task_seconds(df, batch_id)
         loads = row["worker_loads"]
         tuples_w = np.bincount(u["workers"], weights=u["counts"], minlength=n)[:n]
         keys_w = np.bincount(u["workers"], minlength=n)[:n]
@@ -619,7 +634,7 @@ class SparkEngine:
             {"worker": w, "tuples": int(tuples_w[w]), "cost": float(loads[w]) if w < len(loads) else 0.0,
              "distinct_keys": int(keys_w[w]), "state_size": int(state_per_worker[w]) if w < state_per_worker.size else 0,
              "state_bytes": self.worker_bytes.get(w, 0),
-             "processing_seconds": u["summaries"][w]["seconds"] if w in u["summaries"] else None}
+             "processing_seconds": task_seconds.get(w)}
             for w in range(n)
         ]
         migrations = self._track_migrations(batch_id, u["exports"], metrics["batch_latency_ms"])
@@ -663,20 +678,31 @@ class SparkEngine:
             if m["export_batch"] == batch_id + 1:
                 m["latency_plan_ms"] = (time.perf_counter() - t0) * 1000.0
         self.log(self._status_line(batch_id, row, metrics, dead))
-        if self.after_batch is not None:
-            self.after_batch(self, batch_id)
+
+    def _task_seconds(self, df: Any, batch_id: int) -> dict[int, float]:
+        """Run time of each worker's task in this batch from Spark's task metrics
+        (:mod:`engine.spark.task_metrics`); empty when Spark has not recorded them."""
+        from engine.spark.task_metrics import TaskTimes
+
+        if self._task_times is None:
+            self._task_times = TaskTimes(df.sparkSession, f"skewlab-{self.run_id}")
+        times = self._task_times.of_batch(batch_id)
+        if times is None:
+            self.log(f"batch {batch_id}: Spark has not recorded its task metrics in time; worker task times left empty")
+            return {}
+        return times
 
     def _hot_keys(self, uk, per_key, key_ids, workers, total) -> list[dict[str, Any]]:
         if uk.size == 0 or total <= 0:
             return []
         top = np.argsort(-per_key, kind="stable")[: self.cfg.top_k]
-        names = self.controller.vocab.names
         fps = self.controller.vocab.fps
         out = []
         for rank, i in enumerate(top):
             k = int(uk[i])
+            fp = int(fps[k])
             dest = sorted(set(workers[key_ids == k].tolist()))
-            out.append({"key": names[k], "fingerprint": int(fps[k]), "count": int(per_key[i]),
+            out.append({"key": self.key_names.get(fp, f"#{fp:016x}"), "fingerprint": fp, "count": int(per_key[i]),
                         "share": float(per_key[i] / total), "workers": dest, "rank": rank})
         return out
 
@@ -717,7 +743,7 @@ class SparkEngine:
         routed = spark.readStream.format(fmt).options(**opts).load()
         out = (routed.withColumn("label", F.element_at(labels, (F.col("worker") % P) + 1))
                .groupBy("label")
-               .applyInPandasWithState(make_handler(P, self.cfg.window, str(self.sink_dir), join),
+               .applyInPandasWithState(make_handler(P, self.cfg.window, str(self.sink_dir), join, named=self.cfg.top_k),
                                        OUT_SCHEMA, STATE_SCHEMA, "append", "NoTimeout"))
         return (
             out.writeStream.outputMode("append").foreachBatch(self.process_batch)

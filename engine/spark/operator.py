@@ -22,10 +22,17 @@ Per batch the handler of worker ``w``
    input), its export blobs (to carry), the side rows, and one summary row (state keys, state
    bytes, handler seconds, tuples held).
 
+The driver knows keys by their 64-bit fingerprint (:func:`engine.keys.fingerprint`), the identity
+routing already uses (a routing table entry, a hash choice and a migration order all act on the
+fingerprint), so a stat row carries the fingerprint and the key's name only for the worker's
+``named`` most frequent keys of the batch (the dashboard's hot keys); migration orders arrive as
+fingerprints too.  This keeps key names, the bulk of per-key memory, out of the driver.
+
 Output columns (:data:`OUT_SCHEMA`): ``kind`` (:data:`STAT`, :data:`EXPORT`, :data:`SIDE`,
-:data:`SUMMARY`), ``worker``, ``key`` (stat rows), ``count`` (stat: tuples; export: target worker;
-summary: keys in state), ``data`` (export: the pickled blob; side: the pickled side dict; summary:
-pickled figures).
+:data:`SUMMARY`), ``worker``, ``key`` (stat rows of named keys), ``fp`` (stat rows: the key's
+fingerprint as a signed 64-bit integer), ``count`` (stat: tuples; export: target worker; summary: keys
+in state), ``data`` (export: the pickled blob; side: the pickled side dict; summary: pickled
+figures).
 """
 
 from __future__ import annotations
@@ -39,12 +46,15 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from engine.spark.window_state import WorkerWindow
+from engine.spark.window_state import WorkerWindow, key_fingerprints
 
-__all__ = ["EXPORT", "OUT_SCHEMA", "SIDE", "STAT", "STATE_SCHEMA", "SUMMARY", "make_handler",
+__all__ = ["EXPORT", "OUT_ARROW", "OUT_SCHEMA", "SIDE", "STAT", "STATE_SCHEMA", "SUMMARY", "make_handler",
            "read_sink", "sink_file", "unpack_output", "write_atomic_parquet"]
 
-OUT_SCHEMA = "kind int, worker int, key string, count long, data binary"
+OUT_SCHEMA = "kind int, worker int, key string, fp long, count long, data binary"
+#: :data:`OUT_SCHEMA` as Arrow (the handler's frames converted as Spark does; for tests and benches)
+OUT_ARROW = pa.schema([("kind", pa.int32()), ("worker", pa.int32()), ("key", pa.string()), ("fp", pa.int64()),
+                       ("count", pa.int64()), ("data", pa.binary())])
 STATE_SCHEMA = "blob binary"
 STAT, EXPORT, SIDE, SUMMARY = 0, 1, 2, 3
 #: one result per (batch, key): ``count`` = the windowed count (count operator) or the pairs joined
@@ -89,14 +99,16 @@ def _decode(key: str) -> dict[str, Any]:
     return pickle.loads(base64.b64decode(key))
 
 
-def make_handler(partitions: int, window: int, sink_dir: str, join: bool = False) -> Callable[..., Iterator[Any]]:
+def make_handler(partitions: int, window: int, sink_dir: str, join: bool = False, named: int = 10
+                 ) -> Callable[..., Iterator[Any]]:
     """The ``applyInPandasWithState`` function of the count operator, or with ``join`` of the join
-    operator (input rows then carry ``value``; see the module docstring)."""
+    operator (input rows then carry ``value``; see the module docstring).  ``named``: how many of its
+    most frequent keys per batch a worker reports by name."""
     import pandas as pd
 
     P = int(partitions)
     W = int(window)
-    columns = ["kind", "worker", "key", "count", "data"]
+    columns = ["kind", "worker", "key", "fp", "count", "data"]
 
     def handle(label: tuple, frames: Iterator[Any], state: Any) -> Iterator[Any]:
         started = time.perf_counter()
@@ -144,6 +156,7 @@ def make_handler(partitions: int, window: int, sink_dir: str, join: bool = False
             keys = vc.index.tolist()
             counts = vc.to_numpy(dtype=np.int64)
             values = [] if join else None
+        fps = key_fingerprints(keys)
         win = WorkerWindow.loads(state.get[0]) if state.exists else WorkerWindow(W, join)
         out_kind: list[int] = []
         out_key: list[str | None] = []
@@ -154,7 +167,7 @@ def make_handler(partitions: int, window: int, sink_dir: str, join: bool = False
         imported_keys = sum(len(b.get("keys", ())) for b in imports)
         n_results = 0
         if batch is not None:
-            step = win.step(batch, keys, counts, values=values, imports=imports,
+            step = win.step(batch, keys, counts, values=values, fps=fps, imports=imports,
                             exports={int(t): ks for t, ks in control.get("exports", {}).items()},
                             expect=control.get("expect", ()))
             res = step["results"]
@@ -197,10 +210,14 @@ def make_handler(partitions: int, window: int, sink_dir: str, join: bool = False
         out_count.append(len(win))
         out_data.append(pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL))
         m = len(keys)
+        names: list[str | None] = [None] * m
+        for i in (np.argsort(-counts, kind="stable")[:named].tolist() if m else ()):
+            names[i] = keys[i]
         yield pd.DataFrame({
             "kind": np.concatenate([np.full(m, STAT, np.int32), np.asarray(out_kind, np.int32)]),
             "worker": np.full(m + len(out_kind), worker, np.int32),
-            "key": keys + out_key,
+            "key": names + out_key,
+            "fp": np.concatenate([fps.view(np.int64), np.zeros(len(out_kind), np.int64)]),
             "count": np.concatenate([counts, np.asarray(out_count, np.int64)]),
             "data": [None] * m + out_data,
         }, columns=columns)
@@ -208,11 +225,22 @@ def make_handler(partitions: int, window: int, sink_dir: str, join: bool = False
     return handle
 
 
+def _named(stats: pa.Table) -> dict[int, str]:
+    """Fingerprint → name of the stat rows that carry a name."""
+    if not stats.num_rows:
+        return {}
+    import pyarrow.compute as pc
+
+    named = stats.filter(pc.is_valid(stats.column("key")))
+    fps = named.column("fp").to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64).tolist()
+    return dict(zip(fps, named.column("key").to_pylist()))
+
+
 def unpack_output(table: pa.Table) -> dict[str, Any]:
     """Split one batch's collected operator output.
 
-    Returns ``workers``/``key_array``/``counts`` (the stat rows: per (worker, key) tuples of the
-    batch), ``states`` (source → side dict), ``dead_letters`` (reason → [count, samples]),
+    Returns ``workers``/``fps``/``counts`` (the stat rows: per (worker, key fingerprint) tuples of
+    the batch), ``names`` (fingerprint → name of the keys reported by name), ``states`` (source → side dict), ``dead_letters`` (reason → [count, samples]),
     ``exports`` (list of ``(from worker, to worker, blob bytes)``) and ``summaries`` (worker →
     summary dict with ``keys`` added).
     """
@@ -240,7 +268,8 @@ def unpack_output(table: pa.Table) -> dict[str, Any]:
             d[1].extend(samples[: max(0, 5 - len(d[1]))])
     return {
         "workers": data.column("worker").to_numpy(zero_copy_only=False).astype(np.int64),
-        "key_array": data.column("key").combine_chunks() if data.num_rows else pa.array([], pa.string()),
+        "fps": data.column("fp").to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64),
+        "names": _named(data),
         "counts": data.column("count").to_numpy(zero_copy_only=False).astype(np.int64),
         "states": sides,
         "dead_letters": dead,

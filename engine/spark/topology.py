@@ -36,7 +36,6 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
 
 from engine.grouping import Grouping
 from engine.keys import fingerprint_keys
@@ -45,7 +44,6 @@ __all__ = [
     "ROUTED_SCHEMA",
     "ROUTED_VALUES_SCHEMA",
     "RoutingSnapshot",
-    "VocabIndex",
     "control_payloads",
     "encode_side",
     "make_router",
@@ -85,21 +83,22 @@ class RoutingSnapshot:
         return pickle.loads(data)
 
 
-def control_payloads(orders: tuple[np.ndarray, np.ndarray, np.ndarray], names: list[str], workers: set[int],
+def control_payloads(orders: tuple[np.ndarray, np.ndarray, np.ndarray], fps: np.ndarray, workers: set[int],
                      partitions: int) -> dict[int, dict[str, Any]]:
     """Control payload of every worker that runs in a batch: ``workers`` (the active ones and those
     still holding state) plus every holder and target of ``orders`` (composed ``(key ids, holders,
-    targets)``, :func:`engine.controller.compose_orders`).  A holder gets ``exports`` (target → key
-    names), a target ``expect`` (key names whose state arrives in the next batch)."""
+    targets)``, :func:`engine.controller.compose_orders`; ``fps``: fingerprint of every key id).  A
+    holder gets ``exports`` (target → ``uint64`` array of key fingerprints), a target ``expect`` (the
+    fingerprints of the keys whose state arrives in the next batch)."""
     keys, holders, targets = orders
-    exports: dict[int, dict[int, list[str]]] = {}
-    expect: dict[int, list[str]] = {}
+    exports: dict[int, dict[int, np.ndarray]] = {}
+    expect: dict[int, np.ndarray] = {}
     if keys.size:
         order = np.lexsort((keys, targets, holders))
         k, h, t = keys[order], holders[order], targets[order]
         cut = np.flatnonzero((h[1:] != h[:-1]) | (t[1:] != t[:-1])) + 1
         for lo, hi in zip(np.r_[0, cut], np.r_[cut, k.size]):
-            exports.setdefault(int(h[lo]), {})[int(t[lo])] = [names[i] for i in k[lo:hi].tolist()]
+            exports.setdefault(int(h[lo]), {})[int(t[lo])] = fps[k[lo:hi]]
         order = np.lexsort((keys, targets))
         tk, kk = targets[order], keys[order]
         first = np.ones(kk.size, dtype=bool)
@@ -107,9 +106,10 @@ def control_payloads(orders: tuple[np.ndarray, np.ndarray, np.ndarray], names: l
         tk, kk = tk[first], kk[first]
         cut = np.flatnonzero(tk[1:] != tk[:-1]) + 1
         for lo, hi in zip(np.r_[0, cut], np.r_[cut, tk.size]):
-            expect[int(tk[lo])] = [names[i] for i in kk[lo:hi].tolist()]
+            expect[int(tk[lo])] = fps[kk[lo:hi]]
     every = set(workers) | set(exports) | set(expect)
-    return {w: {"exports": exports.get(w, {}), "expect": expect.get(w, [])} for w in sorted(every) if w < partitions}
+    none = np.zeros(0, np.uint64)
+    return {w: {"exports": exports.get(w, {}), "expect": expect.get(w, none)} for w in sorted(every) if w < partitions}
 
 
 def encode_side(info: dict[str, Any]) -> str:
@@ -222,180 +222,3 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
             yield pa.RecordBatch.from_arrays(cols, names=names_out)
 
     return route
-
-
-# --------------------------------------------------------------------------------------------- VocabIndex
-
-
-@njit(cache=True, inline="always")
-def _word(data, start, length, k):  # pragma: no cover - compiled
-    """Bytes ``8k..8k+7`` of the string ``data[start:start+length]`` as a little-endian uint64 (zero-padded)."""
-    w = np.uint64(0)
-    for t in range(8):
-        p = k * 8 + t
-        if p < length:
-            w |= np.uint64(data[start + p]) << np.uint64(8 * t)
-    return w
-
-
-@njit(cache=True)
-def _vocab_insert(table, fps, names, name_offs, start, stop):  # pragma: no cover - compiled
-    """Insert ids ``start..stop-1`` into the open-addressing ``table`` (slot = fp & mask, linear probing).
-
-    An entry is 4 words: fingerprint, ``id + 1 | byte length << 32`` (0 = empty slot), and the first 16
-    bytes of the name, so most lookups are confirmed from the entry's own cache line."""
-    mask = table.shape[0] - 1
-    for i in range(start, stop):
-        s = np.int64(fps[i] & np.uint64(mask))
-        while table[s, 1] != 0:
-            s = (s + 1) & mask
-        a = name_offs[i]
-        ln = name_offs[i + 1] - a
-        table[s, 0] = fps[i]
-        table[s, 1] = np.uint64(i + 1) | (np.uint64(ln) << np.uint64(32))
-        table[s, 2] = _word(names, a, ln, 0)
-        table[s, 3] = _word(names, a, ln, 1)
-
-
-@njit(cache=True)
-def _vocab_lookup(table, names, name_offs, key_fps, data, offs, valid, out):  # pragma: no cover - compiled
-    """``out[j]`` = id of key ``j`` (bytes ``data[offs[j]:offs[j+1]]``, fingerprint ``key_fps[j]``) or -1.
-
-    A candidate must have the same fingerprint, byte length and bytes (the first 16 from the entry,
-    the rest from ``names``), so colliding fingerprints never merge two keys.  Returns the number of -1."""
-    mask = table.shape[0] - 1
-    missing = 0
-    for j in range(out.size):
-        res = -1
-        if valid[j]:
-            fp = key_fps[j]
-            a = np.int64(offs[j])
-            ln = np.int64(offs[j + 1]) - a
-            w0 = _word(data, a, ln, 0)
-            w1 = _word(data, a, ln, 1)
-            s = np.int64(fp & np.uint64(mask))
-            while True:
-                meta = table[s, 1]
-                if meta == 0:
-                    break
-                if (table[s, 0] == fp and (meta >> np.uint64(32)) == np.uint64(ln)
-                        and table[s, 2] == w0 and table[s, 3] == w1):
-                    i = np.int64(meta & np.uint64(0xFFFFFFFF)) - 1
-                    same = True
-                    if ln > 16:
-                        b = name_offs[i]
-                        for t in range(16, ln):
-                            if names[b + t] != data[a + t]:
-                                same = False
-                                break
-                    if same:
-                        res = i
-                        break
-                s = (s + 1) & mask
-        out[j] = res
-        if res < 0:
-            missing += 1
-    return missing
-
-
-def _utf8_of(names: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """UTF-8 bytes of ``names`` concatenated and their byte lengths (``surrogatepass``: a name that is
-    not valid UTF-8 gets bytes no Arrow string has, so it is simply never matched)."""
-    try:
-        arr = pa.array(names, pa.large_string())
-    except (pa.ArrowException, UnicodeError):
-        enc = [s.encode("utf-8", "surrogatepass") for s in names]
-        return np.frombuffer(b"".join(enc), dtype=np.uint8), np.fromiter(map(len, enc), np.int64, len(enc))
-    _, obuf, dbuf = arr.buffers()[:3]
-    offs = np.frombuffer(obuf, dtype=np.int64)[: len(names) + 1]
-    data = np.frombuffer(dbuf, dtype=np.uint8)[offs[0]: offs[-1]] if dbuf is not None else np.zeros(0, np.uint8)
-    return data, np.diff(offs)
-
-
-class VocabIndex:
-    """Driver-side, vectorised ``Vocabulary.encode`` of an Arrow string column.
-
-    ``Vocabulary.encode`` looks every key up in a Python dict (one ``str`` object per key: ~0.1 s per
-    1M-tuple batch).  The first vectorised version used ``pyarrow.compute.index_in`` against an Arrow
-    copy of the names, which builds a hash table of the whole value set on *every* call and re-copies
-    the names whenever keys are added.  This index instead keeps across batches (issue #4):
-
-    * the vocabulary's names as one UTF-8 byte buffer plus offsets (ids are positions: names are only
-      ever appended, so new names are appended, never rewritten);
-    * an open-addressing hash table keyed by the vocabulary's own fingerprints (``vocab.fps``:
-      MurmurHash3, uniform bits; load factor <= 1/2, linear probing, doubled and rebuilt when full).
-      An entry holds the fingerprint, id, byte length and the first 16 name bytes (32 bytes: one
-      cache line access confirms most keys; the table is random-accessed once per key, so memory
-      latency, not arithmetic, is the cost — this layout measured ~1.5x faster than id-only slots).
-
-    A batch is resolved by :func:`engine.keys.fingerprint_keys` (numba MurmurHash3 over the Arrow
-    buffers) and one numba probe per key that confirms the match byte for byte, so fingerprint
-    collisions cannot merge keys.  Only keys not in the vocabulary (and NULLs) go through
-    ``vocab.encode``, in their order of first appearance, so ids are exactly those of
-    ``vocab.encode(keys.to_pylist())``.  Not part of any snapshot: rebuilt from the vocabulary when it
-    is a different object (restore) or shrank.  Ids must stay below 2**32 - 1.
-    """
-
-    def __init__(self) -> None:
-        self._reset()
-
-    def _reset(self) -> None:
-        self._vocab: Any = None
-        self._n = 0
-        self._names = np.zeros(0, dtype=np.uint8)  # UTF-8 of all names; capacity grows by doubling
-        self._offs = np.zeros(1, dtype=np.int64)  # name i is _names[_offs[i]:_offs[i + 1]]
-        self._table = np.zeros((1024, 4), dtype=np.uint64)
-
-    def _sync(self, vocab: Any) -> None:
-        names = vocab.names
-        n = len(names)
-        if vocab is not self._vocab or self._n > n:  # another vocabulary (restore): start over
-            self._reset()
-            self._vocab = vocab
-        if self._n == n:
-            return
-        data, lengths = _utf8_of(names[self._n:n])
-        used = int(self._offs[self._n])
-        if used + data.size > self._names.size:
-            grown = np.zeros(max(2 * self._names.size, used + data.size, 1 << 16), dtype=np.uint8)
-            grown[:used] = self._names[:used]
-            self._names = grown
-        self._names[used: used + data.size] = data
-        offs = np.empty(n + 1, dtype=np.int64)
-        offs[: self._n + 1] = self._offs[: self._n + 1]
-        offs[self._n + 1:] = used + np.cumsum(lengths)
-        self._offs = offs
-        fps = np.asarray(vocab.fps, dtype=np.uint64)
-        if 2 * n > self._table.shape[0]:
-            size = self._table.shape[0]
-            while 2 * n > size:
-                size *= 2
-            self._table = np.zeros((size, 4), dtype=np.uint64)
-            _vocab_insert(self._table, fps, self._names, self._offs, 0, n)
-        else:
-            _vocab_insert(self._table, fps, self._names, self._offs, self._n, n)
-        self._n = n
-
-    def encode(self, vocab: Any, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
-        if isinstance(keys, pa.ChunkedArray):
-            keys = keys.combine_chunks()
-        m = len(keys)
-        if m == 0:
-            return np.zeros(0, dtype=np.int64)
-        if keys.type not in (pa.string(), pa.large_string()):
-            keys = keys.cast(pa.string())
-        self._sync(vocab)
-        key_fps = fingerprint_keys(keys)
-        _, obuf, dbuf = keys.buffers()[:3]
-        odt = np.int64 if keys.type == pa.large_string() else np.int32
-        offs = np.frombuffer(obuf, dtype=odt)[keys.offset: keys.offset + m + 1]
-        data = np.frombuffer(dbuf, dtype=np.uint8) if dbuf is not None and dbuf.size else np.zeros(1, dtype=np.uint8)
-        valid = (np.ones(m, dtype=np.bool_) if keys.null_count == 0
-                 else pc.is_valid(keys).to_numpy(zero_copy_only=False))
-        ids = np.empty(m, dtype=np.int64)
-        missing = _vocab_lookup(self._table, self._names, self._offs, key_fps, data, offs, valid, ids)
-        if missing:
-            new = ids < 0
-            ids[new] = vocab.encode(keys.filter(pa.array(new)).to_pylist())
-            self._sync(vocab)
-        return ids

@@ -36,12 +36,15 @@ a skewed stream appear in a few batches of the window.  Keys whose window became
 from __future__ import annotations
 
 import pickle
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
+import pyarrow as pa
 from numba import njit
 
-__all__ = ["JOIN_MASK", "WorkerWindow", "join_probe"]
+from engine.keys import fingerprint_keys
+
+__all__ = ["JOIN_MASK", "WorkerWindow", "join_probe", "key_fingerprints"]
 
 #: the join value of a pair of tuples with values a, b: ``(a XOR b) AND JOIN_MASK`` (symmetric, so a
 #: batch's pairs give the same sum in any arrival order; masked so sums of 1e14 pairs fit int64)
@@ -62,6 +65,11 @@ def join_probe(new, old):  # pragma: no cover - compiled
         for j in range(i):
             acc += (a ^ new[j]) & mask
     return acc
+
+
+def key_fingerprints(keys: Sequence[str]) -> np.ndarray:
+    """Fingerprints (:func:`engine.keys.fingerprint`) of key names, hashed over one Arrow buffer."""
+    return fingerprint_keys(pa.array(list(keys), pa.string())) if len(keys) else np.zeros(0, np.uint64)
 
 
 class WorkerWindow:
@@ -88,8 +96,9 @@ class WorkerWindow:
         self.values: dict[str, dict[int, np.ndarray]] = {}
         #: tuples of keys in flight towards this worker: key -> [(batch, count, values or None), ...]
         self.held: dict[str, list[tuple[int, int, Any]]] = {}
-        #: keys whose state is on its way here (their new tuples are held until it arrives)
-        self.expect: set[str] = set()
+        #: fingerprints of the keys whose state is on its way here (their new tuples are held until it
+        #: arrives); the driver names keys by fingerprint (:func:`engine.keys.fingerprint`)
+        self.expect: set[int] = set()
 
     # ------------------------------------------------------------------ reads
     def __len__(self) -> int:
@@ -197,38 +206,43 @@ class WorkerWindow:
         return out
 
     # ------------------------------------------------------------------ tuples
-    def add(self, keys: Sequence[str], counts: np.ndarray, batch: int, values: Sequence[Any] | None = None
-            ) -> list[tuple[int, str, int, int | None]]:
+    def add(self, keys: Sequence[str], counts: np.ndarray, batch: int, values: Sequence[Any] | None = None,
+            fps: np.ndarray | None = None) -> list[tuple[int, str, int, int | None]]:
         """Apply one batch's per-key counts (``keys`` unique; ``values``: per key the tuples' values,
-        join only) at ``batch`` (the window's current end).  Tuples of keys in :attr:`expect` are held
-        (emitted on import).  Returns the results of the others."""
+        join only; ``fps``: the keys' fingerprints if known) at ``batch`` (the window's current end).
+        Tuples of keys whose fingerprint is in :attr:`expect` are held (emitted on import).  Returns
+        the results of the others."""
         counts = np.asarray(counts, dtype=np.int64)
-        keep: list[int] = []
-        for i, k in enumerate(keys):
-            if k in self.expect:
-                self.held.setdefault(k, []).append(
+        if self.expect and len(keys):
+            fps = key_fingerprints(keys) if fps is None else fps
+            wait = np.isin(fps, np.fromiter(self.expect, dtype=np.uint64, count=len(self.expect)))
+            for i in np.flatnonzero(wait).tolist():
+                self.held.setdefault(keys[i], []).append(
                     (int(batch), int(counts[i]), None if values is None else np.asarray(values[i], dtype=np.int64)))
-            else:
-                keep.append(i)
-        if len(keep) < len(keys):
-            keys = [keys[i] for i in keep]
-            counts = counts[keep]
-            values = None if values is None else [values[i] for i in keep]
+            if wait.any():
+                keep = np.flatnonzero(~wait)
+                keys = [keys[i] for i in keep.tolist()]
+                counts = counts[keep]
+                values = None if values is None else [values[i] for i in keep.tolist()]
         return self._apply(list(keys), counts, int(batch), values)
 
     # ------------------------------------------------------------------ migration
-    def export(self, keys: Iterable[str]) -> dict[str, Any]:
-        """Remove ``keys``' state (window counts, values and any held tuples) and return it as an export
-        blob: ``keys`` (every requested key, also those without state here, so the receiver knows the
-        move is complete), ``present`` (those with state), the non-zero window cells as arrays
-        ``row`` (index into ``present``), ``col`` (index into ``batches``, the window's batch per
-        column), ``count`` (and ``values``, one array per cell, for the join), and ``held``
-        (``(key, batch, count, values)`` of tuples held here)."""
-        keys = list(dict.fromkeys(keys))
-        present = [k for k in keys if k in self.index]
-        blob: dict[str, Any] = {"keys": keys, "present": present, "row": np.zeros(0, np.int32),
-                                "batches": self.col_batch.copy(), "col": np.zeros(0, np.int16),
-                                "count": np.zeros(0, np.int32), "values": None}
+    def export(self, fps: np.ndarray) -> dict[str, Any]:
+        """Remove the state of the keys with fingerprints ``fps`` (window counts, values and any held
+        tuples) and return it as an export blob: ``fps`` (every requested fingerprint, also of keys
+        without state here, so the receiver knows the move is complete), ``keys`` (the names of those
+        this worker had: state or held tuples), ``present`` (those with state), the non-zero window
+        cells as arrays ``row`` (index into ``present``), ``col`` (index into ``batches``, the
+        window's batch per column), ``count`` (and ``values``, one array per cell, for the join), and
+        ``held`` (``(key, batch, count, values)`` of tuples held here)."""
+        fps = np.unique(np.asarray(fps, dtype=np.uint64))
+        present = [self.keys[i] for i in np.flatnonzero(np.isin(key_fingerprints(self.keys), fps)).tolist()] \
+            if self.keys and fps.size else []
+        held = list(self.held)
+        held = [held[i] for i in np.flatnonzero(np.isin(key_fingerprints(held), fps)).tolist()] if held else []
+        blob: dict[str, Any] = {"fps": fps, "keys": list(dict.fromkeys(present + held)), "present": present,
+                                "row": np.zeros(0, np.int32), "batches": self.col_batch.copy(),
+                                "col": np.zeros(0, np.int16), "count": np.zeros(0, np.int32), "values": None}
         if present:
             rows = np.fromiter((self.index[k] for k in present), dtype=np.int64, count=len(present))
             sub = self.ring[rows]
@@ -243,9 +257,8 @@ class WorkerWindow:
             alive = np.ones(len(self.keys), dtype=bool)
             alive[rows] = False
             self._keep(alive)
-        blob["held"] = [(k, *e) for k in keys for e in self.held.pop(k, [])]
-        for k in keys:
-            self.expect.discard(k)
+        blob["held"] = [(k, *e) for k in held for e in self.held.pop(k)]
+        self.expect.difference_update(fps.tolist())
         return blob
 
     def import_(self, blobs: Sequence[dict[str, Any]]) -> tuple[list[tuple[int, str, int, int | None]], int]:
@@ -258,7 +271,7 @@ class WorkerWindow:
         dropped = 0
         window: list[tuple[int, np.ndarray, np.ndarray]] = []  # (batch, ring rows, counts)
         released: dict[int, dict[str, list[Any]]] = {}  # batch -> key -> [count, values...]
-        keys: list[str] = []
+        arrived: list[np.ndarray] = []
         for blob in blobs:
             batch, count = blob["batches"][blob["col"]], blob["count"].astype(np.int64)
             inside = batch > low
@@ -274,13 +287,16 @@ class WorkerWindow:
                             self._append_values(blob["present"][blob["row"][i]], int(batch[i]), blob["values"][i])
             for k, b, c, vals in blob.get("held", ()):
                 self._hold_release(released, k, b, c, vals)
-            keys.extend(blob.get("keys", ()))
+            arrived.append(np.asarray(blob["fps"], dtype=np.uint64))
         for b, rows, counts in window:
             self._add_at(rows, b, counts)
-        for k in dict.fromkeys(keys):
-            for b, c, vals in self.held.pop(k, []):
-                self._hold_release(released, k, b, c, vals)
-            self.expect.discard(k)
+        fps = np.unique(np.concatenate(arrived)) if arrived else np.zeros(0, np.uint64)
+        if self.held and fps.size:
+            waiting = list(self.held)
+            for i in np.flatnonzero(np.isin(key_fingerprints(waiting), fps)).tolist():
+                for b, c, vals in self.held.pop(waiting[i]):
+                    self._hold_release(released, waiting[i], b, c, vals)
+        self.expect.difference_update(fps.tolist())
         results: list[tuple[int, str, int, int | None]] = []
         for b in sorted(released):
             if b <= low:
@@ -303,16 +319,17 @@ class WorkerWindow:
 
     # ------------------------------------------------------------------ one batch
     def step(self, batch: int, keys: Sequence[str], counts: np.ndarray, *, values: Sequence[Any] | None = None,
-             imports: Sequence[dict[str, Any]] = (), exports: dict[int, list[str]] | None = None,
-             expect: Iterable[str] = ()) -> dict[str, Any]:
+             fps: np.ndarray | None = None, imports: Sequence[dict[str, Any]] = (),
+             exports: dict[int, np.ndarray] | None = None, expect: np.ndarray | Sequence[int] = ()) -> dict[str, Any]:
         """One micro-batch of this worker, in the protocol's order:
 
         1. slide to ``batch - 1`` (the batch the imported windows and held tuples belong to);
         2. import every blob (all of them before any held tuple is released: a split key arrives from
            several old holders) and emit the released held tuples' results;
         3. slide to ``batch``;
-        4. export the keys ordered away (``exports``: target worker → keys);
-        5. start holding the keys in ``expect`` (their state arrives in the next batch);
+        4. export the keys ordered away (``exports``: target worker → key fingerprints);
+        5. start holding the keys whose fingerprints are in ``expect`` (their state arrives in the next
+           batch);
         6. apply the batch's tuples and emit their results.
 
         Import before export: a key still in flight can move again at once.
@@ -328,13 +345,12 @@ class WorkerWindow:
         self.slide(batch)
         blobs: dict[int, dict[str, Any]] = {}
         for t, ks in (exports or {}).items():
-            if ks:
-                had = [k for k in ks if k in self.index or k in self.held]
-                blobs[int(t)] = self.export(ks)
+            if len(ks):
+                blob = blobs[int(t)] = self.export(ks)
                 # retraction: this worker's share of each key it gave away is now 0
-                results.extend((batch, k, 0, 0 if self.join else None) for k in had)
-        self.expect.update(expect)
-        results.extend(self.add(list(keys), counts, batch, values))
+                results.extend((batch, k, 0, 0 if self.join else None) for k in blob["keys"])
+        self.expect.update(np.asarray(expect, dtype=np.uint64).tolist())
+        results.extend(self.add(list(keys), counts, batch, values, fps=fps))
         if len({(r[0], r[1]) for r in results}) < len(results):  # a key given away and fed again: last wins
             results = list({(r[0], r[1]): r for r in results}.values())
         return {"results": results, "exports": blobs}
