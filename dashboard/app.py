@@ -38,6 +38,7 @@ from dashboard.controls import (
     algorithm_catalog,
     build_algorithm_command,
     build_workers_command,
+    workers_range,
     command_message,
     is_loopback,
     pause_noop,
@@ -366,10 +367,11 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
 
     # ---------------------------------------------------------------- controls
     @app.callback(Output("algo-select", "options"), Output("algo-select", "value"), Output("workers-input", "value"),
-                  Input("controls-state", "data"), prevent_initial_call=True)
+                  Output("workers-range", "children"), Input("controls-state", "data"), prevent_initial_call=True)
     def sync_controls(cs):
         c = _controls_outputs(cs, auth.read_only)
-        return c["algo-options"], c.get("algo-value", no_update), c.get("workers-value", no_update)
+        return (c["algo-options"], c.get("algo-value", no_update), c.get("workers-value", no_update),
+                c.get("workers-range", no_update))
 
     @app.callback(Output("param-form", "children"), Output("apply-btn", "children"), Output("algo-summary", "children"),
                   Output("apply-btn", "disabled"),
@@ -414,7 +416,9 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
         current_params = dict(st.params) if st else {}
         n_now = (latest[0].get("n_workers") if latest else None) or (D.run(run_id) or {}).get("n_workers") or 1
         run = D.run(run_id) or {}
-        operator = ((run.get("config") or {}) if isinstance(run.get("config"), Mapping) else {}).get("operator", "count")
+        config = run.get("config") if isinstance(run.get("config"), Mapping) else {}
+        operator = config.get("operator", "count")
+        max_workers = config.get("max_workers")
         try:
             if trig == "apply-btn":
                 names = [i["name"] for i in ids]
@@ -424,9 +428,9 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
                 kind, payload = build_algorithm_command(algo, params, current_algorithm=current_algo,
                                                         current_params=current_params, operator=operator)
             elif trig in ("workers-minus", "workers-plus"):
-                kind, payload = build_workers_command(int(n_now) + (1 if trig == "workers-plus" else -1))
+                kind, payload = build_workers_command(int(n_now) + (1 if trig == "workers-plus" else -1), max_workers)
             elif trig == "workers-set":
-                kind, payload = build_workers_command(workers_value)
+                kind, payload = build_workers_command(workers_value, max_workers)
             elif trig in ("pause-btn", "resume-btn"):
                 kind, payload = ("pause" if trig == "pause-btn" else "resume"), {}
                 noop = pause_noop(kind, store.recent_commands(20, run_id=run_id), run.get("status"))
@@ -485,7 +489,8 @@ def _common_outputs(D: DashboardData, d: Mapping[str, Any], run_id: int, export_
         "export-links": _export_links(export_base, run_id),
         "tick": _refresh_ms(run.get("interval_seconds")),
         "controls-state": {"run_id": run_id, "algorithm": d["algorithm"], "params": d["params"],
-                           "n_workers": d["n_workers"], "status": status, "operator": run.get("operator") or "count"},
+                           "n_workers": d["n_workers"], "status": status, "operator": run.get("operator") or "count",
+                           "max_workers": run.get("max_workers")},
     }
 
 
@@ -543,6 +548,7 @@ def _controls_outputs(cs: Mapping[str, Any] | None, read_only: bool, algo: str |
     if cs.get("algorithm"):
         out["algo-value"] = cs["algorithm"]
         out["workers-value"] = str(cs.get("n_workers") or "")
+        out["workers-range"] = workers_range(cs.get("max_workers"))
     algo = algo or cs.get("algorithm")
     if algo in catalog:
         same = algo == cs.get("algorithm")

@@ -36,6 +36,7 @@ __all__ = [
     "algorithm_catalog",
     "build_algorithm_command",
     "build_workers_command",
+    "workers_range",
     "WORKERS_PARAM",
     "command_message",
     "is_loopback",
@@ -153,16 +154,24 @@ def build_algorithm_command(
 WORKERS_PARAM = Param("workers", "int", 1, "number of workers (absolute)", low=1, high=MAX_WORKERS)
 
 
-def build_workers_command(value: Any) -> tuple[str, dict[str, Any]]:
-    """``set-workers`` with an absolute count in [1, MAX_WORKERS] (CommandError otherwise)."""
+def build_workers_command(value: Any, max_workers: int | None = None) -> tuple[str, dict[str, Any]]:
+    """``set-workers`` with an absolute count in [1, ``max_workers``] (the run's state partitions;
+    MAX_WORKERS when unknown); CommandError otherwise."""
+    top = int(max_workers) if max_workers else MAX_WORKERS
     if value is None or (isinstance(value, str) and not value.strip()):
-        raise CommandError(f"set-workers: enter a worker count in {WORKERS_PARAM.range_text()}")
+        raise CommandError(f"set-workers: enter a worker count in {workers_range(top)}")
     try:
         n = WORKERS_PARAM.coerce(value)
     except ParamError as exc:
         raise CommandError(f"set-workers: {exc}") from None
-    kind, payload = validate_command("set-workers", {"workers": n}, current_algorithm="hash", current_params={})
+    kind, payload = validate_command("set-workers", {"workers": n}, current_algorithm="hash", current_params={},
+                                     max_workers=top)
     return kind, payload
+
+
+def workers_range(max_workers: int | None = None) -> str:
+    """The worker counts a run accepts, as shown next to the form's worker box."""
+    return f"[1, {int(max_workers) if max_workers else MAX_WORKERS}]"
 
 
 def pause_noop(kind: str, recent: Sequence[Mapping[str, Any]], status: str | None) -> str | None:

@@ -397,6 +397,7 @@ def _run_summary(run: Mapping[str, Any]) -> dict[str, Any]:
         "status_text": status_text(run), "note": run.get("note") or "", "algorithm": run.get("algorithm") or "", "n_workers": run.get("n_workers"),
         "workload": run.get("workload") or "", "interval_seconds": _num(config.get("interval")),
         "operator": config.get("operator") or "count", "created_at": run.get("created_at"),
+        "max_workers": _num(config.get("max_workers")),
     }
 
 

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from dash import dcc, html
 
-from dashboard.controls import WORKERS_PARAM
+from dashboard.controls import workers_range
 from dashboard.data import DEFAULT_THETA, status_text
 from dashboard.definitions import LABELS, definition
 from dashboard.figures import IMBALANCE_METRICS, empty_figure, format_bytes
@@ -179,7 +179,7 @@ def _sidebar(read_only: bool, token_required: bool, init: Mapping[str, Any]) -> 
                     disabled=bool(init.get("apply-disabled", dis)), className="btn primary"),
         html.Hr(),
         html.Div([
-            html.Label(["workers", html.Span(WORKERS_PARAM.range_text(), className="range"),
+            html.Label(["workers", html.Span(init.get("workers-range") or workers_range(), id="workers-range", className="range"),
                         html.Span("i", className="info", title=definition("n_workers"))], htmlFor="workers-input"),
             html.Div([
                 html.Button("−1", id="workers-minus", n_clicks=0, disabled=dis, className="btn", title="remove a worker"),

@@ -22,6 +22,7 @@ from dashboard.controls import (  # noqa: E402
     Authorizer,
     build_algorithm_command,
     build_workers_command,
+    workers_range,
     is_loopback,
     pause_noop,
     validate_fields,
@@ -317,6 +318,13 @@ def test_commands_built_from_the_form_are_validated():
     for bad in (0, "abc", 2.5, 5000):
         with pytest.raises(CommandError, match=r"\[1, 1024\]"):
             build_workers_command(bad)
+    # a run's limit is its state partitions (--max-workers), shown next to the box
+    assert build_workers_command("8", max_workers=8) == ("set-workers", {"workers": 8})
+    with pytest.raises(CommandError, match=r"out of range \[1, 8\] \(the run's --max-workers"):
+        build_workers_command(9, max_workers=8)
+    with pytest.raises(CommandError, match=r"enter a worker count in \[1, 8\]"):
+        build_workers_command("", max_workers=8.0)
+    assert workers_range(8.0) == "[1, 8]" and workers_range(None) == "[1, 1024]"
 
 
 def test_authorizer_and_loopback():
@@ -740,3 +748,16 @@ def test_gunicorn_factory_reads_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("SKEWLAB_DASHBOARD_TOKEN", TOKEN)
     page = server().test_client().get("/_dash-layout").get_data(as_text=True)
     assert "Read-only" not in page and "password" in page and TOKEN not in page
+
+
+def test_worker_box_shows_the_runs_state_partitions():
+    """The range next to the worker box is the selected run's --max-workers (from its stored config)."""
+    from dashboard.app import _controls_outputs
+    from dashboard.data import _run_summary
+
+    summary = _run_summary({"id": 3, "status": "running", "config": {"max_workers": 12, "operator": "count"}})
+    assert summary["max_workers"] == 12
+    out = _controls_outputs({"algorithm": "hash", "params": {}, "n_workers": 6, "max_workers": summary["max_workers"]},
+                            read_only=False)
+    assert out["workers-range"] == "[1, 12]" and out["workers-value"] == "6"
+    assert _run_summary({"id": 4, "status": "running", "config": {}})["max_workers"] is None
