@@ -190,11 +190,29 @@ def test_fluctuation_rate_follows_fang_definition(f):
 def test_fluctuation_visible_in_sampled_stream():
     n, f = 4, 1.0
     w, loads, batches = fang_run(f, n=n, intervals=6, interval_messages=40_000, keys=500)
-    inst = home(w.vocab.fps, n)
+    inst = w.instance_of_keys()
     realised = np.array([np.bincount(inst[b], minlength=n) / b.size for b in batches])
     assert np.abs(realised - loads).max() < 0.015
     for i, rec in enumerate(w.fluctuation_log, start=1):
         assert (realised[i, rec.instance] - realised[i - 1, rec.instance]) * n > f - 0.1
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fluctuation_surge_does_not_land_on_one_fp_mod_n_worker(seed):
+    """The generator's instances are its own seeded hash: the f·L̄ surge it creates is spread over
+    the workers of h(k) = fp mod n (hash's and mixed's), never all on one of them (issue #15)."""
+    n, f = 10, 1.0
+    w = create_workload("zipf", seed, {"z": 0.85, "keys": 10_000, "f": f, "instances": n})
+    on_home = home(w.vocab.fps, n)
+    assert np.mean(w.instance_of_keys() == on_home) < 0.2  # unrelated hashes agree ~1/n of the time
+    gains, prev = [], None
+    for _ in w.batches(12_000, 1000):
+        loads = np.bincount(on_home[w.rank_to_key], weights=w.probs, minlength=n)
+        if prev is not None:
+            gains.append(np.max(loads - prev) * n)  # largest gain of one fp-mod-n worker, in L̄
+        prev = loads
+    assert all(r.reached for r in w.fluctuation_log)
+    assert max(gains) < f and np.median(gains) < 0.75 * f
 
 
 def test_fluctuation_zero_is_static_and_shares_the_message_stream():
