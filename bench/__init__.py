@@ -3,12 +3,13 @@
 Modules
 -------
 * :mod:`bench.cli` — the ``bench`` subcommand (``add_commands``), targets ``all``, ``nasir``, ``fang``,
-  ``gedik``, ``dkg``, ``guo-zhou``, ``perf``; options ``--out DIR`` (default ``docs``), ``--quick``,
+  ``gedik``, ``dkg``, ``guo-zhou``, ``trace``, ``perf``; options ``--out DIR`` (default ``docs``), ``--quick``,
   ``--seed``.
 * :mod:`bench.common` — run context, progress, simulation helpers shared by the reproductions,
   figure/table/results-page writers.
 * ``bench.repro_nasir``, ``bench.repro_fang``, ``bench.repro_gedik``, ``bench.repro_dkg``,
   ``bench.repro_guo_zhou`` — one module per paper; each has ``run(ctx) -> Section``.
+* ``bench.repro_trace`` — every grouping per interval on a real timestamped trace (``flights``).
 * :mod:`bench.perf` — routing throughput, plan time, Spark end-to-end, store query time.
 * ``bench.bench_routing``, ``bench.bench_plan``, ``bench.bench_gedik``, ``bench.bench_spark`` — the
   stand-alone benchmark scripts; their functions are reused by the modules above.
@@ -26,5 +27,6 @@ TARGETS: dict[str, str] = {
     "gedik": "repro_gedik",
     "dkg": "repro_dkg",
     "guo-zhou": "repro_guo_zhou",
+    "trace": "repro_trace",
     "perf": "perf",
 }

@@ -2,7 +2,7 @@
 
 Usage::
 
-    skewlab bench {all,nasir,fang,gedik,dkg,guo-zhou,perf} [--out DIR] [--quick] [--seed N] [--skip-spark]
+    skewlab bench {all,nasir,fang,gedik,dkg,guo-zhou,trace,perf} [--out DIR] [--quick] [--seed N] [--skip-spark]
 
 ``--out DIR`` (default ``docs``) receives ``DIR/figures/*.png`` and ``DIR/results.md`` (a single
 target refreshes only its own section of an existing ``results.md``).  ``--quick`` runs CI-sized

@@ -423,7 +423,7 @@ that produced it, the machine it ran on and the sizes used; every figure is a PN
     skewlab bench all --seed 0 --out docs          # full run (≤ 30 min on 2 cores)
     skewlab bench all --quick --out /tmp/bench     # CI-sized run: shapes and invariants only
 
-or one section with `skewlab bench nasir|fang|gedik|dkg|guo-zhou|perf --out docs`.
+or one section with `skewlab bench nasir|fang|gedik|dkg|guo-zhou|trace|perf --out docs`.
 
 **Imbalance** is skewlab's headline `max_w L_w / mean_w L_w − 1` (0 = perfect) unless a table says
 otherwise; the papers' own definitions are reported next to it where we compare with a paper:

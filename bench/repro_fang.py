@@ -3,7 +3,8 @@ HPDC 2017 (``skewlab bench fang``).
 
 Set-up (paper Sec. V, Table II; defaults in bold there, partly lost in our text): synthetic Zipf streams
 over an integer key domain K with skew z = 0.85 and fluctuation rate f (workload ``zipf``: at every
-interval key frequencies are swapped until one task instance's load changed by f·L̄ — see
+interval key frequencies are swapped until one task instance of the generator's own seeded hash, not of a
+grouping, had its load changed by f·L̄ — see
 :class:`engine.workloads.synthetic.ZipfWorkload`), N_D task instances, θmax = 0.08, β = 1.5, Amax = 3000,
 window w = 1 interval, linear cost (c(k) = tuples, S(k, w) = windowed tuples).  Each configuration is
 one :func:`bench.common.simulate` run (the local runtime of ``skewlab simulate``): at the end of every
@@ -293,7 +294,8 @@ def _fmt_pct(x):
 
 def _markdown(sec, sweeps, readj, amax_rows, compact, S) -> str:
     parts = [
-        f"Set-up: `zipf` workload with z = 0.85 and fluctuation f (Fang's generator), 2 sources, "
+        f"Set-up: `zipf` workload with z = 0.85 and fluctuation f (Fang's generator; the instance it surges is a "
+        "group of the generator's own seeded hash, not a worker of any grouping), 2 sources, "
         f"{S['intervals']} intervals of {S['per']:,} tuples (K = 10⁶: {max(3, S['intervals'] // 2)} intervals of "
         f"10⁶), window w = 1, linear cost; base configuration N_D = {BASE['n']}, θmax = {BASE['theta']}, "
         f"K = {S['base_keys']:,}, f = {BASE['f']}, Amax = {BASE['amax']}, β = 1.5; every sweep varies one of them.  "
@@ -407,10 +409,11 @@ def _discussion(sweeps, readj, amax_rows, compact, S) -> str:
         f"{BASE['theta']} here (imbalance after plan {get('f', 'readj', f_hi)['imbalance_after']:.2f}) — Gedik's "
         "algorithms only place the tracked frequent keys and leave the rest on the consistent hash, i.e. the "
         "paper's own remark that Readj \"works only when the system allows fairly imbalance\" (θmax ≈ 0.3) — so "
-        "it does less balancing and moves less.  The workload also favours it: Fang's fluctuation pushes the load "
-        "of one instance of h(k) = fp mod N_D, Mixed's base hash, whereas under Readj's consistent hash the surge "
-        f"is spread over several workers (routed imbalance {get('f', 'readj', f_hi)['routed_imbalance']:.2f} vs "
-        f"Mixed {get('f', 'mixed', f_hi)['routed_imbalance']:.2f}).  The paper tuned Readj's δ by binary search; we "
+        "it does less balancing and moves less.  The fluctuation surges an instance of the generator's own seeded "
+        "hash, independent of Mixed's fp mod N_D and of Readj's consistent hash, so neither sees the surge on a "
+        f"single worker (routed imbalance at f = {f_hi}: Readj {get('f', 'readj', f_hi)['routed_imbalance']:.2f}, "
+        f"Mixed {get('f', 'mixed', f_hi)['routed_imbalance']:.2f}; PKG, which splits every key, "
+        f"{get('f', 'pkg', f_hi)['routed_imbalance']:.2f}).  The paper tuned Readj's δ by binary search; we "
         f"set its α from θmax and tried σ ∈ {{{', '.join(str(r['sigma']) for r in readj)}}} at the base configuration "
         "(next item).")
     if readj:

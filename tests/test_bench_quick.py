@@ -105,6 +105,16 @@ def test_fang_gedik_dkg_guo_zhou_invariants(quick_run):
     assert gz["gaussian/pkg"]["move_mean"] == 0.0 and gz["zipf/pkg"]["move_mean"] == 0.0
     assert gz["gaussian/uhlb"]["move_per_balancing"] > gz["gaussian/elb"]["move_per_balancing"]
 
+    from engine import registry
+
+    cuts = s["trace"].data["cuts"]
+    assert [c["name"] for c in cuts] == ["hour", "day"]
+    for c in cuts:  # every grouping of the registry, per interval and whole stream
+        assert {r["algorithm"] for r in c["rows"]} == set(registry.names())
+        assert all(0 <= r["median"] <= r["p90"] for r in c["rows"])
+    day = {r["algorithm"]: r for r in cuts[1]["rows"]}
+    assert day["shuffle"]["median"] < day["pkg"]["median"] < day["hash"]["median"]
+
     perf = s["perf"].data
     assert {r["algorithm"] for r in perf["routing"]} >= {"hash", "mixed", "dchoices"}
     assert all("error" not in r for r in perf["routing"])

@@ -71,6 +71,8 @@ def test_simulate_file_input(tmp_path, capsys):
         (["simulate", "--algorithm", "hash", "--zipf", "9"], "out of range"),
         (["simulate", "--algorithm", "hash", "--input", "/nonexistent/file.txt"], "file"),
         (["simulate", "--algorithm", "hash", "--workload", "nope"], "unknown workload"),
+        (["simulate", "--algorithm", "hash", "--workload", "flights", "--workload-param", "column=gate"],
+         "column: expected one of dest|tailnum"),
         (["simulate", "--algorithm", "hash", "--change", "x:workers=2"], "--change expects"),
         (["simulate", "--workers", "abc"], "invalid int value"),
         (["plan", "--snapshot", "/nonexistent.json", "--algorithm", "hash"], "does not produce plans"),

@@ -88,6 +88,8 @@ RUN_BY: dict[str, str] = {
     "--messages 1000000 --seed 7 --json": "test_local_commands",
     "skewlab simulate --algorithm mixed --param theta_max=0.05 --param amax=500 --change 5:workers=12": "test_local_commands",
     "skewlab simulate --algorithm dkg --workload country-skew --workload-param r=40": "test_local_commands",
+    "skewlab simulate --algorithm mixed --workload flights --workload-param column=tailnum --workload-param span=1440":
+        "test_local_commands",
     "skewlab simulate --algorithm hash --input words.txt": "test_local_commands",
     "skewlab simulate --algorithm pkg --input trades.csv --column symbol": "test_local_commands",
     "skewlab plan --snapshot snapshot.json --algorithm mixed --param theta_max=0.08 --json": "test_local_commands",
@@ -364,7 +366,7 @@ def test_local_commands(tmp_path):
     out = run(readme("skewlab algorithms"), tmp_path).stdout
     assert all(name in out for name in ("hash", "dchoices", "mixed", "readj", "uhlb")), out
     out = run(readme("skewlab workloads"), tmp_path).stdout
-    assert all(name in out for name in ("zipf", "drift", "gaussian", "country-skew", "words", "file")), out
+    assert all(name in out for name in ("zipf", "drift", "gaussian", "country-skew", "words", "file", "flights")), out
 
     doc = json.loads(run(readme(
         "skewlab simulate --algorithm pkg --workers 50 --sources 4 --workload zipf --zipf 1.4 --keys 100000 "
@@ -377,6 +379,9 @@ def test_local_commands(tmp_path):
     assert "mixed" in out and "12" in out, out
     assert "dkg" in run(readme("skewlab simulate --algorithm dkg --workload country-skew --workload-param r=40"),
                         tmp_path).stdout
+    out = run(readme("skewlab simulate --algorithm mixed --workload flights --workload-param column=tailnum "
+                     "--workload-param span=1440"), tmp_path).stdout
+    assert "mixed on flights" in out and "334264 messages" in out, out  # one pass, 2,512 flights lack a tail number
     assert "hash" in run(readme("skewlab simulate --algorithm hash --input words.txt"), tmp_path).stdout
     assert "pkg" in run(readme("skewlab simulate --algorithm pkg --input trades.csv --column symbol"), tmp_path).stdout
     plan = json.loads(run(readme("skewlab plan --snapshot snapshot.json --algorithm mixed --param theta_max=0.08 --json"),

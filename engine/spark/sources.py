@@ -509,6 +509,26 @@ def _generator_caps(messages: int | None, chunk: int, instances: int, mode: str)
     return fair_split(messages, [UNBOUNDED] * instances)
 
 
+def _trace_caps(name: str, params: dict, seed: int, messages: int | None, chunk: int, instances: int,
+                mode: str) -> list[int]:
+    """Per-instance stream lengths of a ``finite`` workload (a trace such as ``flights``).
+
+    ``seed`` mode: every instance replays the trace from its start (a trace does not use the seed),
+    the whole of it, or its share of ``messages`` (:func:`fair_split`, as for any workload).
+    ``stride`` mode: instance p gets intervals p, p+S, … of the trace's first ``messages`` tuples;
+    their sizes come from the trace's interval boundaries (they may differ: spans of trace time).
+    """
+    from engine.workloads import create_workload
+
+    wl = create_workload(name, seed, params)
+    if mode == "stride":
+        sizes = np.diff(wl.boundaries(wl.length if messages is None else messages, chunk))
+        return [int(sizes[p::instances].sum()) for p in range(instances)]
+    if messages is None:
+        return [wl.length] * instances
+    return fair_split(messages, [wl.length] * instances)
+
+
 class _GenStream:
     """Executor-side cursor over one instance's infinite (or ``cap``-long) id stream."""
 
@@ -610,7 +630,11 @@ class GeneratorDataSource(DataSource):
     workload exactly, at S times the generation cost per instance.  ``chunk`` is part of the
     stream's identity (it is the workload's interval, the unit at which distributions evolve).
     A workload whose behaviour depends on the total ``messages`` (``country-skew`` with ``half``)
-    needs the ``messages`` option; unbounded, the "second half" never comes.
+    needs the ``messages`` option; unbounded, the "second half" never comes.  A trace (a ``finite``
+    workload: ``flights``) ends: without ``messages`` each instance's stream is one pass; in
+    ``seed`` mode every instance replays the whole trace in time order (a trace ignores the seed),
+    in ``stride`` mode the instances share it interval by interval (with ``span > 0`` an interval
+    is a span of trace time and ``chunk`` has no effect).
 
     Offsets: JSON ``{instance: tuples consumed}``; ``seq`` = tuple index within the instance.
     """
@@ -695,7 +719,10 @@ class GeneratorStreamReader(_PacedRangeReader):
         mode = o.choice("mode", "seed", ("seed", "stride"))
         self.max_per_batch = o.integer("max_per_batch", 500_000, 1)
         self.cfg = (name, json.dumps(params, sort_keys=True), seed, self.instances, chunk, mode, messages)
-        caps = _generator_caps(messages, chunk, self.instances, mode)
+        if WORKLOADS[name].finite:
+            caps = _trace_caps(name, params, seed, messages, chunk, self.instances, mode)
+        else:
+            caps = _generator_caps(messages, chunk, self.instances, mode)
         self.pacer = _Pacer(o.number("rate", 100_000.0), self.max_per_batch, caps)
         self._last = [0] * self.instances
         self.routes = _route_files(o)

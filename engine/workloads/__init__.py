@@ -37,6 +37,10 @@ class Workload(ABC):
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     params: ClassVar[tuple[Param, ...]] = ()
+    #: a trace of fixed length whose intervals are known without generating it: the subclass provides
+    #: ``boundaries(messages, interval_messages)`` (start index of every interval, then the end), so
+    #: the Spark generator source can size its instances' streams exactly
+    finite: ClassVar[bool] = False
 
     def __init__(self, seed: int = 0, params: Mapping[str, Any] | None = None) -> None:
         self.seed = int(seed)

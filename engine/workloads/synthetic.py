@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Iterator, Mapping
 import numpy as np
 from numba import njit
 
-from engine.keys import home
+from engine.keys import mix64, reduce_range
 from engine.params import Param, ParamError
 from engine.workloads import Workload, register_workload
 
@@ -37,6 +37,7 @@ __all__ = [
     "FluctuationRecord",
     "GaussianWorkload",
     "ZipfWorkload",
+    "generator_instances",
     "interval_sizes",
     "sample_cdf",
     "zipf_probabilities",
@@ -90,6 +91,18 @@ def _cdf(probs: np.ndarray) -> np.ndarray:
     cdf /= total
     cdf[-1] = 1.0
     return cdf
+
+
+def generator_instances(fps: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """Task instance in ``[0, n)`` of each fingerprint under the fluctuation generator's own hash.
+
+    ``reduce_range(mix64(fp XOR salt), n)`` with a 64-bit salt drawn from
+    ``SeedSequence([seed mod 2^64, 0x66616E67])``: a seeded hash independent of every routing hash
+    (``fp mod n``, the salted choices ``F_i``, the consistent-hash ring), so that the instance the
+    generator pushes is not a worker of any grouping (see :class:`ZipfWorkload`).
+    """
+    salt = np.random.SeedSequence([_seed64(seed), 0x66616E67]).generate_state(1, np.uint64)[0]
+    return reduce_range(mix64(np.asarray(fps, dtype=np.uint64) ^ salt), int(n)).astype(np.int64)
 
 
 def sample_cdf(rng: np.random.Generator, cdf: np.ndarray, size: int) -> np.ndarray:
@@ -182,10 +195,15 @@ class ZipfWorkload(_ZipfBase):
     frequencies between keys from different task instances until the change on workload is
     significant enough, i.e. ``|L_i(d) − L_{i−1}(d)| / L̄ >= f``."  Implemented as follows:
 
-    * task instances are the ``instances`` = N_D workers of key grouping ``h(k) = fp(k) mod N_D``
-      (Fang's hash h, :func:`engine.keys.home`); the loads ``L_i(d)`` are the *expected* loads
-      (sum of the key probabilities on d; L̄ = 1/N_D), so the criterion is exact and independent of
-      sampling noise;
+    * task instances are the ``instances`` = N_D groups of the generator's own seeded hash
+      (:func:`generator_instances`), not of any grouping's hash.  Deviation: Fang measures L(d) on
+      the instances of the system under test; with ``h(k) = fp(k) mod N_D`` (the base hash of
+      ``hash`` and ``mixed``) the surge would land on exactly one worker of those groupings and be
+      spread over several workers of every other grouping, so the workload would favour some
+      algorithms over others.  With an independent hash every grouping sees the same kind of
+      surge: the keys that get heavier are scattered over its workers.  The loads ``L_i(d)`` are
+      the *expected* loads (sum of the key probabilities on d; L̄ = 1/N_D), so the criterion is
+      exact and independent of sampling noise;
     * a swap exchanges the frequencies of two keys on different instances, so the multiset of
       frequencies (the Zipf shape, the top-key share 1/H_{K,z}) never changes; only which key holds
       which frequency does;
@@ -228,8 +246,8 @@ class ZipfWorkload(_ZipfBase):
               low=1, high=MAX_KEYS),
         Param("f", "float", 0.0, "Fang's fluctuation rate: each interval, swap key frequencies until "
               "one instance's load changed by f·mean load (0 = static)", low=0, high=10),
-        Param("instances", "int", 10, "task instances N_D (key grouping fp mod N_D) on which f is "
-              "measured", low=1, high=1_000_000),
+        Param("instances", "int", 10, "task instances N_D on which f is measured (groups of the "
+              "generator's own seeded hash, not of a grouping's)", low=1, high=1_000_000),
         Param("max_swaps", "int", 1_000_000, "cap on key pairs drawn per interval when f is unreachable",
               low=1, high=100_000_000),
     )
@@ -242,15 +260,16 @@ class ZipfWorkload(_ZipfBase):
         self.fluctuation_log: list[FluctuationRecord] = []
         self._inst: np.ndarray | None = None
 
-    def _instances_of_keys(self) -> np.ndarray:
+    def instance_of_keys(self) -> np.ndarray:
+        """The generator's task instance of every key id: its own seeded hash (see the class docstring)."""
         if self._inst is None:
-            self._inst = home(self.vocab.fps, int(self.p["instances"]))  # indexed by key id
+            self._inst = generator_instances(self.vocab.fps, int(self.p["instances"]), self.seed)
         return self._inst
 
     def instance_loads(self) -> np.ndarray:
-        """Expected load share of each task instance under :attr:`rank_to_key` (sums to 1)."""
+        """Expected load share of each generator task instance under :attr:`rank_to_key` (sums to 1)."""
         n = int(self.p["instances"])
-        inst = self._instances_of_keys()[self.rank_to_key]  # instance of the key at each rank
+        inst = self.instance_of_keys()[self.rank_to_key]  # instance of the key at each rank
         return np.bincount(inst, weights=self.probs, minlength=n)
 
     def _fluctuate(self, rng: np.random.Generator, interval: int, key_of_rank: np.ndarray) -> None:
@@ -267,7 +286,7 @@ class ZipfWorkload(_ZipfBase):
         target = int(rng.integers(0, n))
         delta = np.zeros(n, dtype=np.float64)
         budget = int(self.p["max_swaps"])
-        inst = self._instances_of_keys()
+        inst = self.instance_of_keys()
         attempts = swaps = 0
         reached = False
         while attempts < budget and not reached:
