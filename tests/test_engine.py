@@ -96,7 +96,7 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):
     # the workers' own results (state on the executors, through the resize and the switch) equal the
     # windowed counts recomputed from Spark's offset log, each (batch, key) once
     # (pkg splits keys: shares merged by each worker's latest one, the window being longer than the run)
-    got, rows, distinct = sink_results(again.sink_dir, latest=True)
+    got, rows, distinct = sink_results(again.results, latest=True)
     truth = final(windowed_truth(batch_keys(tmp_path / "ckpt", generator_keys_of(cfg)), cfg.window), tmp_path / "ckpt")
     assert rows == distinct and only(got, truth, strict=False) == truth
     assert any(m["bytes_moved"] for m in store.migration_events(run))
@@ -116,7 +116,7 @@ def test_join_operator_on_the_executors_equals_the_pairwise_truth(spark, tmp_pat
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
     assert engine.run() == 0
     assert engine.controller.n_workers == 4
-    got, rows, distinct = sink_results(engine.sink_dir, join=True)
+    got, rows, distinct = sink_results(engine.results, join=True)
     truth = final(join_truth(batch_values(tmp_path / "ckpt", generator_keys_of(cfg)), cfg.window), tmp_path / "ckpt")
     assert rows == distinct and only(final(got, tmp_path / "ckpt"), truth) == truth
     assert sum(p for p, _ in truth.values()) > 0
