@@ -142,23 +142,21 @@ class KafkaSink:
 
     def write(self, batch: int, worker: int, table: pa.Table) -> int:
         """Write the rows of ``table`` (the results of micro-batch ``batch`` on ``worker``) that the
-        partition does not hold yet; returns how many records were sent."""
+        partition does not hold yet; returns how many records were sent.  Any failure is a one-line
+        :class:`RuntimeError` (the task fails, the batch is not committed and is replayed)."""
         from kafka import TopicPartition
 
         tp = TopicPartition(self.topic, int(worker))
         rows = table.sort_by(_ORDER).to_pydict()
         n = len(rows["key"])
+        key = (self.bootstrap, self.timeout_s)
         try:
             present = self._present(tp, int(batch), n)
-        except Exception:
-            _CONSUMERS.drop((self.bootstrap, self.timeout_s))  # a consumer in error is not reused
-            raise
-        todo = [s for s in range(n) if s not in present]
-        if not todo:
-            return 0
-        producer = _PRODUCERS.get((self.bootstrap, self.timeout_s), lambda: _producer(self.bootstrap, self.timeout_s))
-        failure: list[BaseException] = []
-        try:
+            todo = [s for s in range(n) if s not in present]
+            if not todo:
+                return 0
+            producer = _PRODUCERS.get(key, lambda: _producer(self.bootstrap, self.timeout_s))
+            failure: list[BaseException] = []
             for s in todo:
                 value = json.dumps({"batch": rows["batch"][s], "count": rows["count"][s],
                                     "checksum": rows["checksum"][s], "worker": int(worker),
@@ -166,14 +164,16 @@ class KafkaSink:
                 producer.send(self.topic, key=rows["key"][s].encode("utf-8"), value=value.encode("ascii"),
                               partition=int(worker)).add_errback(failure.append)
             producer.flush(timeout=self.timeout_s)
-        except Exception as exc:  # noqa: BLE001 - KafkaTimeoutError, a broker error
-            failure.append(exc)
-        if failure:
-            _PRODUCERS.drop((self.bootstrap, self.timeout_s))  # a producer in error is not reused
-            exc = failure[0]
+            if failure:
+                raise failure[0]
+            return len(todo)
+        except _Refused:
+            raise
+        except Exception as exc:  # noqa: BLE001 - KafkaTimeoutError, broker errors, a killed send
+            _PRODUCERS.drop(key)  # clients in error are not reused
+            _CONSUMERS.drop(key)
             raise RuntimeError(f"kafka sink: writing batch {batch} of worker {worker} to {self.topic!r} at "
-                               f"{self.bootstrap} failed: {type(exc).__name__}: {exc}")
-        return len(todo)
+                               f"{self.bootstrap} failed: {type(exc).__name__}: {exc}") from None
 
     def _present(self, tp, batch: int, n: int) -> set[int]:
         """The ``seq`` of micro-batch ``batch`` already in partition ``tp`` after the run's start: read
@@ -191,7 +191,7 @@ class KafkaSink:
             if last < batch:
                 return set()
             if last > batch:
-                raise RuntimeError(f"kafka sink: partition {tp.partition} of {self.topic!r} already holds results of "
+                raise _Refused(f"kafka sink: partition {tp.partition} of {self.topic!r} already holds results of "
                                    f"batch {last} while writing batch {batch}: another run writes to this topic")
             if lo == floor or metas[0]["out_batch"] < batch:
                 return {m["seq"] for m in metas if m["out_batch"] == batch}
@@ -244,6 +244,10 @@ def read_kafka_sink(bootstrap: str, topic: str, start: dict[int, int] | None = N
     return pa.table(cols, schema=SINK_SCHEMA)
 
 
+class _Refused(RuntimeError):
+    """The topic holds records this run must not write after (a later batch, not a skewlab record)."""
+
+
 def _meta(rec: Any, tp: Any) -> dict[str, Any]:
     try:
         m = json.loads(rec.value)
@@ -251,7 +255,7 @@ def _meta(rec: Any, tp: Any) -> dict[str, Any]:
             raise ValueError("fields missing")
         return m
     except (ValueError, TypeError, AttributeError):
-        raise RuntimeError(f"kafka sink: record {tp.topic}[{tp.partition}]@{rec.offset} is not a skewlab result "
+        raise _Refused(f"kafka sink: record {tp.topic}[{tp.partition}]@{rec.offset} is not a skewlab result "
                            "record: the topic is written by something else") from None
 
 
@@ -308,7 +312,7 @@ def _producer(bootstrap: str, timeout_s: float):
     return KafkaProducer(**kafka_config(
         KafkaProducer, bootstrap_servers=bootstrap, client_id="skewlab-sink", acks="all", enable_idempotence=True,
         linger_ms=5, batch_size=256 * 1024, max_block_ms=ms, request_timeout_ms=min(ms, 30_000),
-        delivery_timeout_ms=min(ms, 30_000) + ms + 5, bootstrap_timeout_ms=min(ms, 10_000)))
+        delivery_timeout_ms=min(ms, 30_000) + ms + 5, bootstrap_timeout_ms=ms))
 
 
 def _consumer(bootstrap: str, timeout_s: float):
@@ -320,7 +324,7 @@ def _consumer(bootstrap: str, timeout_s: float):
     return KafkaConsumer(**kafka_config(
         KafkaConsumer, bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
         auto_offset_reset="none", fetch_max_wait_ms=20, client_id="skewlab-sink",
-        request_timeout_ms=max(ms, 1000), bootstrap_timeout_ms=min(ms, 10_000)))
+        request_timeout_ms=max(ms, 1000), bootstrap_timeout_ms=ms))
 
 
 class _Clients:
