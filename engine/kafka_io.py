@@ -227,13 +227,10 @@ def produce(
 
 
 def read_topic(
-    bootstrap: str, topic: str, *, timeout_s: float = 10.0
+    bootstrap: str, topic: str, *, start: Mapping[int, int] | None = None, timeout_s: float = 10.0
 ) -> dict[int, list[tuple[int, bytes | None, bytes | None]]]:
-    """All records of ``topic`` as ``{partition: [(offset, key, value), ...]}`` (assign + seek).
-
-    Reads each partition from its beginning up to its high watermark as seen by a Fetch (see
-    :class:`engine.spark.sources.KafkaDataSource` for why not only ListOffsets).
-    """
+    """All records of ``topic`` as ``{partition: [(offset, key, value), ...]}`` (assign + seek), from
+    the offsets ``start`` (default: each partition's beginning) to the end (:func:`end_offsets`)."""
     from kafka import KafkaConsumer, TopicPartition
 
     _check_args(bootstrap, topic)
@@ -244,28 +241,16 @@ def read_topic(
         if not parts:
             raise ValueError(f"kafka: topic {topic!r} does not exist at {bootstrap}")
         tps = [TopicPartition(topic, p) for p in sorted(parts)]
-        consumer.assign(tps)
-        begin = consumer.beginning_offsets(tps)
+        begin = {tp.partition: int(off) for tp, off in consumer.beginning_offsets(tps).items()}
+        ends = end_offsets(consumer, tps, timeout_s=min(timeout_s, 5.0))
+        out: dict[int, list] = {}
         for tp in tps:
-            consumer.seek(tp, begin[tp])
-        out: dict[int, list] = {tp.partition: [] for tp in tps}
-        deadline = time.monotonic() + timeout_s
-        idle = 0
-        while time.monotonic() < deadline:
-            got = consumer.poll(timeout_ms=100, max_records=100_000)
-            for tp, recs in got.items():
-                out[tp.partition].extend((r.offset, r.key, r.value) for r in recs)
-            done = all(
-                consumer.highwater(tp) is not None and consumer.position(tp) >= consumer.highwater(tp)
-                for tp in tps
-            )
-            idle = idle + 1 if not got else 0
-            if done and idle >= 2:
-                break
+            lo = max(begin[tp.partition], int((start or {}).get(tp.partition, 0)))
+            recs = read_records(consumer, tp, lo, ends[tp.partition], timeout_s=timeout_s)
+            out[tp.partition] = [(r.offset, r.key, r.value) for r in recs]
         return out
     finally:
         consumer.close()
-
 
 
 def end_offsets(consumer, tps: list, *, probe: bool = True, timeout_s: float = 5.0) -> dict[int, int]:

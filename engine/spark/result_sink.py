@@ -186,7 +186,8 @@ class KafkaSink:
         span = 1
         while end > floor:
             lo = max(floor, end - span)
-            metas = [_meta(r, tp) for r in read_records(consumer, tp, lo, end, timeout_s=self.timeout_s)]
+            metas = [_meta(self.topic, tp.partition, r.offset, r.key, r.value)
+                     for r in read_records(consumer, tp, lo, end, timeout_s=self.timeout_s)]
             last = metas[-1]["out_batch"] if metas else -1
             if last < batch:
                 return set()
@@ -208,29 +209,14 @@ def read_kafka_sink(bootstrap: str, topic: str, start: dict[int, int] | None = N
     partition's beginning), in the columns of :data:`~engine.spark.operator.SINK_SCHEMA`: one row per
     (out_batch, worker, seq) of the groups whose ``n`` records are all there; an incomplete group (a
     write cut short, completed by the replay) is left out, like a Parquet file not yet renamed."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    from engine.kafka_io import _check_args, _client, end_offsets, read_records
+    from engine.kafka_io import read_topic
     from engine.spark.operator import SINK_SCHEMA
 
-    _check_args(bootstrap, topic)
-    consumer = _client(KafkaConsumer, bootstrap, min(timeout_s, 10.0), group_id=None, enable_auto_commit=False,
-                       auto_offset_reset="earliest", fetch_max_wait_ms=50, client_id="skewlab-sink-reader")
-    try:
-        parts = consumer.partitions_for_topic(topic)
-        if not parts:
-            raise ValueError(f"kafka: topic {topic!r} does not exist at {bootstrap}")
-        tps = [TopicPartition(topic, p) for p in sorted(parts)]
-        begin = {tp.partition: int(o) for tp, o in consumer.beginning_offsets(tps).items()}
-        ends = end_offsets(consumer, tps, timeout_s=min(timeout_s, 5.0))
-        groups: dict[tuple[int, int], dict[int, tuple[str, dict]]] = {}
-        for tp in tps:
-            lo = max(begin[tp.partition], (start or {}).get(tp.partition, 0))
-            for rec in read_records(consumer, tp, lo, ends[tp.partition], timeout_s=timeout_s):
-                m = _meta(rec, tp)
-                groups.setdefault((m["out_batch"], m["worker"]), {}).setdefault(m["seq"], (rec.key.decode("utf-8"), m))
-    finally:
-        consumer.close()
+    groups: dict[tuple[int, int], dict[int, tuple[str, dict]]] = {}
+    for part, recs in read_topic(bootstrap, topic, start=start, timeout_s=timeout_s).items():
+        for offset, key, value in recs:
+            m = _meta(topic, part, offset, key, value)
+            groups.setdefault((m["out_batch"], m["worker"]), {}).setdefault(m["seq"], (key.decode("utf-8"), m))
     cols: dict[str, list] = {name: [] for name in SINK_SCHEMA.names}
     for (_, _), recs in sorted(groups.items()):
         n = next(iter(recs.values()))[1]["n"]
@@ -248,14 +234,15 @@ class _Refused(RuntimeError):
     """The topic holds records this run must not write after (a later batch, not a skewlab record)."""
 
 
-def _meta(rec: Any, tp: Any) -> dict[str, Any]:
+def _meta(topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None) -> dict[str, Any]:
+    """The decoded value of a result record; :class:`_Refused` for anything else."""
     try:
-        m = json.loads(rec.value)
-        if not all(isinstance(m.get(f), int) for f in ("out_batch", "seq", "n", "worker", "batch")) or rec.key is None:
+        m = json.loads(value)
+        if not all(isinstance(m.get(f), int) for f in ("out_batch", "seq", "n", "worker", "batch")) or key is None:
             raise ValueError("fields missing")
         return m
     except (ValueError, TypeError, AttributeError):
-        raise _Refused(f"kafka sink: record {tp.topic}[{tp.partition}]@{rec.offset} is not a skewlab result "
+        raise _Refused(f"kafka sink: record {topic}[{partition}]@{offset} is not a skewlab result "
                            "record: the topic is written by something else") from None
 
 
