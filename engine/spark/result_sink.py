@@ -40,7 +40,6 @@ import json
 import os
 import re
 import shutil
-import time
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
@@ -85,8 +84,7 @@ def open_sink(spec: str, partitions: int, *, log: Callable[[str], None] = lambda
     _check_partitions(bootstrap, topic, partitions, timeout_s, create=True)
     start = _end_offsets(bootstrap, topic, partitions, timeout_s)
     if any(start.values()):
-        log(f"new run: results go to kafka topic {topic!r} after the {sum(start.values())} record(s) already there "
-            f"(start offsets {start})")
+        log(f"new run: results go to kafka topic {topic!r} after the records already there (start offsets {start})")
     return KafkaSink(bootstrap, topic, start)
 
 
