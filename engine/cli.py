@@ -391,7 +391,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--max-workers", type=int, default=None,
                    help="most workers the run can grow to: Spark state partitions, fixed for the checkpoint's life "
                         "(default 2 x --workers)")
-    e.add_argument("--sink", default=None, help="directory of the operator's Parquet results (default data/results/<checkpoint name>)")
+    e.add_argument("--sink", default=None,
+                   help="where the operator's results go: a directory of Parquet files (default "
+                        "data/results/<checkpoint name>) or kafka://HOST:PORT/TOPIC (partition W = worker W, "
+                        "exactly once; the topic is created with --max-workers partitions if missing)")
     e.add_argument("--operator", default="count", help="count (windowed word count) or join (self-join)")
     e.add_argument("--workload", default="zipf", help="generator workload (default zipf)")
     e.add_argument("--zipf", type=float, default=None, help="Zipf exponent for zipf/drift (default 1.0)")

@@ -5,6 +5,9 @@
   rate: record key = the workload key string as UTF-8, value = the message's global index as
   ASCII digits (a small payload that lets a consumer check order and completeness).
 * :func:`read_topic` — read a whole topic back with ``assign`` + ``seek`` (tests, debugging).
+* :func:`end_offsets` — the true end offset of partitions (ListOffsets raised to a Fetch's high
+  watermark; the Kafka source and the Kafka result sink use it).
+* :func:`read_records` — the records of one partition in an offset range.
 
 Every function talks to the broker with bounded timeouts and turns "cannot reach the broker",
 "topic missing", "send failed" into a one-line :class:`ValueError`; nothing hangs.
@@ -29,7 +32,7 @@ import re
 import time
 from typing import Any, Mapping
 
-__all__ = ["ensure_topic", "produce", "read_topic"]
+__all__ = ["end_offsets", "ensure_topic", "produce", "read_records", "read_topic"]
 
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
@@ -224,13 +227,10 @@ def produce(
 
 
 def read_topic(
-    bootstrap: str, topic: str, *, timeout_s: float = 10.0
+    bootstrap: str, topic: str, *, start: Mapping[int, int] | None = None, timeout_s: float = 10.0
 ) -> dict[int, list[tuple[int, bytes | None, bytes | None]]]:
-    """All records of ``topic`` as ``{partition: [(offset, key, value), ...]}`` (assign + seek).
-
-    Reads each partition from its beginning up to its high watermark as seen by a Fetch (see
-    :class:`engine.spark.sources.KafkaDataSource` for why not only ListOffsets).
-    """
+    """All records of ``topic`` as ``{partition: [(offset, key, value), ...]}`` (assign + seek), from
+    the offsets ``start`` (default: each partition's beginning) to the end (:func:`end_offsets`)."""
     from kafka import KafkaConsumer, TopicPartition
 
     _check_args(bootstrap, topic)
@@ -241,25 +241,85 @@ def read_topic(
         if not parts:
             raise ValueError(f"kafka: topic {topic!r} does not exist at {bootstrap}")
         tps = [TopicPartition(topic, p) for p in sorted(parts)]
-        consumer.assign(tps)
-        begin = consumer.beginning_offsets(tps)
+        begin = {tp.partition: int(off) for tp, off in consumer.beginning_offsets(tps).items()}
+        ends = end_offsets(consumer, tps, timeout_s=min(timeout_s, 5.0))
+        out: dict[int, list] = {}
         for tp in tps:
-            consumer.seek(tp, begin[tp])
-        out: dict[int, list] = {tp.partition: [] for tp in tps}
-        deadline = time.monotonic() + timeout_s
-        idle = 0
-        while time.monotonic() < deadline:
-            got = consumer.poll(timeout_ms=100, max_records=100_000)
-            for tp, recs in got.items():
-                out[tp.partition].extend((r.offset, r.key, r.value) for r in recs)
-            done = all(
-                consumer.highwater(tp) is not None and consumer.position(tp) >= consumer.highwater(tp)
-                for tp in tps
-            )
-            idle = idle + 1 if not got else 0
-            if done and idle >= 2:
-                break
+            lo = max(begin[tp.partition], int((start or {}).get(tp.partition, 0)))
+            recs = read_records(consumer, tp, lo, ends[tp.partition], timeout_s=timeout_s)
+            out[tp.partition] = [(r.offset, r.key, r.value) for r in recs]
         return out
     finally:
         consumer.close()
 
+
+def end_offsets(consumer, tps: list, *, probe: bool = True, timeout_s: float = 5.0) -> dict[int, int]:
+    """``{partition: end offset}`` of the :class:`kafka.TopicPartition` list ``tps`` (one topic).
+
+    ListOffsets ``latest`` raised, with ``probe``, to the high watermark seen in a Fetch response:
+    some Kafka-protocol brokers (tansu 0.6, used by the tests) answer ListOffsets with the base offset
+    of the last record *batch* + 1; the high watermark of a Fetch is right on them and equals the
+    ListOffsets answer on Apache Kafka, where the probe costs one tiny fetch per partition.  The
+    consumer is assigned ``tps`` for the probe and unsubscribed afterwards.
+    """
+    ends = {tp.partition: int(off) for tp, off in consumer.end_offsets(list(tps)).items()}
+    if not probe:
+        return ends
+    consumer.assign(list(tps))
+    try:
+        waiting = set()
+        for tp in tps:
+            listed = ends[tp.partition]
+            consumer.seek(tp, max(listed - 1, 0))
+            if listed > 0:
+                waiting.add(tp)
+        deadline = time.monotonic() + timeout_s
+        while waiting and time.monotonic() < deadline:
+            got = consumer.poll(timeout_ms=50, max_records=100_000)
+            for tp, recs in got.items():
+                if recs:
+                    ends[tp.partition] = max(ends[tp.partition], recs[-1].offset + 1)
+                    waiting.discard(tp)
+        for tp in tps:  # the high watermark never exceeds the real end: always safe to use
+            hw = consumer.highwater(tp)
+            if hw is not None:
+                ends[tp.partition] = max(ends[tp.partition], int(hw))
+    finally:
+        consumer.unsubscribe()  # stop fetching and drop anything prefetched
+    return ends
+
+
+def read_records(consumer, tp, start: int, end: int, *, timeout_s: float = 10.0) -> list:
+    """The records of partition ``tp`` with offsets in ``[start, end)`` (``assign`` + ``seek``).
+
+    Offsets without a record (compaction, transaction markers) are skipped by the consumer's
+    position.  :class:`RuntimeError` when the range cannot be read within ``timeout_s`` of no
+    progress (records deleted by retention, broker gone).
+    """
+    out: list = []
+    if end <= start:
+        return out
+    consumer.assign([tp])
+    try:
+        consumer.seek(tp, start)
+        pos = start
+        deadline = time.monotonic() + timeout_s
+        while pos < end:
+            progressed = False
+            for rec in consumer.poll(timeout_ms=200, max_records=min(end - pos, 50_000)).get(tp, []):
+                if start <= rec.offset < end and rec.offset >= pos:
+                    out.append(rec)
+                    pos = rec.offset + 1
+                    progressed = True
+            position = consumer.position(tp)
+            if pos < end and position is not None and position > pos:
+                pos = min(int(position), end)
+                progressed = True
+            if progressed:
+                deadline = time.monotonic() + timeout_s
+            elif time.monotonic() > deadline:
+                raise RuntimeError(f"kafka: {tp.topic}[{tp.partition}] stuck at offset {pos} of [{start}, {end}) "
+                                   f"after {timeout_s:g} s (records deleted or broker unreachable)")
+    finally:
+        consumer.unsubscribe()
+    return out

@@ -78,16 +78,17 @@ def windowed_truth(per_batch: dict[int, Counter], window: int) -> dict[tuple[int
     return truth
 
 
-def sink_results(sink_dir: Path, join: bool = False, latest: bool = False) -> tuple[dict[tuple[int, str], Any], int, int]:
+def sink_results(sink: Any, join: bool = False, latest: bool = False) -> tuple[dict[tuple[int, str], Any], int, int]:
     """The sink's results merged per (batch, key), the number of rows and of distinct (batch, key,
-    worker) rows (equal unless a worker wrote a result twice).
+    worker) rows (equal unless a worker wrote a result twice).  ``sink``: a Parquet directory or a sink
+    of :mod:`engine.spark.result_sink` (e.g. ``SparkEngine.results``).
 
     A row is one worker's share of a key (see :mod:`engine.spark.window_state`).  Merged: the sum over
     workers of their rows at that batch (single-owner groupings: the owner's row, plus retractions of
     0 from workers that gave the key away), or with ``latest`` the sum over workers of each one's
     latest share at or before that batch (split-key groupings with a window longer than the run).
     Values: the windowed count, or with ``join`` (pairs, checksum)."""
-    t = read_sink(str(sink_dir)).to_pydict()
+    t = (sink.read() if hasattr(sink, "read") else read_sink(str(sink))).to_pydict()
     rows = [(b, k, w, (c, x) if join else c)
             for b, k, c, x, w in zip(t["batch"], t["key"], t["count"], t["checksum"], t["worker"])]
     distinct = len({(b, k, w) for b, k, w, _ in rows})

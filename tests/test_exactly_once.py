@@ -3,7 +3,8 @@ its import (twice, at two different steps of the driver), after its snapshot but
 commit, and at two random moments — and restarted with the same --checkpoint each time.  At the end
 every (batch, key) result in the Parquet sink equals the windowed count recomputed from Spark's offset
 log and the input file, exactly once (no state lost or doubled, no held tuple dropped), and every
-batch was recorded exactly once in the database."""
+batch was recorded exactly once in the database.  The same with the Kafka result sink (two kills): the
+topic then holds every result record once — a replayed batch wrote nothing twice."""
 
 from __future__ import annotations
 
@@ -26,12 +27,12 @@ from tests.spark_truth import batch_keys, only, sink_results, windowed_truth
 pytestmark = pytest.mark.slow
 
 
-def engine_cmd(tmp: Path, data: Path) -> list[str]:
+def engine_cmd(tmp: Path, data: Path, sink: str | None = None) -> list[str]:
     return [sys.executable, "-m", "engine.cli", "engine", "--source", "file", "--input", str(data),
             "--db", f"sqlite:///{tmp}/db.sqlite", "--checkpoint", str(tmp / "ckpt"), "--algorithm", "mixed",
             "--param", "theta_max=0.02", "--workers", "4", "--sources", "2", "--interval", "0.5",
             "--rate", "4000", "--max-per-batch", "3000", "--window", "3", "--shadow", "",
-            "--sink", str(tmp / "sink")]
+            "--sink", sink or str(tmp / "sink")]
 
 
 def snapshots(tmp: Path) -> list[int]:
@@ -59,22 +60,28 @@ def wait_for_batches(tmp: Path, proc: subprocess.Popen, at_least: int, timeout: 
     raise AssertionError(f"engine made no progress past batch {at_least} in {timeout}s")
 
 
-def test_kill_9_at_random_points_then_restart_gives_ground_truth(tmp_path):
+def write_stream(tmp_path: Path, n: int) -> tuple[list[str], Path]:
     rng = np.random.default_rng(11)
-    keys = [f"w{int(x)}" for x in rng.zipf(1.3, 40_000) % 2000]
+    keys = [f"w{int(x)}" for x in rng.zipf(1.3, n) % 2000]
     data = tmp_path / "stream.txt"
     data.write_text("\n".join(keys) + "\n")
+    return keys, data
+
+
+def kill_and_restart(tmp_path: Path, data: Path, faults: list[str | None], sink: str | None = None) -> tuple[int, str]:
+    """Run the engine once per entry of ``faults`` — killed by fault injection at that step of a batch
+    two past the last snapshot, or (``None``) by SIGKILL at a random moment — then to the end of the
+    file; returns the number of kills and the engine log."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     log = open(tmp_path / "engine.log", "ab")
     kills = 0
-    faults = ["collected:{}:export", "saved:{}", None, "published:{}:export", None]
     rnd = random.Random(3)
     for fault in faults:
         done = snapshots(tmp_path)[-1] if snapshots(tmp_path) else -1
         run_env = dict(env)
         if fault:
             run_env["SKEWLAB_FAULT_INJECT"] = fault.format(done + 2)
-        proc = subprocess.Popen(engine_cmd(tmp_path, data), stdout=log, stderr=log, env=run_env)
+        proc = subprocess.Popen(engine_cmd(tmp_path, data, sink), stdout=log, stderr=log, env=run_env)
         if fault:
             proc.wait(timeout=180)  # it kills itself at that step of a later batch
             assert proc.returncode == -signal.SIGKILL, (tmp_path / "engine.log").read_text()[-3000:]
@@ -87,10 +94,16 @@ def test_kill_9_at_random_points_then_restart_gives_ground_truth(tmp_path):
             proc.wait()
             kills += 1
     # final run to the end of the file
-    proc = subprocess.Popen(engine_cmd(tmp_path, data), stdout=log, stderr=log, env=env)
-    assert proc.wait(timeout=300) == 0
+    proc = subprocess.Popen(engine_cmd(tmp_path, data, sink), stdout=log, stderr=log, env=env)
+    assert proc.wait(timeout=300) == 0, (tmp_path / "engine.log").read_text()[-3000:]
     log.close()
-    text = (tmp_path / "engine.log").read_text()
+    return kills, (tmp_path / "engine.log").read_text()
+
+
+def test_kill_9_at_random_points_then_restart_gives_ground_truth(tmp_path):
+    keys, data = write_stream(tmp_path, 40_000)
+    faults = ["collected:{}:export", "saved:{}", None, "published:{}:export", None]
+    kills, text = kill_and_restart(tmp_path, data, faults)
     assert kills >= 5, text[-3000:]
     assert text.count("fault injection: SIGKILL") == 3
 
@@ -114,3 +127,27 @@ def test_kill_9_at_random_points_then_restart_gives_ground_truth(tmp_path):
     batch_ids = [r["batch_id"] for r in rows]
     assert batch_ids == sorted(set(batch_ids)) == list(range(len(batch_ids)))
     assert sum(r["tuples"] for r in rows) == len(keys)
+
+
+def test_kill_9_with_the_kafka_sink_then_restart_gives_ground_truth(tmp_path, kafka_broker):
+    import json
+
+    from engine.kafka_io import read_topic
+    from engine.spark.result_sink import restore_sink
+
+    keys, data = write_stream(tmp_path, 24_000)
+    sink = f"kafka://{kafka_broker}/exactly-once"
+    kills, text = kill_and_restart(tmp_path, data, ["collected:{}:export", None], sink)
+    assert kills >= 2 and text.count("fault injection: SIGKILL") == 1, text[-3000:]
+    snap = latest_snapshot(tmp_path)
+    assert sum(snap["consumed"].values()) == len(keys)
+    assert snap["controller"].migrations
+    per_batch = batch_keys(tmp_path / "ckpt", lambda p, s, e: [keys[j * 2 + p] for j in range(s, e)])
+    got, rows, distinct = sink_results(restore_sink(snap["sink"], snap["sink_start"], snap["partitions"]))
+    assert rows == distinct, "a worker wrote a result twice"
+    truth = windowed_truth(per_batch, 3)
+    assert only(got, truth) == truth
+    # the topic itself: each (batch, worker, seq) once, on the worker's partition, and nothing else
+    records = [(p, json.loads(v)) for p, recs in read_topic(kafka_broker, "exactly-once").items() for _, _, v in recs]
+    assert all(m["worker"] == p for p, m in records)
+    assert len({(m["out_batch"], m["worker"], m["seq"]) for _, m in records}) == len(records) == rows

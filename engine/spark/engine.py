@@ -5,7 +5,8 @@ The query (:meth:`SparkEngine._start_query`): the source routes each input parti
 routing snapshot published for the batch (:mod:`engine.spark.sources`, :mod:`engine.spark.topology`)
 → ``groupBy(worker label).applyInPandasWithState``: every worker is one task and one state partition,
 its sliding-window keyed state is in Spark's RocksDB state store, checkpointed and restored by Spark
-with the offsets, and it writes its results to the Parquet sink (:mod:`engine.spark.operator`) →
+with the offsets, and it writes its results to the sink — Parquet files or a Kafka topic
+(:mod:`engine.spark.operator`, :mod:`engine.spark.result_sink`) →
 ``foreachBatch`` on the driver.  The number of state partitions is ``--max-workers``, fixed for the
 checkpoint's life.
 
@@ -66,6 +67,7 @@ from engine.metrics import format_rate
 from engine.metrics_sink import MetricsSink, PendingInterval
 from engine.params import ParamError
 from engine.shadow import ShadowEvaluator, default_shadow_names
+from engine.spark.result_sink import open_sink, restore_sink
 
 __all__ = ["EngineConfig", "SparkEngine", "OPERATORS", "SOURCES"]
 
@@ -209,6 +211,10 @@ class EngineConfig:
             create_workload(self.workload, self.seed, self.workload_params)  # validates params
         for name in self.shadow or []:
             registry.get(name)
+        if self.sink:
+            from engine.spark.result_sink import parse_sink
+
+            parse_sink(self.sink)  # a malformed kafka:// URL
 
     def checkpoint_dir(self) -> Path:
         """``--checkpoint``, or ``data/checkpoints/<run name, else "default">``."""
@@ -219,9 +225,10 @@ class EngineConfig:
         most workers the run can grow to, fixed for the checkpoint's life."""
         return int(self.max_workers) if self.max_workers is not None else min(2 * self.workers, MAX_WORKERS)
 
-    def sink_dir(self) -> Path:
-        """``--sink``, or ``data/results/<checkpoint directory name>``: the operator's Parquet results."""
-        return Path(self.sink or default_data_dir() / "results" / self.checkpoint_dir().name)
+    def sink_spec(self) -> str:
+        """``--sink`` (a directory or ``kafka://HOST:PORT/TOPIC``), or ``data/results/<checkpoint
+        directory name>``: where the operator's results go (:mod:`engine.spark.result_sink`)."""
+        return str(self.sink or default_data_dir() / "results" / self.checkpoint_dir().name)
 
     def source_options(self) -> tuple[str, dict[str, str]]:
         if self.source == "generator":
@@ -360,9 +367,13 @@ class SparkEngine:
                     f"checkpoint {self.checkpoint} was written by an engine that kept the state in the driver; "
                     "start a new run with --run-name NAME or --checkpoint DIR")
             self.partitions = int(snap["partitions"])
-            self.sink_dir = Path(snap["sink"])
-            if self.cfg.max_workers not in (None, self.partitions) or (self.cfg.sink and Path(self.cfg.sink) != self.sink_dir):
-                self.log(f"run {snap['run_id']} keeps its {self.partitions} state partitions and its sink {self.sink_dir}: "
+            try:
+                self.results = restore_sink(snap["sink"], snap.get("sink_start"), self.partitions)
+            except ParamError:
+                self.store.close()
+                raise
+            if self.cfg.max_workers not in (None, self.partitions) or (self.cfg.sink and self.cfg.sink != self.results.url):
+                self.log(f"run {snap['run_id']} keeps its {self.partitions} state partitions and its sink {self.results.url}: "
                          "--max-workers/--sink only set up new runs")
             self.worker_keys = snap.get("worker_keys", {})
             self.worker_bytes = snap.get("worker_bytes", {})
@@ -390,17 +401,20 @@ class SparkEngine:
                                 max_tuples=self.cfg.shadow_max_tuples)
                 if names else None
             )
+            self.partitions = self.cfg.partitions()
+            try:  # before the run exists: an unusable sink is a start-up error
+                self.results = open_sink(self.cfg.sink_spec(), self.partitions, log=self.log)
+            except ParamError:
+                self.store.close()
+                raise
             config = {k: v for k, v in asdict(self.cfg).items() if k != "db"}
-            config["max_workers"] = self.cfg.partitions()  # the state partitions: set-workers' upper limit
+            config["max_workers"] = self.partitions  # the state partitions: set-workers' upper limit
             self.run_id = self.store.create_run(
                 grouping.name, grouping.p, seed=self.cfg.seed, n_workers=self.cfg.workers,
                 workload=self.cfg.workload if self.cfg.source == "generator" else f"{self.cfg.source}",
                 config=config, name=self.cfg.run_name,
             )
             pending = []
-            self.partitions = self.cfg.partitions()
-            self.sink_dir = self.cfg.sink_dir()
-            self._clear_sink()
         self.sink = MetricsSink(self.store, self.run_id, log=self.log)
         for item in pending:
             self.sink.enqueue(item)
@@ -411,19 +425,6 @@ class SparkEngine:
         out = {k: getattr(self.cfg, k) for k in STREAM_FIELDS if k != "db"}
         out["db"] = self.store.url
         return out
-
-    def _clear_sink(self) -> None:
-        """A new run starts with an empty sink: result directories ``batch=N`` left by an earlier run
-        with the same checkpoint name would mix with this run's."""
-        if not self.sink_dir.is_dir():
-            return
-        import shutil
-
-        old = [d for d in self.sink_dir.iterdir() if d.is_dir() and re.fullmatch(r"batch=\d+", d.name)]
-        for d in old:
-            shutil.rmtree(d, ignore_errors=True)
-        if old:
-            self.log(f"new run: removed {len(old)} result batch(es) of an earlier run from {self.sink_dir}")
 
     def _publish_route(self, batch_id: int) -> None:
         """Publish the routing snapshot the sources use for ``batch_id`` (see engine.spark.sources):
@@ -495,7 +496,8 @@ class SparkEngine:
             "dead_total": self.dead_total,
             "pending": self.sink.pending(),
             "partitions": self.partitions,
-            "sink": str(self.sink_dir),
+            "sink": self.results.url,
+            "sink_start": self.results.start,
             "worker_keys": self.worker_keys,
             "worker_bytes": self.worker_bytes,
             "migrating": self.migrating,
@@ -743,7 +745,7 @@ class SparkEngine:
         routed = spark.readStream.format(fmt).options(**opts).load()
         out = (routed.withColumn("label", F.element_at(labels, (F.col("worker") % P) + 1))
                .groupBy("label")
-               .applyInPandasWithState(make_handler(P, self.cfg.window, str(self.sink_dir), join, named=self.cfg.top_k),
+               .applyInPandasWithState(make_handler(P, self.cfg.window, self.results, join, named=self.cfg.top_k),
                                        OUT_SCHEMA, STATE_SCHEMA, "append", "NoTimeout"))
         return (
             out.writeStream.outputMode("append").foreachBatch(self.process_batch)

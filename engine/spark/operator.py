@@ -15,9 +15,10 @@ Per batch the handler of worker ``w``
    batch) and the sources' side rows;
 2. runs :meth:`WorkerWindow.step` (import, slide, export, hold, count);
 3. writes its results — ``(batch, key, windowed count)``, or for the join ``(batch, key, pairs
-   joined, checksum)`` — to the sink, one Parquet file per
-   (batch, worker), written atomically under a name fixed by the batch, so a replayed batch rewrites
-   the same file with the same rows: results are exactly once;
+   joined, checksum)`` — to the sink (:mod:`engine.spark.result_sink`): by default one Parquet file
+   per (batch, worker), written atomically under a name fixed by the batch, so a replayed batch
+   rewrites the same file with the same rows; or partition ``w`` of a Kafka topic, where a replay
+   writes only the records not yet there: results are exactly once;
 4. returns to the driver only statistics: per-key tuple counts of the batch (the controller's
    input), its export blobs (to carry), the side rows, and one summary row (state keys, state
    bytes, handler seconds, tuples held).
@@ -99,12 +100,17 @@ def _decode(key: str) -> dict[str, Any]:
     return pickle.loads(base64.b64decode(key))
 
 
-def make_handler(partitions: int, window: int, sink_dir: str, join: bool = False, named: int = 10
+def make_handler(partitions: int, window: int, sink: Any, join: bool = False, named: int = 10
                  ) -> Callable[..., Iterator[Any]]:
     """The ``applyInPandasWithState`` function of the count operator, or with ``join`` of the join
-    operator (input rows then carry ``value``; see the module docstring).  ``named``: how many of its
+    operator (input rows then carry ``value``; see the module docstring).  ``sink``: a sink of
+    :mod:`engine.spark.result_sink`, or a directory for Parquet results.  ``named``: how many of its
     most frequent keys per batch a worker reports by name."""
     import pandas as pd
+
+    from engine.spark.result_sink import ParquetSink
+
+    results = sink if hasattr(sink, "write") else ParquetSink(str(sink))
 
     P = int(partitions)
     W = int(window)
@@ -180,7 +186,7 @@ def make_handler(partitions: int, window: int, sink_dir: str, join: bool = False
                     "checksum": pa.array([r[3] for r in res], pa.int64()),
                     "worker": pa.array(np.full(len(res), worker, np.int32)),
                 }, schema=SINK_SCHEMA)
-                write_atomic_parquet(sink_file(sink_dir, batch, worker), table)
+                results.write(batch, worker, table)
             for target, blob in step["exports"].items():
                 b = pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)
                 export_bytes += len(b)

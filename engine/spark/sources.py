@@ -1040,33 +1040,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _end_offsets(self, parts: list[int]) -> dict[int, int]:
         from kafka import TopicPartition
 
-        c = self._meta()
-        tps = [TopicPartition(self.topic, p) for p in parts]
-        ends = {tp.partition: int(off) for tp, off in c.end_offsets(tps).items()}
-        if not self.probe:
-            return ends
-        c.assign(tps)
-        try:
-            waiting = set()
-            for tp in tps:
-                listed = ends[tp.partition]
-                c.seek(tp, max(listed - 1, 0))
-                if listed > 0:
-                    waiting.add(tp)
-            deadline = time.monotonic() + min(self.timeout_ms, 5000) / 1000.0
-            while waiting and time.monotonic() < deadline:
-                got = c.poll(timeout_ms=50, max_records=100_000)
-                for tp, recs in got.items():
-                    if recs:
-                        ends[tp.partition] = max(ends[tp.partition], recs[-1].offset + 1)
-                        waiting.discard(tp)
-            for tp in tps:  # the high watermark never exceeds the real end: always safe to use
-                hw = c.highwater(tp)
-                if hw is not None:
-                    ends[tp.partition] = max(ends[tp.partition], int(hw))
-        finally:
-            c.unsubscribe()  # stop fetching and drop anything prefetched
-        return ends
+        from engine.kafka_io import end_offsets
+
+        return end_offsets(self._meta(), [TopicPartition(self.topic, p) for p in parts], probe=self.probe,
+                           timeout_s=min(self.timeout_ms, 5000) / 1000.0)
 
     # ---------------------------------------------------------------- driver
     def initialOffset(self) -> dict:
