@@ -23,6 +23,7 @@ from plotly.subplots import make_subplots
 
 from dashboard.data import DEFAULT_THETA, OPERATOR_EVENT_KINDS
 from dashboard.definitions import LABELS
+from storage.run_state import REBALANCE_EVENT_KINDS
 
 __all__ = [
     "ALL_WORKERS_MAX",

@@ -92,3 +92,23 @@ def test_gate_is_declared_by_every_rebalancer_and_off_by_default():
         assert (names <= declared) == cls.rebalancing, name
     g = registry.create("mixed", N)
     assert g.p["gate"] is False and g.p["gate_horizon"] == 1
+
+
+def test_skipped_plans_reach_the_run_state_and_the_dashboard_markers():
+    """A ``rebalance_skipped`` event (as the engine stores it) is kept with the rebalances of a run's
+    state, drawn as a rebalance marker that says it was skipped, and not listed as an operator event."""
+    from dashboard.figures import _rebalance_points
+    from dashboard.layout import event_log
+    from storage.run_state import RunState
+
+    st = RunState.of_run({"id": 1, "algorithm": "mixed", "params": {"gate": True}, "n_workers": N})
+    detail = {"algorithm": "mixed", "keys": 7, "state_moved": 120.0, "migration_cost": 0.2,
+              "gate_gain": -0.1, "gate_cost": 0.2, "gate_horizon": 1}
+    st.absorb([{"id": 1, "interval": 3, "kind": "rebalance_skipped", "detail": detail},
+               {"id": 2, "interval": 4, "kind": "rebalance", "detail": {"keys": 2, "state_moved": 5.0}}])
+    events = st.events_since(0)
+    assert [e["kind"] for e in events] == ["rebalance_skipped", "rebalance"]
+    pts = _rebalance_points({"series": {"interval": [3, 4], "imbalance": [0.5, 0.4]}, "events": events})
+    assert pts["interval"] == [3, 4]
+    assert pts["text"][0].startswith("rebalance skipped: plan of 7 keys") and "skipped" not in pts["text"][1]
+    assert "no operator events" in str(event_log(events))

@@ -49,6 +49,20 @@ missed (1e-4 with the default capacity).  Membership is evaluated for every tupl
 update (Alg. 1 lines 2–4).  SpaceSaving ties (which counter to evict) follow the rule documented in
 :mod:`engine.sketches` (least recently updated among the minimum counts).
 
+Recency (skewlab extension, issue #15; parameters ``decay`` and ``epoch``): the paper's head is
+decided from counts since the start of the stream, so a key that became hot late needs
+``θ · N_s`` tuples to enter it and a key that cooled stays in it until N_s has grown by its count/θ.
+With ``decay`` < 1, every ``epoch`` tuples of a source its sketch is decayed
+(:meth:`engine.sketches.SpaceSaving.decay`: counts, guaranteed counts and N_s times ``decay``), as
+the epoch-based hotness decay of FISH (Chen et al., arXiv 1806.00760, which keeps per-epoch counts
+and decays the previous epochs' ones); skewlab decays the one SpaceSaving sketch instead of keeping
+a second per-epoch counter.  N_s in the head test is then the decayed total, so the head is the keys
+whose exponentially weighted recent frequency is >= θ.  The warm-up and the d refresh keep counting
+tuples (tuples seen = N_s + what the decays took off N_s, ``state[s, ST_LOST]``); the decay happens
+after tuple ``k · epoch`` of the source (and after a refresh due at the same tuple), a function of
+the tuple count only, so routing stays independent of batching; ``route`` runs the kernels up to
+each decay.  ``decay = 1`` (default) is the paper's behaviour.
+
 d for D-Choices (``FINDOPTIMALCHOICES``, Sec. IV-A): :func:`find_d` searches d upward from
 ``max(2, ceil(p_1 · n))`` for the first d satisfying Eq. (3) for **every** head prefix h = 1..|H|,
 
