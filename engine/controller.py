@@ -54,7 +54,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from engine import registry
-from engine.gate import GateVerdict, judge
+from engine.gate import GateVerdict, MigrationGate
 from engine.grouping import Grouping, IntervalStats, Plan
 from engine.keys import Vocabulary, home
 from engine.metrics import load_metrics
@@ -153,8 +153,8 @@ class Controller:
         self.intervals: list[dict[str, Any]] = []
         self._pending_moved = 0.0
         self._pending_keys = 0
-        #: (key ids, costs) of the previous interval's statistics: the migration gate's history
-        self._prev_cost: tuple[np.ndarray, np.ndarray] | None = None
+        #: the migration gate (used when the grouping's parameter ``gate`` is on)
+        self.gate = MigrationGate()
         self.skipped_plans = 0
         self._on_event = on_event
         #: record move orders for a runtime whose state lives elsewhere (the Spark engine's workers)
@@ -278,17 +278,20 @@ class Controller:
         self._pending_moved, self._pending_keys = 0.0, 0
         plan_seconds = 0.0
         verdict: GateVerdict | None = None
+        gated = self.grouping.rebalancing and bool(self.grouping.p.get("gate"))
+        if gated:
+            self._migration_gate().observe(stats)  # judge the previous plan on this interval
         if rebalance and self.grouping.rebalancing and stats.keys.size and self.grouping.should_rebalance(stats):
             plan = self.grouping.plan(stats)
             plan_seconds = plan.plan_seconds
-            verdict = self._gate(stats, plan)
+            if gated:
+                verdict = self._migration_gate().judge(stats, plan, int(self.grouping.p.get("gate_horizon", 1)))
             if verdict is None or verdict.pays:
                 ev = self._execute_plan(stats, plan, verdict)
                 moved += ev.state_moved
                 moved_keys += ev.keys
             else:
                 self._skip_plan(plan, verdict)
-        self._prev_cost = (stats.key_ids, stats.cost) if stats.key_ids is not None else None
         skipped = plan is not None and verdict is not None and not verdict.pays
         self.cum_plan_seconds += plan_seconds
         self.cum_state_moved += moved
@@ -347,13 +350,11 @@ class Controller:
         self._orders = []
         return out
 
-    def _gate(self, stats: IntervalStats, plan: Plan) -> GateVerdict | None:
-        """The migration gate's verdict on ``plan`` (:mod:`engine.gate`); None when the grouping's
-        ``gate`` parameter is off."""
-        if not self.grouping.p.get("gate"):
-            return None
-        prev = getattr(self, "_prev_cost", None)  # (absent from a snapshot of an older skewlab)
-        return judge(stats, plan, *(prev or (None, None)), int(self.grouping.p.get("gate_horizon", 1)))
+    def _migration_gate(self) -> MigrationGate:
+        """:attr:`gate` (created here for a controller unpickled from an older snapshot)."""
+        if getattr(self, "gate", None) is None:
+            self.gate = MigrationGate()
+        return self.gate
 
     def _skip_plan(self, plan: Plan, verdict: GateVerdict) -> None:
         """Record a plan the gate skipped: nothing moves, the grouping keeps its routing."""
@@ -396,6 +397,7 @@ class Controller:
 
     def migrate_to_owners(self, reason: str, **detail: Any) -> MigrationEvent:
         """Move every key's state to where the current grouping sends it (see module docstring)."""
+        self._migration_gate().forget_pending()  # owners change: the last plan cannot be judged
         codes, _ = self.state.merged()
         keys, workers = decode(codes)
         if keys.size == 0:

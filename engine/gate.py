@@ -1,25 +1,32 @@
-"""Migration gate: execute a rebalancing plan only when its predicted gain pays for its migration.
+"""Migration gate: execute a rebalancing plan only when its expected gain pays for its migration.
 
 skewlab extension (issue #15), not in any of the papers: the rebalancers (Fang, Gedik, Guo & Zhou)
-plan from the interval that just ended and move state whenever the imbalance exceeds their trigger,
-so on bursty keys they move state after every burst, and the keys they moved are no longer the hot
-ones in the next interval: the run pays the migration and gains nothing.  The gate is one check in the
-controller, for every rebalancer (declared parameter ``gate`` of :class:`engine.grouping.RebalancingGrouping`):
+plan from the interval that just ended and move state whenever the imbalance exceeds their trigger.
+On bursty keys the keys a plan moves are no longer the hot ones when the plan is in force: the run
+pays the migration and gains nothing (or loses: a plan that offsets a burst unbalances the rest).
+The gate is one check in the controller for every rebalancer (declared parameters ``gate`` and
+``gate_horizon`` of :class:`engine.grouping.RebalancingGrouping`).  It learns, from the stream
+itself, how much of a plan's gain survives into the next interval:
 
-* predicted cost of the next interval per key, ``ĉ(k) = min(c_i(k), c_{i−1}(k))`` — the part of the
-  key's cost that persisted over the last two intervals (a key that burst in interval i only, or that
-  cooled, predicts ~0; a key that stays hot predicts its cost);
-* predicted gain = ``imbalance(L_now) − imbalance(L_plan)`` with ``L_now``/``L_plan`` the per-worker
-  sums of ĉ under the current owners and under the plan's assignment (imbalance = max/mean − 1, the
-  headline metric of :mod:`engine.metrics`);
-* the plan is executed iff ``horizon · gain > migration_cost`` (state moved / total state, the
-  plan's own :attr:`~engine.grouping.Plan.migration_cost`), ``horizon`` = ``gate_horizon`` intervals
-  over which a gain is expected to last.  Both terms are in the units of the per-interval record
-  (``imbalance`` and ``migration_cost``), whose sum over the run is what the gate tries to keep at or
-  below that of not rebalancing.
+* **predicted gain** of a plan made after interval i: ``imbalance(L_i under the current owners) −
+  imbalance(L_i under the plan)``, both on interval i's key costs c_i (the interval the rebalancer
+  planned for; imbalance = max/mean − 1, the headline metric of :mod:`engine.metrics`);
+* **realised gain**, measured after interval i+1 for *every* plan, executed or skipped: the same
+  difference on c_{i+1}, between the owners with the plan's moves and without them (so a skipped
+  plan is judged too, and the gate can learn that plans became useful again);
+* **persistence** ρ = R / P with R, P the realised and predicted gains of the judged plans summed
+  with weight :data:`FORGET` = 0.9 per judged plan of age (recent plans count most, a large plan
+  more than a small one; with 0.5 a single lucky coincidence — a skipped plan whose unloaded worker
+  happened to receive the next burst — turned ρ positive on the burst stream of the tests); ρ = 0
+  before any plan was judged;
+* the plan is executed iff ``gate_horizon · ρ · predicted gain > migration cost`` (state moved /
+  total state, :attr:`~engine.grouping.Plan.migration_cost`).  Both sides are in the units of the
+  per-interval record (``imbalance``, ``migration_cost``): the gate moves state only when the gain it
+  expects from the evidence so far exceeds what the move costs.
 
-The first interval of a run (no previous interval) predicts no gain: no plan passes before a skew
-has persisted for two intervals.
+So the first plan of a run is always skipped (no evidence yet) and judged on the next interval; on
+a persistent skew ρ ≈ 1 and plans pass from the second one on; on keys that burst and vanish the
+realised gains are ~0 or negative and every plan is skipped, which is exactly not rebalancing.
 """
 
 from __future__ import annotations
@@ -32,44 +39,79 @@ from engine.grouping import IntervalStats, Plan
 from engine.metrics import load_metrics
 from engine.state import searchsorted_ascending
 
-__all__ = ["GateVerdict", "judge"]
+__all__ = ["GateVerdict", "MigrationGate"]
+
+#: weight of a judged plan per judged plan of age in the persistence estimate
+FORGET = 0.9
 
 
 @dataclass(frozen=True)
 class GateVerdict:
-    """Outcome of :func:`judge`: ``gain`` (predicted imbalance reduction per interval), ``cost``
-    (migration cost of the plan), ``horizon`` and whether the plan pays."""
+    """A plan's predicted ``gain``, migration ``cost``, the persistence ``rho`` and ``horizon`` it was
+    judged with, and whether it pays (``horizon · rho · gain > cost``)."""
 
     gain: float
     cost: float
+    rho: float
     horizon: int
     pays: bool
 
     def to_dict(self) -> dict[str, float]:
-        return {"gate_gain": self.gain, "gate_cost": self.cost, "gate_horizon": self.horizon}
+        return {"gate_gain": self.gain, "gate_cost": self.cost, "gate_persistence": self.rho,
+                "gate_horizon": self.horizon}
 
 
-def persistent_cost(stats: IntervalStats, prev_key_ids: np.ndarray | None, prev_cost: np.ndarray | None) -> np.ndarray:
-    """``min(c_i(k), c_{i−1}(k))`` for the stats keys; ``prev_key_ids`` ascending (the controller's
-    previous :class:`IntervalStats`), keys absent from it had cost 0."""
-    out = np.zeros(stats.cost.size, dtype=np.float64)
-    if prev_key_ids is None or prev_cost is None or prev_key_ids.size == 0 or stats.key_ids is None:
-        return out
-    ids = stats.key_ids
-    pos = np.minimum(searchsorted_ascending(prev_key_ids, ids), prev_key_ids.size - 1)
-    hit = prev_key_ids[pos] == ids
-    out[hit] = np.minimum(stats.cost[hit], prev_cost[pos[hit]])
-    return out
+def _imbalance(workers: np.ndarray, cost: np.ndarray, n: int) -> float:
+    owned = workers >= 0
+    return load_metrics(np.bincount(workers[owned], weights=cost[owned], minlength=n)[:n])["imbalance"]
 
 
-def judge(stats: IntervalStats, plan: Plan, prev_key_ids: np.ndarray | None, prev_cost: np.ndarray | None,
-          horizon: int) -> GateVerdict:
-    """Whether ``plan`` pays (see the module docstring)."""
-    n = stats.n_workers
-    c = persistent_cost(stats, prev_key_ids, prev_cost)
-    owned = stats.worker >= 0
-    now = np.bincount(stats.worker[owned], weights=c[owned], minlength=n)[:n]
-    new = np.bincount(np.asarray(plan.assignment, dtype=np.int64), weights=c, minlength=n)[:n]
-    gain = load_metrics(now)["imbalance"] - load_metrics(new)["imbalance"]
-    cost = float(plan.migration_cost)
-    return GateVerdict(float(gain), cost, int(horizon), bool(horizon * gain > cost))
+class MigrationGate:
+    """State of the gate of one controller (plain floats and arrays: picklable)."""
+
+    def __init__(self) -> None:
+        self.realised = 0.0  # R
+        self.predicted = 0.0  # P
+        #: the last plan, to be judged on the next interval: (n, moved key ids ascending, their
+        #: owners before the plan, their targets, predicted gain)
+        self._pending: tuple[int, np.ndarray, np.ndarray, np.ndarray, float] | None = None
+
+    @property
+    def persistence(self) -> float:
+        """ρ = R / P (0 while nothing was judged; may be negative when plans made things worse)."""
+        return self.realised / self.predicted if self.predicted > 0 else 0.0
+
+    def forget_pending(self) -> None:
+        """Drop the plan awaiting judgement (its owners were changed by an operator action)."""
+        self._pending = None
+
+    def observe(self, stats: IntervalStats) -> None:
+        """Judge the pending plan on the interval of ``stats`` (before any new plan)."""
+        pending, self._pending = self._pending, None
+        if pending is None or stats.key_ids is None or pending[0] != stats.n_workers:
+            return
+        n, keys, before, after, gain = pending
+        ids = stats.key_ids
+        with_plan = stats.worker.copy()
+        without = stats.worker.copy()
+        if keys.size and ids.size:
+            pos = np.minimum(searchsorted_ascending(ids, keys), ids.size - 1)
+            hit = ids[pos] == keys
+            with_plan[pos[hit]] = after[hit]
+            without[pos[hit]] = before[hit]
+        realised = _imbalance(without, stats.cost, n) - _imbalance(with_plan, stats.cost, n)
+        self.realised = FORGET * self.realised + realised
+        self.predicted = FORGET * self.predicted + gain
+
+    def judge(self, stats: IntervalStats, plan: Plan, horizon: int) -> GateVerdict:
+        """The verdict on ``plan`` (see the module docstring); the plan is kept for judgement on the
+        next interval whatever the verdict."""
+        n = stats.n_workers
+        gain = _imbalance(stats.worker, stats.cost, n) - _imbalance(np.asarray(plan.assignment, np.int64), stats.cost, n)
+        rho = self.persistence
+        cost = float(plan.migration_cost)
+        if stats.key_ids is not None:
+            moved = np.asarray(plan.moved, dtype=bool)
+            self._pending = (n, stats.key_ids[moved], stats.worker[moved], np.asarray(plan.assignment, np.int64)[moved],
+                             max(float(gain), 0.0))
+        return GateVerdict(float(gain), cost, float(rho), int(horizon), bool(horizon * rho * gain > cost))

@@ -63,7 +63,7 @@ def test_gate_never_worse_than_not_rebalancing_on_bursts(algo):
     assert all(not r["rebalanced"] and r["migration_cost"] == 0.0 for r in skipped)
     events = [e for e in gated["events"] if e["kind"] == "rebalance_skipped"]
     assert len(events) == len(skipped)
-    assert all(e["gate_horizon"] * e["gate_gain"] <= e["migration_cost"] for e in events)
+    assert all(e["gate_horizon"] * e["gate_persistence"] * e["gate_gain"] <= e["migration_cost"] for e in events)
 
 
 def test_gate_lets_a_paying_plan_through():
@@ -74,12 +74,12 @@ def test_gate_lets_a_paying_plan_through():
     gated = run("mixed", vocab, batches, gate=True)
     plain = run("mixed", vocab, batches)
     rows = gated["intervals"]
-    assert rows[0].get("rebalance_skipped")  # no history yet: nothing is predicted to persist
+    assert rows[0].get("rebalance_skipped")  # no evidence yet: the first plan is judged, not executed
     assert any(r["rebalanced"] for r in rows[1:4])
     assert account(gated) < 0.5 * account(base)
     assert account(gated) <= account(plain) + rows[0]["imbalance"]
     events = [e for e in gated["events"] if e["kind"] == "rebalance"]
-    assert events and all(e["gate_horizon"] * e["gate_gain"] > e["migration_cost"] for e in events)
+    assert events and all(e["gate_horizon"] * e["gate_persistence"] * e["gate_gain"] > e["migration_cost"] for e in events)
 
 
 def test_gate_is_declared_by_every_rebalancer_and_off_by_default():
