@@ -118,7 +118,7 @@ class RefGrouping:
         self.next = [self.warmup for _ in range(sources)]
         self.rr = [s % n for s in range(sources)]
         self.decay = decay
-        self.epoch = epoch if epoch > 0 else 20 * self.warmup
+        self.epoch = epoch if epoch > 0 else 5 * self.warmup
         self.seen = [0] * sources  # tuples routed per source (N of the sketch, before decays)
         self.next_decay = [self.epoch] * sources
 
@@ -570,7 +570,7 @@ def test_kernel_matches_reference_with_decay(algo):
         (7, 2, 200, 1.1, dict(capacity=12, warmup=30, refresh=17, decay=0.5, epoch=51)),
         (16, 1, 100, 1.6, dict(capacity=20, warmup=40, refresh=25, head_threshold=0.02, decay=0.25, epoch=100)),
         (20, 2, 300, 1.3, dict(capacity=64, warmup=100, refresh=50, decay=0.7, epoch=150)),
-        (5, 3, 60, 1.4, dict(capacity=10, warmup=10, refresh=10, decay=0.9, epoch=0)),  # epoch = 20·warmup
+        (5, 3, 60, 1.4, dict(capacity=10, warmup=10, refresh=10, decay=0.9, epoch=0)),  # epoch = 5·warmup
     ]
     for c, (n, sources, k, z, params) in enumerate(cases):
         if algo != "dchoices":

@@ -61,7 +61,9 @@ whose exponentially weighted recent frequency is >= θ.  The warm-up and the d r
 tuples (tuples seen = N_s + what the decays took off N_s, ``state[s, ST_LOST]``); the decay happens
 after tuple ``k · epoch`` of the source (and after a refresh due at the same tuple), a function of
 the tuple count only, so routing stays independent of batching; ``route`` runs the kernels up to
-each decay.  ``decay = 1`` (default) is the paper's behaviour.
+each decay.  ``decay = 1`` (default) is the paper's behaviour; the decay rebuilds the sketch in
+Python and numpy (O(capacity) per epoch), which is why it is not on by default (measurements in
+docs/results.md, "Recency and the migration gate").
 
 d for D-Choices (``FINDOPTIMALCHOICES``, Sec. IV-A): :func:`find_d` searches d upward from
 ``max(2, ceil(p_1 · n))`` for the first d satisfying Eq. (3) for **every** head prefix h = 1..|H|,
@@ -784,8 +786,8 @@ _DECAY = Param(
 )
 _EPOCH = Param(
     "epoch", "int", 0,
-    "recency: tuples of a source between two decays of its sketch (with decay < 1); 0 means 20·warmup "
-    "= 1000n with the default θ",
+    "recency: tuples of a source between two decays of its sketch (with decay < 1); 0 means 5·warmup "
+    "= 250n with the default θ",
     low=0, high=10**12,
 )
 _REFRESH = Param(
@@ -864,9 +866,9 @@ class _HeadBase(_SplitKeyBase):
 
     @property
     def epoch(self) -> int:
-        """Effective tuples per source between two decays (``epoch`` or 20 · warmup)."""
+        """Effective tuples per source between two decays (``epoch`` or 5 · warmup)."""
         e = int(self.p.get("epoch", 0))
-        return e if e > 0 else 20 * self.warmup
+        return e if e > 0 else 5 * self.warmup
 
     def seen(self, source: int = 0) -> int:
         """Tuples ``source`` has routed (its sketch's N plus what decays took off N)."""
