@@ -336,9 +336,9 @@ class Grouping(ABC):
 #: parameters of the controller's migration gate (:mod:`engine.gate`), declared by every rebalancer
 GATE_PARAMS: tuple[Param, ...] = (
     Param("gate", "bool", False,
-          "skewlab extension: execute a plan only when its predicted imbalance gain, on the key costs that "
-          "persisted over the last two intervals, times gate_horizon exceeds its migration cost; skipped "
-          "plans are recorded (event rebalance_skipped)"),
+          "skewlab extension: execute a plan only when gate_horizon · ρ · its predicted imbalance gain exceeds "
+          "its migration cost, ρ = share of the earlier plans' predicted gain realised on the next interval "
+          "(engine/gate.py); skipped plans are recorded (event rebalance_skipped)"),
     Param("gate_horizon", "int", 1, "gate: intervals over which a plan's predicted gain is counted",
           low=1, high=1000),
 )
