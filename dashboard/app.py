@@ -57,6 +57,7 @@ from dashboard.layout import (
 )
 from engine.commands import CommandError
 from engine.params import ParamError
+from storage.run_state import REBALANCE_EVENT_KINDS
 
 __all__ = ["create_app", "server"]
 
@@ -310,7 +311,7 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
         out["export-links"] = no_update
         if not d["new"] and not d["events"]:
             return tuple(out.get(key, no_update) for key, _, _ in LIVE_OUTPUTS)
-        ops = [e for e in d["events"] if e.get("kind") != "rebalance"]
+        ops = [e for e in d["events"] if e.get("kind") not in REBALANCE_EVENT_KINDS]
         log = (list(cursor.get("log") or []) + ops)[-_EVENT_LOG_KEEP:]
         new_cursor = dict(cursor, last_interval=d["last_interval"], last_event_id=d["last_event_id"],
                           points=int(cursor.get("points") or 0) + len(d["series"]["interval"]),
@@ -496,7 +497,7 @@ def _common_outputs(D: DashboardData, d: Mapping[str, Any], run_id: int, export_
 
 def _full_outputs(d: Mapping[str, Any], view: str, visible: Any) -> dict[str, Any]:
     """A reset: every figure drawn from the window, and a new cursor."""
-    ops = [e for e in d["events"] if e.get("kind") != "rebalance"]
+    ops = [e for e in d["events"] if e.get("kind") not in REBALANCE_EVENT_KINDS]
     cursor = {"run_id": d["run_id"], "last_interval": d["last_interval"], "last_event_id": d["last_event_id"],
               "points": len(d["series"]["interval"]), "ops": len(ops), "bars": bool(d.get("workers")),
               "log": ops[-_EVENT_LOG_KEEP:], "mig": list(d.get("migration_rows") or []),

@@ -283,7 +283,7 @@ class DashboardData:
         theta_now = _num(st.param_at(upper, "theta_max"))
         out["theta_now"] = theta_now
         out["heat"] = worker_heat(workers, out["bands"], HEAT_CELLS if reset else None)
-        plans = [e for e in st.rebalances if e["interval"] is not None and e["interval"] <= upper]
+        plans = [e for e in st.rebalances if e["kind"] == "rebalance" and e["interval"] is not None and e["interval"] <= upper]
         out["plan"] = ({"interval": plans[-1]["interval"], "feasible": plans[-1]["detail"].get("feasible"),
                         "note": str(plans[-1]["detail"].get("note") or "")} if plans else None)
 

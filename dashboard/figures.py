@@ -23,6 +23,7 @@ from plotly.subplots import make_subplots
 
 from dashboard.data import DEFAULT_THETA, OPERATOR_EVENT_KINDS
 from dashboard.definitions import LABELS
+from storage.run_state import REBALANCE_EVENT_KINDS
 
 __all__ = [
     "ALL_WORKERS_MAX",
@@ -356,11 +357,15 @@ def _rebalance_points(data: Mapping[str, Any]) -> dict[str, list]:
         mig.get("pause_ms", []))}
     xs, ys, texts = [], [], []
     for ev in data.get("events") or []:
-        if ev.get("kind") != "rebalance" or ev.get("interval") is None:
+        if ev.get("kind") not in REBALANCE_EVENT_KINDS or ev.get("interval") is None:
             continue
         d = ev.get("detail") or {}
         xs.append(ev["interval"])
         ys.append(at.get(ev["interval"]) or 0.0)
+        if ev["kind"] == "rebalance_skipped":  # the migration gate (engine.gate) kept the routing
+            texts.append(f"rebalance skipped: plan of {d.get('keys', 0)} keys, cost {_fmt(d.get('migration_cost'))} "
+                         f"> predicted gain {_fmt(d.get('gate_gain'))} × {d.get('gate_horizon', 1)} interval(s)")
+            continue
         texts.append(f"rebalance: {d.get('keys', 0)} keys, state {_fmt(d.get('state_moved'))}, "
                      f"cost {_fmt(d.get('migration_cost'))}" + ("" if d.get("feasible", True) else " (infeasible)")
                      + "".join(f"<br>{x}" for x in extras.get(ev["interval"], [])))

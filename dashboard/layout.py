@@ -22,6 +22,7 @@ from dashboard.controls import workers_range
 from dashboard.data import DEFAULT_THETA, status_text
 from dashboard.definitions import LABELS, definition
 from dashboard.figures import IMBALANCE_METRICS, empty_figure, format_bytes
+from storage.run_state import REBALANCE_EVENT_KINDS
 
 __all__ = [
     "GRAPH_CONFIG", "build_layout", "command_state", "commands_view", "event_log", "kpi_cards", "migration_table",
@@ -320,7 +321,7 @@ def event_log(events: Sequence[Mapping[str, Any]], limit: int = 12) -> list[Any]
     """The latest operator events (the same ones drawn on the time axes)."""
     from dashboard.figures import event_label
 
-    ops = [e for e in events if e.get("kind") not in ("rebalance",)][-limit:]
+    ops = [e for e in events if e.get("kind") not in REBALANCE_EVENT_KINDS][-limit:]
     if not ops:
         return [html.Div("no operator events in this window", className="muted small")]
     return [html.Ul([html.Li([html.Span(f"#{e.get('interval')}", className="ev-iv"),

@@ -12,7 +12,10 @@ the controller
    :mod:`engine.metrics`;
 3. builds :class:`~engine.grouping.IntervalStats` (c(k), S(k, w), frequency, current owner) and, for a
    rebalancing grouping whose ``should_rebalance`` says so (imbalance above θmax), asks for a plan and
-   executes it through the migration path;
+   executes it through the migration path — unless the grouping's parameter ``gate`` is on and the
+   migration gate (:mod:`engine.gate`) predicts that the plan does not pay for its migration: the plan
+   is then skipped and recorded as such (interval row ``rebalance_skipped``, event
+   ``rebalance_skipped``);
 4. handles algorithm switches, parameter changes and worker-count changes through the **same**
    migration path (:meth:`Controller.migrate_to_owners`): every key's state is moved to where the
    (new) grouping will send the key, and the state moved is counted as migration.
@@ -51,6 +54,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from engine import registry
+from engine.gate import GateVerdict, MigrationGate
 from engine.grouping import Grouping, IntervalStats, Plan
 from engine.keys import Vocabulary, home
 from engine.metrics import load_metrics
@@ -149,6 +153,9 @@ class Controller:
         self.intervals: list[dict[str, Any]] = []
         self._pending_moved = 0.0
         self._pending_keys = 0
+        #: the migration gate (used when the grouping's parameter ``gate`` is on)
+        self.gate = MigrationGate()
+        self.skipped_plans = 0
         self._on_event = on_event
         #: record move orders for a runtime whose state lives elsewhere (the Spark engine's workers)
         self.track_orders = False
@@ -272,12 +279,22 @@ class Controller:
         moved_keys = self._pending_keys
         self._pending_moved, self._pending_keys = 0.0, 0
         plan_seconds = 0.0
+        verdict: GateVerdict | None = None
+        gated = self.grouping.rebalancing and bool(self.grouping.p.get("gate"))
+        if gated:
+            self._migration_gate().observe(stats)  # judge the previous plan on this interval
         if rebalance and self.grouping.rebalancing and stats.keys.size and self.grouping.should_rebalance(stats):
             plan = self.grouping.plan(stats)
             plan_seconds = plan.plan_seconds
-            ev = self._execute_plan(stats, plan)
-            moved += ev.state_moved
-            moved_keys += ev.keys
+            if gated:
+                verdict = self._migration_gate().judge(stats, plan, int(self.grouping.p.get("gate_horizon", 1)))
+            if verdict is None or verdict.pays:
+                ev = self._execute_plan(stats, plan, verdict)
+                moved += ev.state_moved
+                moved_keys += ev.keys
+            else:
+                self._skip_plan(plan, verdict)
+        skipped = plan is not None and verdict is not None and not verdict.pays
         self.cum_plan_seconds += plan_seconds
         self.cum_state_moved += moved
         self.cum_state_total += total_state
@@ -289,13 +306,16 @@ class Controller:
                 "migrated_keys": moved_keys,
                 "total_state": total_state,
                 "plan_seconds": plan_seconds,
-                "rebalanced": plan is not None,
+                "rebalanced": plan is not None and not skipped,
             }
         )
         if plan is not None:
             row["plan_feasible"] = plan.feasible
             if plan.note:
                 row["plan_note"] = plan.note
+        if verdict is not None:
+            row["rebalance_skipped"] = skipped
+            row.update(verdict.to_dict())
         self.intervals.append(row)
         self.interval += 1
         return row
@@ -332,7 +352,27 @@ class Controller:
         self._orders = []
         return out
 
-    def _execute_plan(self, stats: IntervalStats, plan: Plan) -> MigrationEvent:
+    def _migration_gate(self) -> MigrationGate:
+        """:attr:`gate` (created here for a controller unpickled from an older snapshot)."""
+        if getattr(self, "gate", None) is None:
+            self.gate = MigrationGate()
+        return self.gate
+
+    def _skip_plan(self, plan: Plan, verdict: GateVerdict) -> None:
+        """Record a plan the gate skipped: nothing moves, the grouping keeps its routing."""
+        self.skipped_plans = getattr(self, "skipped_plans", 0) + 1
+        self._event(
+            "rebalance_skipped",
+            algorithm=self.grouping.name,
+            keys=plan.migrated_keys,
+            state_moved=plan.state_moved,
+            migration_cost=plan.migration_cost,
+            feasible=plan.feasible,
+            note=plan.note,
+            **verdict.to_dict(),
+        )
+
+    def _execute_plan(self, stats: IntervalStats, plan: Plan, verdict: GateVerdict | None = None) -> MigrationEvent:
         if stats.key_ids is None:
             raise ValueError("IntervalStats.key_ids is required to execute a plan (stats from Controller.stats)")
         ev = self._move(
@@ -353,11 +393,13 @@ class Controller:
             migration_cost=ev.migration_cost,
             feasible=plan.feasible,
             note=plan.note,
+            **(verdict.to_dict() if verdict is not None else {}),
         )
         return ev
 
     def migrate_to_owners(self, reason: str, **detail: Any) -> MigrationEvent:
         """Move every key's state to where the current grouping sends it (see module docstring)."""
+        self._migration_gate().forget_pending()  # owners change: the last plan cannot be judged
         codes, _ = self.state.merged()
         keys, workers = decode(codes)
         if keys.size == 0:
@@ -461,6 +503,7 @@ class Controller:
             "migration_cost": self.cum_state_moved / self.cum_state_total if self.cum_state_total > 0 else 0.0,
             "state_moved": self.cum_state_moved,
             "migrations": len(self.migrations),
+            "skipped_plans": getattr(self, "skipped_plans", 0),
             "plan_seconds": self.cum_plan_seconds,
             "tuples_per_second": self.cum_tuples / self.cum_route_seconds if self.cum_route_seconds > 0 else 0.0,
         }

@@ -37,7 +37,7 @@ from engine.keys import home as _home
 from engine.params import Param, resolve_params
 from engine.table_lookup import build_key_index, lookup_keys
 
-__all__ = ["Grouping", "IntervalStats", "Plan", "RebalancingGrouping", "RoutingTable", "make_plan"]
+__all__ = ["GATE_PARAMS", "Grouping", "IntervalStats", "Plan", "RebalancingGrouping", "RoutingTable", "make_plan"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -333,17 +333,35 @@ class Grouping(ABC):
         return f"<{type(self).__name__} {self.name} n={self.n_workers} {args}>"
 
 
+#: parameters of the controller's migration gate (:mod:`engine.gate`), declared by every rebalancer
+GATE_PARAMS: tuple[Param, ...] = (
+    Param("gate", "bool", False,
+          "skewlab extension: execute a plan only when gate_horizon · ρ · its predicted imbalance gain exceeds "
+          "its migration cost, ρ = share of the earlier plans' predicted gain realised on the next interval "
+          "(engine/gate.py); skipped plans are recorded (event rebalance_skipped)"),
+    Param("gate_horizon", "int", 1, "gate: intervals over which a plan's predicted gain is counted",
+          low=1, high=1000),
+)
+
+
 class RebalancingGrouping(Grouping):
     """Single-owner grouping with base hash + routing table: F(k) = A[k] if k ∈ A else base(k).
 
     Subclasses implement :meth:`compute_plan`; the base hash defaults to ``h(k) = fp mod n``
     (Fang Sec. III) and can be overridden with :meth:`base` (e.g. Gedik's consistent hash).
     The controller asks for a plan when the current imbalance max_d θ(d) exceeds ``theta_max``
-    (a declared parameter of every rebalancer that has one).
+    (a declared parameter of every rebalancer that has one).  Every subclass that declares
+    ``params`` also gets :data:`GATE_PARAMS` (appended here, so the gate is declared in one place):
+    the controller's migration gate (:mod:`engine.gate`) reads them.
     """
 
     rebalancing: ClassVar[bool] = True
     single_owner: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "params" in cls.__dict__ and not any(p.name == "gate" for p in cls.params):
+            cls.params = tuple(cls.params) + GATE_PARAMS
 
     def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
         super().__init__(n_workers, n_sources, seed, params)

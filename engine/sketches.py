@@ -41,6 +41,16 @@ fingerprint against the counter; rebuilt after ``capacity`` evictions; ``T`` >= 
   0 = empty, home slot = the top ``log2 T`` bits of the fingerprint; ``meta[s, :]`` used, VMIN, TOP, stale, total N,
   table shift, #overflow, HL, #hot.
 
+Decay (:meth:`SpaceSaving.decay`, an extension for recent frequencies, not in Metwally et al.):
+every count is multiplied by a factor ``α`` in ``[0, 1]`` at once, as in the epoch-based "hotness
+decaying" of FISH (Chen et al., arXiv 1806.00760), so a count weighs a tuple of ``j`` decays ago by
+``α^j``.  A counter's count becomes ``⌊α·count⌋`` and its guaranteed count ``⌊α·(count − error)⌋``
+(error = the difference), so ``count − error`` stays a lower bound of the key's decayed true count;
+counters whose count drops to 0 are freed, N becomes the sum of the decayed counts (as without
+decay, N = Σ counts).  The structure is rebuilt: the surviving counters keep their relative eviction
+order (count, then last update before the decay), which becomes their update order, earlier than
+any later update (overflow counters are re-stamped 1..k, and k <= N < the next update time).
+
 The count of counter ``i`` is stored in its row; a key's frequency estimate is ``count / N`` and its
 *guaranteed* frequency ``(count - error) / N``.
 
@@ -465,6 +475,47 @@ def _hot_rebuild(cnt, ovf, hot, meta, level):  # pragma: no cover - compiled
     meta[HL] = level
 
 
+@njit(cache=True, _nrt=False)
+def _restore(cnt, ring, ovf, meta, fps, counts, errs):  # pragma: no cover - compiled
+    """Reset one source's structure to hold exactly ``fps`` with ``counts``/``errs`` (count > 0),
+    given in eviction order (ascending count, least recently updated first): counter r holds entry r,
+    the free counters follow in the list of count 0 in id order; N = Σ counts."""
+    cap = cnt.size // _NKC
+    k = fps.size
+    for i in range(cap):
+        _cs(cnt, i, _KF, -1)
+        _cs(cnt, i, _KE, 0)
+        _cs(cnt, i, _KC, 0)
+    for j in range(ring.size):
+        ring[j] = -1
+    vmin = np.int64(0) if k < cap else counts[0]
+    top = vmin + WIN
+    total = np.int64(0)
+    nv = 0
+    for r in range(k):
+        c = counts[r]
+        total += c
+        _cs(cnt, r, _KF, np.int64(fps[r]))
+        _cs(cnt, r, _KE, errs[r])
+        _cs(cnt, r, _KC, c)
+        if c < top:
+            _append(cnt, ring, r, c)
+        else:
+            ovf[nv] = r
+            nv += 1
+            _cs(cnt, r, _KL, np.int64(r + 1))  # update times 1..k: all before the next update
+    for i in range(k, cap):
+        _append(cnt, ring, i, np.int64(0))
+    meta[USED] = k
+    meta[VMIN] = vmin
+    meta[TOP] = top
+    meta[STALE] = 0
+    meta[TOTAL] = total
+    meta[NOVF] = nv
+    meta[HL] = _NOHOT
+    meta[NHOT] = 0
+
+
 @njit(cache=True, inline="always")
 def ss_guaranteed(sk, threshold, out):  # pragma: no cover - compiled
     """Write the guaranteed counts ``count − error`` that are ``>= threshold`` into ``out`` (float64,
@@ -589,6 +640,25 @@ class SpaceSaving:
 
     def __len__(self) -> int:
         return self.capacity
+
+    def decay(self, factor: float, source: int = 0) -> int:
+        """Multiply every count of ``source`` by ``factor`` in [0, 1] (see the module docstring,
+        "Decay"); returns how much N dropped."""
+        s = self._check(source)
+        factor = float(factor)
+        if not 0.0 <= factor <= 1.0:
+            raise ValueError(f"decay factor must be in [0, 1], got {factor}")
+        before = int(self.meta[s, TOTAL])
+        ids = ss_collect(self.arrays(s), 1)[::-1]  # eviction order
+        rows = self.cnt[s][ids]
+        counts = rows[:, _KC]
+        new = np.floor(counts * factor).astype(np.int64)
+        sure = np.floor((counts - rows[:, _KE]) * factor).astype(np.int64)
+        keep = new > 0
+        _restore(self.cnt[s].reshape(-1), self.ring[s], self.ovf[s], self.meta[s],
+                 rows[keep, _KF].copy(), new[keep], (new - sure)[keep])
+        self.rebuild_table(s)
+        return before - int(self.meta[s, TOTAL])
 
     def entries(self, source: int = 0, min_count: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(fps, counts, errors)`` of tracked keys with ``count >= min_count``, by decreasing count."""

@@ -14,10 +14,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-__all__ = ["OPERATOR_EVENT_KINDS", "RunState", "current_run"]
+__all__ = ["OPERATOR_EVENT_KINDS", "REBALANCE_EVENT_KINDS", "RunState", "current_run"]
 
 #: Operator actions among the event kinds (rebalances are the other kind a run records).
 OPERATOR_EVENT_KINDS = ("algorithm", "params", "workers", "pause", "resume")
+#: Rebalances: executed plans, and plans the controller's migration gate skipped (engine.gate).
+REBALANCE_EVENT_KINDS = ("rebalance", "rebalance_skipped")
 _REBALANCE_KEEP = 5_000
 _PAGE = 5_000
 
@@ -71,7 +73,7 @@ class RunState:
                 self.n_workers = int(detail["workers"])
             if kind in OPERATOR_EVENT_KINDS:
                 self.op_events.append(slim)
-            elif kind == "rebalance":
+            elif kind in REBALANCE_EVENT_KINDS:
                 self.rebalances.append(slim)
 
     def param_at(self, interval: int, name: str) -> Any:

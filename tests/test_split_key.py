@@ -66,15 +66,31 @@ def imbalance(workers: np.ndarray, n: int) -> float:
 # Pure-Python reference (straightforward, tuple by tuple)
 # ---------------------------------------------------------------------------------------------
 class RefSpaceSaving:
-    """SpaceSaving with the documented tie rule: evict min (count, last update time)."""
+    """SpaceSaving with the documented tie rule: evict min (count, last update time); ``decay`` as
+    documented in engine.sketches (N = Σ counts after it; update times from a separate clock)."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.c: dict[int, list[int]] = {}  # fp -> [count, error, last update]
         self.n = 0
+        self.clock = 0
+
+    def decay(self, factor: float) -> int:
+        before = self.n
+        new = {}
+        for fp in sorted(self.c, key=lambda k: (self.c[k][0], self.c[k][2])):
+            c, e, _ = self.c[fp]
+            c2, sure = math.floor(c * factor), math.floor((c - e) * factor)
+            if c2 > 0:
+                new[fp] = [c2, c2 - sure, self.clock]  # re-stamped in eviction order
+                self.clock += 1
+        self.c = new
+        self.n = sum(v[0] for v in new.values())
+        return before - self.n
 
     def offer(self, fp: int) -> None:
-        t = self.n
+        t = self.clock
+        self.clock += 1
         self.n += 1
         if fp in self.c:
             self.c[fp][0] += 1
@@ -90,7 +106,8 @@ class RefSpaceSaving:
 class RefGrouping:
     """Alg. 1 of Nasir et al. as documented in engine.groupings.split_key, one dict per source."""
 
-    def __init__(self, algo, n, sources, capacity=10000, theta=0.0, warmup=0, refresh=1000, eps=1e-4):
+    def __init__(self, algo, n, sources, capacity=10000, theta=0.0, warmup=0, refresh=1000, eps=1e-4,
+                 decay=1.0, epoch=0):
         self.algo, self.n = algo, n
         self.theta = theta if theta > 0 else 1.0 / (5.0 * n)
         self.warmup = warmup if warmup > 0 else 50 * n if theta == 0 else math.ceil(round(10.0 / theta, 6))
@@ -100,6 +117,10 @@ class RefGrouping:
         self.d = [2 if n > 2 else n for _ in range(sources)]
         self.next = [self.warmup for _ in range(sources)]
         self.rr = [s % n for s in range(sources)]
+        self.decay = decay
+        self.epoch = epoch if epoch > 0 else 5 * self.warmup
+        self.seen = [0] * sources  # tuples routed per source (N of the sketch, before decays)
+        self.next_decay = [self.epoch] * sources
 
     def _refresh(self, s: int) -> int:
         sk = self.ss[s]
@@ -123,7 +144,7 @@ class RefGrouping:
                 sk.offer(fp)
                 big_n = sk.n
                 c, e, _ = sk.c[fp]
-                if big_n > self.warmup and c - e >= self.theta * big_n:
+                if self.seen[s] + 1 > self.warmup and c - e >= self.theta * big_n:
                     if self.algo == "rr-head":
                         w = self.rr[s]
                         self.rr[s] = (w + 1) % self.n
@@ -139,10 +160,14 @@ class RefGrouping:
                 w = b if loads[b] < loads[a] else a
             loads[w] += 1
             out.append(w)
-            if self.algo == "dchoices" and self.ss[s].n == self.next[s]:
+            self.seen[s] += 1
+            if self.algo == "dchoices" and self.seen[s] == self.next[s]:
                 # d from the sketch after this tuple, used from the next tuple on
                 self.d[s] = self._refresh(s)
-                self.next[s] = self.ss[s].n + self.refresh
+                self.next[s] = self.seen[s] + self.refresh
+            if self.algo != "pkg" and self.decay < 1.0 and self.seen[s] == self.next_decay[s]:
+                self.ss[s].decay(self.decay)  # after the refresh that falls on the same tuple
+                self.next_decay[s] += self.epoch
         return out
 
 
@@ -154,6 +179,7 @@ def run_both(algo, n, sources, fps, params, seed):
         algo, n, sources,
         capacity=params.get("capacity", 10000), theta=params.get("head_threshold", 0.0),
         warmup=params.get("warmup", 0), refresh=params.get("refresh", 1000), eps=params.get("epsilon", 1e-4),
+        decay=params.get("decay", 1.0), epoch=params.get("epoch", 0),
     )
     cand = candidates(fps, max(n, 2), n)
     start = 0
@@ -359,6 +385,34 @@ def test_spacesaving_matches_reference_and_bounds():
                 assert (c, e) == (0, 0)
 
 
+def test_spacesaving_decay_matches_reference():
+    """``SpaceSaving.decay``: counts ⌊α·c⌋, guaranteed counts ⌊α·(c − e)⌋, zero counts freed, N = Σ
+    counts, survivors re-stamped in eviction order; offers after decays replay the reference (counts,
+    errors and the order of ``entries``)."""
+    rng = np.random.default_rng(1)
+    for trial in range(120):
+        cap, k, m = int(rng.integers(1, 40)), int(rng.integers(1, 200)), int(rng.integers(0, 3000))
+        fps = vocab_fps(k)[zipf_ranks(m, k, float(rng.uniform(0, 2)), trial)]
+        factor = float(rng.choice([0.0, 0.3, 0.5, 0.9, 1.0]))
+        ss, ref = SpaceSaving(cap, 1), RefSpaceSaving(cap)
+        prev = 0
+        for cut in [*sorted(rng.integers(0, m + 1, size=4)), m]:
+            ss.offer(fps[prev:cut])
+            for fp in fps[prev:cut]:
+                ref.offer(int(fp))
+            prev = cut
+            if cut < m:
+                assert ss.decay(factor) == ref.decay(factor)
+        keys, counts, errs = ss.entries()
+        assert {int(a): (int(b), int(c)) for a, b, c in zip(keys, counts, errs)} == {
+            a: (v[0], v[1]) for a, v in ref.c.items()}, trial
+        order = sorted(ref.c.items(), key=lambda kv: (-kv[1][0], -kv[1][2]))
+        assert [int(a) for a in keys] == [a for a, _ in order], trial
+        assert ss.total() == ref.n
+    with pytest.raises(ValueError):
+        SpaceSaving(4).decay(1.5)
+
+
 def test_spacesaving_table_wraparound_and_shared_high_bits():
     """The hash table stores only the high 32 bits of a fingerprint and homes a key at its top bits:
     keys sharing their high half (the counter's full fingerprint decides), keys homed at the last
@@ -504,6 +558,63 @@ def test_least_loaded_tracker_across_word_boundaries(n):
         assert np.array_equal(g.loads, np.array(ref.loads)), (algo, n)
         if algo == "dchoices":
             assert n in [g.d_of(s) for s in range(2)], [g.d_of(s) for s in range(2)]
+
+
+@pytest.mark.parametrize("algo", HEAD_ALGOS)
+def test_kernel_matches_reference_with_decay(algo):
+    """Recency decay (``decay``/``epoch``): the sketch decays every ``epoch`` tuples of a source, the
+    warm-up and the d refresh keep counting tuples; routing replays the reference exactly, also
+    across batches that end at, or straddle, a decay, and with a refresh on a decay's tuple."""
+    cases = [
+        # n, sources, K, z, params
+        (7, 2, 200, 1.1, dict(capacity=12, warmup=30, refresh=17, decay=0.5, epoch=51)),
+        (16, 1, 100, 1.6, dict(capacity=20, warmup=40, refresh=25, head_threshold=0.02, decay=0.25, epoch=100)),
+        (20, 2, 300, 1.3, dict(capacity=64, warmup=100, refresh=50, decay=0.7, epoch=150)),
+        (5, 3, 60, 1.4, dict(capacity=10, warmup=10, refresh=10, decay=0.9, epoch=0)),  # epoch = 5·warmup
+    ]
+    for c, (n, sources, k, z, params) in enumerate(cases):
+        if algo != "dchoices":
+            params = {key: v for key, v in params.items() if key != "refresh"}
+        fps = zipf_stream(3000, k, z, seed=300 + c)
+        g, ref, got, exp = run_both(algo, n, sources, fps, params, seed=c)
+        assert np.array_equal(got, exp), (algo, c, int(np.argmax(got != exp)))
+        assert np.array_equal(g.loads, np.array(ref.loads)), (algo, c)
+        for s in range(sources):
+            keys, counts, errs = g.sketch.entries(s)
+            assert {int(a): (int(b), int(e)) for a, b, e in zip(keys, counts, errs)} == {
+                a: (v[0], v[1]) for a, v in ref.ss[s].c.items()}, (algo, c, s)
+            assert g.seen(s) == ref.seen[s]
+        if algo == "dchoices":
+            assert [g.d_of(s) for s in range(sources)] == ref.d
+
+
+def _burst_stream(n_tuples, k, z, swap_at, seed):
+    """Zipf(z) over k keys; from tuple ``swap_at`` on, key 0 (the hottest) stops appearing and key
+    k−1 (the coldest) takes its frequency."""
+    ranks = zipf_ranks(n_tuples, k, z, seed)
+    late = np.arange(n_tuples) >= swap_at
+    ranks = np.where(late & (ranks == 0), k - 1, ranks)
+    return vocab_fps(k)[ranks]
+
+
+@pytest.mark.parametrize("algo", ("dchoices", "wchoices"))
+def test_recency_follows_a_burst(algo):
+    """A key that becomes hot late enters the head, and the key that cooled leaves it, within a few
+    epochs with decay; counting since the start of the stream, the cooled key stays in the head for
+    the whole rest of the stream (its count is still far above θ·N)."""
+    n, k, epoch = 10, 1000, 5000
+    swap_at = 100_000
+    fps = _burst_stream(140_000, k, 1.0, swap_at, seed=3)
+    hot, cold = int(vocab_fps(k)[k - 1]), int(vocab_fps(k)[0])
+    for decay, expect in ((0.5, True), (1.0, False)):
+        g = registry.create(algo, n, params=dict(decay=decay, epoch=epoch))
+        g.route(fps[:swap_at])
+        before = set(g.head(0)[0].tolist())
+        assert cold in before and hot not in before
+        g.route(fps[swap_at : swap_at + 4 * epoch])  # 4 epochs after the burst starts
+        after = set(g.head(0)[0].tolist())
+        assert hot in after  # the new hot key (p ≈ 0.13 >> θ = 0.02)
+        assert (cold not in after) == expect, (decay, after)
 
 
 @settings(max_examples=15, deadline=None)
@@ -753,7 +864,7 @@ def test_registry_and_params():
         assert cls.single_owner is False and cls.rebalancing is False
         assert cls.summary and cls.paper
     assert registry.get("dchoices") is DChoicesGrouping
-    assert {p.name for p in DChoicesGrouping.params} == {"head_threshold", "epsilon", "capacity", "warmup", "refresh"}
+    assert {p.name for p in DChoicesGrouping.params} == {"head_threshold", "epsilon", "capacity", "warmup", "refresh", "decay", "epoch"}
     with pytest.raises(ParamError):
         registry.create("dchoices", 5, params={"capacity": 0})
     with pytest.raises(ParamError):

@@ -49,6 +49,22 @@ missed (1e-4 with the default capacity).  Membership is evaluated for every tupl
 update (Alg. 1 lines 2–4).  SpaceSaving ties (which counter to evict) follow the rule documented in
 :mod:`engine.sketches` (least recently updated among the minimum counts).
 
+Recency (skewlab extension, issue #15; parameters ``decay`` and ``epoch``): the paper's head is
+decided from counts since the start of the stream, so a key that became hot late needs
+``θ · N_s`` tuples to enter it and a key that cooled stays in it until N_s has grown by its count/θ.
+With ``decay`` < 1, every ``epoch`` tuples of a source its sketch is decayed
+(:meth:`engine.sketches.SpaceSaving.decay`: counts, guaranteed counts and N_s times ``decay``), as
+the epoch-based hotness decay of FISH (Chen et al., arXiv 1806.00760, which keeps per-epoch counts
+and decays the previous epochs' ones); skewlab decays the one SpaceSaving sketch instead of keeping
+a second per-epoch counter.  N_s in the head test is then the decayed total, so the head is the keys
+whose exponentially weighted recent frequency is >= θ.  The warm-up and the d refresh keep counting
+tuples (tuples seen = N_s + what the decays took off N_s, ``state[s, ST_LOST]``); the decay happens
+after tuple ``k · epoch`` of the source (and after a refresh due at the same tuple), a function of
+the tuple count only, so routing stays independent of batching; ``route`` runs the kernels up to
+each decay.  ``decay = 1`` (default) is the paper's behaviour; the decay rebuilds the sketch in
+Python and numpy (O(capacity) per epoch), which is why it is not on by default (measurements in
+docs/results.md, "Recency and the migration gate").
+
 d for D-Choices (``FINDOPTIMALCHOICES``, Sec. IV-A): :func:`find_d` searches d upward from
 ``max(2, ceil(p_1 · n))`` for the first d satisfying Eq. (3) for **every** head prefix h = 1..|H|,
 
@@ -169,7 +185,8 @@ MODE_D, MODE_W, MODE_RR = 1, 2, 3
 KIND_PRE, KIND_CACHE, KIND_TRACK, KIND_RR = 0, 1, 2, 3
 PRE_D = 4  # D-Choices with d <= PRE_D: F_2, F_3 in the vectorised pre-pass instead of the cache
 # per-source state columns
-ST_D, ST_NEXT, ST_RR, ST_ROW = 0, 1, 2, 5  # (3, 4, 6: unused, kept for the state layout)
+ST_D, ST_NEXT, ST_RR, ST_ROW = 0, 1, 2, 5  # (6: unused, kept for the state layout)
+ST_LOST, ST_EPOCH = 3, 4  # recency decay: N lost to decays so far; tuple count of the next decay
 _NST = 7
 _CACHE_ENTRIES = 1 << 20  # bound on rows x n of the D-Choices candidate cache, per source
 
@@ -761,6 +778,18 @@ _EPSILON = Param(
     "ε: imbalance tolerance of Eq. (3) used to choose d (paper default 1e-4)",
     low=0.0, high=1.0, low_open=True,
 )
+_DECAY = Param(
+    "decay", "float", 1.0,
+    "recency: every `epoch` tuples of a source its sketch counts (and N) are multiplied by this factor, "
+    "so the head follows recent frequencies (FISH-style epoch decay); 1 = counts since the start (paper)",
+    low=0.0, high=1.0, low_open=True,
+)
+_EPOCH = Param(
+    "epoch", "int", 0,
+    "recency: tuples of a source between two decays of its sketch (with decay < 1); 0 means 5·warmup "
+    "= 250n with the default θ",
+    low=0, high=10**12,
+)
 _REFRESH = Param(
     "refresh", "int", 1000,
     "d is recomputed from the source's head every this many tuples (first at the end of warmup)",
@@ -825,7 +854,35 @@ class _HeadBase(_SplitKeyBase):
         self._alloc_cache()
         totals = self.sketch.meta[:, TOTAL]
         # next d refresh: at the end of warm-up, or before the next tuple if already past it
-        st[:, ST_NEXT] = np.maximum(self.warmup, totals)
+        # (ST_NEXT counts in the sketch's N, which decays: tuples seen = N + ST_LOST)
+        st[:, ST_NEXT] = np.maximum(self.warmup - st[:, ST_LOST], totals)
+        seen = totals + st[:, ST_LOST]
+        st[:, ST_EPOCH] = (seen // self.epoch + 1) * self.epoch if self.decaying else 0
+
+    @property
+    def decaying(self) -> bool:
+        """Whether the sketches decay (parameter ``decay`` < 1)."""
+        return float(self.p.get("decay", 1.0)) < 1.0
+
+    @property
+    def epoch(self) -> int:
+        """Effective tuples per source between two decays (``epoch`` or 5 · warmup)."""
+        e = int(self.p.get("epoch", 0))
+        return e if e > 0 else 5 * self.warmup
+
+    def seen(self, source: int = 0) -> int:
+        """Tuples ``source`` has routed (its sketch's N plus what decays took off N)."""
+        s = self._source(source)
+        return int(self.sketch.meta[s, TOTAL] + self.state[s, ST_LOST])
+
+    def _decay(self, s: int) -> None:
+        """Decay source ``s``'s sketch (:meth:`engine.sketches.SpaceSaving.decay`) and shift the
+        schedules that count in its N (the next d refresh) by what N lost."""
+        lost = self.sketch.decay(float(self.p["decay"]), s)
+        st = self.state[s]
+        st[ST_LOST] += lost
+        st[ST_NEXT] -= lost
+        st[ST_EPOCH] += self.epoch
 
     def _reset_loads(self) -> None:
         super()._reset_loads()
@@ -858,19 +915,30 @@ class _HeadBase(_SplitKeyBase):
         s = self._source(source)
         fps = np.ascontiguousarray(fps, dtype=np.uint64).ravel()
         out = np.empty(fps.size, dtype=np.int64)
-        args = (
-            self.loads[s], self.state[s], self.sketch.arrays(s), self._cache(s),
-            self.theta, float(self.p.get("epsilon", 1e-4)), self.warmup,
-            int(self.p.get("refresh", 1)), self._mhi, self._mlo, self._c0, self._c1, self._c2, self._c3,
-            self._probs, self._tw,
-        )
+        st = self.state[s]
+        decaying = self.decaying
         pos = 0
-        while pos < fps.size:  # D-Choices: the kernel stops where a refresh changes the kind of pick
-            if self.mode == MODE_D:
-                kind = _d_kind(int(self.state[s, ST_D]), self.n_workers)
-            else:
-                kind = KIND_TRACK if self.mode == MODE_W else KIND_RR
-            pos += _HEAD_KERNELS[(self.mode, kind)](fps[pos:], out[pos:], *args)
+        while pos < fps.size:
+            end = fps.size
+            if decaying:  # the kernel stops at the next decay (a function of the tuple count only)
+                if self.seen(s) == st[ST_EPOCH]:
+                    self._decay(s)
+                end = min(end, pos + int(st[ST_EPOCH]) - self.seen(s))
+            # the warm-up counts tuples seen; the kernel compares it with the (decayed) N
+            args = (
+                self.loads[s], st, self.sketch.arrays(s), self._cache(s),
+                self.theta, float(self.p.get("epsilon", 1e-4)), self.warmup - int(st[ST_LOST]),
+                int(self.p.get("refresh", 1)), self._mhi, self._mlo, self._c0, self._c1, self._c2, self._c3,
+                self._probs, self._tw,
+            )
+            while pos < end:  # D-Choices: the kernel stops where a refresh changes the kind of pick
+                if self.mode == MODE_D:
+                    kind = _d_kind(int(st[ST_D]), self.n_workers)
+                else:
+                    kind = KIND_TRACK if self.mode == MODE_W else KIND_RR
+                pos += _HEAD_KERNELS[(self.mode, kind)](fps[pos:end], out[pos:end], *args)
+        if decaying and self.seen(s) == st[ST_EPOCH]:  # (so that the batch ends after its decay)
+            self._decay(s)
         return out
 
     # ------------------------------------------------------------------ inspection
@@ -880,7 +948,7 @@ class _HeadBase(_SplitKeyBase):
         ``N_s <= warmup``)."""
         s = self._source(source)
         total = self.sketch.total(s)
-        if total <= 0 or total <= self.warmup:
+        if total <= 0 or self.seen(s) <= self.warmup:
             return np.zeros(0, np.uint64), np.zeros(0, np.float64)
         thr = self.theta * total
         fps, counts, errs = self.sketch.entries(s, min_count=int(math.floor(thr)))
@@ -899,6 +967,8 @@ class _HeadBase(_SplitKeyBase):
         out = super().describe()
         out["theta"] = self.theta
         out["warmup_tuples"] = self.warmup
+        if self.decaying:
+            out["epoch_tuples"] = self.epoch
         out["d"] = [self.d_of(s) for s in range(self.n_sources)]
         return out
 
@@ -910,7 +980,7 @@ class DChoicesGrouping(_HeadBase):
     name: ClassVar[str] = "dchoices"
     summary: ClassVar[str] = "D-Choices: heavy hitters get d >= 2 hash choices (d from Eq. 3), tail PKG"
     paper: ClassVar[str] = "nasir-icde16 Sec. III-B, IV-A, Alg. 1 (D-Choices)"
-    params: ClassVar[tuple[Param, ...]] = (_THETA, _EPSILON, _CAPACITY, _WARMUP, _REFRESH)
+    params: ClassVar[tuple[Param, ...]] = (_THETA, _EPSILON, _CAPACITY, _WARMUP, _REFRESH, _DECAY, _EPOCH)
     mode: ClassVar[int] = MODE_D
 
     def d_of(self, source: int = 0) -> int:
@@ -924,7 +994,7 @@ class WChoicesGrouping(_HeadBase):
     name: ClassVar[str] = "wchoices"
     summary: ClassVar[str] = "W-Choices: heavy hitters may go to any worker (least loaded), tail PKG"
     paper: ClassVar[str] = "nasir-icde16 Sec. III-B, Alg. 1 (W-Choices)"
-    params: ClassVar[tuple[Param, ...]] = (_THETA, _CAPACITY, _WARMUP)
+    params: ClassVar[tuple[Param, ...]] = (_THETA, _CAPACITY, _WARMUP, _DECAY, _EPOCH)
     mode: ClassVar[int] = MODE_W
 
     def d_of(self, source: int = 0) -> int:
@@ -939,7 +1009,7 @@ class RoundRobinHeadGrouping(_HeadBase):
     name: ClassVar[str] = "rr-head"
     summary: ClassVar[str] = "Round robin for heavy hitters over all workers, tail PKG"
     paper: ClassVar[str] = "nasir-icde16 Sec. III-B (Round-Robin baseline)"
-    params: ClassVar[tuple[Param, ...]] = (_THETA, _CAPACITY, _WARMUP)
+    params: ClassVar[tuple[Param, ...]] = (_THETA, _CAPACITY, _WARMUP, _DECAY, _EPOCH)
     mode: ClassVar[int] = MODE_RR
 
     def d_of(self, source: int = 0) -> int:

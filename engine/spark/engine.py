@@ -641,8 +641,8 @@ class SparkEngine:
         ]
         migrations = self._track_migrations(batch_id, u["exports"], metrics["batch_latency_ms"])
         for ev in c.events:
-            if ev["interval"] == row["interval"] and ev["kind"] == "rebalance":
-                events.append({"kind": "rebalance", "detail": {k: v for k, v in ev.items() if k not in ("interval", "kind")}})
+            if ev["interval"] == row["interval"] and ev["kind"] in ("rebalance", "rebalance_skipped"):
+                events.append({"kind": ev["kind"], "detail": {k: v for k, v in ev.items() if k not in ("interval", "kind")}})
         # Operator commands take effect from the next batch: its routing snapshot is published below.
         marks, cmd_events = self._apply_commands(batch_id + 1)
         events.extend({**e, "interval": row["interval"] + 1} for e in cmd_events)  # the interval they start

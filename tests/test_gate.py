@@ -1,0 +1,114 @@
+"""The controller's migration gate (engine/gate.py, parameter ``gate`` of every rebalancer): a plan is
+executed only when its predicted gain pays for its migration; skipped plans are recorded."""
+
+import numpy as np
+import pytest
+
+from engine import registry
+from engine.keys import Vocabulary
+from engine.runtime.local import LocalRuntime
+
+N = 4
+BACKGROUND = 400  # keys 0..399: uniform background load
+INTERVALS = 16
+
+
+def burst_batches(seed: int = 0, size: int = 20_000, share: float = 0.3) -> tuple[Vocabulary, list[np.ndarray]]:
+    """Uniform background keys plus, in every interval, one *new* key carrying ``share`` of the
+    interval (a burst that never comes back): a rebalancer plans for a key that is gone by the time
+    its plan is in force."""
+    rng = np.random.default_rng(seed)
+    vocab = Vocabulary([f"k{i}" for i in range(BACKGROUND + INTERVALS)])
+    batches = []
+    for i in range(INTERVALS):
+        burst = int(share * size)
+        ids = np.concatenate([rng.integers(0, BACKGROUND, size - burst), np.full(burst, BACKGROUND + i)])
+        batches.append(rng.permutation(ids).astype(np.int64))
+    return vocab, batches
+
+
+def persistent_batches(seed: int = 0, size: int = 20_000) -> tuple[Vocabulary, list[np.ndarray]]:
+    """The same background plus four keys that stay hot in every interval (a persistent skew)."""
+    rng = np.random.default_rng(seed)
+    vocab = Vocabulary([f"k{i}" for i in range(BACKGROUND + 4)])
+    hot = np.repeat(np.arange(BACKGROUND, BACKGROUND + 4), [3000, 2500, 2000, 1500])
+    batches = [rng.permutation(np.concatenate([rng.integers(0, BACKGROUND, size - hot.size), hot])).astype(np.int64)
+               for _ in range(INTERVALS)]
+    return vocab, batches
+
+
+def run(algo: str, vocab: Vocabulary, batches: list[np.ndarray], rebalance: bool = True, **params) -> dict:
+    rt = LocalRuntime(registry.create(algo, N, 1, 0, params), vocab, rebalance=rebalance)
+    return rt.run(batches)
+
+
+def account(out: dict) -> float:
+    """Σ over intervals of imbalance + migration cost (what the gate must not make worse than hash)."""
+    return sum(r["imbalance"] + r["migration_cost"] for r in out["intervals"])
+
+
+@pytest.mark.parametrize("algo", ("mixed", "minmig", "readj"))
+def test_gate_never_worse_than_not_rebalancing_on_bursts(algo):
+    vocab, batches = burst_batches()
+    base = account(run(algo, vocab, batches, rebalance=False))  # its base hash (readj: consistent hashing)
+    thrash = run(algo, vocab, batches)
+    gated = run(algo, vocab, batches, gate=True)
+    # today's rebalancer moves state after every burst and ends up worse than plain hash
+    assert sum(r["rebalanced"] for r in thrash["intervals"]) >= INTERVALS // 2
+    assert account(thrash) > base
+    # the gate skips those plans (recorded as such) and is never worse than not rebalancing
+    assert account(gated) <= base + 1e-9
+    skipped = [r for r in gated["intervals"] if r.get("rebalance_skipped")]
+    assert skipped and gated["skipped_plans"] == len(skipped)
+    assert all(not r["rebalanced"] and r["migration_cost"] == 0.0 for r in skipped)
+    events = [e for e in gated["events"] if e["kind"] == "rebalance_skipped"]
+    assert len(events) == len(skipped)
+    assert all(e["gate_horizon"] * e["gate_persistence"] * e["gate_gain"] <= e["migration_cost"] for e in events)
+
+
+def test_gate_lets_a_paying_plan_through():
+    """On a persistent skew the plan after the second interval pays (predicted gain > cost): the gated
+    run rebalances and ends far below not rebalancing, within one interval's lag of the ungated run."""
+    vocab, batches = persistent_batches()
+    base = run("mixed", vocab, batches, rebalance=False)
+    gated = run("mixed", vocab, batches, gate=True)
+    plain = run("mixed", vocab, batches)
+    rows = gated["intervals"]
+    assert rows[0].get("rebalance_skipped")  # no evidence yet: the first plan is judged, not executed
+    assert any(r["rebalanced"] for r in rows[1:4])
+    assert account(gated) < 0.5 * account(base)
+    assert account(gated) <= account(plain) + rows[0]["imbalance"]
+    events = [e for e in gated["events"] if e["kind"] == "rebalance"]
+    assert events and all(e["gate_horizon"] * e["gate_persistence"] * e["gate_gain"] > e["migration_cost"] for e in events)
+
+
+def test_gate_is_declared_by_every_rebalancer_and_off_by_default():
+    from engine.grouping import GATE_PARAMS
+
+    names = {p.name for p in GATE_PARAMS}
+    for name in registry.names():
+        cls = registry.get(name)
+        declared = {p.name for p in cls.params}
+        assert (names <= declared) == cls.rebalancing, name
+    g = registry.create("mixed", N)
+    assert g.p["gate"] is False and g.p["gate_horizon"] == 1
+
+
+def test_skipped_plans_reach_the_run_state_and_the_dashboard_markers():
+    """A ``rebalance_skipped`` event (as the engine stores it) is kept with the rebalances of a run's
+    state, drawn as a rebalance marker that says it was skipped, and not listed as an operator event."""
+    from dashboard.figures import _rebalance_points
+    from dashboard.layout import event_log
+    from storage.run_state import RunState
+
+    st = RunState.of_run({"id": 1, "algorithm": "mixed", "params": {"gate": True}, "n_workers": N})
+    detail = {"algorithm": "mixed", "keys": 7, "state_moved": 120.0, "migration_cost": 0.2,
+              "gate_gain": -0.1, "gate_cost": 0.2, "gate_horizon": 1}
+    st.absorb([{"id": 1, "interval": 3, "kind": "rebalance_skipped", "detail": detail},
+               {"id": 2, "interval": 4, "kind": "rebalance", "detail": {"keys": 2, "state_moved": 5.0}}])
+    events = st.events_since(0)
+    assert [e["kind"] for e in events] == ["rebalance_skipped", "rebalance"]
+    pts = _rebalance_points({"series": {"interval": [3, 4], "imbalance": [0.5, 0.4]}, "events": events})
+    assert pts["interval"] == [3, 4]
+    assert pts["text"][0].startswith("rebalance skipped: plan of 7 keys") and "skipped" not in pts["text"][1]
+    assert "no operator events" in str(event_log(events))
