@@ -183,9 +183,10 @@ class ZipfWorkload(_ZipfBase):
     significant enough, i.e. ``|L_i(d) − L_{i−1}(d)| / L̄ >= f``."  Implemented as follows:
 
     * task instances are the ``instances`` = N_D workers of key grouping ``h(k) = fp(k) mod N_D``
-      (Fang's hash h, :func:`engine.keys.home`); the loads ``L_i(d)`` are the *expected* loads
-      (sum of the key probabilities on d; L̄ = 1/N_D), so the criterion is exact and independent of
-      sampling noise;
+      (:func:`engine.keys.home`; the Fang rebalancers' own base hash is consistent hashing by
+      default, so the pushed instance's surge spreads over several of their workers); the loads
+      ``L_i(d)`` are the *expected* loads (sum of the key probabilities on d; L̄ = 1/N_D), so the
+      criterion is exact and independent of sampling noise;
     * a swap exchanges the frequencies of two keys on different instances, so the multiset of
       frequencies (the Zipf shape, the top-key share 1/H_{K,z}) never changes; only which key holds
       which frequency does;
