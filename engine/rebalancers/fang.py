@@ -66,6 +66,9 @@ Decisions where the paper is ambiguous, silent or inconsistent (each exercised i
 8. **No current owner** (``stats.worker`` = −1 or out of range): the key is treated as being at its
    home (nothing to migrate).  Costs/sizes that are negative or not finite count as 0.
 9. **γ with S = 0** is +∞ (a key without state is the cheapest to move) when c > 0 and 0 when c = 0.
+10. **Degenerate intervals** (no keys, zero total cost, one worker) return the current assignment
+    unchanged with a note; feasibility is then decided by :func:`make_plan` (θ = 0 with one worker).
+    Never raises.
 11. **Amax is a hard limit of Mixed and MixedBF** (Eq. 3 states θmax and Amax as constraints; Alg. 4
     loops until N_A′ ≤ Amax, but LLFD's placements can need more entries than Amax even after every
     entry was moved back, e.g. when a hot key alone exceeds Lmax and its worker sheds all its other
@@ -75,9 +78,6 @@ Decisions where the paper is ambiguous, silent or inconsistent (each exercised i
     — θmax gives way, the plan is infeasible and its note says so.
     ``bound_priority=theta_max`` keeps the trial as it is (Amax gives way, also named in the note).
     The paper gives no rule for this case.  LLFD, MinTable and MinMig do not control the table.
-10. **Degenerate intervals** (no keys, zero total cost, one worker) return the current assignment
-    unchanged with a note; feasibility is then decided by :func:`make_plan` (θ = 0 with one worker).
-    Never raises.
 
 Compact representation (Sec. IV, :mod:`engine.rebalancers.compact`): when the interval has more than
 ``compact_threshold`` keys the same three phases run over HLHE-discretised records
@@ -724,9 +724,8 @@ class FangRebalancer(RebalancingGrouping):
         it), table entries go back to their home h(k) until |A| = Amax (``assignment`` is changed in
         place): first those whose return adds no migration to the plan (the key is not already on
         its planned worker ``cur``), then the others; within each, least cost c(k) first (they do
-        the least balancing), ties by least S(k, w), then key order.  Keeping the entries the keys
-        already hold keeps a table that is full interval after interval from churning (Eq. 3
-        minimises migration).  ``theta_max``: the trial is kept as it is.  The other algorithms do not
+        the least balancing), ties by least S(k, w), then key order (Eq. 3 minimises migration:
+        sending home an entry the key already holds would migrate its state).  ``theta_max``: the trial is kept as it is.  The other algorithms do not
         control the table (a violation is only reported by :func:`make_plan`).
         """
         priority = self.p.get("bound_priority")
