@@ -117,8 +117,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from engine.plan_snapshot import SnapshotError, load_snapshot, plan_to_json
     params = parse_assignments(args.param or [])
     registry.validate_params(args.algorithm, params)
+
+    def base(fps, n):  # h(k) of keys without a "home" field: the algorithm's own base hash
+        return registry.create(args.algorithm, n, 1, args.seed, params).base(fps)
+
     try:
-        stats = load_snapshot(args.snapshot)
+        stats = load_snapshot(args.snapshot, base)
     except SnapshotError as exc:
         raise UsageError(str(exc)) from None
     grouping = registry.create(args.algorithm, stats.n_workers, 1, args.seed, params)

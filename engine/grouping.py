@@ -345,10 +345,13 @@ GATE_PARAMS: tuple[Param, ...] = (
 
 
 class RebalancingGrouping(Grouping):
-    """Single-owner grouping with base hash + routing table: F(k) = A[k] if k ∈ A else base(k).
+    """Single-owner grouping with base hash + routing table: F(k) = A[k] if k ∈ A else h(k).
 
-    Subclasses implement :meth:`compute_plan`; the base hash defaults to ``h(k) = fp mod n``
-    (Fang Sec. III) and can be overridden with :meth:`base` (e.g. Gedik's consistent hash).
+    Subclasses implement :meth:`compute_plan`.  The base hash h(k) is ``fp mod n`` unless the
+    subclass's :meth:`make_ring` returns a consistent-hash ring
+    (:class:`engine.groupings.basic.ConsistentHashRing`: Gedik's H_c; Fang Sec. II-A/V "consistent
+    hashing as our basic hash function"); :meth:`base` and :meth:`base_for` are the only places that
+    compute h(k) for the planner, the routing and the migration after a resize.
     The controller asks for a plan when the current imbalance max_d θ(d) exceeds ``theta_max``
     (a declared parameter of every rebalancer that has one).  Every subclass that declares
     ``params`` also gets :data:`GATE_PARAMS` (appended here, so the gate is declared in one place):
@@ -357,6 +360,9 @@ class RebalancingGrouping(Grouping):
 
     rebalancing: ClassVar[bool] = True
     single_owner: ClassVar[bool] = True
+    #: consistent-hash ring of the base hash, or ``None`` for h(k) = fp mod n (the class default is
+    #: also what a Fang grouping pickled before it had a ring falls back to).
+    ring: Any = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -366,11 +372,25 @@ class RebalancingGrouping(Grouping):
     def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
         super().__init__(n_workers, n_sources, seed, params)
         self.table = RoutingTable()
+        self.ring = self.make_ring(self.n_workers)
+
+    def make_ring(self, n_workers: int) -> Any:
+        """The consistent-hash ring of the base hash for ``n_workers``; ``None``: h(k) = fp mod n."""
+        return None
 
     def base(self, fps: np.ndarray) -> np.ndarray:
-        """Base hash of the keys (h(k) = fp mod n by default); a new ``int64`` array (``route``
+        """Base hash h(k) of the keys for the current workers; a new ``int64`` array (``route``
         writes the routing table's entries into it)."""
-        return _home(fps, self.n_workers)
+        if self.ring is None:
+            return _home(fps, self.n_workers)
+        return self.ring.lookup(fps)
+
+    def base_for(self, fps: np.ndarray, n_workers: int) -> np.ndarray:
+        """h(k) as it is with ``n_workers`` workers (a plan for statistics of another worker count)."""
+        if int(n_workers) == self.n_workers:
+            return self.base(fps)
+        ring = self.make_ring(int(n_workers))
+        return _home(fps, int(n_workers)) if ring is None else ring.lookup(fps)
 
     def route(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
         fps = np.asarray(fps, dtype=np.uint64)
@@ -381,6 +401,7 @@ class RebalancingGrouping(Grouping):
 
     def resize(self, n_workers: int) -> None:
         super().resize(n_workers)
+        self.ring = self.make_ring(self.n_workers)
         keep = self.table.workers < self.n_workers
         self.table = RoutingTable(self.table.keys[keep], self.table.workers[keep])
 
@@ -389,7 +410,7 @@ class RebalancingGrouping(Grouping):
 
     def home_of(self, stats: IntervalStats) -> np.ndarray:
         """h(k) for the stats keys: the caller's (snapshots) or the grouping's own base hash."""
-        return stats.home if stats.home is not None else self.base(stats.keys)
+        return stats.home if stats.home is not None else self.base_for(stats.keys, stats.n_workers)
 
     def should_rebalance(self, stats: IntervalStats) -> bool:
         theta_max = self.p.get("theta_max")

@@ -12,8 +12,10 @@ Per key (Fang et al. HPDC 2017, Sec. II-A notation):
 * ``cost`` (required, finite number ≥ 0) — computation cost c(k) in the statistics window.
 * ``size`` (optional, finite number ≥ 0) — window state size S(k, w), the migration cost of the key.
   **Default: the cost** (Fang's examples use S(k, w) = c(k) with w = 1).
-* ``home`` (optional, integer in [0, workers)) — h(k).  **Default: the engine's base hash**
-  h(k) = fingerprint mod workers (:func:`engine.keys.home`).
+* ``home`` (optional, integer in [0, workers)) — h(k).  **Default: the base hash of the planning
+  algorithm** (``base`` argument; ``skewlab plan`` passes the chosen algorithm's
+  :meth:`~engine.grouping.RebalancingGrouping.base`, e.g. the consistent-hash ring of the Fang and
+  Gedik rebalancers), else h(k) = fingerprint mod workers (:func:`engine.keys.home`).
 * ``worker`` (optional, integer in [0, workers)) — the current owner F(k).  **Default: home**
   (the key is not in the routing table).
 * ``count`` (optional, integer ≥ 0) — tuples of the key in the interval.  **Default: the cost
@@ -35,7 +37,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -138,8 +140,9 @@ def _integer(value: Any, where: str, field: str) -> int:
     return int(value)
 
 
-def parse_snapshot(data: Any) -> IntervalStats:
-    """:class:`IntervalStats` from an already parsed snapshot object (see the module docstring)."""
+def parse_snapshot(data: Any, base: Callable[[np.ndarray, int], np.ndarray] | None = None) -> IntervalStats:
+    """:class:`IntervalStats` from an already parsed snapshot object (see the module docstring);
+    ``base(fps, workers)`` gives h(k) of the keys without a ``home`` field (default fp mod workers)."""
     if not isinstance(data, dict):
         raise SnapshotError(f"snapshot: expected a JSON object at the top level, got {type(data).__name__}")
     unknown = [k for k in data if k not in _TOP_FIELDS]
@@ -216,7 +219,7 @@ def parse_snapshot(data: Any) -> IntervalStats:
         a, b = int(order[dup]), int(order[dup + 1])
         raise SnapshotError(f"keys {_show(names[a])} and {_show(names[b])} have the same 64-bit fingerprint")
     if m and not has_home.all():
-        home[~has_home] = _home(fps[~has_home], n)
+        home[~has_home] = (base or _home)(fps[~has_home], n)
     worker[~has_worker] = home[~has_worker]
     return IntervalStats(
         interval=interval,
@@ -231,13 +234,13 @@ def parse_snapshot(data: Any) -> IntervalStats:
     )
 
 
-def load_snapshot(path_or_text: Any) -> IntervalStats:
+def load_snapshot(path_or_text: Any, base: Callable[[np.ndarray, int], np.ndarray] | None = None) -> IntervalStats:
     """:class:`IntervalStats` from a snapshot file path (``"-"``: standard input), JSON text (starting
-    with ``{``), bytes or an already parsed dict.
+    with ``{``), bytes or an already parsed dict; ``base`` as for :func:`parse_snapshot`.
 
     Raises :class:`SnapshotError` (one line) for any malformed input.
     """
-    return parse_snapshot(_read(path_or_text))
+    return parse_snapshot(_read(path_or_text), base)
 
 
 def _names(stats: IntervalStats) -> list[str]:

@@ -225,3 +225,24 @@ def test_mixed_summary_describes_mixed():
     summary = registry.get("mixed").summary
     assert not summary.startswith("MinMig")
     assert "MinTable" in summary and "MinMig" in summary and "Amax" in summary
+
+
+@pytest.mark.parametrize("base", ["consistent", "mod"])
+def test_plan_snapshot_home_defaults_to_the_algorithms_base_hash(capsys, tmp_path, base):
+    """Keys without "home" sit on the chosen algorithm's h(k): Mixed's consistent-hash ring (or fp mod n)."""
+    from engine.groupings.basic import ConsistentHashRing
+    from engine.keys import fingerprints
+    from engine.keys import home as keys_home
+
+    names = [f"k{i}" for i in range(200)]
+    snap = tmp_path / "s.json"
+    snap.write_text(json.dumps({"workers": 5, "keys": [{"key": k, "cost": 1} for k in names]}))
+    chosen = [] if base == "consistent" else ["--param", f"base={base}"]  # consistent: the default
+    code, out, err = run(capsys, "plan", "--snapshot", str(snap), "--algorithm", "mixed",
+                         "--param", "theta_max=100", *chosen, "--seed", "2", "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    fps = fingerprints(names)
+    home = ConsistentHashRing(5, 1000, 2).lookup(fps) if base == "consistent" else keys_home(fps, 5)
+    assert [plan["assignment"][k] for k in names] == list(home)
+    assert plan["routing_table"] == {} and plan["migrated_count"] == 0

@@ -443,3 +443,81 @@ def test_missing_owner_counts_as_home_and_names_in_notes():
     assert plan.moved.sum() == 0 and plan.migration_cost == 0.0  # nobody had an owner to move from
     assert list(plan.assignment) == [0, 1, 1]  # treated as being at home: nothing to gain by moving
     assert "hottest key #" in plan.note
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue #15: consistent hashing as the base hash; Amax as a hard limit
+# ---------------------------------------------------------------------------------------------
+def _simulate(alg, workers, keys, messages, interval, changes=(), **params):
+    from engine.simulate import SimulationConfig, parse_change, run_simulation
+
+    cfg = SimulationConfig(algorithm=alg, workers=workers, sources=2, workload="zipf",
+                           workload_params={"z": 1.0, "keys": keys}, messages=messages,
+                           interval_messages=interval, params=params,
+                           changes=[parse_change(c) for c in changes])
+    return run_simulation(cfg)
+
+
+def _resize_share(result):
+    return next(e["migration_cost"] for e in result["migration_events"] if e["reason"] == "workers")
+
+
+@pytest.mark.parametrize("name", FANG)
+def test_base_hash_is_the_consistent_ring_everywhere(name):
+    """Planner (home_of), routing and resize all use the ring of the Gedik rebalancers (Fang Sec. V)."""
+    from engine.groupings.basic import ConsistentHashRing
+
+    keys = mix64(np.arange(50_000, dtype=np.uint64))
+    g = registry.create(name, 9, seed=3)
+    ring9, ring10 = ConsistentHashRing(9, 1000, 3), ConsistentHashRing(10, 1000, 3)
+    stats = IntervalStats(0, 9, keys, np.ones(keys.size), np.ones(keys.size), np.ones(keys.size), ring9.lookup(keys))
+    assert np.array_equal(g.home_of(stats), ring9.lookup(keys))
+    assert np.array_equal(g.route(keys), ring9.lookup(keys))
+    g.resize(10)
+    assert np.array_equal(pickle.loads(pickle.dumps(g)).owner(keys), ring10.lookup(keys))
+    moved = float(np.mean(g.owner(keys) != ring9.lookup(keys)))
+    assert 0.05 < moved < 0.15  # ≈ 1/10 of the keys re-homed, not 9/10 as with fp mod n
+    assert np.array_equal(registry.create(name, 9, params={"base": "mod"}).route(keys),
+                          (keys % np.uint64(9)).astype(np.int64))
+
+
+def test_resize_moves_about_consistent_share_of_state():
+    """`skewlab simulate --algorithm mixed ... --change I:workers=n+1`: Mixed moves ≈ consistent's share."""
+    args = dict(workers=9, keys=20_000, messages=400_000, interval=50_000, changes=["4:workers=10"])
+    mixed = _resize_share(_simulate("mixed", **args))
+    consistent = _resize_share(_simulate("consistent", **args))
+    assert mixed < 0.2 and mixed < 2 * consistent + 0.02, (mixed, consistent)
+    modulo = _resize_share(_simulate("mixed", **args, base="mod"))
+    assert modulo > 0.5  # the comparison setting re-homes almost everything
+
+
+@pytest.mark.parametrize("name", ["mixed", "mixed-bf"])
+def test_amax_holds_when_theta_max_cannot(name):
+    """A hot key alone exceeds (1+θmax)·L̄ on 20 workers: Amax holds in every interval, θmax gives way."""
+    extra = {"bf_max_trials": 6} if name == "mixed-bf" else {}
+    r = _simulate(name, 20, 50_000, 300_000, 100_000, amax=200, **extra)
+    sizes = [i["routing_table_size"] for i in r["intervals"]]
+    assert max(sizes) <= 200 and max(sizes) > 0, sizes
+    plans = [e for e in r["migration_events"] if e["reason"] == "rebalance"]
+    assert plans and all(not e["feasible"] for e in plans)
+    assert all("Amax=200 holds, θmax gives way" in e["note"] for e in plans), plans[0]["note"]
+    # the other priority: θmax first, the table exceeds Amax and the note says so
+    r = _simulate(name, 20, 50_000, 300_000, 100_000, amax=200, bound_priority="theta_max", **extra)
+    assert max(i["routing_table_size"] for i in r["intervals"]) > 200
+    plans = [e for e in r["migration_events"] if e["reason"] == "rebalance"]
+    assert any("Amax=200 gives way" in e["note"] for e in plans)
+    assert all("θmax gives way" not in e["note"] for e in plans)
+
+
+@pytest.mark.parametrize("name", ["mixed", "mixed-bf"])
+def test_amax_zero_sends_every_key_home(name):
+    stats = _zipf_stats(3000, 8, seed=11)
+    g = registry.create(name, 8)
+    first = g.plan(IntervalStats(0, 8, stats.keys, stats.cost, stats.size, stats.count, g.base(stats.keys)))
+    g.apply(first)
+    assert first.routing_table_size > 0  # amax = 3000: balanced with a table
+    g.p["amax"] = 0
+    plan = g.plan(IntervalStats(1, 8, stats.keys, stats.cost, stats.size, stats.count, g.owner(stats.keys)))
+    assert plan.routing_table_size == 0 and np.array_equal(plan.assignment, g.base(stats.keys))
+    assert plan.moved.sum() == first.routing_table_size  # the table's keys go home
+    assert not plan.feasible and "Amax=0 holds, θmax gives way" in plan.note

@@ -1,7 +1,13 @@
 """Mixed routing rebalancers of Fang et al., "Parallel Stream Processing Against Workload Skewness
 and Variance", HPDC 2017: ``llfd``, ``mintable``, ``minmig``, ``mixed``, ``mixed-bf``.
 
-Routing is F(k) = A[k] if k ∈ A else h(k) (Eq. 1; done by :class:`RebalancingGrouping`).  Between
+Routing is F(k) = A[k] if k ∈ A else h(k) (Eq. 1; done by :class:`RebalancingGrouping`).  The base
+hash h is consistent hashing (Sec. II-A: "a typical implementation of hash function is consistent
+hashing"; Sec. V: "we use the consistent hashing as our basic hash function"): the ring of the Gedik
+rebalancers (:class:`engine.groupings.basic.ConsistentHashRing`, ``replicas`` points per worker), so
+adding a worker re-homes only the keys its ring points take over; ``base=mod`` (h(k) = fp mod n) is
+kept for comparison.  Planner, compact records (d_h), routing, resize and the Spark routing snapshot
+(the pickled grouping) all use :meth:`RebalancingGrouping.base`.  Between
 intervals a plan solves (Eq. 3) min M = Σ_{k moved} S(k, w) s.t. θ(d) = |L(d) − L̄|/L̄ ≤ θmax for all
 d and |A| ≤ Amax, heuristically, in three phases (Sec. III):
 
@@ -51,9 +57,10 @@ Decisions where the paper is ambiguous, silent or inconsistent (each exercised i
    the last trial, which can move back *fewer* entries than the previous trial and cycle forever.
    We accumulate: ``n ← min(n + (N_A' − Amax), N_A)`` (the overuse of the last trial is the number of
    further entries moved back), so the loop is monotone and stops after at most N_A + 1 trials; when
-   even n = N_A (all entries moved back) overuses the table, the best trial is returned infeasible.
-   "Best" (also MixedBF's n*): balanced (θ ≤ θmax) first, then smallest table overuse, then
-   smallest migration cost, then smallest n.
+   even n = N_A (all entries moved back) overuses the table, the best trial is taken and Amax is
+   enforced on it (decision 11).  "Best" (also MixedBF's n*): feasible first, then smallest table
+   overuse, then balanced (θ ≤ θmax), then smallest migration cost, then smallest n; with
+   ``bound_priority=theta_max`` balanced comes before smallest overuse.
 7. **MixedBF** tries n = 0, 1, …, N_A (the paper writes 1…N_A; n = 0 is MinMig and is included),
    or ``bf_max_trials`` evenly spaced values of n when that parameter is > 0.
 8. **No current owner** (``stats.worker`` = −1 or out of range): the key is treated as being at its
@@ -62,6 +69,15 @@ Decisions where the paper is ambiguous, silent or inconsistent (each exercised i
 10. **Degenerate intervals** (no keys, zero total cost, one worker) return the current assignment
     unchanged with a note; feasibility is then decided by :func:`make_plan` (θ = 0 with one worker).
     Never raises.
+11. **Amax is a hard limit of Mixed and MixedBF** (Eq. 3 states θmax and Amax as constraints; Alg. 4
+    loops until N_A′ ≤ Amax, but LLFD's placements can need more entries than Amax even after every
+    entry was moved back, e.g. when a hot key alone exceeds Lmax and its worker sheds all its other
+    keys).  When both bounds cannot hold, Amax holds (it bounds the routing table's memory): table
+    entries of the chosen trial go back to their home until |A| = Amax — first the ones whose return
+    adds no migration to the plan, each group by least cost c(k) (ties: least S(k, w), key order)
+    — θmax gives way, the plan is infeasible and its note says so.
+    ``bound_priority=theta_max`` keeps the trial as it is (Amax gives way, also named in the note).
+    The paper gives no rule for this case.  LLFD, MinTable and MinMig do not control the table.
 
 Compact representation (Sec. IV, :mod:`engine.rebalancers.compact`): when the interval has more than
 ``compact_threshold`` keys the same three phases run over HLHE-discretised records
@@ -70,7 +86,8 @@ Compact representation (Sec. IV, :mod:`engine.rebalancers.compact`): when the in
 then has ``compact=True``, ``records``, ``load_error`` = max_d |L̂(d) − L(d)|/L̄ between the
 planner's loads (``loads_estimated``) and the true loads of the final assignment,
 ``load_error_initial`` (same for the current assignment) and ``discretisation_error`` =
-|Σ(c − φ(c))| / Σ c.  Feasibility is always judged on the true loads; to keep the estimation
+|Σ(c − φ(c))| / Σ c (all of the planner's assignment, before Amax entries are sent home, decision
+11).  Feasibility is always judged on the true loads; to keep the estimation
 error from pushing a worker that the planner filled up to exactly Lmax over the bound, compact
 plans aim at (1 − 0.02)·θmax (``extra["theta_plan"]``).
 """
@@ -84,6 +101,7 @@ import numpy as np
 from numba import njit
 
 from engine.grouping import IntervalStats, Plan, RebalancingGrouping, make_plan
+from engine.groupings.basic import ConsistentHashRing
 from engine.params import Param
 from engine.rebalancers.compact import CompactStats, build_compact, desc_order, expand_assignment, load_error
 from engine.registry import register
@@ -457,13 +475,14 @@ _THETA = Param(
 )
 _AMAX = Param(
     "amax", "int", 3000,
-    "Amax: maximal routing-table size N_A (Fang Eq. 3; Table II default 3·10^3); 0 allowed",
+    "Amax: maximal routing-table size N_A (Fang Eq. 3; Table II default 3·10^3); 0 allowed; a hard "
+    "limit unless bound_priority=theta_max",
     low=0, high=None,
 )
 _AMAX_REPORTED = Param(
     "amax", "int", 3000,
     "Amax: maximal routing-table size N_A (Fang Eq. 3; default 3·10^3); this algorithm does not control "
-    "the table, a violation is only reported (plan infeasible) — Mixed enforces it",
+    "the table, a violation is only reported (plan infeasible) — Mixed and MixedBF enforce it",
     low=0, high=None,
 )
 _BETA = Param(
@@ -492,6 +511,24 @@ _FILL = Param(
     "fill_underloaded", "bool", True,
     "extension: also free keys from the most-loaded workers when underloaded workers cannot reach "
     "(1 − θmax)·L̄ otherwise (θ is two-sided; the paper's Phase II only looks at overloaded workers)",
+)
+_BASE = Param(
+    "base", "choice", "consistent",
+    "base hash h(k) of keys outside the routing table: 'consistent' hashing (Fang Sec. II-A and V; the "
+    "ring of the Gedik rebalancers) or 'mod' = fp mod n (for comparison: a resize re-homes most keys)",
+    choices=("consistent", "mod"),
+)
+_REPLICAS = Param(
+    "replicas", "int", 1000,
+    "consistent-hash ring points per worker with base=consistent (as readj/scan/redist: Gedik Sec. 5.5)",
+    low=1, high=4096,
+)
+_PRIORITY = Param(
+    "bound_priority", "choice", "amax",
+    "which bound holds when θmax and Amax cannot both be met: 'amax' (the table's memory bound; "
+    "θmax gives way, table entries go home) or 'theta_max' (the table may exceed Amax); "
+    "the plan is infeasible either way and its note names the bound that gave way",
+    choices=("amax", "theta_max"),
 )
 _BF_TRIALS = Param(
     "bf_max_trials", "int", 0,
@@ -552,6 +589,13 @@ class FangRebalancer(RebalancingGrouping):
         super().__init__(n_workers, n_sources, seed, params)
         _warm_up()
 
+    def make_ring(self, n_workers: int) -> ConsistentHashRing | None:
+        """h(k): the consistent-hash ring (``base=consistent``, Fang Sec. II-A/V) or ``None`` for
+        fp mod n (``base=mod``; also a grouping pickled before the parameter existed)."""
+        if self.p.get("base", "mod") != "consistent":
+            return None
+        return ConsistentHashRing(n_workers, int(self.p["replicas"]), self.seed)
+
     # ------------------------------------------------------------------ entry point
     def compute_plan(self, stats: IntervalStats) -> Plan:
         import time
@@ -562,13 +606,11 @@ class FangRebalancer(RebalancingGrouping):
         amax = int(self.p["amax"])
         K = int(stats.keys.size)
         home = np.asarray(self.home_of(stats), dtype=np.int64)
-        if home.size != K:
-            home = np.asarray(self.base(stats.keys), dtype=np.int64)
         if K:
             bad = (home < 0) | (home >= n)
             if bad.any():
                 home = home.copy()
-                home[bad] = (stats.keys[bad] % np.uint64(n)).astype(np.int64)
+                home[bad] = self.base_for(stats.keys[bad], n)
         cur = stats.worker.copy()
         invalid = (cur < 0) | (cur >= n)
         cur[invalid] = home[invalid]
@@ -631,6 +673,7 @@ class FangRebalancer(RebalancingGrouping):
             fill=bool(self.p.get("fill_underloaded", True)),
             theta_max=theta_plan,
             amax=amax,
+            amax_first=self.p.get("bound_priority") == "amax",
         )
         trials = self._search(ctx)
         best = self._choose(trials, ctx)
@@ -653,6 +696,7 @@ class FangRebalancer(RebalancingGrouping):
                 load_error_initial=load_error(est_initial, init_loads),
                 discretisation_error=abs(comp.deviation_cost) / total,
             )
+        notes += self._bound_notes(assignment, home, cur, cost, size, trials, ctx, theta_max, extra)
         c = best.counters
         extra.update(
             keys=K,
@@ -671,6 +715,47 @@ class FangRebalancer(RebalancingGrouping):
         if c[3]:
             notes.append(f"{int(c[3])} key(s) placed on the least-loaded worker although Adjust failed everywhere")
         return finish(assignment, "; ".join(notes))
+
+    # ------------------------------------------------------------------ the two bounds
+    def _bound_notes(self, assignment, home, cur, cost, size, trials, ctx, theta_max, extra) -> list[str]:
+        """Keep Amax or θmax when both cannot hold (Mixed, MixedBF: ``bound_priority``); say which gave way.
+
+        ``amax`` (default): when the chosen trial's table still exceeds Amax (even n = N_A overuses
+        it), table entries go back to their home h(k) until |A| = Amax (``assignment`` is changed in
+        place): first those whose return adds no migration to the plan (the key is not already on
+        its planned worker ``cur``), then the others; within each, least cost c(k) first (they do
+        the least balancing), ties by least S(k, w), then key order (Eq. 3 minimises migration:
+        sending home an entry the key already holds would migrate its state).  ``theta_max``: the trial is kept as it is.  The other algorithms do not
+        control the table (a violation is only reported by :func:`make_plan`).
+        """
+        priority = self.p.get("bound_priority")
+        if priority is None:
+            return []
+        amax = ctx.amax
+        in_table = np.flatnonzero(assignment != home)
+        balanced_somewhere = any(t.theta <= ctx.theta_max + 1e-9 for t in trials)
+        extra["bound_priority"] = priority
+        if priority == "theta_max":
+            if in_table.size > amax:
+                return [f"θmax and Amax cannot both hold: θmax holds, Amax={amax} gives way "
+                        f"(|A|={in_table.size}, bound_priority=theta_max)"]
+            return []
+        over = int(in_table.size) - amax
+        extra["amax_sent_home"] = max(over, 0)
+        if over > 0:
+            costs_migration = cur[in_table] == assignment[in_table]
+            order = np.lexsort((in_table, size[in_table], cost[in_table], costs_migration))
+            back = in_table[order[:over]]
+            assignment[back] = home[back]
+        n = ctx.n
+        loads = np.bincount(assignment, weights=cost, minlength=n)[:n]
+        mean = float(loads.mean())
+        theta = float(np.max(np.abs(loads - mean)) / mean) if mean > 0 else 0.0
+        if over > 0 or (theta > theta_max + 1e-9 and balanced_somewhere):
+            sent = f": {over} table entries sent back home" if over > 0 else ""
+            return [f"θmax and Amax cannot both hold: Amax={amax} holds, θmax gives way "
+                    f"(bound_priority=amax){sent}"]
+        return []
 
     # ------------------------------------------------------------------ pieces
     def _priority(self, c: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -706,7 +791,7 @@ class _Context:
     """Everything one plan's trials share (sorted orders, bounds); :meth:`trial` runs Phases I–III."""
 
     def __init__(self, *, n, rec_cur, rec_home, rec_c, rec_s, rec_cnt, order, lmax, lmin, eps, mean, fill,
-                 theta_max, amax):
+                 theta_max, amax, amax_first=False):
         self.n = n
         self.rec_cur = np.asarray(rec_cur, dtype=np.int64)
         self.rec_home = np.asarray(rec_home, dtype=np.int64)
@@ -715,7 +800,7 @@ class _Context:
         self.rec_cnt = np.asarray(rec_cnt, dtype=np.int64)
         self.order = order
         self.lmax, self.lmin, self.eps, self.mean, self.fill = lmax, lmin, eps, mean, fill
-        self.theta_max, self.amax = theta_max, amax
+        self.theta_max, self.amax, self.amax_first = theta_max, amax, amax_first
         in_table = self.rec_cur != self.rec_home
         tbl = np.flatnonzero(in_table)
         # η: smallest S(k, w) first (Alg. 4 line 1), ties by record index
@@ -760,17 +845,20 @@ class _Context:
         return _Trial(n_clean, rr, ww, kk, loads, counters, table, moved_state, theta, moved_back)
 
     def rank(self, t: _Trial) -> tuple:
-        """Sort key of trials: feasible first, then balanced, smallest table overuse, migration, n."""
+        """Sort key of trials: feasible first, then balanced before smallest table overuse (or, with
+        ``amax_first``, smallest overuse before balanced), then migration, then n."""
         balanced = t.theta <= self.theta_max + 1e-9
         overuse = max(0, t.table - self.amax)
+        if self.amax_first:
+            return (not (balanced and overuse == 0), overuse, not balanced, t.moved_state, t.n_clean)
         return (not (balanced and overuse == 0), not balanced, overuse, t.moved_state, t.n_clean)
 
 
 # ---------------------------------------------------------------------------------------------
 # The five registered algorithms
 # ---------------------------------------------------------------------------------------------
-_COMMON = (_THETA, _AMAX, _DEGREE, _COMPACT, _VALUES, _FILL)
-_UNCONTROLLED = (_THETA, _AMAX_REPORTED, _DEGREE, _COMPACT, _VALUES, _FILL)
+_COMMON = (_THETA, _AMAX, _PRIORITY, _BASE, _REPLICAS, _DEGREE, _COMPACT, _VALUES, _FILL)
+_UNCONTROLLED = (_THETA, _AMAX_REPORTED, _BASE, _REPLICAS, _DEGREE, _COMPACT, _VALUES, _FILL)
 
 
 @register
@@ -813,7 +901,7 @@ class Mixed(FangRebalancer):
     name: ClassVar[str] = "mixed"
     summary: ClassVar[str] = ("Mix of MinTable and MinMig: move back n table entries (smallest state first), "
                               "then MinMig; n grows until |A| ≤ Amax")
-    params: ClassVar[tuple[Param, ...]] = _COMMON[:2] + (_BETA,) + _COMMON[2:]
+    params: ClassVar[tuple[Param, ...]] = _COMMON[:3] + (_BETA,) + _COMMON[3:]
     psi: ClassVar[str] = "gamma"
 
     def _search(self, ctx: _Context) -> list[_Trial]:
@@ -838,7 +926,7 @@ class MixedBF(FangRebalancer):
 
     name: ClassVar[str] = "mixed-bf"
     summary: ClassVar[str] = "Brute-force Mixed: try every number n of moved-back entries, keep the best"
-    params: ClassVar[tuple[Param, ...]] = _COMMON[:2] + (_BETA,) + _COMMON[2:] + (_BF_TRIALS,)
+    params: ClassVar[tuple[Param, ...]] = _COMMON[:3] + (_BETA,) + _COMMON[3:] + (_BF_TRIALS,)
     psi: ClassVar[str] = "gamma"
 
     def _search(self, ctx: _Context) -> list[_Trial]:

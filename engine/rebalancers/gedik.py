@@ -668,26 +668,14 @@ class GedikGrouping(RebalancingGrouping):
 
     def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
         super().__init__(n_workers, n_sources, seed, params)
-        self.ring = ConsistentHashRing(self.n_workers, self.p["replicas"], self.seed)
         self.counter = SlidingLossyCounter(step=self.p["lc_step"], counters=3)
         self.tracked = np.empty(0, dtype=np.uint64)  # D_p^(t): explicit-hash keys of the applied plan
         self._pending: tuple[int, np.ndarray] | None = None
         self._serial = 0
 
     # -------------------------------------------------------------- the consistent hash H_c
-    def base(self, fps: np.ndarray) -> np.ndarray:
-        return self.ring.lookup(fps)
-
-    def resize(self, n_workers: int) -> None:
-        super().resize(n_workers)
-        self.ring = ConsistentHashRing(self.n_workers, self.p["replicas"], self.seed)
-
-    def _homes(self, stats: IntervalStats, n: int) -> np.ndarray:
-        if stats.home is not None:
-            return stats.home
-        if n == self.n_workers:
-            return self.ring.lookup(stats.keys)
-        return ConsistentHashRing(n, self.p["replicas"], self.seed).lookup(stats.keys)
+    def make_ring(self, n_workers: int) -> ConsistentHashRing:
+        return ConsistentHashRing(n_workers, self.p["replicas"], self.seed)
 
     # -------------------------------------------------------------- frequencies
     def _delta(self, n: int, domain: int) -> float:
@@ -769,7 +757,7 @@ class GedikGrouping(RebalancingGrouping):
         if keys.size == 0:
             notes.append("empty interval: no keys")
             return finish(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), empty_u64, False)
-        home = self._homes(stats, n)
+        home = self.home_of(stats)
         if n == 1:
             notes.append("one channel: every key on channel 0 (θ = 0 is met trivially)")
             extra.update(explicit=0, delta=1.0)
