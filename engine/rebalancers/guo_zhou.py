@@ -132,10 +132,9 @@ rebalances nor what it does with a draw; decisions:
   otherwise the plan keeps the current member and moves nothing.  The paper's UHLB is a load
   *balancer* under the MCLB objectives (Sec. 2.2: lower Eq. 1, move little, Eq. 2), and a redraw
   that raises Eq. 1 while moving ≈ (n−1)/n of the state is worse on both; its reported movement
-  (24.2 % per window at n = 10, Sec. 5.1) is also far below the ≈ 90 % of a redraw in every window.
-  Adopting every draw (the previous behaviour) re-placed ≈ 90 % of the state in every window of a
-  stream where θ_max is out of a random hash's reach (e.g. 100 keys on 10 instances), with the
-  variance of a random member, no better than the static table.
+  (24.2 % per window at n = 10, Sec. 5.1) is also far below the ≈ 90 % of a redraw in every window,
+  which is what adopting every draw does on a stream where θ_max is out of a random member's reach
+  (e.g. 100 keys on 10 instances; docs/results.md, Guo & Zhou section).
 * ``draws > 1`` (skewlab extension; the paper: 1) draws several members and keeps the best by
   var(L) on the window (then compared with the current member as above).
 
