@@ -81,7 +81,9 @@ the other kernel).  D-Choices with d <= PRE_D (= 4) takes F_2, F_3 from the vect
 computed for every tuple with the multiply-shift reduction of :mod:`engine.keys`, and scans them
 inline: no cache lookup hanging off the sketch's counter id (17.5–18.2 → 15.75–16.2 ns per tuple at
 d = 4, together with the multiply-shift F_1 for all groupings, which took PKG 4.35 → 3.8–4.0 ns; with
-the exact 128-bit-magic remainder, the F_2/F_3 pre-pass had been ~1 ns slower than the cache).
+the exact 128-bit-magic remainder, the F_2/F_3 pre-pass had been ~1 ns slower than the cache); a
+head tuple whose F_0..F_{d-1} hold a repeat (a branch-free test) takes the cached path instead,
+which draws the key's d distinct choices once per key and d.
 The least loaded of all n workers (W-Choices, and D-Choices with d >= n) comes from a
 tracker of the minimum load and the *set* of workers holding it (a bit set: one register word for
 n <= 64, words above), valid because loads only grow by one: a bumped worker leaves the set with a
@@ -952,7 +954,7 @@ class DChoicesGrouping(_HeadBase):
     """D-Choices: head keys Greedy-d with d from Eq. (3) (W-Choices when d >= n), tail PKG."""
 
     name: ClassVar[str] = "dchoices"
-    summary: ClassVar[str] = "D-Choices: heavy hitters get d >= 2 hash choices (d from Eq. 3), tail PKG"
+    summary: ClassVar[str] = "D-Choices: heavy hitters get d >= 2 distinct hash choices (d from Eq. 3), tail PKG"
     paper: ClassVar[str] = "nasir-icde16 Sec. III-B, IV-A, Alg. 1 (D-Choices)"
     params: ClassVar[tuple[Param, ...]] = (_THETA, _EPSILON, _CAPACITY, _WARMUP, _REFRESH)
     mode: ClassVar[int] = MODE_D
