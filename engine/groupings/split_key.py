@@ -26,8 +26,14 @@ splitting a stream into batches never changes the result.
 * Head-aware groupings first count k in the sketch (Alg. 1 line 2, ``UPDATESPACESAVING``), then decide
   whether k is in the head ``H = {k : p_k >= θ}`` (Sec. III-A), θ = ``head_threshold`` or 1/(5n):
 
-  - ``dchoices`` — head keys: Greedy-d over ``F_0..F_{d-1}`` (ties → lower choice index) with d from
-    :func:`find_d` (Sec. IV-A); when ``d >= n`` head keys use W-Choices.
+  - ``dchoices`` — head keys: Greedy-d over d **distinct** workers, the first d different values of
+    ``F_0, F_1, F_2, …`` (ties → the earlier choice), with d from :func:`find_d` (Sec. IV-A); when
+    ``d >= n`` head keys use W-Choices.  Deviation: the paper's F_1..F_d are independent hash functions
+    whose values may coincide (so may those of the public simulator), leaving a head key on fewer
+    than d workers, and a hot key with p·n close to d then overloads them (docs/results.md, Nasir
+    section).
+    Drawing distinct choices only makes Eq. (3)'s b_h (which counts such collisions) pessimistic.
+    F_0, F_1 stay first whenever they differ, so a key's tail workers are among its head workers.
   - ``wchoices`` — head keys: least loaded of all n workers (ties → lower worker id).
   - ``rr-head`` — head keys: round robin over all n workers, one pointer per source starting at
     ``s mod n`` (as ``shuffle``), load-oblivious; the loads it causes still count for the tail.
@@ -91,7 +97,9 @@ the other kernel).  D-Choices with d <= PRE_D (= 4) takes F_2, F_3 from the vect
 computed for every tuple with the multiply-shift reduction of :mod:`engine.keys`, and scans them
 inline: no cache lookup hanging off the sketch's counter id (17.5–18.2 → 15.75–16.2 ns per tuple at
 d = 4, together with the multiply-shift F_1 for all groupings, which took PKG 4.35 → 3.8–4.0 ns; with
-the exact 128-bit-magic remainder, the F_2/F_3 pre-pass had been ~1 ns slower than the cache).
+the exact 128-bit-magic remainder, the F_2/F_3 pre-pass had been ~1 ns slower than the cache); a
+head tuple whose F_0..F_{d-1} hold a repeat (a branch-free test) takes the cached path instead,
+which draws the key's d distinct choices once per key and d.
 The least loaded of all n workers (W-Choices, and D-Choices with d >= n) comes from a
 tracker of the minimum load and the *set* of workers holding it (a bit set: one register word for
 n <= 64, words above), valid because loads only grow by one: a bumped worker leaves the set with a
@@ -100,7 +108,7 @@ empties (the minimum is then one higher), once per load level; it is derived fro
 kernel call builds it (O(n)), and D-Choices builds it only while d >= n (d changes only at
 refreshes).  This replaced a (min load, lowest worker) pair whose successor was found by scanning
 forward, an unpredictable loop on every head tuple: W-Choices 19.5 → 17 ns per tuple.  D-Choices
-with PRE_D < d < n caches, per head key, its choices F_0..F_{d-1} (:func:`_dchoices_pick`) and prefetches
+with PRE_D < d < n caches, per head key, its d distinct choices (:func:`_dchoices_pick`) and prefetches
 the cache slot of the counter ``PF_COUNTER`` tuples ahead (~0.4 ns); kernels are compiled with
 ``_nrt=False`` (no reference counting of the array arguments inside the per-tuple loop, which
 otherwise costs ~50 ns per tuple); data-dependent array indices are cast to unsigned
@@ -528,15 +536,42 @@ def _prefetch_cache_slot(sk, hslot, fp):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
-def _dchoices_pick(fp, cid, d, f0, f1, loads, st, hc, dn, mhi, mlo):  # pragma: no cover - compiled
-    """Greedy-d for a head key: least loaded of F_0..F_{d-1}, ties → lower choice index.
+def _distinct_choices(fp, d, f0, f1, crow, base, seen, dn, mhi, mlo):  # pragma: no cover - compiled
+    """``crow[base : base + d]`` = the first d **distinct** values of F_0, F_1, F_2, … (d < n).
 
-    The choices F_0..F_{d-1} of a head key are cached per sketch counter (``hc``: counter → row,
-    row → fingerprint, row → d, workers), so a head tuple does not recompute up to n − 1 hash
-    choices.  A row is rebuilt when it belongs to another key (counter reused, row reallocated) or d
-    changed.  Repeated workers are kept: a repeat has the load of its first occurrence, so the
-    strict ``<`` scan never picks it, and the scan has a fixed trip count d (no mispredicted loop
-    exit, as with the distinct choices it used to keep).
+    Greedy-d sampling without replacement by rejection: F_i is skipped when an earlier choice already
+    named its worker, so a head key always has d different workers (with repeats kept it could land
+    on fewer).  F_0, F_1 are the key's PKG choices whenever they differ, so a key's tail
+    workers stay among its head workers.  ``seen`` is scratch, one bit per worker (>= ceil(n/64)
+    words).  Terminates for every d < n: i ↦ mix64(fp + i·GOLDEN) is a bijection of the 64-bit
+    integers, so the sequence names every worker; the expected number of draws is n(H_n − H_{n−d}).
+    """
+    for k in range(seen.size):
+        seen[k] = np.uint64(0)
+    seen[np.uint64(f0) >> np.uint64(6)] |= np.uint64(1) << (np.uint64(f0) & np.uint64(63))
+    _us(crow, base, f0)
+    got = 1
+    i = 1
+    while got < d:
+        c = f1 if i == 1 else _cand(fp, i, dn, mhi, mlo)
+        k = np.uint64(c) >> np.uint64(6)
+        bit = np.uint64(1) << (np.uint64(c) & np.uint64(63))
+        if (_ug(seen, k) & bit) == np.uint64(0):
+            seen[k] = _ug(seen, k) | bit
+            _us(crow, base + got, c)
+            got += 1
+        i += 1
+
+
+@njit(cache=True, inline="always")
+def _dchoices_pick(fp, cid, d, f0, f1, loads, st, hc, dn, mhi, mlo, seen):  # pragma: no cover - compiled
+    """Greedy-d for a head key: least loaded of its d distinct choices (:func:`_distinct_choices`),
+    ties → the earlier choice.
+
+    The choices of a head key are cached per sketch counter (``hc``: counter → row, row →
+    fingerprint, row → d, workers), so a head tuple does not redraw up to n − 1 hash choices.  A row
+    is rebuilt when it belongs to another key (counter reused, row reallocated) or d changed; the
+    scan has a fixed trip count d.
     """
     hslot, cfp, cmeta, crow = hc
     rows = cfp.size
@@ -549,10 +584,7 @@ def _dchoices_pick(fp, cid, d, f0, f1, loads, st, hc, dn, mhi, mlo):  # pragma: 
         _us(cmeta, row, -1)
     base = row * loads.size  # rows are n wide (_alloc_cache; d < n here)
     if _ug(cmeta, row) != d:
-        _us(crow, base, f0)
-        _us(crow, base + 1, f1)
-        for i in range(2, d):
-            _us(crow, base + i, _cand(fp, i, dn, mhi, mlo))
+        _distinct_choices(fp, d, f0, f1, crow, base, seen, dn, mhi, mlo)
         _us(cmeta, row, d)
     w = np.int64(_ug(crow, base))
     lw = _ug(loads, w)
@@ -626,16 +658,30 @@ def _head_body(  # pragma: no cover - compiled
                 elif track:
                     w = np.int64(trailing_zeros(word)) if small else _min_worker(tw, wi)
                 elif kind == KIND_PRE:
-                    # Greedy-d over F_0..F_{d-1} (d <= PRE_D), ties → lower choice index
-                    w = _ug(c0, x)
-                    w, lw = _keep_less(loads, w, _ug(loads, w), _ug(c1, x))
+                    # Greedy-d over F_0..F_{d-1} (d <= PRE_D), ties → lower choice index; when two
+                    # of them name the same worker, the cache path draws d distinct choices
+                    a0 = _ug(c0, x)
+                    a1 = _ug(c1, x)
+                    a2 = a0
+                    a3 = a0
+                    rep = a0 == a1
                     if dcur > 2:
-                        w, lw = _keep_less(loads, w, lw, _ug(c2, x))
+                        a2 = _ug(c2, x)
+                        rep = rep | (a2 == a0) | (a2 == a1)
                     if dcur > 3:
-                        w, lw = _keep_less(loads, w, lw, _ug(c3, x))
+                        a3 = _ug(c3, x)
+                        rep = rep | (a3 == a0) | (a3 == a1) | (a3 == a2)
+                    if rep:
+                        w = _dchoices_pick(fp, cid, dcur, a0, a1, loads, st, hc, dn, mhi, mlo, tw)
+                    else:
+                        w, lw = _keep_less(loads, a0, _ug(loads, a0), a1)
+                        if dcur > 2:
+                            w, lw = _keep_less(loads, w, lw, a2)
+                        if dcur > 3:
+                            w, lw = _keep_less(loads, w, lw, a3)
                 else:
                     w = _dchoices_pick(
-                        fp, cid, dcur, _ug(c0, x), _ug(c1, x), loads, st, hc, dn, mhi, mlo
+                        fp, cid, dcur, _ug(c0, x), _ug(c1, x), loads, st, hc, dn, mhi, mlo, tw
                     )
             else:
                 w = _ug(c0, x)
@@ -978,7 +1024,7 @@ class DChoicesGrouping(_HeadBase):
     """D-Choices: head keys Greedy-d with d from Eq. (3) (W-Choices when d >= n), tail PKG."""
 
     name: ClassVar[str] = "dchoices"
-    summary: ClassVar[str] = "D-Choices: heavy hitters get d >= 2 hash choices (d from Eq. 3), tail PKG"
+    summary: ClassVar[str] = "D-Choices: heavy hitters get d >= 2 distinct hash choices (d from Eq. 3), tail PKG"
     paper: ClassVar[str] = "nasir-icde16 Sec. III-B, IV-A, Alg. 1 (D-Choices)"
     params: ClassVar[tuple[Param, ...]] = (_THETA, _EPSILON, _CAPACITY, _WARMUP, _REFRESH, _DECAY, _EPOCH)
     mode: ClassVar[int] = MODE_D

@@ -107,10 +107,10 @@ Decisions:
   Σ_i var(N_i).  It is not: Σ_j var(L_j) = (m/n)·Σ_i [var(N_i) + η_i²] − Σ_j l̄_j², and the η_i² term
   (differences of mean load between instances) depends on the partition and is ignored by the
   covariance split, which can leave one instance with most of the load.  With ``repair=true``
-  (default, **skewlab extension**) the split is followed by ELB phases 2–3 on the mean window loads
+  (**skewlab extension**, off by default) the split is followed by ELB phases 2–3 on the mean window loads
   with the range ``[1 − repair_range, 1 + repair_range]·l̄`` and without ELB's cap ``(u−v)/2`` (hot
   substreams that the split put together are exactly what must move; a donor still never drops below
-  l̄ because θ ≤ l_j − l̄).  ``repair=false`` is the paper's CLB.
+  l̄ because θ ≤ l_j − l̄).  ``repair=false`` (the default) is the paper's CLB.
 * With fewer than 2 windows of history there is no covariance; the plan keeps the current table.
 * Trigger: :meth:`CLB.should_rebalance` is an interval counter, true once ``m`` windows have been
   observed since the last applied CLB plan.  ``m`` default 30: the paper's value is lost from the
@@ -123,10 +123,20 @@ UHLB — universal-hash load balancing (Sec. 5 baseline)
 "It returns h(t), where h: [p] → [n] is chosen at random from a family of 2-universal hash
 functions."  We use Carter–Wegman ``h_{a,b}(s) = ((a·s + b) mod P) mod n`` with ``P = 2³¹ − 1``,
 ``a ∈ [1, P)``, ``b ∈ [0, P)``.  The initial member is ``a = 1, b = 0`` (= the default table ``s mod n``,
-so all three algorithms start from the same assignment); each rebalance (triggered by ``theta_max``
-through the base class) draws a new member at random from the grouping's seeded generator, oblivious
-of state.  ``draws > 1`` (skewlab extension; the paper: 1) keeps the best of several draws by var(L)
-on the window.
+so all three algorithms start from the same assignment).  The paper says neither when UHLB
+rebalances nor what it does with a draw; decisions:
+
+* Trigger: ``theta_max`` through the base class (θ = max |L − L̄|/L̄ of the window above it).
+* Redraw: a member drawn at random from the grouping's seeded generator, oblivious of state, is
+  **adopted only if it lowers var(L) (Eq. 1) on the planning window** below the current member's;
+  otherwise the plan keeps the current member and moves nothing.  The paper's UHLB is a load
+  *balancer* under the MCLB objectives (Sec. 2.2: lower Eq. 1, move little, Eq. 2), and a redraw
+  that raises Eq. 1 while moving ≈ (n−1)/n of the state is worse on both; its reported movement
+  (24.2 % per window at n = 10, Sec. 5.1) is also far below the ≈ 90 % of a redraw in every window,
+  which is what adopting every draw does on a stream where θ_max is out of a random member's reach
+  (e.g. 100 keys on 10 instances; docs/results.md, Guo & Zhou section).
+* ``draws > 1`` (skewlab extension; the paper: 1) draws several members and keeps the best by
+  var(L) on the window (then compared with the current member as above).
 
 Resize (all three)
 ------------------
@@ -693,9 +703,9 @@ class CLB(_SubstreamRebalancer):
         Param(
             "repair",
             "bool",
-            True,
+            False,
             "skewlab extension: after the split, fit mean loads into 1 ± repair_range with ELB phases 2-3 "
-            "(false = paper's CLB only)",
+            "(false, the default = the paper's CLB only)",
         ),
         Param("repair_range", "float", 0.2, "relative load range of the repair step and of resize", low=0.0, high=10.0, low_open=True),
     )
@@ -779,7 +789,7 @@ class CLB(_SubstreamRebalancer):
 @register
 class UHLB(_SubstreamRebalancer):
     name: ClassVar[str] = "uhlb"
-    summary: ClassVar[str] = "Universal-hash load balancing: on imbalance, redraw h: [p]→[n] from a 2-universal family"
+    summary: ClassVar[str] = "Universal-hash load balancing: on imbalance, draw h: [p]→[n] from a 2-universal family, adopt it if it lowers var(L)"
     params: ClassVar[tuple[Param, ...]] = (
         _substreams_param(1 << 20),
         Param("theta_max", "float", 0.2, "rebalance when max_d |L(d) − L̄|/L̄ exceeds this", low=0.0, high=100.0),
@@ -799,6 +809,7 @@ class UHLB(_SubstreamRebalancer):
         return ((np.int64(a) * s + np.int64(b)) % UHLB_PRIME) % n
 
     def _decide(self, stats, y, d):
+        """Draw ``draws`` random members; adopt the best by var(L) on ``y`` only if it beats the current one."""
         n = self.n_workers
         best = None
         for _ in range(int(self.p["draws"])):
@@ -808,8 +819,15 @@ class UHLB(_SubstreamRebalancer):
             var = _var(np.bincount(table, weights=y, minlength=n)[:n])
             if best is None or var < best[0]:
                 best = (var, a, b, table)
-        _, a, b, table = best
-        return table, True, [], {"hash_a": a, "hash_b": b}
+        var, a, b, table = best
+        extra = {"drawn_a": a, "drawn_b": b, "drawn_var_load": var}
+        current = _var(np.bincount(self.sub_table, weights=y, minlength=n)[:n])
+        if var < current:
+            extra.update(hash_a=a, hash_b=b, adopted=True)
+            return table, True, [], extra
+        extra.update(hash_a=self.hash_a, hash_b=self.hash_b, adopted=False)
+        note = f"kept the current hash member: the draw's var(L) {var:.4g} is not below the current {current:.4g}"
+        return self.sub_table.copy(), True, [note], extra
 
     def _after_apply(self, plan: Plan) -> None:
         if "hash_a" in plan.extra and "hash_b" in plan.extra:
