@@ -8,7 +8,8 @@ Modules
 * :mod:`bench.common` — run context, progress, simulation helpers shared by the reproductions,
   figure/table/results-page writers.
 * ``bench.repro_nasir``, ``bench.repro_fang``, ``bench.repro_gedik``, ``bench.repro_dkg``,
-  ``bench.repro_guo_zhou`` — one module per paper; each has ``run(ctx) -> Section``.
+  ``bench.repro_guo_zhou`` — one module per paper; each has ``run(ctx) -> Section``
+  (``bench.nasir_theta``: the θ sweep of Nasir Q1 / Fig. 7 and Fig. 8, part of ``repro_nasir``).
 * ``bench.repro_trace`` — every grouping per interval on a real timestamped trace (``flights``).
 * :mod:`bench.perf` — routing throughput, plan time, Spark end-to-end, store query time.
 * ``bench.bench_routing``, ``bench.bench_plan``, ``bench.bench_gedik``, ``bench.bench_spark`` — the

@@ -17,8 +17,9 @@ H_c, 1000 points per channel).
 
 Experiments: b and m vs skew at N = 10 (Fig. 4; LQL restricted to z ∈ [0.25, 0.5] as in the paper);
 vs the number of channels N = 2 … 32 (Fig. 6; LCL, z = 1); the utility functions for readj and redist
-(Fig. 7); partitioning-function size — lossy-counter entries and explicit-hash items — vs σ (Fig. 9),
-vs skew (Fig. 10) and vs N (Fig. 11).
+(Fig. 7; for readj also the last step N − 1 → N with every utility from U^APM's own placement, and
+U^APM without the per-item move limit, to explain U^APM's higher b); partitioning-function size —
+lossy-counter entries and explicit-hash items — vs σ (Fig. 9), vs skew (Fig. 10) and vs N (Fig. 11).
 
 Sizes: |D| = 10⁵ in the full run (the paper's 10⁶ costs ~10× more per plan; ``bench_gedik.py`` has the
 construction-time measurements at 10⁶-scale), 3·10³ in quick mode.  Results are deterministic.
@@ -26,6 +27,7 @@ construction-time measurements at 10⁶-scale), 3·10³ in quick mode.  Results 
 
 from __future__ import annotations
 
+import copy
 import time
 from typing import Any
 
@@ -97,18 +99,47 @@ def grow(inst: Instance, alg: str, n_final: int, params: dict[str, Any]) -> list
             prev = cur
         return rows
     g = registry.create(alg, 1, params={"replicas": REPLICAS, **params})
-    for n in range(2, n_final + 1):
-        owners = g.owner(inst.keys)  # p^(t): placement under n − 1 channels
-        g.resize(n)
-        st = inst.stats(n, owners, n)
-        g.observe(st)
-        plan = g.plan(st)
-        g.apply(plan)
-        x = plan.extra
-        rows.append({"n": n, "b": x.get("b"), "m": x.get("m"), "explicit": int(x.get("explicit", 0)),
-                     "counter": int(x.get("counter_entries", 0)), "seconds": plan.plan_seconds,
-                     "imbalance": plan.imbalance(), "readj_steps": x.get("readj_steps")})
-    return rows
+    return [_step(inst, g, n) for n in range(2, n_final + 1)]
+
+
+def _step(inst: Instance, g, n: int) -> dict[str, Any]:
+    """One adaptation of partitioning function ``g`` from n − 1 to n channels (plan applied); its row."""
+    owners = g.owner(inst.keys)  # p^(t): placement under n − 1 channels
+    g.resize(n)
+    st = inst.stats(n, owners, n)
+    g.observe(st)
+    plan = g.plan(st)
+    g.apply(plan)
+    x = plan.extra
+    return {"n": n, "b": x.get("b"), "m": x.get("m"), "explicit": int(x.get("explicit", 0)),
+            "counter": int(x.get("counter_entries", 0)), "seconds": plan.plan_seconds,
+            "imbalance": plan.imbalance(), "readj_steps": x.get("readj_steps"), "rho": x.get("rho"),
+            **_explicit_ties(inst, g, n)}
+
+
+def last_step_utilities(inst: Instance, res: str, n_final: int) -> dict[str, dict[str, Any]]:
+    """readj grown to n_final − 1 channels with U^APM, then the last step (→ n_final) with every utility
+    from that same placement: separates the last step's utility from the history of plans."""
+    g = registry.create("readj", 1, params={"replicas": REPLICAS, "resources": res, "utility": "APM"})
+    for n in range(2, n_final):
+        _step(inst, g, n)
+    out = {}
+    for u in UTILITIES:
+        g2 = copy.deepcopy(g)
+        g2.p["utility"] = u
+        out[u] = _step(inst, g2, n_final)
+    return out
+
+
+def _explicit_ties(inst: Instance, g, n: int) -> dict[str, int]:
+    """Channels tied at the largest / smallest explicit-hash load (tuples of the tracked keys, exact
+    integers) after the plan: ρ (Eq. 19) sees only these two loads, so a tie stops readj (Alg. 4)."""
+    tracked = np.isin(inst.keys, g.tracked)
+    if not tracked.any():
+        return {"max_ties": 0, "min_ties": 0}
+    loads = np.bincount(g.owner(inst.keys[tracked]), weights=inst.count[tracked], minlength=n)[:n]
+    return {"max_ties": int(np.count_nonzero(loads == loads.max())),
+            "min_ties": int(np.count_nonzero(loads == loads.min())), "min_load": int(loads.min())}
 
 
 def run(ctx: Context) -> Section:
@@ -142,6 +173,10 @@ def run(ctx: Context) -> Section:
                 last = grow(inst(z), alg, N, {"resources": res, "utility": u})[-1]
                 util.append({"resources": res, "z": z, "algorithm": alg, "utility": u, **last})
         ctx.tick(f"gedik utility {res}")
+    # readj with U^APM and no per-item move limit c (a different history of plans up to N)
+    res0 = S["util_res"][0]
+    unlimited = grow(inst(1.0), "readj", N, {"resources": res0, "utility": "APM", "max_moves": 1000})[-1]
+    same_start = last_step_utilities(inst(1.0), res0, N)
     size: list[dict[str, Any]] = []
     for res in ("LCL", "LLL", "LQL"):
         for sg in S["sigmas"]:
@@ -149,7 +184,8 @@ def run(ctx: Context) -> Section:
             size.append({"resources": res, "sigma": sg, **last})
         ctx.tick(f"gedik size {res}")
     sec = Section(KEY, TITLE, ctx.command(KEY), "",
-                  data={"skew": skew, "channels": channels, "utility": util, "size": size, "sizes": S})
+                  data={"skew": skew, "channels": channels, "utility": util, "size": size, "sizes": S,
+                        "readj_unlimited": unlimited, "readj_same_start": same_start})
     _figures(ctx, sec, skew, channels, util, size, S)
     _checks(sec, skew, channels, util, size, S)
     sec.markdown = _markdown(sec, skew, channels, util, size, S)
@@ -294,11 +330,51 @@ def _markdown(sec, skew, channels, util, size, S) -> str:
             + [_v(size, "explicit", resources=res, sigma=s) for res in ("LCL", "LLL", "LQL")] for s in sig]
     parts.append(f"**Partitioning-function size vs σ (Fig. 9; redist, z = 1, N = {N})**\n\n" + md_table(
         ["σ", "counter LCL", "counter LLL", "counter LQL", "explicit LCL", "explicit LLL", "explicit LQL"], rows))
-    parts.append(_discussion(skew, channels, util, size, S))
+    parts.append(_discussion(skew, channels, util, size, S, sec.data["readj_unlimited"], sec.data["readj_same_start"]))
     return "\n\n".join(parts)
 
 
-def _discussion(skew, channels, util, size, S) -> str:
+def _readj_utility_line(ru, res0, S, unlimited, same_start) -> str:
+    """Fig. 7a: readj's imbalance vs the utility function, and why U^APM differs when it does."""
+    ra = {u: ru[("readj", res0, u)] for u in UTILITIES}
+    ob = [ra[u]["b"] for u in UTILITIES if u != "APM"]
+    apm = ra["APM"]
+    others = f"{min(ob):.2f}" if f"{min(ob):.2f}" == f"{max(ob):.2f}" else f"{min(ob):.2f}–{max(ob):.2f}"
+    head = (f"- *Fig. 7a: readj's imbalance hardly changes with the utility function (except LQL).*  readj {res0}, "
+            f"N = {S['n']}: b = {apm['b']:.2f} with U^APM vs {others} with the others")
+    if apm["b"] <= max(ob) + 0.05:
+        return head + " — **reproduced**."
+    steps = [ra[u]["readj_steps"] for u in UTILITIES if u != "APM"]
+    rhos = [ra[u]["rho"] for u in UTILITIES if u != "APM"]
+    txt = (head + ".  Not an effect of the utility itself: readj's last plan (N − 1 → N channels) stopped after "
+           f"{apm['readj_steps']} readjustments (the others: {min(steps)}–{max(steps)}) at ρ = {apm['rho']:.2f} "
+           f"(others {min(rhos):.2f}–{max(rhos):.2f})")
+    if apm["min_ties"] > 1 or apm["max_ties"] > 1:
+        what = (f"{apm['min_ties']} channels tie exactly at the smallest explicit-hash load ({apm['min_load']:,} "
+                "tuples each)" if apm["min_ties"] > 1 else
+                f"{apm['max_ties']} channels tie exactly at the largest explicit-hash load")
+        txt += (f", because {what}.  ρ (Eq. 19) sees only the largest and the smallest load, so no single move or "
+                "swap can lower it (lifting one tied channel leaves the other at the extreme), and Alg. 4, which only "
+                "considers readjustments that lower ρ, stops — the plateau noted in `engine/rebalancers/gedik.py`.  "
+                "Exact ties are Zipf arithmetic: with z = 1, f ∝ 1/rank and e.g. 1/8 + 1/10 = 1/5 + 1/40")
+    ss = same_start
+    txt += (f".  Which placement meets such a tie depends on the plans of the earlier steps (N = 2 … {S['n'] - 1}), "
+            "i.e. on the path each utility took: from U^APM's own N − 1 placement, the last step gives b = "
+            + ", ".join(f"{ss[u]['b']:.2f}" for u in UTILITIES) + " (" + ", ".join(f"U^{u}" for u in UTILITIES)
+            + f"; {', '.join(str(ss[u]['readj_steps']) for u in UTILITIES)} readjustments), and with no per-item "
+            f"move limit (c = 1000 instead of the paper's 5, which changes the earlier plans) U^APM ends at b = "
+            f"{unlimited['b']:.2f}.  The paper averages 5 runs with |D| = 10⁶ and its own hash functions, so a single "
+            "such tie would hardly show in its Fig. 7a; a ρ that also counted the channels at the extremes would "
+            "step off such plateaus, but that is not the paper's Eq. 19, so we keep it.")
+    if "LLL" in S["util_res"]:
+        txt += (f"  LLL shows the same (b = {ru[('readj', 'LLL', 'APM')]['b']:.2f} vs "
+                f"{min(ru[('readj', 'LLL', u)]['b'] for u in UTILITIES if u != 'APM'):.2f}–"
+                f"{max(ru[('readj', 'LLL', u)]['b'] for u in UTILITIES if u != 'APM'):.2f}): with only linear "
+                "non-constant resources its ρ, and hence every placement, is that of LCL.")
+    return txt
+
+
+def _discussion(skew, channels, util, size, S, unlimited, same_start) -> str:
     N = S["n"]
     z1 = 1.0 if 1.0 in S["z_lin"] else max(S["z_lin"])
     g = lambda key, **kw: _v(skew, key, **kw)  # noqa: E731
@@ -323,7 +399,8 @@ def _discussion(skew, channels, util, size, S) -> str:
         + f"  Best balance among ours: {best_ours}"
         + (" as in the paper." if "readj" in best_ours.split("/") else
            f", not readj: with the default U^APM, readj stops at b = {b['readj']:.2f} with *less* migration "
-           f"(m = {m['readj']:.2f}) — it trades balance for migration.  With U^APLM or U^ATM (utility table) readj "
+           f"(m = {m['readj']:.2f}) — its last plan stops early on a tie of ρ's extreme loads (see the Fig. 7a item "
+           "below), not by trading balance for migration.  With U^APLM or U^ATM (utility table) readj "
            f"reaches b = {_v(util, 'b', algorithm='readj', resources='LLL', utility='APLM'):.2f} / "
            f"{_v(util, 'b', algorithm='readj', resources='LLL', utility='ATM'):.2f} at m = "
            f"{_v(util, 'm', algorithm='readj', resources='LLL', utility='APLM'):.2f} / "
@@ -378,6 +455,7 @@ def _discussion(skew, channels, util, size, S) -> str:
             f"U^APLM {rd['APLM']['b']:.2f}); U^ATM migrates {100 * (1 - rd['ATM']['m'] / rd['APM']['m']):.0f} % less "
             f"than U^APM (m {rd['ATM']['m']:.2f} vs {rd['APM']['m']:.2f}) but balances much worse (b {rd['ATM']['b']:.2f}) "
             "— the same trade-off as the paper, larger in size.")
+        lines.append(_readj_utility_line(ru, res0, S, unlimited, same_start))
     except KeyError:
         pass
     lines.append(

@@ -20,6 +20,8 @@ What is reported
   I is within ε = 10⁻⁴ of W-C's I on the same stream (n when none is).  The paper runs every d = 2..n;
   we binary-search d, which assumes I(d) is non-increasing in d (it is on every stream we looked at; a
   violation would only make the reported minimum slightly too large).
+* Q1 / Fig. 7 and Fig. 8 — the head threshold θ swept from 2/n to 1/(8n) for W-C, RR and D-C, and the
+  head / tail load per worker at n = 5, θ = 1/(8n), z = 2 (:mod:`bench.nasir_theta`).
 
 Sizes: the paper uses m = 10⁷ messages; the full run uses m = 2·10⁶ per stream (time budget of
 ``bench all``), quick mode 10⁵ with a reduced grid.
@@ -33,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from bench import nasir_theta
 from bench.common import (
     Context,
     Section,
@@ -60,15 +63,17 @@ EPSILON = 1e-4
 def sizes(quick: bool) -> dict[str, Any]:
     if quick:
         return {"zs": [0.5, 1.0, 1.5, 2.0], "keys": [10_000], "ns": [5, 50], "messages": 100_000,
-                "q2_zs": [1.0, 2.0], "q2_ns": [5, 50], "workers_zs": [1.0, 2.0]}
+                "q2_zs": [1.0, 2.0], "q2_ns": [5, 50], "workers_zs": [1.0, 2.0],
+                "q1_zs": [0.5, 1.0, 1.5, 2.0], "q1_ns": [5, 50]}
     return {"zs": [round(0.1 * i, 1) for i in range(1, 21)], "keys": [10_000, 100_000],
             "ns": [5, 10, 20, 50, 100], "messages": 2_000_000,
-            "q2_zs": [0.4, 0.8, 1.2, 1.6, 2.0], "q2_ns": [5, 10, 20, 50, 100], "workers_zs": [0.8, 1.4, 2.0]}
+            "q2_zs": [0.4, 0.8, 1.2, 1.6, 2.0], "q2_ns": [5, 10, 20, 50, 100], "workers_zs": [0.8, 1.4, 2.0],
+            "q1_zs": [round(0.2 * i, 1) for i in range(1, 11)], "q1_ns": [5, 10, 20, 50, 100]}
 
 
 def units(quick: bool) -> int:
     s = sizes(quick)
-    return len(s["zs"]) * len(s["keys"]) + len(s["q2_zs"])
+    return len(s["zs"]) * len(s["keys"]) + len(s["q2_zs"]) + len(s["q1_zs"]) + 1
 
 
 class FixedDGreedy(DChoicesGrouping):
@@ -92,13 +97,7 @@ class FixedDGreedy(DChoicesGrouping):
 
 def _hot_replication(key_ids: np.ndarray, workers: np.ndarray, n: int, min_count: int) -> float:
     """Mean distinct workers over keys with at least ``min_count`` tuples (nan if none)."""
-    counts = np.bincount(key_ids)
-    hot = np.flatnonzero(counts >= min_count)
-    if hot.size == 0:
-        return float("nan")
-    sel = np.isin(key_ids, hot)
-    pairs = np.unique(key_ids[sel] * np.int64(n) + workers[sel])
-    return pairs.size / hot.size
+    return nasir_theta.key_replication(key_ids, workers, n, np.flatnonzero(np.bincount(key_ids) >= min_count))
 
 
 def _mem_ns(S) -> list[int]:
@@ -191,10 +190,16 @@ def run(ctx: Context) -> Section:
     distinct = _distinct_choices_case(ctx.quick)
     ctx.tick("nasir distinct choices")
 
+    # ---- Q1 / Fig. 7 (θ sweep) and Fig. 8 (head and tail load per worker)
+    q1 = nasir_theta.run_q1(ctx, S, SOURCES)
+    fig8 = nasir_theta.run_fig8(ctx, S, SOURCES)
+
     sec = Section(KEY, TITLE, ctx.command(KEY), "", data={"rows": rows, "q2": q2, "memory_estimate": mem, "sizes": S,
-                                                           "distinct_choices": distinct})
+                                                           "distinct_choices": distinct, "q1": q1, "fig8": fig8})
     _figures(ctx, sec, rows, q2, S, mem)
+    nasir_theta.figures(ctx, sec, q1, fig8, S["keys"][0])
     _checks(sec, rows, q2, S)
+    nasir_theta.checks(sec, q1, fig8, rows)
     sec.markdown = _markdown(sec, rows, q2, S, mem, distinct)
     sec.seconds = time.perf_counter() - t_start
     return sec
@@ -413,7 +418,8 @@ def _markdown(sec: Section, rows, q2, S, mem, distinct) -> str:
         parts.append("**Q2: d chosen by D-Choices vs the empirical minimum** (minimum d whose I is within "
                      f"ε = {EPSILON:g} of W-C's; `n` = no d < n does)\n\n"
                      + md_table(["n", "z", "D-C d (sources)", "min d", "I(D-C)", "I(min d)", "I(W-C)"], t4))
-    parts.append(_discussion(rows, q2, S, mem, distinct))
+    parts.extend(nasir_theta.tables(sec.data["q1"], sec.data["fig8"]))
+    parts.append(_discussion(rows, q2, S, mem, distinct, sec.data["q1"], sec.data["fig8"]))
     return "\n\n".join(parts)
 
 
@@ -421,7 +427,7 @@ def _verdict(ok: bool, partly: bool = False) -> str:
     return "**Reproduced.**" if ok else ("**Partly reproduced.**" if partly else "**Not reproduced.**")
 
 
-def _discussion(rows, q2, S, mem, distinct) -> str:
+def _discussion(rows, q2, S, mem, distinct, q1, fig8) -> str:
     """Comparison with the paper's statements (numbers filled in from this run)."""
     K = S["keys"][0]
     ns, zs = S["ns"], S["zs"]
@@ -587,6 +593,7 @@ def _discussion(rows, q2, S, mem, distinct) -> str:
             "independent hash functions and its public simulator allow, it used 5 workers and the headline "
             "imbalance was 0.12 on this stream (measured before the change; the issue reports 0.012 for the "
             "reference Java simulator on its stream).")
+    lines.extend(nasir_theta.discussion(q1, fig8, _verdict))
     lines.append(
         "- *Definitions.* The paper's I is max − avg of the normalised loads; skewlab's headline imbalance is "
         "n·I.  Head detection uses guaranteed SpaceSaving counts and a warm-up of 50n tuples per source "

@@ -77,6 +77,17 @@ def test_nasir_invariants(quick_run):
     assert I("wchoices", 2.0, 50) <= I("pkg", 2.0, 50)
     for q in quick_run[2]["nasir"].data["q2"]:
         assert 2 <= q["min_d"] <= q["n"] and 2 <= q["chosen_min"] <= q["chosen_max"] <= q["n"]
+    # Q1 / Fig. 7: every (z, n) of the θ sweep has W-C, RR and D-C at θ = 2/n … 1/(8n)
+    q1 = quick_run[2]["nasir"].data["q1"]
+    sizes = quick_run[2]["nasir"].data["sizes"]
+    assert {(r["algorithm"], r["theta_n"]) for r in q1} == {
+        (a, c) for a in ("wchoices", "rr-head", "dchoices") for c in (2.0, 1.0, 0.5, 0.25, 0.125)}
+    assert len(q1) == 15 * len(sizes["q1_zs"]) * len(sizes["q1_ns"])
+    for r in q1:
+        assert r["head_keys"] >= 0 and 1.0 <= r["replication"] <= r["n"]
+    # Fig. 8: head + tail loads of every grouping add up to the stream
+    for g in quick_run[2]["nasir"].data["fig8"]["groupings"].values():
+        assert sum(g["head"]) + sum(g["tail"]) == pytest.approx(1.0)
 
 
 def test_fang_gedik_dkg_guo_zhou_invariants(quick_run):

@@ -65,10 +65,11 @@ Construction (Sec. 4.2, Alg. 2–4), as in the paper with these readings of the 
       and linear resources many gains are mathematically equal).
     * Known property of Eq. 19 + Alg. 4 (not a skewlab choice): ρ sees only the largest and the
       smallest explicit load, so readj stalls on a plateau when several channels tie for the
-      maximum and no single move or swap lowers all of them — e.g. when many tracked keys start on
-      one channel and many channels are empty (N jumping from 1 to 50: readj fills channels 1, 2,
-      … and stops).  The paper's use, N → N + 1 from a balanced function, does not meet it; scan
-      and redist, which rebuild H_p, do not have it.  ``make_plan``'s θmax check flags such plans.
+      maximum (or the minimum) and no single move or swap lowers all of them — e.g. when many
+      tracked keys start on one channel and many channels are empty (N jumping from 1 to 50: readj
+      fills channels 1, 2, … and stops).  The paper's use, N → N + 1 from a balanced function,
+      rarely meets it, but Zipf frequencies can tie exactly (f ∝ 1/rank: 1/8 + 1/10 = 1/5 + 1/40;
+      docs/results.md, Gedik section, Fig. 7a); scan and redist, which rebuild H_p, do not have it.  ``make_plan``'s θmax check flags such plans.
 
 Reported (``plan.extra``)
     ``b`` (Eq. 11, geometric mean of b_k = r_k/α over s, c, n, with r_k = max/min channel load;
