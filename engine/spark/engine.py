@@ -12,8 +12,9 @@ checkpoint's life.
 
 Per micro-batch ``b`` the driver (``foreachBatch``), which keeps statistics, not state:
 
-1. runs the batch's operator and collects only statistics: per-(worker, key) tuple counts, each
-   worker's summary (keys and bytes of state, handler seconds, held tuples), the state blobs workers
+1. runs the batch's operator and collects only statistics: per-(worker, key fingerprint) tuple counts
+   (:class:`~engine.keys.FingerprintVocabulary`), each worker's summary (keys and bytes of state, held
+   tuples), the task times from Spark's task metrics, the state blobs workers
    exported and the sources' side rows; a batch the restored snapshot already applied is re-run (the
    state must advance with Spark's batch; its exports and result files are identical) and nothing
    is applied (exactly-once, see :mod:`engine.checkpoint`);
