@@ -2,7 +2,7 @@
 
 Usage::
 
-    skewlab bench {all,nasir,fang,gedik,dkg,guo-zhou,trace,perf} [--out DIR] [--quick] [--seed N] [--skip-spark]
+    skewlab bench {all,nasir,fang,gedik,dkg,guo-zhou,trace,perf} [--out DIR] [--quick] [--seed N] [--seeds N] [--skip-spark]
 
 ``--out DIR`` (default ``docs``) receives ``DIR/figures/*.png`` and ``DIR/results.md`` (a single
 target refreshes only its own section of an existing ``results.md``).  ``--quick`` runs CI-sized
@@ -45,6 +45,9 @@ def add_commands(subparsers: Any) -> argparse.ArgumentParser:
     b.add_argument("--out", default="docs", metavar="DIR", help="output directory (default docs)")
     b.add_argument("--quick", action="store_true", help="CI-sized run: small sizes, shapes and invariants only")
     b.add_argument("--seed", type=int, default=0, help="base seed of every stream (default 0)")
+    b.add_argument("--seeds", type=int, default=None, metavar="N",
+                   help="runs per reproduction, seeds SEED..SEED+N-1, reported as mean (min-max) "
+                        "(default 5; 2 with --quick)")
     b.add_argument("--skip-spark", action="store_true", help="perf: skip the Spark end-to-end benchmark")
     b.set_defaults(func=cmd_bench)
     return b
@@ -56,7 +59,7 @@ def _module(target: str):
 
 def run_targets(targets: Sequence[str], out: str, quick: bool = False, seed: int = 0, *,
                 skip_spark: bool = False, progress: bool | None = None,
-                log=None) -> list:
+                log=None, seeds: int | None = None) -> list:
     """Run the given targets in order and write ``OUT/results.md``; returns their :class:`Section` s.
 
     A target that raises yields a section whose single check failed (with the error), so the
@@ -69,10 +72,11 @@ def run_targets(targets: Sequence[str], out: str, quick: bool = False, seed: int
     if unknown:
         raise ValueError(f"unknown bench target(s) {unknown}; known: {', '.join(TARGETS)}")
     modules = {t: _module(t) for t in targets}
-    total = sum(int(m.units(quick)) for m in modules.values())
+    ctx = Context(out, quick=quick, seed=seed, log=log, n_seeds=seeds)
+    total = sum(int(m.units(quick, ctx.n_seeds)) for m in modules.values())
     show = stderr_is_tty() if progress is None else progress
     bar = Progress(total, "skewlab bench", force=show, delay=0.0) if show else None
-    ctx = Context(out, quick=quick, seed=seed, progress=bar, log=log)
+    ctx.progress = bar
     ctx.skip_spark = skip_spark  # type: ignore[attr-defined]
     sections = []
     try:
@@ -87,7 +91,7 @@ def run_targets(targets: Sequence[str], out: str, quick: bool = False, seed: int
                               f"This target raised an exception:\n\n```\n{tb}\n```",
                               checks=[Check("target ran", False, f"{type(exc).__name__}: {exc}")])
                 sec.seconds = time.perf_counter() - t0
-            ctx.done = start_units + int(modules[t].units(quick))  # re-sync the bar if a target ticked less
+            ctx.done = start_units + int(modules[t].units(quick, ctx.n_seeds))  # re-sync the bar if a target ticked less
             if bar is not None:
                 bar.update(ctx.done, t)
             sections.append(sec)
@@ -101,8 +105,11 @@ def run_targets(targets: Sequence[str], out: str, quick: bool = False, seed: int
 def cmd_bench(args: argparse.Namespace) -> int:
     targets = list(TARGETS) if args.target == "all" else [args.target]
     started = time.perf_counter()
+    if args.seeds is not None and args.seeds < 1:
+        print(f"skewlab bench: error: --seeds must be at least 1, got {args.seeds}", file=sys.stderr)
+        return 2
     sections = run_targets(targets, args.out, quick=args.quick, seed=args.seed,
-                           skip_spark=getattr(args, "skip_spark", False))
+                           skip_spark=getattr(args, "skip_spark", False), seeds=args.seeds)
     LAST_RUN[:] = sections
     failed = 0
     for sec in sections:

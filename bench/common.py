@@ -34,6 +34,7 @@ import platform
 import re
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -47,6 +48,7 @@ from engine.progress import Progress
 __all__ = [
     "ALGO_STYLE",
     "Check",
+    "Spread",
     "Context",
     "Section",
     "check",
@@ -54,9 +56,11 @@ __all__ = [
     "machine_info",
     "md_table",
     "new_figure",
+    "plot_band",
     "route",
     "save_figure",
     "simulate",
+    "spread",
     "stream_metrics",
     "workload_stream",
     "write_results",
@@ -101,14 +105,30 @@ class Section:
         return all(c.ok for c in self.checks)
 
 
+#: seeds per reproduction when ``--seeds`` is not given: Fang et al. and Gedik average 5 runs; the
+#: quick run uses 2 so that CI exercises the aggregation over seeds
+DEFAULT_SEEDS = 5
+QUICK_SEEDS = 2
+
+
 class Context:
-    """Output directory, mode, seed and the shared progress bar of one ``skewlab bench`` run."""
+    """Output directory, mode, seeds and the shared progress bar of one ``skewlab bench`` run.
+
+    ``seeds`` is ``seed, seed + 1, ..., seed + n_seeds - 1``: a reproduction runs every configuration
+    once per seed (stream and grouping seeded alike) and reports the mean with the min–max range
+    (:class:`Spread`, :func:`plot_band`).
+    """
 
     def __init__(self, out: str | os.PathLike[str], quick: bool = False, seed: int = 0,
-                 progress: Progress | None = None, log: Callable[[str], None] | None = None) -> None:
+                 progress: Progress | None = None, log: Callable[[str], None] | None = None,
+                 n_seeds: int | None = None) -> None:
         self.out = Path(out)
         self.quick = bool(quick)
         self.seed = int(seed)
+        self.n_seeds = int(n_seeds) if n_seeds is not None else (QUICK_SEEDS if quick else DEFAULT_SEEDS)
+        if self.n_seeds < 1:
+            raise ValueError(f"--seeds must be at least 1, got {self.n_seeds}")
+        self.seeds = [self.seed + i for i in range(self.n_seeds)]
         self.progress = progress
         self.done = 0
         self.log = log or (lambda msg: None)
@@ -121,7 +141,8 @@ class Context:
             self.progress.update(self.done, label[:60])
 
     def command(self, target: str) -> str:
-        parts = ["skewlab bench", target, "--seed", str(self.seed), "--out", str(self.out)]
+        parts = ["skewlab bench", target, "--seed", str(self.seed), "--seeds", str(self.n_seeds),
+                 "--out", str(self.out)]
         if self.quick:
             parts.insert(2, "--quick")
         return " ".join(parts)
@@ -296,10 +317,39 @@ def simulate(cfg, progress: Callable[[int, int], None] | None = None) -> dict[st
 # ---------------------------------------------------------------------------------------------
 # Formatting
 # ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Spread:
+    """Mean and min–max range of one number over seeds (``n`` values); formats as ``mean (lo–hi)``."""
+
+    mean: float
+    lo: float
+    hi: float
+    n: int
+
+    def format(self, digits: int = 3) -> str:
+        if self.n <= 1 or self.lo == self.hi:
+            return fmt(self.mean, digits)
+        return f"{fmt(self.mean, digits)} ({fmt(self.lo, digits)}–{fmt(self.hi, digits)})"
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+def spread(values: Iterable[float]) -> Spread:
+    """:class:`Spread` of the finite values (NaN and None skipped; all missing -> NaN)."""
+    v = np.array([float(x) for x in values if x is not None], dtype=np.float64)
+    v = v[~np.isnan(v)]
+    if v.size == 0:
+        return Spread(float("nan"), float("nan"), float("nan"), 0)
+    return Spread(float(v.mean()), float(v.min()), float(v.max()), int(v.size))
+
+
 def fmt(x: Any, digits: int = 3) -> str:
-    """Compact number formatting for tables (``-`` for None/NaN, ``inf``)."""
+    """Compact number formatting for tables (``-`` for None/NaN, ``inf``; a :class:`Spread` as mean (lo–hi))."""
     if x is None:
         return "-"
+    if isinstance(x, Spread):
+        return x.format(digits)
     if isinstance(x, bool):
         return "yes" if x else "no"
     if isinstance(x, (int, np.integer)):
@@ -397,6 +447,25 @@ def save_figure(fig, ctx: Context, name: str, title: str | None = None) -> str:
     return f"{FIG_DIR}/{name}"
 
 
+def plot_band(ax, x: Sequence[float], per_seed: Sequence[Sequence[float]], label: str | None = None,
+              band_alpha: float = 0.18, **line_style: Any):
+    """Mean over seeds as a line, the min–max range over seeds as a shaded band of the same colour.
+
+    ``per_seed`` holds one series per seed (rows), each aligned with ``x``; NaNs are ignored per point.
+    Returns the line.
+    """
+    y = np.asarray(per_seed, dtype=np.float64)
+    if y.ndim == 1:
+        y = y[None, :]
+    with warnings.catch_warnings():  # an all-NaN point is drawn as a gap, not a warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean, lo, hi = np.nanmean(y, axis=0), np.nanmin(y, axis=0), np.nanmax(y, axis=0)
+    (line,) = ax.plot(x, mean, label=label, **line_style)
+    if y.shape[0] > 1:
+        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=band_alpha, linewidth=0)
+    return line
+
+
 def legend_once(fig, axes, ncol: int | None = None) -> None:
     """One legend for the whole figure (labels of the first axes that has any)."""
     for ax in np.asarray(axes).flat:
@@ -420,10 +489,16 @@ Generated by `skewlab bench` (package `bench/`).  Every section states the exact
 that produced it, the machine it ran on and the sizes used; every figure is a PNG under
 [`figures/`](figures/).  Regenerate everything with
 
-    skewlab bench all --seed 0 --out docs          # full run (≤ 30 min on 2 cores)
-    skewlab bench all --quick --out /tmp/bench     # CI-sized run: shapes and invariants only
+    skewlab bench all --seed 0 --out docs          # full run, 5 seeds per reproduction
+    skewlab bench all --quick --out /tmp/bench     # CI-sized run (2 seeds): shapes and invariants only
 
 or one section with `skewlab bench nasir|fang|gedik|dkg|guo-zhou|trace|perf --out docs`.
+
+**Seeds.** Fang et al. and Gedik report averages over 5 runs; every paper reproduction here runs each
+configuration with seeds `--seed` … `--seed + 4` (`--seeds N` changes the count; stream and grouping
+are seeded alike).  Tables give the mean with the min–max over the seeds as `mean (min–max)` (a single
+number when every seed gave the same); figures draw the mean as a line and the min–max as a shaded
+band.  Each figure ends with a verdict: **reproduced**, **partly** or **not**, with the reason.
 
 **Imbalance** is skewlab's headline `max_w L_w / mean_w L_w − 1` (0 = perfect) unless a table says
 otherwise; the papers' own definitions are reported next to it where we compare with a paper:
@@ -452,7 +527,7 @@ def _section_block(sec: Section, info: Mapping[str, Any]) -> str:
                   + md_table(["check", "result", "detail"], rows) + "\n\n</details>")
     body = sec.markdown.strip()
     return (f"<!-- bench:{sec.key}:start -->\n## {sec.title}\n\n"
-            f"Command: `{sec.command}` (seed {info.get('seed', 0)}; part of `skewlab bench all`).  "
+            f"Command: `{sec.command}` (part of `skewlab bench all`).  "
             f"Wall time {sec.seconds:.0f} s.  Machine: {machine_line(info['machine'])}.\n\n"
             f"{body}{checks}\n<!-- bench:{sec.key}:end -->\n")
 

@@ -62,7 +62,7 @@ def sizes(quick: bool) -> dict[str, Any]:
                       "workers": 8, "keys": 100_000, "zipf": 1.0, "window": 10, "master": "local[2]"}}
 
 
-def units(quick: bool) -> int:
+def units(quick: bool, seeds: int = 1) -> int:
     s = sizes(quick)
     return len(s["route_messages"]) + len(s["plan_keys"]) + 1 + (1 + len(s["spark"]["groupings"]) if s["spark"] else 1)
 

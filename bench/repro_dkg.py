@@ -56,7 +56,7 @@ def sizes(quick: bool) -> dict[str, Any]:
             "dkg": {}}
 
 
-def units(quick: bool) -> int:
+def units(quick: bool, seeds: int = 1) -> int:
     s = sizes(quick)
     return len(s["rs"]) + 2
 

@@ -68,7 +68,7 @@ def sizes(quick: bool) -> dict[str, Any]:
             "scale_before": 6, "scale_after": 6}
 
 
-def units(quick: bool) -> int:
+def units(quick: bool, seeds: int = 1) -> int:
     s = sizes(quick)
     return (len(s["ns"]) + len(s["thetas"]) + len(s["keys"]) + len(s["fs"]) + len(s["readj_sigmas"])
             + len(s["amax_thetas"]) + 2)

@@ -60,7 +60,7 @@ def sizes(quick: bool) -> dict[str, Any]:
             "util_res": ["LCL", "LLL", "LQL"]}
 
 
-def units(quick: bool) -> int:
+def units(quick: bool, seeds: int = 1) -> int:
     s = sizes(quick)
     return 2 * len(s["z_lin"]) + len(s["z_q"]) + 1 + len(s["util_res"]) + 3
 

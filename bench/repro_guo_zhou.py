@@ -56,7 +56,7 @@ def sizes(quick: bool) -> dict[str, Any]:
     return {"windows": 120, "per_window": 50_000, "clb_m": 24, "workers": 10}
 
 
-def units(quick: bool) -> int:
+def units(quick: bool, seeds: int = 1) -> int:
     return len(ALGOS) * len(WORKLOADS)
 
 

@@ -71,7 +71,7 @@ def sizes(quick: bool) -> dict[str, Any]:
             "q1_zs": [round(0.2 * i, 1) for i in range(1, 11)], "q1_ns": [5, 10, 20, 50, 100]}
 
 
-def units(quick: bool) -> int:
+def units(quick: bool, seeds: int = 1) -> int:
     s = sizes(quick)
     return len(s["zs"]) * len(s["keys"]) + len(s["q2_zs"]) + len(s["q1_zs"]) + 1
 

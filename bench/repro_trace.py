@@ -45,7 +45,7 @@ def sizes(quick: bool) -> dict[str, Any]:
     return {"hour_days": 365, "day_days": 365}
 
 
-def units(quick: bool) -> int:
+def units(quick: bool, seeds: int = 1) -> int:
     return 2 * len(registry.names())
 
 
