@@ -236,3 +236,25 @@ def test_split_key_from_two_holders_is_released_after_both_blobs():
     assert c.step(1, ["k"], np.array([9]), expect=fingerprints(["k"]))["results"] == []
     res = c.step(2, [], np.zeros(0, np.int64), imports=[ea["exports"][2], eb["exports"][2]])["results"]
     assert res == [(1, "k", 28, None)]
+
+
+def test_export_to_several_targets_fingerprints_the_state_once(monkeypatch):
+    import engine.spark.window_state as ws
+
+    w = WorkerWindow(3)
+    keys = [f"k{i}" for i in range(40)]
+    w.step(0, keys, np.arange(1, 41, dtype=np.int64))
+    w.step(1, ["held"], np.array([2]), expect=fingerprints(["held"]))
+    calls = []
+    real = ws.key_fingerprints
+    monkeypatch.setattr(ws, "key_fingerprints", lambda ks: calls.append(len(ks)) or real(ks))
+    orders = {t: [k for i, k in enumerate(keys) if i % 4 == t] for t in (1, 2, 3)}
+    orders[3] = orders[3] + ["held"]
+    ex = w.step(2, [], np.zeros(0, np.int64), exports=by_fp(orders))["exports"]
+    assert len(calls) == 2  # the state's keys and the held keys, once each, not once per target
+    for t, ks in orders.items():
+        assert sorted(ex[t]["keys"]) == sorted(ks)
+        got = {ex[t]["present"][r]: int(c) for r, c in zip(ex[t]["row"], ex[t]["count"])}
+        assert got == {k: int(k[1:]) + 1 for k in ks if k != "held"}
+    assert ex[3]["held"] == [("held", 1, 2, None)]
+    assert sorted(w.keys) == sorted(k for i, k in enumerate(keys) if i % 4 == 0)

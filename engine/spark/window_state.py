@@ -36,7 +36,7 @@ a skewed stream appear in a few batches of the window.  Keys whose window became
 from __future__ import annotations
 
 import pickle
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -227,39 +227,49 @@ class WorkerWindow:
         return self._apply(list(keys), counts, int(batch), values)
 
     # ------------------------------------------------------------------ migration
-    def export(self, fps: np.ndarray) -> dict[str, Any]:
-        """Remove the state of the keys with fingerprints ``fps`` (window counts, values and any held
-        tuples) and return it as an export blob: ``fps`` (every requested fingerprint, also of keys
-        without state here, so the receiver knows the move is complete), ``keys`` (the names of those
-        this worker had: state or held tuples), ``present`` (those with state), the non-zero window
-        cells as arrays ``row`` (index into ``present``), ``col`` (index into ``batches``, the
-        window's batch per column), ``count`` (and ``values``, one array per cell, for the join), and
-        ``held`` (``(key, batch, count, values)`` of tuples held here)."""
-        fps = np.unique(np.asarray(fps, dtype=np.uint64))
-        present = [self.keys[i] for i in np.flatnonzero(np.isin(key_fingerprints(self.keys), fps)).tolist()] \
-            if self.keys and fps.size else []
-        held = list(self.held)
-        held = [held[i] for i in np.flatnonzero(np.isin(key_fingerprints(held), fps)).tolist()] if held else []
-        blob: dict[str, Any] = {"fps": fps, "keys": list(dict.fromkeys(present + held)), "present": present,
-                                "row": np.zeros(0, np.int32), "batches": self.col_batch.copy(),
-                                "col": np.zeros(0, np.int16), "count": np.zeros(0, np.int32), "values": None}
-        if present:
-            rows = np.fromiter((self.index[k] for k in present), dtype=np.int64, count=len(present))
-            sub = self.ring[rows]
-            r, c = np.nonzero(sub)
-            counts = sub[r, c]
-            # compact cells: at most `window` distinct batches, counts of one batch fit 32 bits
-            blob.update(row=r.astype(np.int32), batches=self.col_batch.copy(), col=c.astype(np.int16),
-                        count=counts.astype(np.int32) if counts.max() < 2**31 else counts)
-            if self.join:
-                blob["values"] = [self.values.get(present[i], {}).get(int(self.col_batch[j]))
-                                  for i, j in zip(r.tolist(), c.tolist())]
-            alive = np.ones(len(self.keys), dtype=bool)
-            alive[rows] = False
+    def export(self, orders: Mapping[int, np.ndarray]) -> dict[int, dict[str, Any]]:
+        """Remove the state of the keys ordered away (``orders``: target worker → key fingerprints) and
+        return one export blob per target.
+
+        A blob holds ``fps`` (every requested fingerprint, also of keys without state here, so the
+        receiver knows the move is complete), ``keys`` (the names of those this worker had: state or
+        held tuples), ``present`` (those with state), the non-zero window cells as arrays ``row``
+        (index into ``present``), ``col`` (index into ``batches``, the window's batch per column),
+        ``count`` (and ``values``, one array per cell, for the join), and ``held`` (``(key, batch,
+        count, values)`` of tuples held here).  The state's keys are fingerprinted and the ring
+        compacted once for all targets."""
+        orders = {int(t): np.unique(np.asarray(f, dtype=np.uint64)) for t, f in orders.items() if len(f)}
+        if not orders:
+            return {}
+        state_fps = key_fingerprints(self.keys) if self.keys else np.zeros(0, np.uint64)
+        held_keys = list(self.held)
+        held_fps = key_fingerprints(held_keys) if held_keys else np.zeros(0, np.uint64)
+        alive = np.ones(len(self.keys), dtype=bool)
+        blobs: dict[int, dict[str, Any]] = {}
+        for target, fps in orders.items():
+            rows = np.flatnonzero(np.isin(state_fps, fps) & alive)
+            present = [self.keys[i] for i in rows.tolist()]
+            held = [held_keys[i] for i in np.flatnonzero(np.isin(held_fps, fps)).tolist()]
+            blob: dict[str, Any] = {"fps": fps, "keys": list(dict.fromkeys(present + held)), "present": present,
+                                    "row": np.zeros(0, np.int32), "batches": self.col_batch.copy(),
+                                    "col": np.zeros(0, np.int16), "count": np.zeros(0, np.int32), "values": None}
+            if present:
+                sub = self.ring[rows]
+                r, c = np.nonzero(sub)
+                counts = sub[r, c]
+                # compact cells: at most `window` distinct batches, counts of one batch fit 32 bits
+                blob.update(row=r.astype(np.int32), col=c.astype(np.int16),
+                            count=counts.astype(np.int32) if counts.max() < 2**31 else counts)
+                if self.join:
+                    blob["values"] = [self.values.get(present[i], {}).get(int(self.col_batch[j]))
+                                      for i, j in zip(r.tolist(), c.tolist())]
+                alive[rows] = False
+            blob["held"] = [(k, *e) for k in held if k in self.held for e in self.held.pop(k)]
+            self.expect.difference_update(fps.tolist())
+            blobs[target] = blob
+        if not alive.all():
             self._keep(alive)
-        blob["held"] = [(k, *e) for k in held for e in self.held.pop(k)]
-        self.expect.difference_update(fps.tolist())
-        return blob
+        return blobs
 
     def import_(self, blobs: Sequence[dict[str, Any]]) -> tuple[list[tuple[int, str, int, int | None]], int]:
         """Merge export blobs — a key's blobs from all its old holders, before anything is released —
@@ -343,12 +353,9 @@ class WorkerWindow:
         self.slide(batch - 1)
         results, _ = self.import_(imports) if imports else ([], 0)
         self.slide(batch)
-        blobs: dict[int, dict[str, Any]] = {}
-        for t, ks in (exports or {}).items():
-            if len(ks):
-                blob = blobs[int(t)] = self.export(ks)
-                # retraction: this worker's share of each key it gave away is now 0
-                results.extend((batch, k, 0, 0 if self.join else None) for k in blob["keys"])
+        blobs = self.export(exports or {})
+        for blob in blobs.values():  # retraction: this worker's share of each key it gave away is now 0
+            results.extend((batch, k, 0, 0 if self.join else None) for k in blob["keys"])
         self.expect.update(np.asarray(expect, dtype=np.uint64).tolist())
         results.extend(self.add(list(keys), counts, batch, values, fps=fps))
         if len({(r[0], r[1]) for r in results}) < len(results):  # a key given away and fed again: last wins
