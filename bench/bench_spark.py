@@ -5,7 +5,7 @@ Usage::
 
     python bench/bench_spark.py [--master local[2]] [--batches 4] [--warmup 2] [--per-batch 200000]
                                 [--workers 8] [--keys 100000] [--zipf 1.2] [--window 10]
-                                [--only hash,dchoices] [--no-jvm] [--json PATH|-]
+                                [--only hash,dchoices] [--param ALGO:NAME=VALUE ...] [--no-jvm] [--json PATH|-]
 
 Every variant reads the same ``skewlab-generator`` stream (Zipf ``--zipf`` over ``--keys`` keys,
 seed 0, 2 source instances, unlimited rate, exactly ``--per-batch`` tuples per micro-batch) and runs
@@ -199,7 +199,7 @@ def run_engine(name: str, args: Any, tmp: str) -> dict[str, Any]:
     sink = os.path.join(tmp, f"{name}-sink")
     cfg = EngineConfig(
         source="generator", db=db, checkpoint=os.path.join(tmp, name), sink=sink,
-        algorithm=name, workers=args.workers, max_workers=args.workers, sources=SOURCES, interval=0.001, rate=0,
+        algorithm=name, params=dict(getattr(args, "params", {}).get(name, {})), workers=args.workers, max_workers=args.workers, sources=SOURCES, interval=0.001, rate=0,
         max_per_batch=args.per_batch, window=_arg(args, "window"),
         workload="zipf", workload_params={"keys": args.keys, "z": args.zipf}, shadow=[],
         max_batches=args.batches + args.warmup, master=_arg(args, "master"), operator=_arg(args, "operator"),
@@ -294,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--zipf", type=float, default=1.2)
     p.add_argument("--window", type=int, default=10, help="window in micro-batches")
     p.add_argument("--only", default="hash,dchoices", help="groupings, comma-separated ('all': every registered one)")
+    p.add_argument("--param", action="append", default=[], metavar="ALGO:NAME=VALUE",
+                   help="a parameter of one grouping, e.g. scan:alpha=1.08 (repeatable)")
     p.add_argument("--operator", choices=("count", "join"), default="count",
                    help="the engine's operator (the baselines compute the windowed count: with join they are skipped)")
     p.add_argument("--no-jvm", action="store_true", help="skip baseline (b)")
@@ -305,11 +307,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.per_batch % SOURCES:
         p.error(f"--per-batch must be a multiple of {SOURCES} (the source instances)")
     from engine import registry
+    from engine.params import ParamError, parse_assignments
     from engine.spark.session import get_session
 
     names = registry.names() if args.only == "all" else [n for n in args.only.split(",") if n]
     for n in names:
         registry.get(n)
+    args.params = {}
+    for item in args.param:
+        algo, sep, assignment = item.partition(":")
+        if not sep or algo not in names:
+            p.error(f"--param {item!r}: expected ALGO:NAME=VALUE with ALGO one of --only ({', '.join(names)})")
+        try:
+            args.params.setdefault(algo, {}).update(parse_assignments([assignment]))
+            registry.validate_params(algo, args.params[algo])
+        except ParamError as exc:
+            p.error(f"--param {item!r}: {exc}")
     spark = get_session(args.master, "skewlab-bench")
     tmp = tempfile.mkdtemp(prefix="skewlab-bench-spark-")
     results: dict[str, Any] = {

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from engine.spark.operator import read_sink
+from engine.spark.operator import merge_latest_shares, read_sink
 
 
 def committed_ranges(checkpoint: Path) -> dict[int, tuple[dict[int, int], dict[int, int]]]:
@@ -86,9 +86,11 @@ def sink_results(sink: Any, join: bool = False, latest: bool = False) -> tuple[d
     A row is one worker's share of a key (see :mod:`engine.spark.window_state`).  Merged: the sum over
     workers of their rows at that batch (single-owner groupings: the owner's row, plus retractions of
     0 from workers that gave the key away), or with ``latest`` the sum over workers of each one's
-    latest share at or before that batch (split-key groupings with a window longer than the run).
+    latest share at or before that batch (split-key groupings: :func:`engine.spark.operator.merge_latest_shares`;
+    count only).
     Values: the windowed count, or with ``join`` (pairs, checksum)."""
-    t = (sink.read() if hasattr(sink, "read") else read_sink(str(sink))).to_pydict()
+    table = sink.read() if hasattr(sink, "read") else read_sink(str(sink))
+    t = table.to_pydict()
     rows = [(b, k, w, (c, x) if join else c)
             for b, k, c, x, w in zip(t["batch"], t["key"], t["count"], t["checksum"], t["worker"])]
     distinct = len({(b, k, w) for b, k, w, _ in rows})
@@ -99,19 +101,8 @@ def sink_results(sink: Any, join: bool = False, latest: bool = False) -> tuple[d
         for b, k, _, v in rows:
             merged[(b, k)] = add(merged.get((b, k), zero), v)
         return merged, len(rows), distinct
-    by_key: dict[str, list[tuple[int, int, Any]]] = {}
-    for b, k, w, v in rows:
-        by_key.setdefault(k, []).append((b, w, v))
-    for k, items in by_key.items():
-        items.sort(key=lambda e: e[0])
-        share: dict[int, Any] = {}
-        for i, (b, w, v) in enumerate(items):
-            share[w] = v
-            if i + 1 == len(items) or items[i + 1][0] != b:
-                total = zero
-                for x in share.values():
-                    total = add(total, x)
-                merged[(b, k)] = total
+    m = merge_latest_shares(table).to_pydict()
+    merged = {(b, k): c for b, k, c in zip(m["batch"], m["key"], m["count"])}
     return merged, len(rows), distinct
 
 

@@ -109,6 +109,42 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):
     assert all(w["state_bytes"] is not None for w in store.worker_metrics(run))
 
 
+def test_split_keys_with_a_finite_window_merge_to_the_ground_truth(spark, tmp_path):
+    """dchoices splits the head keys over workers and the window (2 batches) is shorter than the run:
+    every worker re-emits its share when batches leave its window, so the latest shares add up to
+    each key's windowed count at every batch — through a switch to a single-owner rebalancer that
+    moves the split keys' shares to one worker, and a restart."""
+    cfg = gen_cfg(tmp_path, algorithm="dchoices", window=2, max_batches=4, shadow=[],
+                  workload_params={"keys": 80, "z": 1.4}, max_per_batch=2000)
+
+    def after(engine, batch_id):
+        if batch_id == 1:
+            engine.store.submit_command("set-algorithm", {"algorithm": "mixed", "params": {"theta_max": 0.05}})
+
+    engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
+    assert engine.run() == 0 and engine.shares_split
+    SparkEngine(dataclasses.replace(cfg, max_batches=2), log=lambda m: None).run()  # restart: same checkpoint
+    got, rows, distinct = sink_results(engine.results, latest=True)
+    per_batch = batch_keys(tmp_path / "ckpt", generator_keys_of(cfg))
+    truth = final(windowed_truth(per_batch, cfg.window), tmp_path / "ckpt")
+    assert rows == distinct and only(got, truth, strict=False) == truth
+    # batches where a key had no tuples: the merged value is its windowed count there too (0 once gone)
+    last = max(b for b, _ in truth)
+    for (b, k), v in got.items():
+        if b <= last:
+            assert v == sum(per_batch.get(j, Counter())[k] for j in range(b - cfg.window + 1, b + 1)), (b, k)
+    assert any(len(ws) > 1 for ws in _holders(engine.results, first_batch=0).values())  # keys were split
+
+
+def _holders(sink, first_batch):
+    t = sink.read().to_pydict()
+    out = {}
+    for b, k, w, c in zip(t["batch"], t["key"], t["worker"], t["count"]):
+        if b == first_batch and c:
+            out.setdefault(k, set()).add(w)
+    return out
+
+
 def test_join_operator_on_the_executors_equals_the_pairwise_truth(spark, tmp_path):
     """The join operator's workers probe their keys' window tuples; pairs and checksums in the sink
     equal the self-join recomputed from the offsets, through rebalancing and a worker change."""

@@ -258,3 +258,53 @@ def test_export_to_several_targets_fingerprints_the_state_once(monkeypatch):
         assert got == {k: int(k[1:]) + 1 for k in ks if k != "held"}
     assert ex[3]["held"] == [("held", 1, 2, None)]
     assert sorted(w.keys) == sorted(k for i, k in enumerate(keys) if i % 4 == 0)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_split_keys_with_a_finite_window_merge_to_the_windowed_count(seed):
+    """A split key's tuples reach several workers in a batch, or none of them: with ``changes`` each
+    worker re-emits its share when old batches leave its window, so the sum of every worker's latest
+    share equals the key's windowed count at every batch (also batches without its tuples)."""
+    import pyarrow as pa
+
+    from engine.spark.operator import merge_latest_shares
+
+    rng = random.Random(seed)
+    window, n, batches = 3, 3, 14
+    keys = [f"k{i}" for i in range(8)]
+    workers = [WorkerWindow(window) for _ in range(n)]
+    rows, per_batch = [], defaultdict(Counter)
+    for b in range(batches):
+        routed = defaultdict(list)
+        for _ in range(rng.randrange(0, 30)):  # some batches are nearly empty: keys go quiet
+            k = rng.choice(keys[: rng.randrange(1, len(keys) + 1)])
+            per_batch[b][k] += 1
+            routed[rng.randrange(n)].append(k)
+        for w in range(n):
+            ks, cs = counts_of(routed[w])
+            rows += [(r[0], r[1], r[2], w) for r in workers[w].step(b, ks, cs, changes=True)["results"]]
+    table = pa.table({"batch": [r[0] for r in rows], "key": [r[1] for r in rows],
+                      "count": [r[2] for r in rows], "worker": [r[3] for r in rows]})
+    merged = merge_latest_shares(table).to_pydict()
+    got = {(b, k): c for b, k, c in zip(merged["batch"], merged["key"], merged["count"])}
+    seen = {k for b in per_batch for k in per_batch[b]}
+    for b in range(batches):
+        for k in seen:
+            truth = sum(per_batch[j][k] for j in range(b - window + 1, b + 1))
+            if (b, k) in got:
+                assert got[(b, k)] == truth, (b, k)
+            else:  # no row at b: the latest merged value before b still holds
+                last = max((j for j in range(b) if (j, k) in got), default=None)
+                assert truth == (got[(last, k)] if last is not None else 0), (b, k)
+    assert len({(r[0], r[1], r[3]) for r in rows}) == len(rows)  # one row per (batch, key, worker)
+
+
+def test_changes_off_emits_only_keys_with_tuples():
+    def run(changes):
+        w = WorkerWindow(2)
+        w.step(0, ["a", "b"], np.array([1, 2]), changes=changes)
+        w.step(1, ["a"], np.array([1]), changes=changes)
+        return sorted(w.step(2, [], np.zeros(0, np.int64), changes=changes)["results"])
+
+    assert run(False) == []  # single-owner runs: a result per key with tuples only
+    assert run(True) == [(2, "a", 1, None), (2, "b", 0, None)]  # b's window emptied: share 0

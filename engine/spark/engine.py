@@ -328,6 +328,9 @@ class SparkEngine:
         #: (key id -> (holders, target)) and export blobs per receiving worker
         self.next_orders = compose_orders([])  # composed (key ids, holders, targets)
         self.next_imports: dict[int, list[bytes]] = {}
+        #: a grouping that splits keys has run: the workers emit every change of their shares, so that
+        #: the latest shares add up to each key's windowed count (operator.merge_latest_shares)
+        self.shares_split = False
         self._latencies: list[float] = []
         limit_retained_memory()  # the driver's per-batch temporaries go back to the system when freed
         self._restore_or_init()
@@ -382,6 +385,7 @@ class SparkEngine:
             self.next_orders = snap.get("next_orders", compose_orders([]))
             self.next_imports = snap.get("next_imports", {})
             self._migrations_seen = snap.get("migrations_seen", len(self.controller.migrations))
+            self.shares_split = bool(snap.get("shares_split", False))
             self._latencies = snap.get("latencies", [])
             pending = snap.get("pending", [])
             self.log(f"restored run {self.run_id} at batch {batch} from {self.snapshots.dir}")
@@ -444,6 +448,9 @@ class SparkEngine:
         holding = {w for w, n in self.worker_keys.items() if n} | set(self.next_imports)
         control = control_payloads(self.next_orders, self.controller.vocab.fps,
                                    set(range(self.controller.n_workers)) | holding, self.partitions)
+        self.shares_split = self.shares_split or not self.controller.grouping.single_owner
+        for payload in control.values():
+            payload["changes"] = self.shares_split
         self.routes.publish(batch_id, RoutingSnapshot(batch_id, self.controller.grouping, self.partitions,
                                                       control, self.next_imports,
                                                       values=self.cfg.operator == "join").dumps(),
@@ -505,6 +512,7 @@ class SparkEngine:
             "next_orders": self.next_orders,
             "next_imports": self.next_imports,
             "migrations_seen": self._migrations_seen,
+            "shares_split": self.shares_split,
             "latencies": self._latencies[-20:],
         })
 

@@ -50,7 +50,7 @@ import pyarrow as pa
 from engine.spark.window_state import WorkerWindow, key_fingerprints
 
 __all__ = ["EXPORT", "OUT_ARROW", "OUT_SCHEMA", "SIDE", "STAT", "STATE_SCHEMA", "SUMMARY", "make_handler",
-           "read_sink", "sink_file", "unpack_output", "write_atomic_parquet"]
+           "merge_latest_shares", "read_sink", "sink_file", "unpack_output", "write_atomic_parquet"]
 
 OUT_SCHEMA = "kind int, worker int, key string, fp long, count long, data binary"
 #: :data:`OUT_SCHEMA` as Arrow (the handler's frames converted as Spark does; for tests and benches)
@@ -98,6 +98,28 @@ def read_sink(sink_dir: str) -> pa.Table:
 
 def _decode(key: str) -> dict[str, Any]:
     return pickle.loads(base64.b64decode(key))
+
+
+def merge_latest_shares(results: pa.Table) -> pa.Table:
+    """Per-key results of a split-key run: ``(batch, key, count)`` for every (batch, key) with a row,
+    ``count`` = the sum over workers of each worker's latest share at or before that batch.
+
+    ``results``: sink rows (:data:`SINK_SCHEMA`; a row for the same (batch, key, worker) written later
+    replaces an earlier one).  Exact when the workers emit on every change of their share — new
+    tuples, retractions on export, and old batches leaving the window, which the engine asks of
+    them whenever a key may have several owners (:meth:`WorkerWindow.step` ``changes``).  For a
+    single-owner run it equals the owner's row (the others' retractions are 0)."""
+    import pandas as pd
+
+    df = results.select(["batch", "key", "worker", "count"]).to_pandas()
+    if df.empty:
+        return pa.table({"batch": pa.array([], pa.int64()), "key": pa.array([], pa.string()),
+                         "count": pa.array([], pa.int64())})
+    df = df.drop_duplicates(["batch", "key", "worker"], keep="last")
+    wide = df.pivot(index=["key", "batch"], columns="worker", values="count").sort_index()
+    shares = wide.groupby(level="key").ffill().fillna(0)  # each worker's latest share, per key
+    total = shares.sum(axis=1).astype(np.int64).reset_index(name="count")
+    return pa.Table.from_pandas(total[["batch", "key", "count"]], preserve_index=False)
 
 
 def make_handler(partitions: int, window: int, sink: Any, join: bool = False, named: int = 10
@@ -175,7 +197,7 @@ def make_handler(partitions: int, window: int, sink: Any, join: bool = False, na
         if batch is not None:
             step = win.step(batch, keys, counts, values=values, fps=fps, imports=imports,
                             exports={int(t): ks for t, ks in control.get("exports", {}).items()},
-                            expect=control.get("expect", ()))
+                            expect=control.get("expect", ()), changes=bool(control.get("changes")))
             res = step["results"]
             n_results = len(res)
             if res:

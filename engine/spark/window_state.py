@@ -26,7 +26,9 @@ micro-batches; the steps and their order are in :meth:`WorkerWindow.step`):
 A result is this worker's share of the key: the whole windowed count for a single-owner grouping,
 a partial one for a split-key grouping (PKG, D-Choices; downstream sums the workers' shares, as in
 nasir-icde15).  A worker that exports a key emits a retraction — share 0 at the export batch — so
-"sum over workers of each one's latest share" is the key's result through every migration.
+"sum over workers of each one's latest share" is the key's result through every migration; with
+``changes`` (:meth:`WorkerWindow.step`) a worker also reports a share that changed without tuples
+(old batches left the window, state imported), which keeps that sum exact with a finite window.
 
 Storage layout: a dense ``(keys, window)`` ring of counts (column ``b mod window`` holds batch
 ``b``) and a dict from key to row; serialised sparse (only the non-zero cells), because most keys of
@@ -330,7 +332,8 @@ class WorkerWindow:
     # ------------------------------------------------------------------ one batch
     def step(self, batch: int, keys: Sequence[str], counts: np.ndarray, *, values: Sequence[Any] | None = None,
              fps: np.ndarray | None = None, imports: Sequence[dict[str, Any]] = (),
-             exports: dict[int, np.ndarray] | None = None, expect: np.ndarray | Sequence[int] = ()) -> dict[str, Any]:
+             exports: dict[int, np.ndarray] | None = None, expect: np.ndarray | Sequence[int] = (),
+             changes: bool = False) -> dict[str, Any]:
         """One micro-batch of this worker, in the protocol's order:
 
         1. slide to ``batch - 1`` (the batch the imported windows and held tuples belong to);
@@ -343,6 +346,12 @@ class WorkerWindow:
         6. apply the batch's tuples and emit their results.
 
         Import before export: a key still in flight can move again at once.
+
+        ``changes`` (count only): also emit, at ``batch``, the new windowed count of every key whose
+        count changed without tuples of its own in this batch — its old batches left the window (0
+        when all did).  A split key's shares then stay exact between its tuples: the sum over workers
+        of each one's latest share is the key's windowed count at every batch
+        (:func:`engine.spark.operator.merge_latest_shares`).
         Returns ``results`` (list of ``(batch, key, count, checksum)``), ``exports`` (target → blob).
         """
         batch = int(batch)
@@ -350,17 +359,50 @@ class WorkerWindow:
             raise ValueError(f"routing snapshot of batch {batch}, but this worker's state is already at batch "
                              f"{self.last}: the routing files do not match this checkpoint; start a new run with "
                              "--run-name or --checkpoint")
+        track = changes and not self.join
+        if track:  # each key's share as last reported: its windowed count at the previous step
+            reported = dict(zip(self.keys, self.ring.sum(axis=1).tolist()))
         self.slide(batch - 1)
         results, _ = self.import_(imports) if imports else ([], 0)
+        if track and imports:
+            results.extend(self._arrived(batch - 1, imports, results))
+            reported.update((r[1], r[2]) for r in results)  # in batch order: the latest wins
         self.slide(batch)
         blobs = self.export(exports or {})
         for blob in blobs.values():  # retraction: this worker's share of each key it gave away is now 0
             results.extend((batch, k, 0, 0 if self.join else None) for k in blob["keys"])
         self.expect.update(np.asarray(expect, dtype=np.uint64).tolist())
         results.extend(self.add(list(keys), counts, batch, values, fps=fps))
+        if track:
+            results.extend(self._expired(batch, reported, {r[1] for r in results if r[0] == batch}))
         if len({(r[0], r[1]) for r in results}) < len(results):  # a key given away and fed again: last wins
             results = list({(r[0], r[1]): r for r in results}.values())
         return {"results": results, "exports": blobs}
+
+    def _arrived(self, batch: int, blobs: Sequence[dict[str, Any]], released: list[tuple[int, str, int, Any]]
+                 ) -> list[tuple[int, str, int, None]]:
+        """Results at ``batch`` (the export batch) of the imported keys that had no held tuples to
+        release: this worker's share of them is now their imported windowed count."""
+        done = {r[1] for r in released}
+        keys = list(dict.fromkeys(k for blob in blobs for k in blob["present"] if k not in done and k not in self.held))
+        if not keys:
+            return []
+        sums = self._window_sum(self._rows(keys), batch).tolist()
+        return [(batch, k, int(c), None) for k, c in zip(keys, sums)]
+
+    def _expired(self, batch: int, reported: dict[str, int], emitted: set[str]) -> list[tuple[int, str, int, None]]:
+        """Results at ``batch`` of the keys whose windowed count moved away from the share last
+        ``reported`` without a result in this step: their old batches left the window (0: all did)."""
+        get = self.index.get
+        keys = [k for k in reported if k not in emitted and k not in self.held]
+        if self.expect and keys:  # a key whose state is arriving reports its share on arrival
+            wait = np.isin(key_fingerprints(keys), np.fromiter(self.expect, dtype=np.uint64, count=len(self.expect)))
+            keys = [k for k, w in zip(keys, wait.tolist()) if not w]
+        rows = np.fromiter((get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
+        sums = self.ring.sum(axis=1)
+        now = np.where(rows >= 0, sums[np.maximum(rows, 0)] if sums.size else 0, 0)
+        before = np.fromiter((reported[k] for k in keys), dtype=np.int64, count=len(keys))
+        return [(batch, keys[i], int(now[i]), None) for i in np.flatnonzero(now != before).tolist()]
 
     # ------------------------------------------------------------------ serialisation
     def dumps(self) -> bytes:
