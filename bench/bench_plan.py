@@ -61,8 +61,10 @@ def imbalance(loads: np.ndarray) -> float:
     return float(loads.max() / m - 1.0) if m > 0 else 0.0
 
 
-def measure(name: str, params: dict, K: int, n: int, cost1: np.ndarray, cost2: np.ndarray, keys, repeat: int) -> dict:
-    g = registry.create(name, n, params=params)
+def measure(name: str, params: dict, K: int, n: int, cost1: np.ndarray, cost2: np.ndarray, keys, repeat: int,
+            seed: int = 0) -> dict:
+    """Plan time and plan quality of grouping ``name`` (seeded with ``seed``) on the two intervals above."""
+    g = registry.create(name, n, seed=seed, params=params)
     s1 = IntervalStats(0, n, keys, cost1, cost1, cost1.astype(np.int64), g.owner(keys))
     g.observe(s1)
     t = time.perf_counter()

@@ -90,6 +90,30 @@ def test_nasir_invariants(quick_run):
         assert sum(g["head"]) + sum(g["tail"]) == pytest.approx(1.0)
 
 
+def test_fang_runs_every_seed_and_ends_every_figure_with_a_verdict(quick_run):
+    sec = quick_run[2]["fang"]
+    fang = sec.data
+    assert fang["seeds"] == [0, 1]  # --quick: 2 seeds
+    rows = [r for rows in fang["sweeps"].values() for r in rows] + fang["amax"] + fang["readj_sigma"]
+    for r in rows:
+        assert r["seeds"] == [0, 1] and len(r["migration_per_seed"]) == 2
+        assert r["migration"] == pytest.approx(np.mean(r["migration_per_seed"]))
+        assert r["table_max"] == max(r["table_max_per_seed"]) and r["plans"] == min(r["plans_per_seed"])
+    # each seed draws its own stream: the seeds' migration costs differ for the rebalancers
+    assert any(len(set(r["migration_per_seed"])) > 1 for r in rows if r["algorithm"] == "mixed")
+    for r in fang["scale_out"]:
+        assert len(r["imbalance_per_seed"]) == 2
+        assert r["imbalance"] == pytest.approx(np.mean(r["imbalance_per_seed"], axis=0).tolist())
+        assert len(r["resize_migration_per_seed"]) == 2
+    assert all(len(r["plan_seconds_per_seed"]) == 2 for r in fang["compact"])
+    # every figure is followed by a verdict before the next figure, and tables show mean (min–max)
+    after = sec.markdown.split("![")[1:]
+    assert len(after) == len(sec.figures) == 4
+    for part in after:
+        assert re.search(r"\*\*Verdict: (reproduced|partly reproduced|not reproduced)\*\* — ", part), part[:80]
+    assert re.search(r"\| [0-9.e+-]+ \([0-9.e+-]+–[0-9.e+-]+\) \|", sec.markdown)
+
+
 def test_fang_gedik_dkg_guo_zhou_invariants(quick_run):
     s = quick_run[2]
     fang = s["fang"].data
