@@ -115,6 +115,10 @@ def test_fang_gedik_dkg_guo_zhou_invariants(quick_run):
     hot = [r for r in dkg if r["r"] == 70]
     st = {r["algorithm"]: r["load_stddev_pct"] for r in hot}
     assert st["shuffle"] < st["dkg"] < st["pkg"] < st["hash"]
+    per = {r["algorithm"]: r["load_stddev_pct_per_seed"] for r in hot}
+    assert len(per["dkg"]) == 2 and all(s_ < d < p < k for s_, d, p, k in
+                                        zip(per["shuffle"], per["dkg"], per["pkg"], per["hash"]))
+    assert s["dkg"].markdown.count("**Verdict: ") >= 4
 
     gz = s["guo-zhou"].data["runs"]
     assert gz["gaussian/pkg"]["move_mean"] == 0.0 and gz["zipf/pkg"]["move_mean"] == 0.0
