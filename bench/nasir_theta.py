@@ -383,7 +383,7 @@ def discussion(q1, f8, verdict) -> dict[str, str]:
            "independent hashes; our hash functions do not depend on the seed, so it does in every seed), so PKG "
            "puts it on a single worker"
            if collide else f"PKG splits it over its two choices (workers {f8['hot_choices']})")
-        + f" and I(PKG) = {spread(pk['seeds_imbalance_per_seed']).format(2)} — the overload is there, on one worker "
+        + f" and I(PKG) = {spread(pk['seeds_imbalance_per_seed']).format(3)} — the overload is there, on one worker "
         "instead of two" + (", which is why this is only partly the paper's picture" if collide else "")
         + f".  W-C: I = {wc_I8.format(2)}, its mean head load per worker ranges "
         f"{min(g['wchoices']['head']):.3f}–{max(g['wchoices']['head']):.3f} and the tail fills the gaps.  RR: mean "

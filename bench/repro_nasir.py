@@ -633,7 +633,7 @@ def _discussion(rows, q2, S, mem, distinct, q1, fig8, seeds) -> dict[str, str]:
             f"m = {S['messages']:,} messages (paper 10⁷), which lowers every f_k and with it SG's reference.  "
             f"*Fig. 3 — head size |H| for θ = 1/(5n):* reproduced in shape (the paper gives only the plot; |H| is "
             f"computed from the Zipf probabilities, the same for every seed, n = {_mem_ns(S)[0]}): from "
-            f"{hs[min(hs)]} keys at z = {min(hs)} to {hs[max(hs)]} at z = {max(hs)}.")
+            f"{hs[min(hs)]:.0f} keys at z = {min(hs)} to {hs[max(hs)]:.0f} at z = {max(hs)}.")
     # ---- Fig. 9 / Q2
     if q2:
         runs = [(r, i) for r in q2 for i in range(len(r["min_d_per_seed"]))]
