@@ -55,10 +55,12 @@ __all__ = [
     "fmt",
     "machine_info",
     "md_table",
+    "mean_rows",
     "new_figure",
     "plot_band",
     "route",
     "save_figure",
+    "seed_matrix",
     "simulate",
     "spread",
     "stream_metrics",
@@ -342,6 +344,55 @@ def spread(values: Iterable[float]) -> Spread:
     if v.size == 0:
         return Spread(float("nan"), float("nan"), float("nan"), 0)
     return Spread(float(v.mean()), float(v.min()), float(v.max()), int(v.size))
+
+
+def mean_rows(rows: Iterable[Mapping[str, Any]], by: Sequence[str]) -> list[dict[str, Any]]:
+    """Merge the per-seed rows of each configuration (rows with equal values under ``by``) into one row.
+
+    Rows come in run order (one per seed and configuration).  In the merged row every other field
+    ``f`` gets ``f_per_seed`` (its per-seed values, in run order) and ``f`` = the mean over seeds for
+    numbers (NaN ignored; bools stay bools: all seeds true) and for equal-length lists of numbers
+    (element-wise); any other value is the first seed's.  Configurations keep their first-seen order.
+    """
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in by), []).append(r)
+    out = []
+    for members in groups.values():
+        merged: dict[str, Any] = {k: members[0][k] for k in by}
+        for f in members[0]:
+            if f in by:
+                continue
+            vals = [m.get(f) for m in members]
+            merged[f + "_per_seed"] = vals
+            first = vals[0]
+            if isinstance(first, (bool, np.bool_)):
+                merged[f] = all(bool(v) for v in vals)
+            elif isinstance(first, (int, float, np.integer, np.floating)):
+                merged[f] = spread(vals).mean
+            elif (isinstance(first, (list, tuple)) and first and len({len(v) for v in vals}) == 1
+                  and all(isinstance(x, (int, float, np.integer, np.floating)) for x in first)):
+                merged[f] = [spread(col).mean for col in zip(*vals)]
+            else:
+                merged[f] = first
+        out.append(merged)
+    return out
+
+
+def seed_matrix(rows: Iterable[Mapping[str, Any]], key: str, x_name: str, xs: Sequence[Any],
+                **match: Any) -> np.ndarray:
+    """Seeds × ``xs`` array of ``key_per_seed`` from :func:`mean_rows` rows (input of :func:`plot_band`).
+
+    Column ``j`` comes from the row with ``row[x_name] == xs[j]`` and every ``match`` field equal;
+    NaN where no row matches.
+    """
+    rows = list(rows)
+    cols = []
+    for x in xs:
+        r = next((r for r in rows if r.get(x_name) == x and all(r.get(k) == v for k, v in match.items())), None)
+        cols.append([np.nan if v is None else float(v) for v in r[key + "_per_seed"]] if r else [])
+    width = max((len(c) for c in cols), default=0) or 1
+    return np.array([[c[i] if i < len(c) else np.nan for c in cols] for i in range(width)], dtype=np.float64)
 
 
 def fmt(x: Any, digits: int = 3) -> str:

@@ -58,7 +58,16 @@ def test_page_links_every_figure_and_figures_exist(quick_run):
 
 def test_nasir_invariants(quick_run):
     rows = quick_run[2]["nasir"].data["rows"]
-    for r in rows:
+    assert quick_run[2]["nasir"].data["seeds"] == [0, 1]
+    for r in rows:  # one value per seed, the plain key is their mean; the invariants hold in every seed
+        assert len(r["seeds_imbalance_per_seed"]) == 2
+        assert r["seeds_imbalance"] == pytest.approx(np.mean(r["seeds_imbalance_per_seed"]))
+        if r["algorithm"] == "shuffle":
+            assert max(r["imbalance_per_seed"]) < 1e-3
+        if r["algorithm"] == "hash":
+            assert r["replication_per_seed"] == [1.0, 1.0]
+        if r["algorithm"] == "pkg":
+            assert max(r["replication_per_seed"]) <= 2.0
         if r["algorithm"] == "shuffle":
             assert r["imbalance"] < 1e-3
             if not np.isnan(r["hot_replication"]):  # nan: no key with >= 20n tuples in this stream
@@ -77,6 +86,7 @@ def test_nasir_invariants(quick_run):
     assert I("wchoices", 2.0, 50) <= I("pkg", 2.0, 50)
     for q in quick_run[2]["nasir"].data["q2"]:
         assert 2 <= q["min_d"] <= q["n"] and 2 <= q["chosen_min"] <= q["chosen_max"] <= q["n"]
+        assert len(q["min_d_per_seed"]) == 2 and all(2 <= d <= q["n"] for d in q["min_d_per_seed"])
     # Q1 / Fig. 7: every (z, n) of the θ sweep has W-C, RR and D-C at θ = 2/n … 1/(8n)
     q1 = quick_run[2]["nasir"].data["q1"]
     sizes = quick_run[2]["nasir"].data["sizes"]
@@ -88,6 +98,10 @@ def test_nasir_invariants(quick_run):
     # Fig. 8: head + tail loads of every grouping add up to the stream
     for g in quick_run[2]["nasir"].data["fig8"]["groupings"].values():
         assert sum(g["head"]) + sum(g["tail"]) == pytest.approx(1.0)
+        for head, tail in zip(g["head_per_seed"], g["tail_per_seed"]):
+            assert sum(head) + sum(tail) == pytest.approx(1.0)
+    page = quick_run[2]["nasir"].markdown
+    assert page.count("**Verdict: ") >= len(quick_run[2]["nasir"].figures)
 
 
 def test_fang_runs_every_seed_and_ends_every_figure_with_a_verdict(quick_run):
@@ -139,6 +153,10 @@ def test_fang_gedik_dkg_guo_zhou_invariants(quick_run):
     hot = [r for r in dkg if r["r"] == 70]
     st = {r["algorithm"]: r["load_stddev_pct"] for r in hot}
     assert st["shuffle"] < st["dkg"] < st["pkg"] < st["hash"]
+    per = {r["algorithm"]: r["load_stddev_pct_per_seed"] for r in hot}
+    assert len(per["dkg"]) == 2 and all(s_ < d < p < k for s_, d, p, k in
+                                        zip(per["shuffle"], per["dkg"], per["pkg"], per["hash"]))
+    assert s["dkg"].markdown.count("**Verdict: ") >= 4
 
     gz = s["guo-zhou"].data["runs"]
     assert gz["gaussian/pkg"]["move_mean"] == 0.0 and gz["zipf/pkg"]["move_mean"] == 0.0

@@ -49,3 +49,27 @@ def test_seeds_below_one_is_a_usage_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--seeds must be at least 1" in err
     assert not (tmp_path / "results.md").exists()
+
+
+def test_mean_rows_merges_seeds_of_a_configuration():
+    from bench.common import mean_rows
+
+    raw = [{"n": 5, "alg": "pkg", "I": 0.1, "d": [2, 4], "ok": True, "name": "a"},
+           {"n": 5, "alg": "hash", "I": 1.0, "d": [1, 1], "ok": True, "name": "h"},
+           {"n": 5, "alg": "pkg", "I": 0.3, "d": [4, 6], "ok": False, "name": "b"}]
+    pkg, hsh = mean_rows(raw, ("n", "alg"))
+    assert (pkg["n"], pkg["alg"], hsh["alg"]) == (5, "pkg", "hash")  # first-seen order
+    assert math.isclose(pkg["I"], 0.2) and pkg["I_per_seed"] == [0.1, 0.3]
+    assert pkg["d"] == [3.0, 5.0] and pkg["d_per_seed"] == [[2, 4], [4, 6]]
+    assert pkg["ok"] is False and hsh["ok"] is True
+    assert pkg["name"] == "a" and pkg["name_per_seed"] == ["a", "b"]
+    assert hsh["I_per_seed"] == [1.0]
+
+
+def test_seed_matrix_is_seeds_by_x_with_nan_for_missing():
+    from bench.common import mean_rows, seed_matrix
+
+    rows = mean_rows([{"z": z, "alg": "pkg", "I": z * s} for s in (1, 2) for z in (0.5, 1.0)], ("z", "alg"))
+    m = seed_matrix(rows, "I", "z", [0.5, 1.0, 2.0], alg="pkg")
+    assert m.shape == (2, 3) and m[:, :2].tolist() == [[0.5, 1.0], [1.0, 2.0]]
+    assert np.isnan(m[:, 2]).all()
