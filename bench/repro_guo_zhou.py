@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import (Context, Section, Spread, check, legend_once, md_table, new_figure, plot_band, save_figure,
-                          simulate, spread, style)
+from bench.common import (Context, Section, Spread, check, legend_once, md_table, mean_rows, new_figure, plot_band,
+                          save_figure, simulate, spread, style)
 from engine.simulate import SimulationConfig
 
 KEY = "guo-zhou"
@@ -100,25 +100,13 @@ def run_one(S: dict[str, Any], wname: str, alg: str, seed: int) -> dict[str, Any
 
 
 #: per-window series of a run (averaged window by window over the seeds)
-SERIES = ("var", "cv2", "migration", "rebalanced")
-
-
 def aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
-    """One run's results over seeds: the mean under each name (series: per window), ``<name>_per_seed``."""
-    out: dict[str, Any] = {}
-    for k in per_seed[0]:
-        vals = [r[k] for r in per_seed]
-        if k in SERIES:
-            out[k] = np.mean(np.asarray(vals, dtype=np.float64), axis=0).tolist()
-        elif k == "windows":
-            if len(set(vals)) != 1:
-                raise ValueError(f"seeds disagree on the number of windows: {vals}")
-            out[k] = vals[0]
-            continue
-        else:
-            out[k] = spread(vals).mean
-        out[f"{k}_per_seed"] = vals
-    return out
+    """One run's results over seeds (:func:`bench.common.mean_rows`): the mean under each name (series:
+    per window), ``<name>_per_seed``; every seed must have the same number of windows."""
+    merged = mean_rows(per_seed, by=("windows",))
+    if len(merged) != 1:
+        raise ValueError(f"seeds disagree on the number of windows: {[r['windows'] for r in per_seed]}")
+    return merged[0]
 
 
 def run(ctx: Context) -> Section:
