@@ -308,3 +308,82 @@ def test_changes_off_emits_only_keys_with_tuples():
 
     assert run(False) == []  # single-owner runs: a result per key with tuples only
     assert run(True) == [(2, "a", 1, None), (2, "b", 0, None)]  # b's window emptied: share 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_split_keys_moving_with_a_finite_window_merge_to_the_windowed_count(seed):
+    """Keys are split over random sets of workers, and after each batch a few of them are gathered
+    onto one worker through the protocol (every holder exports, the target holds and imports), while
+    others gain a new holder.  With ``changes`` the sum of every worker's latest share equals the
+    key's windowed count at every batch, and no worker emits a (batch, key) twice."""
+    import pyarrow as pa
+
+    from engine.spark.operator import merge_latest_shares
+
+    rng = random.Random(seed)
+    nrng = np.random.default_rng(seed)
+    W, n, batches = 3, 4, 24
+    workers = [WorkerWindow(W) for _ in range(n)]
+    holders: dict[str, set[int]] = {}
+    orders: dict[int, dict[int, list[str]]] = {}
+    expect: dict[int, list[str]] = {}
+    imports: dict[int, list[dict]] = {}
+    moved: set[str] = set()
+    history: list[Counter] = []
+    rows: list[tuple[int, str, int, int]] = []
+
+    def step(w, b, ks, cs, **kw):
+        out = workers[w].step(b, ks, cs, changes=True, **kw)
+        rows.extend((r[0], r[1], r[2], w) for r in out["results"])
+        workers[w] = WorkerWindow.loads(workers[w].dumps())
+        return out
+
+    for b in range(batches):
+        keys = [f"k{int(x)}" for x in nrng.zipf(1.4, rng.randrange(0, 120)) % 30]
+        history.append(Counter(keys))
+        per_worker: dict[int, list[str]] = defaultdict(list)
+        for k in keys:
+            hs = holders.setdefault(k, {rng.randrange(n)})
+            per_worker[rng.choice(sorted(hs))].append(k)
+        next_imports: dict[int, list[dict]] = defaultdict(list)
+        for w in range(n):
+            ks, cs = counts_of(per_worker[w])
+            out = step(w, b, ks, cs, imports=imports.get(w, []), exports=by_fp(orders.get(w, {})),
+                       expect=fingerprints(expect.get(w, [])))
+            for target, blob in out["exports"].items():
+                next_imports[target].append(blob)
+        imports = dict(next_imports)
+        orders, expect = {}, {}
+        known = sorted(holders)
+        for k in rng.sample(known, min(3, len(known))):  # gather a key onto one worker
+            t = rng.randrange(n)
+            for h in holders[k] - {t}:
+                orders.setdefault(h, {}).setdefault(t, []).append(k)
+            if holders[k] - {t}:
+                expect.setdefault(t, []).append(k)
+            holders[k] = {t}
+        gathered = {k for o in orders.values() for ks in o.values() for k in ks}
+        for k in rng.sample(known, min(3, len(known))):  # split a key that is not in flight
+            if k not in gathered and k not in moved:
+                holders[k].add(rng.randrange(n))
+        moved = gathered
+    for extra in (batches, batches + 1):  # drain the last flights
+        next_imports = defaultdict(list)
+        for w in range(n):
+            out = step(w, extra, [], np.zeros(0, np.int64), imports=imports.get(w, []),
+                       exports=by_fp(orders.get(w, {})) if extra == batches else {},
+                       expect=fingerprints(expect.get(w, [])) if extra == batches else [])
+            for target, blob in out["exports"].items():
+                next_imports[target].append(blob)
+        imports = dict(next_imports)
+    assert len({(r[0], r[1], r[3]) for r in rows}) == len(rows)
+    merged = merge_latest_shares(pa.table({"batch": [r[0] for r in rows], "key": [r[1] for r in rows],
+                                           "count": [r[2] for r in rows], "worker": [r[3] for r in rows]})).to_pydict()
+    latest: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for b, k, c in zip(merged["batch"], merged["key"], merged["count"]):
+        latest[k].append((b, c))
+    for k in holders:
+        for b in range(batches):
+            truth = sum(history[j][k] for j in range(max(0, b - W + 1), b + 1))
+            known = [c for bb, c in latest[k] if bb <= b]
+            assert (known[-1] if known else 0) == truth, (k, b, [r for r in rows if r[1] == k])

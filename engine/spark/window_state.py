@@ -101,6 +101,9 @@ class WorkerWindow:
         #: fingerprints of the keys whose state is on its way here (their new tuples are held until it
         #: arrives); the driver names keys by fingerprint (:func:`engine.keys.fingerprint`)
         self.expect: set[int] = set()
+        #: (``changes``) shares not reported while the key's state was on its way here: key -> the
+        #: share last reported; the arrival (or a move away) reports the key's new share
+        self.quiet: dict[str, int] = {}
 
     # ------------------------------------------------------------------ reads
     def __len__(self) -> int:
@@ -246,13 +249,18 @@ class WorkerWindow:
         state_fps = key_fingerprints(self.keys) if self.keys else np.zeros(0, np.uint64)
         held_keys = list(self.held)
         held_fps = key_fingerprints(held_keys) if held_keys else np.zeros(0, np.uint64)
+        quiet_keys = list(self.quiet)
+        quiet_fps = key_fingerprints(quiet_keys) if quiet_keys else np.zeros(0, np.uint64)
         alive = np.ones(len(self.keys), dtype=bool)
         blobs: dict[int, dict[str, Any]] = {}
         for target, fps in orders.items():
             rows = np.flatnonzero(np.isin(state_fps, fps) & alive)
             present = [self.keys[i] for i in rows.tolist()]
             held = [held_keys[i] for i in np.flatnonzero(np.isin(held_fps, fps)).tolist()]
-            blob: dict[str, Any] = {"fps": fps, "keys": list(dict.fromkeys(present + held)), "present": present,
+            quiet = [quiet_keys[i] for i in np.flatnonzero(np.isin(quiet_fps, fps)).tolist()]
+            for k in quiet:  # its last reported share is retracted with the others
+                self.quiet.pop(k, None)
+            blob: dict[str, Any] = {"fps": fps, "keys": list(dict.fromkeys(present + held + quiet)), "present": present,
                                     "row": np.zeros(0, np.int32), "batches": self.col_batch.copy(),
                                     "col": np.zeros(0, np.int16), "count": np.zeros(0, np.int32), "values": None}
             if present:
@@ -365,7 +373,7 @@ class WorkerWindow:
         self.slide(batch - 1)
         results, _ = self.import_(imports) if imports else ([], 0)
         if track and imports:
-            results.extend(self._arrived(batch - 1, imports, results))
+            results.extend(self._arrived(batch - 1, imports, results, reported))
             reported.update((r[1], r[2]) for r in results)  # in batch order: the latest wins
         self.slide(batch)
         blobs = self.export(exports or {})
@@ -379,16 +387,27 @@ class WorkerWindow:
             results = list({(r[0], r[1]): r for r in results}.values())
         return {"results": results, "exports": blobs}
 
-    def _arrived(self, batch: int, blobs: Sequence[dict[str, Any]], released: list[tuple[int, str, int, Any]]
-                 ) -> list[tuple[int, str, int, None]]:
-        """Results at ``batch`` (the export batch) of the imported keys that had no held tuples to
-        release: this worker's share of them is now their imported windowed count."""
+    def _arrived(self, batch: int, blobs: Sequence[dict[str, Any]], released: list[tuple[int, str, int, Any]],
+                 reported: dict[str, int]) -> list[tuple[int, str, int, None]]:
+        """Results at ``batch`` (the export batch) of the keys whose move these blobs complete and that
+        had no held tuples to release: this worker's share of them is now their windowed count — the
+        imported window plus any it already held, 0 if nothing is left (it did not report them while
+        they were expected; ``reported``: the shares it reported before)."""
+        candidates = list(dict.fromkeys(self.keys + list(reported) + list(self.quiet)))
+        if not candidates:
+            return []
+        fps = np.unique(np.concatenate([np.asarray(b["fps"], dtype=np.uint64) for b in blobs]))
         done = {r[1] for r in released}
-        keys = list(dict.fromkeys(k for blob in blobs for k in blob["present"] if k not in done and k not in self.held))
+        hit = np.flatnonzero(np.isin(key_fingerprints(candidates), fps)).tolist()
+        for i in hit:
+            self.quiet.pop(candidates[i], None)
+        keys = [candidates[i] for i in hit if candidates[i] not in done and candidates[i] not in self.held]
         if not keys:
             return []
-        sums = self._window_sum(self._rows(keys), batch).tolist()
-        return [(batch, k, int(c), None) for k, c in zip(keys, sums)]
+        get = self.index.get
+        rows = np.fromiter((get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
+        sums = self._window_sum(np.maximum(rows, 0), batch) if len(self.keys) else np.zeros(len(keys), np.int64)
+        return [(batch, k, int(c) if r >= 0 else 0, None) for k, c, r in zip(keys, sums.tolist(), rows.tolist())]
 
     def _expired(self, batch: int, reported: dict[str, int], emitted: set[str]) -> list[tuple[int, str, int, None]]:
         """Results at ``batch`` of the keys whose windowed count moved away from the share last
@@ -397,6 +416,9 @@ class WorkerWindow:
         keys = [k for k in reported if k not in emitted and k not in self.held]
         if self.expect and keys:  # a key whose state is arriving reports its share on arrival
             wait = np.isin(key_fingerprints(keys), np.fromiter(self.expect, dtype=np.uint64, count=len(self.expect)))
+            for k, w in zip(keys, wait.tolist()):
+                if w:
+                    self.quiet.setdefault(k, int(reported[k]))
             keys = [k for k, w in zip(keys, wait.tolist()) if not w]
         rows = np.fromiter((get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
         sums = self.ring.sum(axis=1)
@@ -411,12 +433,13 @@ class WorkerWindow:
         r, c = np.nonzero(self.ring)
         cells = (r.astype(np.int32), c.astype(np.int16), self.ring[r, c])
         return pickle.dumps((self.window, self.join, self.keys, cells, self.col_batch, self.last, self.values,
-                             self.held, self.expect), protocol=pickle.HIGHEST_PROTOCOL)
+                             self.held, self.expect, self.quiet), protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
     def loads(cls, data: bytes) -> "WorkerWindow":
-        window, join, keys, (r, c, v), col_batch, last, values, held, expect = pickle.loads(data)
+        window, join, keys, (r, c, v), col_batch, last, values, held, expect, *rest = pickle.loads(data)
         self = cls(window, join)
+        self.quiet = rest[0] if rest else {}  # states written before shares were tracked have none
         self.keys = keys
         self.index = {k: i for i, k in enumerate(keys)}
         self.ring = np.zeros((len(keys), window), dtype=np.int64)
