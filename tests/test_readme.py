@@ -113,6 +113,7 @@ RUN_BY: dict[str, str] = {
     "skewlab dashboard --db URL [--host H] [--port N] [--token T]": "test_demo_and_dashboard_options",
     "skewlab bench all --out docs": "test_bench_commands",
     "skewlab bench dkg --out docs": "test_bench_commands",
+    "skewlab bench dkg --seeds 1 --out /tmp/d": "test_bench_commands",
     "skewlab bench all --quick --out /tmp/q": "test_bench_commands",
 }
 
@@ -648,6 +649,10 @@ def test_bench_commands(tmp_path):
     run(readme("skewlab bench dkg --out docs"), tmp_path, {"--out docs": f"--out {out}"}, timeout=900)
     again = (out / "results.md").read_text(encoding="utf-8")
     assert "Fang" in again and "DKG" in again.upper()
+    assert "--seeds 5" in again  # the default: five seeds per reproduction
+    one = tmp_path / "d"
+    run(readme("skewlab bench dkg --seeds 1 --out /tmp/d"), tmp_path, {"/tmp/d": str(one)}, timeout=900)
+    assert "skewlab bench dkg --seed 0 --seeds 1" in (one / "results.md").read_text(encoding="utf-8")
     quick = tmp_path / "q"
     run(readme("skewlab bench all --quick --out /tmp/q"), tmp_path, {"/tmp/q": str(quick)}, timeout=900)
     assert (quick / "results.md").exists()
