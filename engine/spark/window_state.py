@@ -368,8 +368,10 @@ class WorkerWindow:
                              f"{self.last}: the routing files do not match this checkpoint; start a new run with "
                              "--run-name or --checkpoint")
         track = changes and not self.join
-        if track:  # each key's share as last reported: its windowed count at the previous step
-            reported = dict(zip(self.keys, self.ring.sum(axis=1).tolist()))
+        if track:  # the shares that can change without tuples: keys with counts in batches about to leave
+            leaving = (self.col_batch >= 0) & (self.col_batch <= batch - self.window)
+            rows = np.flatnonzero(self.ring[:, leaving].any(axis=1)) if leaving.any() else np.zeros(0, np.int64)
+            reported = dict(zip((self.keys[i] for i in rows.tolist()), self.ring[rows].sum(axis=1).tolist()))
         self.slide(batch - 1)
         results, _ = self.import_(imports) if imports else ([], 0)
         if track and imports:
@@ -392,7 +394,7 @@ class WorkerWindow:
         """Results at ``batch`` (the export batch) of the keys whose move these blobs complete and that
         had no held tuples to release: this worker's share of them is now their windowed count — the
         imported window plus any it already held, 0 if nothing is left (it did not report them while
-        they were expected; ``reported``: the shares it reported before)."""
+        they were expected; ``reported``: the reported shares of keys whose old batches left)."""
         candidates = list(dict.fromkeys(self.keys + list(reported) + list(self.quiet)))
         if not candidates:
             return []
