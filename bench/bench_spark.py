@@ -5,11 +5,13 @@ Usage::
 
     python bench/bench_spark.py [--master local[2]] [--batches 4] [--warmup 2] [--per-batch 200000]
                                 [--workers 8] [--keys 100000] [--zipf 1.2] [--window 10]
-                                [--only hash,dchoices] [--param ALGO:NAME=VALUE ...] [--no-jvm] [--json PATH|-]
+                                [--only hash,dchoices] [--param ALGO:NAME=VALUE ...] [--service-us US]
+                                [--no-jvm] [--json PATH|-]
 
 Every variant reads the same ``skewlab-generator`` stream (Zipf ``--zipf`` over ``--keys`` keys,
 seed 0, 2 source instances, unlimited rate, exactly ``--per-batch`` tuples per micro-batch) and runs
-a windowed per-key count (window ``--window`` micro-batches) whose results go to Parquet files:
+a windowed per-key count (window ``--window`` micro-batches) whose results go to Parquet files
+(``--service-us``: plus an emulated service time per tuple, :func:`engine.spark.operator.make_handler`):
 
 * **baseline (a), keyed state by key** (:func:`run_baseline` with ``kind="stateful"``) — what a
   PySpark user writes for a custom keyed stateful operator:
@@ -41,7 +43,7 @@ worker's task from Spark's task metrics, :mod:`engine.spark.task_metrics`) give,
 own and the slowest worker set the pace.  ``max_worker_seconds`` is Σ_b max_w t.  From the controller's
 interval rows: ``load_over_bound`` = max_w L_w / max(mean_w L_w, heaviest key's load) per batch (mean and
 max over the measured batches), 1.0 = as balanced as any single-owner grouping can be (issue #14 asks
-≤ 1.1 for the rebalancers).  ``--operator join`` runs the engine's join (loads in its cost model) and no
+≤ 1.1 for the rebalancers).  ``latency``: :func:`worker_latency`.  ``--operator join`` runs the engine's join (loads in its cost model) and no
 baselines.
 
 Each variant's first result batch is checked: its windowed counts (the window starts empty) sum to
@@ -69,7 +71,7 @@ if ROOT not in sys.path:
 
 SOURCES = 2
 #: defaults of the optional fields of ``args`` (callers such as :mod:`bench.perf` may omit them)
-DEFAULTS = {"window": 10, "master": "local[2]", "operator": "count"}
+DEFAULTS = {"window": 10, "master": "local[2]", "operator": "count", "service_us": 0.0}
 
 BASE_OUT = "key string, batch long, count long"
 BASE_STATE = "last long, ring binary"
@@ -203,6 +205,7 @@ def run_engine(name: str, args: Any, tmp: str) -> dict[str, Any]:
         max_per_batch=args.per_batch, window=_arg(args, "window"),
         workload="zipf", workload_params={"keys": args.keys, "z": args.zipf}, shadow=[],
         max_batches=args.batches + args.warmup, master=_arg(args, "master"), operator=_arg(args, "operator"),
+        service_us=_arg(args, "service_us"),
     )
     bounds: list[float] = []
 
@@ -253,7 +256,7 @@ def worker_figures(rows: list[dict[str, Any]], tuples: int, n_workers: int) -> d
             tuples_by_batch[b][w] = int(r.get("tuples") or 0)
     if not by_batch:
         return {"max_worker_seconds": None, "mean_worker_seconds": None, "straggler": None,
-                "one_core_per_worker_tps": None, "tuple_max_over_mean": None}
+                "one_core_per_worker_tps": None, "tuple_max_over_mean": None, "latency": None}
     smax = sum(max(v) for v in by_batch.values())
     smean = sum(sum(v) / n_workers for v in by_batch.values())
     tmax = sum(max(v) for v in tuples_by_batch.values())
@@ -264,7 +267,30 @@ def worker_figures(rows: list[dict[str, Any]], tuples: int, n_workers: int) -> d
         "straggler": smax / smean if smean > 0 else None,
         "one_core_per_worker_tps": tuples / smax if smax > 0 else None,
         "tuple_max_over_mean": tmax / tmean if tmean > 0 else None,
+        "latency": worker_latency(by_batch, tuples_by_batch),
     }
+
+
+def worker_latency(seconds: dict[int, list[float]], tuples: dict[int, list[int]]) -> dict[str, float] | None:
+    """The operator's share of a tuple's latency, as Nasir et al. (ICDE 2016) Fig. 14 reports it:
+    ``max_mean`` = the maximum over workers of a worker's mean task seconds per batch, and ``p50`` /
+    ``p95`` / ``p99`` = percentiles over tuples of the task seconds of the task that applied them (a
+    tuple's result leaves when its worker's task ends).  Their latency is a message's time in its
+    worker's queue plus its service; in a micro-batch it is the task's time.  ``seconds`` /
+    ``tuples``: batch → per worker."""
+    import numpy as np
+
+    t = np.array([s for b in seconds for s in seconds[b]], dtype=np.float64)
+    n = np.array([c for b in seconds for c in tuples[b]], dtype=np.float64)
+    if not t.size or n.sum() <= 0:
+        return None
+    order = np.argsort(t, kind="stable")
+    cum = np.cumsum(n[order]) / n.sum()
+    per_worker = np.array([seconds[b] for b in sorted(seconds)], dtype=np.float64).mean(axis=0)
+    out = {"max_mean": float(per_worker.max())}
+    for q in (50, 95, 99):
+        out[f"p{q}"] = float(t[order][min(int(np.searchsorted(cum, q / 100.0)), t.size - 1)])
+    return out
 
 
 def _rate(stamps: list[tuple[float, int]], warmup: int) -> dict[str, Any]:
@@ -298,12 +324,17 @@ def main(argv: list[str] | None = None) -> int:
                    help="a parameter of one grouping, e.g. scan:alpha=1.08 (repeatable)")
     p.add_argument("--operator", choices=("count", "join"), default="count",
                    help="the engine's operator (the baselines compute the windowed count: with join they are skipped)")
+    p.add_argument("--service-us", type=float, default=0.0,
+                   help="emulated service time per tuple in µs (Nasir et al.'s fixed delay per message; "
+                        "the baselines have none: with it they are skipped)")
     p.add_argument("--no-jvm", action="store_true", help="skip baseline (b)")
     p.add_argument("--once", action="store_true", help="run each baseline once (first), not first and last")
     p.add_argument("--json", default=None, help="write the results as JSON to PATH ('-': stdout)")
     args = p.parse_args(argv)
     if args.warmup < 1 or args.batches < 1:
         p.error("--warmup and --batches must be >= 1")
+    if not 0 <= args.service_us <= 1e6:
+        p.error("--service-us must be in [0, 1e6] µs per tuple")
     if args.per_batch % SOURCES:
         p.error(f"--per-batch must be a multiple of {SOURCES} (the source instances)")
     from engine import registry
@@ -328,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "master": args.master},
         "args": vars(args), "load": [], "baselines": {"stateful": [], "jvm": []}, "groupings": {}}
-    kinds = [] if args.operator != "count" else ["stateful"] + ([] if args.no_jvm else ["jvm"])
+    kinds = [] if args.operator != "count" or args.service_us > 0 else ["stateful"] + ([] if args.no_jvm else ["jvm"])
     label = {"stateful": "(a) applyInPandasWithState by key", "jvm": "(b) JVM groupBy(key).count()"}
 
     def note(line: str) -> None:
@@ -367,11 +398,13 @@ def main(argv: list[str] | None = None) -> int:
     ref = {k: sum(r["tuples_per_second"] for r in v) / len(v) for k, v in results["baselines"].items() if v}
     results["reference"] = ref
     print(f"\nZipf {args.zipf}, {args.keys:,} keys, {args.workers} workers, {args.per_batch:,} tuples/batch, "
-          f"window {args.window}, {args.batches} measured after {args.warmup} warm-up, {args.master}")
+          f"window {args.window}, {args.batches} measured after {args.warmup} warm-up, {args.master}"
+          + (f", service {args.service_us:g} µs per tuple" if args.service_us else ""))
     for kind, v in ref.items():
         print(f"{label[kind]:<38} {v / 1e3:9.0f} k tuples/s (mean of {len(results['baselines'][kind])} runs)")
     hdr = f"{'grouping':<12} {'k tuples/s':>10} {'x (a)':>6} {'x (b)':>6} {'straggler':>9} {'max wkr s':>9} " \
-          f"{'1core/wkr k/s':>13} {'tuples max/mean':>15} {'load/bound':>10}"
+          f"{'1core/wkr k/s':>13} {'tuples max/mean':>15} {'load/bound':>10} {'lat max-mean':>12} {'p50':>6} " \
+          f"{'p95':>6} {'p99':>6}"
     print(hdr)
     for name, r in results["groupings"].items():
         r["ratio_vs_stateful"] = r["tuples_per_second"] / ref["stateful"] if ref.get("stateful") else None
@@ -384,7 +417,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<12} {r['tuples_per_second'] / 1e3:10.0f} {f(r['ratio_vs_stateful'], '6.2f')} "
               f"{f(r['ratio_vs_jvm'], '6.2f')} {f(r['straggler'], '9.2f')} {f(r['max_worker_seconds'], '9.2f')} "
               f"{f(r['one_core_per_worker_tps'] and r['one_core_per_worker_tps'] / 1e3, '13.0f')} "
-              f"{f(r['tuple_max_over_mean'], '15.2f')} {f(r['load_over_bound_mean'], '10.2f')}")
+              f"{f(r['tuple_max_over_mean'], '15.2f')} {f(r['load_over_bound_mean'], '10.2f')} "
+              + " ".join(f((r["latency"] or {}).get(k), w) for k, w in
+                         (("max_mean", "12.2f"), ("p50", "6.2f"), ("p95", "6.2f"), ("p99", "6.2f"))))
     g = results["groupings"]
     if "hash" in g and "dchoices" in g and g["hash"]["max_worker_seconds"]:
         results["dchoices_vs_hash_max_worker"] = g["dchoices"]["max_worker_seconds"] / g["hash"]["max_worker_seconds"]
@@ -399,7 +434,7 @@ def perf_args(cfg: dict[str, Any]) -> types.SimpleNamespace:
     """The ``args`` of :func:`run_baseline` / :func:`run_engine` from a :mod:`bench.perf` config dict."""
     return types.SimpleNamespace(**{k: cfg.get(k, DEFAULTS.get(k)) for k in
                                     ("master", "batches", "warmup", "per_batch", "workers", "keys", "zipf", "window",
-                                     "operator")})
+                                     "operator", "service_us")})
 
 
 if __name__ == "__main__":

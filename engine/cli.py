@@ -160,7 +160,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
         workload=args.workload, workload_params=wparams, seed=args.seed, bootstrap=args.bootstrap or "",
         topic=args.topic or "", path=args.input or "", column=args.column or "",
         shadow=None if args.shadow is None else [n for n in args.shadow.split(",") if n],
-        max_batches=args.max_batches, max_workers=args.max_workers, sink=args.sink,
+        max_batches=args.max_batches, max_workers=args.max_workers, sink=args.sink, service_us=args.service_us,
     )
     from engine.spark.engine import EngineFailed, default_data_dir
 
@@ -400,6 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "data/results/<checkpoint name>) or kafka://HOST:PORT/TOPIC (partition W = worker W, "
                         "exactly once; the topic is created with --max-workers partitions if missing)")
     e.add_argument("--operator", default="count", help="count (windowed word count) or join (self-join)")
+    e.add_argument("--service-us", type=float, default=0.0,
+                   help="emulated service time per tuple in microseconds, slept by the worker that applies it "
+                        "(Nasir et al. ICDE'16 add 1 ms per message; default 0 = none)")
     e.add_argument("--workload", default="zipf", help="generator workload (default zipf)")
     e.add_argument("--zipf", type=float, default=None, help="Zipf exponent for zipf/drift (default 1.0)")
     e.add_argument("--keys", type=int, default=None, help="distinct keys for zipf/drift (default 10000)")

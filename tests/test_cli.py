@@ -76,6 +76,8 @@ def test_simulate_file_input(tmp_path, capsys):
         (["simulate", "--algorithm", "hash", "--change", "x:workers=2"], "--change expects"),
         (["simulate", "--workers", "abc"], "invalid int value"),
         (["plan", "--snapshot", "/nonexistent.json", "--algorithm", "hash"], "does not produce plans"),
+        (["engine", "--service-us", "-1"], "--service-us must be in [0, 1e+06]"),
+        (["engine", "--service-us", "nan"], "--service-us must be in [0, 1e+06]"),
         (["nosuchcommand"], "invalid choice"),
     ],
 )

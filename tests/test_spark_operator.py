@@ -105,6 +105,42 @@ def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
     assert got == [(0, "a", 3), (0, "b", 1), (1, "a", 0), (1, "a", 5)]  # the old owner's retraction, then 3 + 2
 
 
+def test_service_time_is_slept_for_the_tuples_a_worker_applies(tmp_path, monkeypatch):
+    """``service_us`` (Nasir et al.'s fixed delay per message): each call sleeps for the tuples it
+    applies — held tuples when their state arrives, not when they are held — and reports them."""
+    import engine.spark.operator as operator
+
+    slept: list[tuple[int, float]] = []
+    calls = iter(range(10**6))
+    monkeypatch.setattr(operator.time, "sleep", lambda s: slept.append((next(calls), round(s, 9))))
+    P, W = 2, 3
+    handler = make_handler(P, W, str(tmp_path), service_us=250.0)
+    states: dict[int, FakeState] = {}
+    g = registry.create("hash", 2)
+    idle = {0: {"exports": {}, "expect": []}, 1: {"exports": {}, "expect": []}}
+    out0 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 0, P, idle, keys=["a"] * 3 + ["b"]), P, states)))
+    assert sum(s["applied"] for s in out0["summaries"].values()) == 4
+    assert sum(s for _, s in slept) == pytest.approx(4 * 250e-6)
+    owner = int(out0["workers"][out0["fps"].tolist().index(fingerprint("a"))])
+    other = 1 - owner
+    table = pa.table({"key": pa.array(["a", "a"]), "worker": pa.array([other, other], pa.int32())})
+    a = fingerprints(["a"])
+    control = {owner: {"exports": {other: a}, "expect": []}, other: {"exports": {}, "expect": a}}
+    slept.clear()
+    routed1 = pa.concat_tables([table, route(g, 1, P, control).cast(table.schema)])
+    out1 = unpack_output(pa.concat_tables(run_handler(handler, routed1, P, states)))
+    assert out1["summaries"][other]["applied"] == 0 and out1["summaries"][other]["held"] == 2
+    assert slept == []  # held tuples are not worked on yet
+    blob = out1["exports"][0][2]
+    out2 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 2, P, idle, {other: [blob]}), P, states)))
+    assert out2["summaries"][other]["applied"] == 2
+    assert [s for _, s in slept] == [pytest.approx(2 * 250e-6)]
+    quiet = make_handler(P, W, str(tmp_path / "quiet"))
+    slept.clear()
+    run_handler(quiet, route(g, 0, P, idle, keys=["a"] * 3), P, {})
+    assert slept == []  # 0 = no emulated work
+
+
 def test_replayed_batch_rewrites_the_same_sink_file(tmp_path):
     P = 2
     handler = make_handler(P, 2, str(tmp_path))

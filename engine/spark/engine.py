@@ -137,6 +137,8 @@ def _first_line(exc: BaseException) -> str:
     return first[:300]
 
 OPERATORS = {"count": "linear", "join": "join"}
+#: --service-us above one second per tuple is a typo, not an experiment
+MAX_SERVICE_US = 1e6
 SOURCES = ("generator", "kafka", "file")
 
 
@@ -170,6 +172,8 @@ class EngineConfig:
     max_batches: int | None = None
     max_workers: int | None = None
     sink: str | None = None
+    #: emulated service time per tuple in µs (0 = none): see :func:`engine.spark.operator.make_handler`
+    service_us: float = 0.0
 
     def validate(self) -> None:
         """One-line :class:`ParamError` for every bad setting (before Spark starts)."""
@@ -190,6 +194,8 @@ class EngineConfig:
             raise ParamError(f"--rate must be >= 0 tuples/s (0 = unlimited), got {self.rate}")
         if self.window < 1:
             raise ParamError(f"--window must be >= 1 interval, got {self.window}")
+        if not 0 <= self.service_us <= MAX_SERVICE_US:
+            raise ParamError(f"--service-us must be in [0, {MAX_SERVICE_US:g}] µs per tuple, got {self.service_us}")
         if self.duration is not None and self.duration <= 0:
             raise ParamError(f"--duration must be > 0 seconds, got {self.duration}")
         cls = registry.get(self.algorithm)
@@ -754,7 +760,8 @@ class SparkEngine:
         routed = spark.readStream.format(fmt).options(**opts).load()
         out = (routed.withColumn("label", F.element_at(labels, (F.col("worker") % P) + 1))
                .groupBy("label")
-               .applyInPandasWithState(make_handler(P, self.cfg.window, self.results, join, named=self.cfg.top_k),
+               .applyInPandasWithState(make_handler(P, self.cfg.window, self.results, join, named=self.cfg.top_k,
+                                                    service_us=self.cfg.service_us),
                                        OUT_SCHEMA, STATE_SCHEMA, "append", "NoTimeout"))
         return (
             out.writeStream.outputMode("append").foreachBatch(self.process_batch)

@@ -122,12 +122,18 @@ def merge_latest_shares(results: pa.Table) -> pa.Table:
     return pa.Table.from_pandas(total[["batch", "key", "count"]], preserve_index=False)
 
 
-def make_handler(partitions: int, window: int, sink: Any, join: bool = False, named: int = 10
-                 ) -> Callable[..., Iterator[Any]]:
+def make_handler(partitions: int, window: int, sink: Any, join: bool = False, named: int = 10,
+                 service_us: float = 0.0) -> Callable[..., Iterator[Any]]:
     """The ``applyInPandasWithState`` function of the count operator, or with ``join`` of the join
     operator (input rows then carry ``value``; see the module docstring).  ``sink``: a sink of
     :mod:`engine.spark.result_sink`, or a directory for Parquet results.  ``named``: how many of its
-    most frequent keys per batch a worker reports by name."""
+    most frequent keys per batch a worker reports by name.
+
+    ``service_us``: an emulated service time per tuple, as in Nasir et al. (ICDE 2016), Sec. VI, Q4,
+    who add "a fixed delay of 1 ms to the processing of each message" to emulate CPU or I/O cost:
+    the handler sleeps ``service_us`` µs for every tuple it applies in this call (the batch's tuples
+    that are not held, plus held tuples released by an import).  Deviation: one sleep per call for all
+    of them, not one per tuple — the task's time is the same, without a million timer calls."""
     import pandas as pd
 
     from engine.spark.result_sink import ParquetSink
@@ -136,6 +142,7 @@ def make_handler(partitions: int, window: int, sink: Any, join: bool = False, na
 
     P = int(partitions)
     W = int(window)
+    service = float(service_us) * 1e-6
     columns = ["kind", "worker", "key", "fp", "count", "data"]
 
     def handle(label: tuple, frames: Iterator[Any], state: Any) -> Iterator[Any]:
@@ -194,10 +201,17 @@ def make_handler(partitions: int, window: int, sink: Any, join: bool = False, na
         exported_keys = 0
         imported_keys = sum(len(b.get("keys", ())) for b in imports)
         n_results = 0
+        applied = 0
         if batch is not None:
+            # tuples applied in this call = arrived (new + carried held) - still held - held carried away
+            arrived = win.held_tuples() + int(counts.sum()) + sum(int(h[2]) for b in imports for h in b.get("held", ()))
             step = win.step(batch, keys, counts, values=values, fps=fps, imports=imports,
                             exports={int(t): ks for t, ks in control.get("exports", {}).items()},
                             expect=control.get("expect", ()), changes=bool(control.get("changes")))
+            applied = arrived - win.held_tuples() - sum(int(h[2]) for blob in step["exports"].values()
+                                                        for h in blob.get("held", ()))
+            if service and applied > 0:
+                time.sleep(applied * service)  # the emulated work, before its results go out
             res = step["results"]
             n_results = len(res)
             if res:
@@ -232,7 +246,7 @@ def make_handler(partitions: int, window: int, sink: Any, join: bool = False, na
             state_bytes = 0
         summary = {"batch": batch, "state_bytes": state_bytes, "held": win.held_tuples(),
                    "export_bytes": export_bytes, "exported_keys": exported_keys, "imported_keys": imported_keys,
-                   "results": n_results, "seconds": time.perf_counter() - started}
+                   "results": n_results, "applied": applied, "seconds": time.perf_counter() - started}
         out_kind.append(SUMMARY)
         out_key.append(None)
         out_count.append(len(win))
