@@ -145,6 +145,18 @@ def _holders(sink, first_batch):
     return out
 
 
+def test_service_time_is_in_every_workers_task_time(spark, tmp_path):
+    """``--service-us``: each worker's task (Spark's task metrics) lasts at least its tuples times the
+    service time; the results stay exact."""
+    cfg = gen_cfg(tmp_path, algorithm="hash", workers=2, max_batches=2, max_per_batch=300, shadow=[],
+                  service_us=10_000.0)  # ~1.5 s per worker and batch, far above a task's own ~0.3 s
+    engine = SparkEngine(cfg, log=lambda m: None)
+    assert engine.run() == 0
+    busy = [w for w in engine.store.worker_metrics(engine.run_id) if w["tuples"]]
+    assert busy and all(w["processing_seconds"] >= w["tuples"] * 10_000e-6 for w in busy)
+    assert Counter(engine.controller.results()) == by_fingerprint(generator_truth(cfg, engine.consumed))
+
+
 def test_join_operator_on_the_executors_equals_the_pairwise_truth(spark, tmp_path):
     """The join operator's workers probe their keys' window tuples; pairs and checksums in the sink
     equal the self-join recomputed from the offsets, through rebalancing and a worker change."""

@@ -594,8 +594,7 @@ class SparkEngine:
         n = c.n_workers
         # The sources routed this batch with the snapshot published for it (route_dir); the workers'
         # stateful operator ran on it (_start_query); only statistics, exports and side rows arrive.
-        table = df.toArrow()
-        u = unpack_output(table)
+        u = unpack_output(df.toArrow())  # the collected table is freed here: only its numeric columns live on
         _fault("collected", batch_id, exports=bool(u["exports"]))
         used = {side.get("route_batch") for side in u["states"].values()} - {batch_id}
         if used:

@@ -267,13 +267,15 @@ def make_handler(partitions: int, window: int, sink: Any, join: bool = False, na
     return handle
 
 
-def _named(stats: pa.Table) -> dict[int, str]:
-    """Fingerprint → name of the stat rows that carry a name."""
-    if not stats.num_rows:
+def _named(table: pa.Table, stat: np.ndarray) -> dict[int, str]:
+    """Fingerprint → name of the stat rows (``stat``: a mask over ``table``'s rows) that carry a name."""
+    if not stat.any():
         return {}
-    import pyarrow.compute as pc
-
-    named = stats.filter(pc.is_valid(stats.column("key")))
+    valid = np.asarray(table.column("key").is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    rows = np.flatnonzero(stat & valid)
+    if not rows.size:
+        return {}
+    named = table.select(["key", "fp"]).take(pa.array(rows))
     fps = named.column("fp").to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64).tolist()
     return dict(zip(fps, named.column("key").to_pylist()))
 
@@ -287,9 +289,8 @@ def unpack_output(table: pa.Table) -> dict[str, Any]:
     summary dict with ``keys`` added).
     """
     kind = table.column("kind").to_numpy(zero_copy_only=False)
-    stat = np.flatnonzero(kind == STAT)
-    data = table.take(pa.array(stat)) if stat.size else table.slice(0, 0)
-    rest = table.take(pa.array(np.flatnonzero(kind != STAT)))
+    stat = kind == STAT  # one row per (worker, key): only their numeric columns are copied out
+    rest = table.take(pa.array(np.flatnonzero(~stat)))
     sides: dict[int, dict[str, Any]] = {}
     exports: list[tuple[int, int, bytes]] = []
     summaries: dict[int, dict[str, Any]] = {}
@@ -308,11 +309,14 @@ def unpack_output(table: pa.Table) -> dict[str, Any]:
             d = dead.setdefault(reason, [0, []])
             d[0] += count
             d[1].extend(samples[: max(0, 5 - len(d[1]))])
+    def column(name: str) -> np.ndarray:
+        return np.asarray(table.column(name).to_numpy(zero_copy_only=False))[stat].astype(np.int64, copy=False)
+
     return {
-        "workers": data.column("worker").to_numpy(zero_copy_only=False).astype(np.int64),
-        "fps": data.column("fp").to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64),
-        "names": _named(data),
-        "counts": data.column("count").to_numpy(zero_copy_only=False).astype(np.int64),
+        "workers": column("worker"),
+        "fps": column("fp").view(np.uint64),
+        "names": _named(table, stat),
+        "counts": column("count"),
         "states": sides,
         "dead_letters": dead,
         "exports": exports,
