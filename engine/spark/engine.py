@@ -324,8 +324,11 @@ class SparkEngine:
         self._task_times: Any = None  # engine.spark.task_metrics.TaskTimes, made at the first batch
         #: names of keys the workers reported by name (their most frequent keys: the hot keys' names)
         self.key_names: dict[int, str] = {}
-        #: keys in each worker's state after the last batch (from the workers' summary rows)
+        #: keys in each worker's state and tuples it holds for state in flight, after the last batch
+        #: (from the workers' summary rows): a worker with either gets a control row even when it is no
+        #: longer among the controller's workers
         self.worker_keys: dict[int, int] = {}
+        self.worker_held: dict[int, int] = {}
         self.worker_bytes: dict[int, int] = {}
         #: migrations whose state is in flight: planned, exported, imported (see _track_migrations)
         self.migrating: list[dict[str, Any]] = []
@@ -386,6 +389,7 @@ class SparkEngine:
                 self.log(f"run {snap['run_id']} keeps its {self.partitions} state partitions and its sink {self.results.url}: "
                          "--max-workers/--sink only set up new runs")
             self.worker_keys = snap.get("worker_keys", {})
+            self.worker_held = snap.get("worker_held", {})
             self.worker_bytes = snap.get("worker_bytes", {})
             self.migrating = snap.get("migrating", [])
             self.next_orders = snap.get("next_orders", compose_orders([]))
@@ -451,7 +455,8 @@ class SparkEngine:
         if fresh:
             self.migrating.append({"export_batch": batch_id, "events": [m.to_dict() for m in fresh],
                                    "latency_before_ms": float(np.median(self._latencies[-5:])) if self._latencies else None})
-        holding = {w for w, n in self.worker_keys.items() if n} | set(self.next_imports)
+        holding = ({w for w, n in self.worker_keys.items() if n} | {w for w, n in self.worker_held.items() if n}
+                   | set(self.next_imports))
         control = control_payloads(self.next_orders, self.controller.vocab.fps,
                                    set(range(self.controller.n_workers)) | holding, self.partitions)
         self.shares_split = self.shares_split or not self.controller.grouping.single_owner
@@ -513,6 +518,7 @@ class SparkEngine:
             "sink": self.results.url,
             "sink_start": self.results.start,
             "worker_keys": self.worker_keys,
+            "worker_held": self.worker_held,
             "worker_bytes": self.worker_bytes,
             "migrating": self.migrating,
             "next_orders": self.next_orders,
@@ -619,7 +625,8 @@ class SparkEngine:
         route_seconds = sum(side.get("route_seconds", 0.0) for side in u["states"].values())
         row = c.end_interval(key_ids, u["workers"], u["counts"], route_seconds=route_seconds)
         for w, summary in u["summaries"].items():
-            self.worker_keys[w] = summary["keys"] + (1 if summary["held"] else 0)
+            self.worker_keys[w] = summary["keys"]
+            self.worker_held[w] = summary["held"]
             self.worker_bytes[w] = summary["state_bytes"]
 
         # shadow what-if and hot keys on the interval's per-key counts
