@@ -225,8 +225,13 @@ def run_engine(name: str, args: Any, tmp: str) -> dict[str, Any]:
     store = connect(db)
     try:
         wrows = store.worker_metrics(engine.run_id)
+        migs = store.migration_events(engine.run_id)
     finally:
         store.close()
+    # every migration of the run (warm-up batches included): keys and serialized bytes moved, longest pause
+    out["migrations"] = {"count": len(migs), "keys_moved": sum(int(m["keys_moved"] or 0) for m in migs),
+                         "bytes_moved": sum(int(m["bytes_moved"] or 0) for m in migs),
+                         "pause_ms_max": max((float(m["pause_ms"] or 0.0) for m in migs), default=0.0)}
     measured = {b for _, b, _ in stamps[args.warmup:]}
     out.update(worker_figures([r for r in wrows if int(r["batch_id"]) in measured], out["tuples"], args.workers))
     _, first_b, first_n = stamps[0]
@@ -275,7 +280,8 @@ def worker_latency(seconds: dict[int, list[float]], tuples: dict[int, list[int]]
     """The operator's share of a tuple's latency, as Nasir et al. (ICDE 2016) Fig. 14 reports it:
     ``max_mean`` = the maximum over workers of a worker's mean task seconds per batch, and ``p50`` /
     ``p95`` / ``p99`` = percentiles over tuples of the task seconds of the task that applied them (a
-    tuple's result leaves when its worker's task ends).  Their latency is a message's time in its
+    tuple's result leaves when its worker's task ends); ``mean`` over tuples and ``max`` over the tasks that applied tuples, as
+    Guo & Zhou (Euro-Par 2017) Table 2 reports them.  Their latency is a message's time in its
     worker's queue plus its service; in a micro-batch it is the task's time.  ``seconds`` /
     ``tuples``: batch → per worker."""
     import numpy as np
@@ -287,7 +293,8 @@ def worker_latency(seconds: dict[int, list[float]], tuples: dict[int, list[int]]
     order = np.argsort(t, kind="stable")
     cum = np.cumsum(n[order]) / n.sum()
     per_worker = np.array([seconds[b] for b in sorted(seconds)], dtype=np.float64).mean(axis=0)
-    out = {"max_mean": float(per_worker.max())}
+    out = {"max_mean": float(per_worker.max()), "mean": float(np.dot(t, n) / n.sum()),
+           "max": float(t[n > 0].max())}
     for q in (50, 95, 99):
         out[f"p{q}"] = float(t[order][min(int(np.searchsorted(cum, q / 100.0)), t.size - 1)])
     return out

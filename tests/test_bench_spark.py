@@ -11,7 +11,9 @@ from bench.bench_spark import worker_figures, worker_latency
 def test_latency_percentiles_weigh_each_task_by_the_tuples_it_applied():
     # one batch, three workers: half the tuples wait 1 s, 44 % wait 2 s, 6 % wait 4 s
     lat = worker_latency({0: [1.0, 2.0, 4.0]}, {0: [50, 44, 6]})
-    assert lat == {"max_mean": 4.0, "p50": 1.0, "p95": 4.0, "p99": 4.0}
+    assert lat == {"max_mean": 4.0, "mean": pytest.approx(1.62), "max": 4.0, "p50": 1.0, "p95": 4.0, "p99": 4.0}
+    # a task without tuples is no tuple's latency
+    assert worker_latency({0: [1.0, 9.0]}, {0: [5, 0]})["max"] == 1.0
     # per-worker means over batches: worker 1 averages (2 + 6) / 2 = 4
     assert worker_latency({0: [1.0, 2.0], 1: [3.0, 6.0]}, {0: [1, 1], 1: [1, 1]})["max_mean"] == 4.0
     assert worker_latency({0: [0.0]}, {0: [0]}) is None
