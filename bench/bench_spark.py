@@ -43,7 +43,8 @@ worker's task from Spark's task metrics, :mod:`engine.spark.task_metrics`) give,
 own and the slowest worker set the pace.  ``max_worker_seconds`` is Σ_b max_w t.  From the controller's
 interval rows: ``load_over_bound`` = max_w L_w / max(mean_w L_w, heaviest key's load) per batch (mean and
 max over the measured batches), 1.0 = as balanced as any single-owner grouping can be (issue #14 asks
-≤ 1.1 for the rebalancers).  ``latency``: :func:`worker_latency`.  ``--operator join`` runs the engine's join (loads in its cost model) and no
+≤ 1.1 for the rebalancers).  ``latency``: :func:`worker_latency`; ``migrations``: the run's migrations
+(count, keys and serialized bytes moved, longest pause).  ``--operator join`` runs the engine's join (loads in its cost model) and no
 baselines.
 
 Each variant's first result batch is checked: its windowed counts (the window starts empty) sum to
