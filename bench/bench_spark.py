@@ -44,8 +44,8 @@ own and the slowest worker set the pace.  ``max_worker_seconds`` is Σ_b max_w t
 interval rows: ``load_over_bound`` = max_w L_w / max(mean_w L_w, heaviest key's load) per batch (mean and
 max over the measured batches), 1.0 = as balanced as any single-owner grouping can be (issue #14 asks
 ≤ 1.1 for the rebalancers).  ``latency``: :func:`worker_latency`; ``migrations``: the run's migrations
-(count, keys and serialized bytes moved, longest pause).  ``--operator join`` runs the engine's join (loads in its cost model) and no
-baselines.
+(count, keys and serialized bytes moved, longest pause).  ``--operator join`` runs the engine's join
+(loads in its cost model) and no baselines.
 
 Each variant's first result batch is checked: its windowed counts (the window starts empty) sum to
 the batch's tuples.  Issue targets (reported, not asserted): throughput ≥ 1.0× baseline (a) at
@@ -281,10 +281,10 @@ def worker_latency(seconds: dict[int, list[float]], tuples: dict[int, list[int]]
     """The operator's share of a tuple's latency, as Nasir et al. (ICDE 2016) Fig. 14 reports it:
     ``max_mean`` = the maximum over workers of a worker's mean task seconds per batch, and ``p50`` /
     ``p95`` / ``p99`` = percentiles over tuples of the task seconds of the task that applied them (a
-    tuple's result leaves when its worker's task ends); ``mean`` over tuples and ``max`` over the tasks that applied tuples, as
-    Guo & Zhou (Euro-Par 2017) Table 2 reports them.  Their latency is a message's time in its
-    worker's queue plus its service; in a micro-batch it is the task's time.  ``seconds`` /
-    ``tuples``: batch → per worker."""
+    tuple's result leaves when its worker's task ends); ``mean`` over tuples and ``max`` over the tasks
+    that applied tuples, as Guo & Zhou (Euro-Par 2017) Table 2 reports them.  Their latency is a
+    message's time in its worker's queue plus its service; in a micro-batch it is the task's time.
+    ``seconds`` / ``tuples``: batch → per worker."""
     import numpy as np
 
     t = np.array([s for b in seconds for s in seconds[b]], dtype=np.float64)
@@ -341,8 +341,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.warmup < 1 or args.batches < 1:
         p.error("--warmup and --batches must be >= 1")
-    if not 0 <= args.service_us <= 1e6:
-        p.error("--service-us must be in [0, 1e6] µs per tuple")
+    from engine.spark.engine import MAX_SERVICE_US
+
+    if not 0 <= args.service_us <= MAX_SERVICE_US:
+        p.error(f"--service-us must be in [0, {MAX_SERVICE_US:g}] µs per tuple")
     if args.per_batch % SOURCES:
         p.error(f"--per-batch must be a multiple of {SOURCES} (the source instances)")
     from engine import registry

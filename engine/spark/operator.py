@@ -309,6 +309,7 @@ def unpack_output(table: pa.Table) -> dict[str, Any]:
             d = dead.setdefault(reason, [0, []])
             d[0] += count
             d[1].extend(samples[: max(0, 5 - len(d[1]))])
+
     def column(name: str) -> np.ndarray:
         return np.asarray(table.column(name).to_numpy(zero_copy_only=False))[stat].astype(np.int64, copy=False)
 
