@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from engine.grouping import Grouping
 from engine.params import ParamError, resolve_params
+from engine.settings import SOURCES, WORKERS, check
 
 __all__ = ["NAMES", "UnknownAlgorithm", "create", "describe", "get", "names", "register", "validate_params"]
 
@@ -86,10 +87,8 @@ def create(
 ) -> Grouping:
     """Instantiate ``name`` after validating its parameters."""
     cls = get(name)
-    if int(n_workers) < 1:
-        raise ParamError(f"workers must be >= 1, got {n_workers}")
-    if int(n_sources) < 1:
-        raise ParamError(f"sources must be >= 1, got {n_sources}")
+    check(WORKERS, n_workers)
+    check(SOURCES, n_sources)
     return cls(int(n_workers), int(n_sources), int(seed), validate_params(name, params))
 
 
