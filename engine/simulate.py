@@ -13,7 +13,7 @@ from engine.controller import COST_MODELS
 from engine.params import ParamError
 from engine.runtime.local import Change, LocalRuntime
 from engine.settings import INTERVAL_MESSAGES, MESSAGES, SOURCES, WINDOW, WORKERS, check
-from engine.workloads import WORKLOADS, create_workload, workload_names
+from engine.workloads import create_workload, workload_class
 
 __all__ = ["DEFAULT_MESSAGES", "SimulationConfig", "parse_change", "run_simulation", "stream_messages"]
 
@@ -95,7 +95,7 @@ def run_simulation(cfg: SimulationConfig, progress: Callable[[int, int, int], No
     """
     cfg.validate()
     wparams = dict(cfg.workload_params)
-    wcls_params = {p.name for p in _workload_class(cfg.workload).params}
+    wcls_params = {p.name for p in workload_class(cfg.workload).params}
     if "instances" in wcls_params and "instances" not in wparams:
         # Fang's fluctuation f is defined on the loads of the n task instances (Sec. V).
         wparams["instances"] = cfg.workers
@@ -124,9 +124,3 @@ def run_simulation(cfg: SimulationConfig, progress: Callable[[int, int, int], No
     result.update(out)
     return result
 
-
-
-def _workload_class(name: str):
-    if name not in workload_names():
-        create_workload(name)  # raises the one-line "unknown workload" error
-    return WORKLOADS[name]

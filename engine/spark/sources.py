@@ -695,16 +695,17 @@ class GeneratorStreamReader(_PacedRangeReader):
     """Driver side of :class:`GeneratorDataSource` (planning) and executor side (``read``)."""
 
     def __init__(self, options: Mapping[str, Any]) -> None:
-        from engine.workloads import WORKLOADS, workload_names
+        from engine.workloads import workload_class
 
         given = {str(k).lower(): v for k, v in dict(options).items()}
         if str(given.get("messages", "")).strip().lower() in ("", "inf", "none"):
             given.pop("messages", None)  # unbounded
         o = source_options(given, GENERATOR, GENERATOR_OPTIONS)
         name = o["workload"]
-        names = workload_names()
-        if name not in names:
-            raise ValueError(f"{GENERATOR}: unknown workload {name!r}; known: {', '.join(names)}")
+        try:
+            workload = workload_class(name)
+        except ParamError as exc:
+            raise ParamError(f"{GENERATOR}: {exc}") from None
         try:
             params = json.loads(o["params"] or "{}")
         except json.JSONDecodeError as exc:
@@ -713,12 +714,12 @@ class GeneratorStreamReader(_PacedRangeReader):
             raise ValueError(f"{GENERATOR}: option params must be a JSON object, got {type(params).__name__}")
         seed = o["seed"]
         # Validate the parameters now without building a vocabulary (ParamError is a ValueError).
-        resolve_params(WORKLOADS[name].params, params, owner=f"workload {name}")
+        resolve_params(workload.params, params, owner=f"workload {name}")
         self.instances = o["partitions"]
         chunk, messages, mode = o["chunk"], o["messages"], o["mode"]
         self.max_per_batch = o["max_per_batch"]
         self.cfg = (name, json.dumps(params, sort_keys=True), seed, self.instances, chunk, mode, messages)
-        if WORKLOADS[name].finite:
+        if workload.finite:
             caps = _trace_caps(name, params, seed, messages, chunk, self.instances, mode)
         else:
             caps = _generator_caps(messages, chunk, self.instances, mode)
