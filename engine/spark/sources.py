@@ -126,8 +126,11 @@ except ImportError:  # pragma: no cover - older pyspark: no read limits, no avai
 __all__ = [
     "ARROW_SCHEMAS",
     "FILE",
+    "FILE_OPTIONS",
     "GENERATOR",
+    "GENERATOR_OPTIONS",
     "KAFKA",
+    "KAFKA_OPTIONS",
     "SCHEMAS",
     "FileDataSource",
     "GeneratorDataSource",
@@ -138,6 +141,7 @@ __all__ = [
     "load_key_file",
     "partition_seed",
     "register",
+    "source_options",
 ]
 
 GENERATOR = "skewlab-generator"
@@ -173,7 +177,7 @@ def _schema(fmt: str, options: Mapping[str, Any]) -> str:
     if options.get("route_dir"):
         from engine.spark.topology import ROUTED_SCHEMA, ROUTED_VALUES_SCHEMA
 
-        routed_values = Param("route_values", "bool", False, "").coerce(options.get("route_values", False))
+        routed_values = source_options(options, fmt, _ROUTE_OPTIONS)["route_values"]
         return ROUTED_VALUES_SCHEMA if routed_values else ROUTED_SCHEMA
     return SCHEMAS[fmt]
 
