@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 from engine import registry
-from engine.commands import MAX_WORKERS, CommandError, validate_command
+from engine.commands import CommandError, validate_command
 from engine.params import Param, ParamError
+from engine.settings import MAX_WORKERS, WORKERS, check
 
 __all__ = [
     "Authorizer",
@@ -150,8 +152,8 @@ def build_algorithm_command(
     return kind, payload
 
 
-#: The worker count of the form, parsed like every declared parameter (same notations, same messages).
-WORKERS_PARAM = Param("workers", "int", 1, "number of workers (absolute)", low=1, high=MAX_WORKERS)
+#: The worker count of the form: the run setting :data:`engine.settings.WORKERS` (same notations, same messages).
+WORKERS_PARAM = WORKERS
 
 
 def build_workers_command(value: Any, max_workers: int | None = None) -> tuple[str, dict[str, Any]]:
@@ -161,7 +163,7 @@ def build_workers_command(value: Any, max_workers: int | None = None) -> tuple[s
     if value is None or (isinstance(value, str) and not value.strip()):
         raise CommandError(f"set-workers: enter a worker count in {workers_range(top)}")
     try:
-        n = WORKERS_PARAM.coerce(value)
+        n = check(WORKERS, value)
     except ParamError as exc:
         raise CommandError(f"set-workers: {exc}") from None
     kind, payload = validate_command("set-workers", {"workers": n}, current_algorithm="hash", current_params={},
@@ -171,7 +173,7 @@ def build_workers_command(value: Any, max_workers: int | None = None) -> tuple[s
 
 def workers_range(max_workers: int | None = None) -> str:
     """The worker counts a run accepts, as shown next to the form's worker box."""
-    return f"[1, {int(max_workers) if max_workers else MAX_WORKERS}]"
+    return replace(WORKERS, high=int(max_workers) if max_workers else MAX_WORKERS).range_text()
 
 
 def pause_noop(kind: str, recent: Sequence[Mapping[str, Any]], status: str | None) -> str | None:

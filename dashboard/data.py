@@ -141,7 +141,10 @@ def load_bands(worker_rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]
 
 
 class TTLCache:
-    """A tiny thread-safe cache with a time-to-live per entry and a bounded size."""
+    """A tiny thread-safe cache with a time-to-live per entry and a bounded size.
+
+    Hand-written because :func:`functools.lru_cache` has no expiry and the callers give a time to live
+    per lookup; a library (``cachetools.TLRUCache``) would add a dependency for these few lines."""
 
     def __init__(self, ttl: float, max_entries: int = 64, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl = float(ttl)

@@ -11,6 +11,7 @@ import json
 import sys
 from typing import Any, Sequence
 
+from engine import settings
 from engine.params import ParamError, parse_assignments
 
 EXIT_USAGE = 2
@@ -349,20 +350,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("simulate", help="run a grouping on a workload in the local runtime")
     s.add_argument("--algorithm", default="mixed", help="registry name (see 'skewlab algorithms'); default mixed")
-    s.add_argument("--workers", type=int, default=8, help="number of workers n (default 8)")
-    s.add_argument("--sources", type=int, default=2, help="number of upstream sources S (default 2)")
+    s.add_argument("--workers", type=int, default=settings.WORKERS.default, help=settings.flag_help(settings.WORKERS))
+    s.add_argument("--sources", type=int, default=settings.SOURCES.default, help=settings.flag_help(settings.SOURCES))
     s.add_argument("--workload", default=None, help="workload name (see 'skewlab workloads'); default zipf")
     s.add_argument("--zipf", type=float, default=None, help="Zipf exponent z (zipf/drift workloads; default 1.0)")
     s.add_argument("--keys", type=int, default=None, help="number of distinct keys K (zipf/drift workloads; default 10000)")
     s.add_argument("--input", default=None, help="replay keys from FILE (one key per line, or a CSV column)")
     s.add_argument("--column", default=None, help="CSV column (name or 0-based index) with --input")
     s.add_argument("--workload-param", action="append", metavar="NAME=VALUE", help="workload parameter (repeatable)")
-    s.add_argument("--messages", type=int, default=None,
-                   help="messages to simulate (default: the whole --input file, else 1e6)")
-    s.add_argument("--interval-messages", type=int, default=100_000, help="messages per interval (default 1e5)")
+    s.add_argument("--messages", type=int, default=settings.MESSAGES.default, help=settings.flag_help(settings.MESSAGES, "default: the whole --input file, else 1e6"))
+    s.add_argument("--interval-messages", type=int, default=settings.INTERVAL_MESSAGES.default,
+                   help=settings.flag_help(settings.INTERVAL_MESSAGES))
     s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     s.add_argument("--param", action="append", metavar="NAME=VALUE", help="algorithm parameter (repeatable)")
-    s.add_argument("--window", type=int, default=10, help="state window w in intervals (default 10)")
+    s.add_argument("--window", type=int, default=settings.WINDOW.default, help=settings.flag_help(settings.WINDOW))
     s.add_argument("--cost-model", default="linear", help="linear (count) or join (quadratic); default linear")
     s.add_argument("--change", action="append", metavar="I:workers=N|I:algorithm=NAME",
                    help="operator action before interval I (repeatable)")
@@ -381,20 +382,19 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--db", default=None, help="database URL (default: SQLite file data/skewlab.db)")
     e.add_argument("--algorithm", default="mixed", help="registry name (default mixed)")
     e.add_argument("--param", action="append", metavar="NAME=VALUE", help="algorithm parameter (repeatable)")
-    e.add_argument("--workers", type=int, default=8, help="number of workers (default 8)")
-    e.add_argument("--sources", type=int, default=2, help="source instances for generator/file (default 2)")
-    e.add_argument("--interval", type=float, default=2.0, help="seconds per micro-batch / interval (default 2)")
-    e.add_argument("--rate", type=float, default=50_000, help="target tuples/s for generator/file (default 50000; 0 = unlimited)")
-    e.add_argument("--max-per-batch", type=int, default=2_000_000, help="cap on tuples per micro-batch")
+    e.add_argument("--workers", type=int, default=settings.WORKERS.default, help=settings.flag_help(settings.WORKERS))
+    e.add_argument("--sources", type=int, default=settings.SOURCES.default, help=settings.flag_help(settings.SOURCES))
+    e.add_argument("--interval", type=float, default=settings.INTERVAL.default, help=settings.flag_help(settings.INTERVAL))
+    e.add_argument("--rate", type=float, default=settings.RATE.default, help=settings.flag_help(settings.RATE, "0 = unlimited"))
+    e.add_argument("--max-per-batch", type=int, default=settings.MAX_PER_BATCH.default, help=settings.flag_help(settings.MAX_PER_BATCH))
     e.add_argument("--checkpoint", default=None, help="checkpoint directory (restart with the same one)")
     e.add_argument("--run-name", default=None, help="name of the run (default checkpoint dir data/checkpoints/NAME)")
     e.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     e.add_argument("--max-batches", type=int, default=None, help=argparse.SUPPRESS)
     e.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
-    e.add_argument("--window", type=int, default=10, help="state window in intervals (default 10)")
-    e.add_argument("--max-workers", type=int, default=None,
-                   help="most workers the run can grow to: Spark state partitions, fixed for the checkpoint's life "
-                        "(default 2 x --workers)")
+    e.add_argument("--window", type=int, default=settings.WINDOW.default, help=settings.flag_help(settings.WINDOW))
+    e.add_argument("--max-workers", type=int, default=settings.MAX_WORKERS_SETTING.default,
+                   help=settings.flag_help(settings.MAX_WORKERS_SETTING, "default 2 x --workers"))
     e.add_argument("--sink", default=None,
                    help="where the operator's results go: a directory of Parquet files (default "
                         "data/results/<checkpoint name>) or kafka://HOST:PORT/TOPIC (partition W = worker W, "

@@ -2,7 +2,8 @@
 
 Commands travel dashboard/CLI → ``commands`` table → engine.  The store accepts only the known kinds
 and JSON-object payloads; here the engine validates the *content* (algorithm registered, parameters
-declared and in range, worker count in range, operator/grouping compatible) and either applies the
+declared and in range, worker count in the range of :data:`engine.settings.WORKERS`, operator/grouping
+compatible) and either applies the
 command or rejects it with a one-line reason.  Nothing in a payload is evaluated: names are looked up
 in the registry, values are parsed by :class:`~engine.params.Param`.
 
@@ -28,11 +29,11 @@ from typing import Any, Mapping
 
 from engine import registry
 from engine.params import ParamError
+from engine.settings import MAX_WORKERS, WORKERS, check
 from storage.models import COMMAND_KINDS
 
 __all__ = ["COMMAND_KINDS", "CommandError", "CommandResult", "MAX_WORKERS", "apply_command", "validate_command"]
 
-MAX_WORKERS = 1024
 _FIELDS = {
     "set-algorithm": {"algorithm", "params"},
     "set-param": {"params"},
@@ -103,10 +104,12 @@ def validate_command(
                 n_int = None
             if n_int is None:
                 raise CommandError(f"set-workers: 'workers' must be an integer, got {str(n)[:20]!r}")
-            if not 1 <= n_int <= max_workers:
+            try:
+                check(WORKERS, n_int, high=max_workers)
+            except ParamError as exc:
                 limit = "" if max_workers == MAX_WORKERS else (
                     " (the run's --max-workers: Spark's state partitions, fixed for the checkpoint's life)")
-                raise CommandError(f"set-workers: workers {n_int} out of range [1, {max_workers}]{limit}")
+                raise CommandError(f"set-workers: {exc}{limit}") from None
             return kind, {"workers": n_int}
         return kind, {}
     except ParamError as exc:

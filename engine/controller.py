@@ -59,6 +59,7 @@ from engine.grouping import Grouping, IntervalStats, Plan
 from engine.keys import Vocabulary, home
 from engine.metrics import load_metrics
 from engine.params import ParamError
+from engine.settings import WORKERS, check
 from engine.state import (WORKER_BITS, KeyedWindowState, aggregate_pairs, decode, encode, pack_codes,
                           searchsorted_ascending, segment_sums, union_sorted, unpack_codes)
 
@@ -448,8 +449,7 @@ class Controller:
 
     def resize(self, n_workers: int) -> dict[str, Any]:
         """Change the number of workers; state on removed workers and re-homed keys migrates."""
-        if int(n_workers) < 1:
-            raise ParamError(f"workers must be >= 1, got {n_workers}")
+        check(WORKERS, n_workers)
         previous = self.n_workers
         self.grouping.resize(int(n_workers))
         self._grow_cum_loads()

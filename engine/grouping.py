@@ -35,6 +35,7 @@ import numpy as np
 
 from engine.keys import home as _home
 from engine.params import Param, resolve_params
+from engine.settings import SOURCES, WORKERS, check
 from engine.table_lookup import build_key_index, lookup_keys
 
 __all__ = ["GATE_PARAMS", "Grouping", "IntervalStats", "Plan", "RebalancingGrouping", "RoutingTable", "make_plan"]
@@ -267,10 +268,8 @@ class Grouping(ABC):
         seed: int = 0,
         params: Mapping[str, Any] | None = None,
     ) -> None:
-        if int(n_workers) < 1:
-            raise ValueError(f"workers must be >= 1, got {n_workers}")
-        if int(n_sources) < 1:
-            raise ValueError(f"sources must be >= 1, got {n_sources}")
+        check(WORKERS, n_workers)
+        check(SOURCES, n_sources)
         self.n_workers = int(n_workers)
         self.n_sources = int(n_sources)
         self.seed = int(seed)
@@ -302,8 +301,7 @@ class Grouping(ABC):
 
     def resize(self, n_workers: int) -> None:
         """Change the number of workers between intervals (local estimates restart)."""
-        if int(n_workers) < 1:
-            raise ValueError(f"workers must be >= 1, got {n_workers}")
+        check(WORKERS, n_workers)
         self.n_workers = int(n_workers)
 
     # -------------------------------------------------------------- rebalancing path

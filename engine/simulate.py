@@ -12,7 +12,8 @@ from engine import registry
 from engine.controller import COST_MODELS
 from engine.params import ParamError
 from engine.runtime.local import Change, LocalRuntime
-from engine.workloads import WORKLOADS, create_workload, workload_names
+from engine.settings import INTERVAL_MESSAGES, MESSAGES, SOURCES, WINDOW, WORKERS, check
+from engine.workloads import create_workload, workload_class
 
 __all__ = ["DEFAULT_MESSAGES", "SimulationConfig", "parse_change", "run_simulation", "stream_messages"]
 
@@ -26,38 +27,35 @@ class SimulationConfig:
     :data:`DEFAULT_MESSAGES`; a number caps a file's stream (or loops it with ``loop=true``)."""
 
     algorithm: str = "mixed"
-    workers: int = 8
-    sources: int = 2
+    workers: int = WORKERS.default
+    sources: int = SOURCES.default
     workload: str = "zipf"
     workload_params: dict[str, Any] = field(default_factory=dict)
     messages: int | None = None
-    interval_messages: int = 100_000
+    interval_messages: int = INTERVAL_MESSAGES.default
     seed: int = 0
     params: dict[str, Any] = field(default_factory=dict)
-    window: int = 10
+    window: int = WINDOW.default
     cost_model: str = "linear"
     changes: Sequence[Change] = ()
 
     def validate(self) -> None:
-        """Raise :class:`ParamError` (one line) for any invalid setting."""
-        if self.workers < 1:
-            raise ParamError(f"--workers must be >= 1, got {self.workers}")
-        if self.workers >= (1 << 20):
-            raise ParamError(f"--workers must be < {1 << 20}, got {self.workers}")
-        if self.sources < 1:
-            raise ParamError(f"--sources must be >= 1, got {self.sources}")
-        if self.messages is not None and self.messages < 0:
-            raise ParamError(f"--messages must be >= 0, got {self.messages}")
-        if self.interval_messages < 1:
-            raise ParamError(f"--interval-messages must be >= 1, got {self.interval_messages}")
-        if self.window < 1:
-            raise ParamError(f"--window must be >= 1, got {self.window}")
+        """Raise :class:`ParamError` (one line) for any invalid setting (ranges from :mod:`engine.settings`)."""
+        check(WORKERS, self.workers)
+        check(SOURCES, self.sources)
+        if self.messages is not None:
+            check(MESSAGES, self.messages)
+        check(INTERVAL_MESSAGES, self.interval_messages)
+        check(WINDOW, self.window)
         if self.cost_model not in COST_MODELS:
             raise ParamError(f"--cost-model must be one of {'|'.join(COST_MODELS)}, got {self.cost_model!r}")
         registry.validate_params(self.algorithm, self.params)
         for ch in self.changes:
-            if ch.kind == "workers" and not 1 <= int(ch.value) < (1 << 20):
-                raise ParamError(f"--change {ch.at}:workers={ch.value}: workers must be >= 1")
+            if ch.kind == "workers":
+                try:
+                    check(WORKERS, ch.value)
+                except ParamError as exc:
+                    raise ParamError(f"--change {ch.at}:workers={ch.value}: {exc}") from None
             if ch.kind == "algorithm":
                 registry.validate_params(str(ch.value), ch.params or {})
 
@@ -97,7 +95,7 @@ def run_simulation(cfg: SimulationConfig, progress: Callable[[int, int, int], No
     """
     cfg.validate()
     wparams = dict(cfg.workload_params)
-    wcls_params = {p.name for p in _workload_class(cfg.workload).params}
+    wcls_params = {p.name for p in workload_class(cfg.workload).params}
     if "instances" in wcls_params and "instances" not in wparams:
         # Fang's fluctuation f is defined on the loads of the n task instances (Sec. V).
         wparams["instances"] = cfg.workers
@@ -126,9 +124,3 @@ def run_simulation(cfg: SimulationConfig, progress: Callable[[int, int, int], No
     result.update(out)
     return result
 
-
-
-def _workload_class(name: str):
-    if name not in workload_names():
-        create_workload(name)  # raises the one-line "unknown workload" error
-    return WORKLOADS[name]

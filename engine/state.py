@@ -45,6 +45,8 @@ from typing import Any
 import numba
 import numpy as np
 
+from engine.settings import WINDOW, check
+
 __all__ = [
     "KeyedWindowState",
     "WORKER_BITS",
@@ -387,8 +389,7 @@ class KeyedWindowState:
     """Windowed per-(key, worker) counts over the last ``window`` intervals (see the module docstring)."""
 
     def __init__(self, window: int) -> None:
-        if int(window) < 1:
-            raise ValueError(f"window must be >= 1 interval, got {window}")
+        check(WINDOW, window)
         self.window = int(window)
         self.slots: deque[tuple[np.ndarray, np.ndarray]] = deque()
         self._packed: deque[tuple | None] = deque()  # pickled form of each slot, None until first needed

@@ -64,8 +64,8 @@ def test_simulate_file_input(tmp_path, capsys):
     "argv, fragment",
     [
         (["simulate", "--algorithm", "pkgg"], "did you mean 'pkg'"),
-        (["simulate", "--algorithm", "hash", "--workers", "0"], "workers must be >= 1"),
-        (["simulate", "--algorithm", "hash", "--sources", "0"], "sources must be >= 1"),
+        (["simulate", "--algorithm", "hash", "--workers", "0"], "parameter workers: 0 is out of range [1, 1024]"),
+        (["simulate", "--algorithm", "hash", "--sources", "0"], "parameter sources: 0 is out of range [1, 4096]"),
         (["simulate", "--algorithm", "consistent", "--param", "replicas=0"], "out of range [1, 4096]"),
         (["simulate", "--algorithm", "hash", "--param", "bogus=1"], "unknown parameter 'bogus'"),
         (["simulate", "--algorithm", "hash", "--zipf", "9"], "out of range"),

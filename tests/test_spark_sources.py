@@ -170,12 +170,12 @@ def test_generator_instance_stream_is_the_seeded_workload():
 def test_generator_piecewise_sequential_and_replay_identical():
     r = _gen_reader()
     whole = _read_keys(r, 2, 0, 1000)
-    S._GEN_CACHE.items.clear()
+    S._gen_stream.cache_clear()
     pieces = []
     for lo, hi in [(0, 10), (10, 64), (64, 65), (65, 500), (500, 1000)]:  # sequential, cache reuse
         pieces += _read_keys(r, 2, lo, hi)
     assert pieces == whole
-    stream = S._GEN_CACHE.items[(r.cfg, 2)]
+    stream = S._gen_stream(r.cfg, 2)  # the cached cursor
     assert stream.base > 0  # the cursor advanced, it was not rebuilt for every range
     assert _read_keys(r, 2, 130, 260) == whole[130:260]  # replay of an earlier range: rebuild + skip
     assert _read_keys(r, 2, 900, 1000) == whole[900:]

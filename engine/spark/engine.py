@@ -60,13 +60,15 @@ import numpy as np
 
 from engine import registry
 from engine.checkpoint import STREAM_FIELDS, SnapshotStore, stream_mismatch
-from engine.commands import MAX_WORKERS, apply_command
+from engine.commands import apply_command
 from engine.controller import Controller, compose_orders
 from engine.keys import FingerprintVocabulary
 from engine.spark.driver_memory import limit_retained_memory, release_unused
 from engine.metrics import format_rate
 from engine.metrics_sink import MetricsSink, PendingInterval
 from engine.params import ParamError
+from engine import settings as run_settings
+from engine.settings import MAX_WORKERS, check
 from engine.shadow import ShadowEvaluator, default_shadow_names
 from engine.spark.result_sink import open_sink, restore_sink
 
@@ -148,16 +150,16 @@ class EngineConfig:
     db: str | None = None
     algorithm: str = "mixed"
     params: dict[str, Any] = field(default_factory=dict)
-    workers: int = 8
-    sources: int = 2
-    interval: float = 2.0
-    rate: float = 50_000.0
-    max_per_batch: int = 2_000_000
+    workers: int = run_settings.WORKERS.default
+    sources: int = run_settings.SOURCES.default
+    interval: float = run_settings.INTERVAL.default
+    rate: float = run_settings.RATE.default
+    max_per_batch: int = run_settings.MAX_PER_BATCH.default
     checkpoint: str | None = None
     run_name: str = ""
     duration: float | None = None
     master: str = "local[*]"
-    window: int = 10
+    window: int = run_settings.WINDOW.default
     operator: str = "count"
     workload: str = "zipf"
     workload_params: dict[str, Any] = field(default_factory=dict)
@@ -181,19 +183,12 @@ class EngineConfig:
             raise ParamError(f"--source must be one of {'|'.join(SOURCES)}, got {self.source!r}")
         if self.operator not in OPERATORS:
             raise ParamError(f"--operator must be one of {'|'.join(OPERATORS)}, got {self.operator!r}")
-        if not 1 <= self.workers <= MAX_WORKERS:
-            raise ParamError(f"--workers must be in [1, {MAX_WORKERS}], got {self.workers}")
-        if self.max_workers is not None and not self.workers <= self.max_workers <= MAX_WORKERS:
-            raise ParamError(f"--max-workers must be in [--workers, {MAX_WORKERS}] = [{self.workers}, {MAX_WORKERS}], "
-                             f"got {self.max_workers}")
-        if self.sources < 1:
-            raise ParamError(f"--sources must be >= 1, got {self.sources}")
-        if not self.interval > 0:
-            raise ParamError(f"--interval must be > 0 seconds, got {self.interval}")
-        if self.rate < 0:
-            raise ParamError(f"--rate must be >= 0 tuples/s (0 = unlimited), got {self.rate}")
-        if self.window < 1:
-            raise ParamError(f"--window must be >= 1 interval, got {self.window}")
+        for name in ("workers", "sources", "interval", "rate", "max_per_batch", "window"):
+            check(name, getattr(self, name))
+        if self.max_workers is not None:
+            check(run_settings.MAX_WORKERS_SETTING, self.max_workers)
+            if self.max_workers < self.workers:
+                raise ParamError(f"--max-workers must be >= --workers ({self.workers}), got {self.max_workers}")
         if not 0 <= self.service_us <= MAX_SERVICE_US:
             raise ParamError(f"--service-us must be in [0, {MAX_SERVICE_US:g}] µs per tuple, got {self.service_us}")
         if self.duration is not None and self.duration <= 0:

@@ -33,7 +33,8 @@ column      type      meaning
 ==========  ========  =============================================================================
 
 Dead letters (``error``): ``no_key`` (Kafka record without key), ``bad_utf8``, ``oversized``
-(key longer than ``max_key_bytes``), ``empty_line`` / ``missing_column`` (file).  Bad records are
+(key longer than ``max_key_bytes``), ``empty_line`` / ``missing_column`` / ``empty_key`` (file: the
+rules of :mod:`engine.workloads.key_file`).  Bad records are
 emitted, never raised, so the engine can count them; a query never dies on a malformed record.
 
 Admission control (generator and file)
@@ -73,6 +74,13 @@ partition.  A batch replayed from Spark's offset log therefore uses the snapshot
 with.  ``NEXT`` missing (no engine published yet) or a named snapshot missing is an error that
 says so.
 
+Options
+-------
+Each source declares its options as :class:`~engine.params.Param` (:data:`GENERATOR_OPTIONS`,
+:data:`FILE_OPTIONS`, :data:`KAFKA_OPTIONS`; the run settings among them come from
+:mod:`engine.settings`) and parses them with :func:`source_options`: the same ranges and one-line
+messages as the CLI and the engine's commands.
+
 Executor-side caches
 --------------------
 Python workers are reused between tasks (``spark.python.worker.reuse``), so module-level caches
@@ -92,19 +100,22 @@ live across micro-batches in each worker process:
 
 from __future__ import annotations
 
-import csv
+import functools
 import json
-import math
 import os
 import re
 import threading
 import time
-from collections import OrderedDict
+from dataclasses import replace
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+from engine import settings
+from engine.params import Param, ParamError, resolve_params
+from engine.workloads.key_file import RAW_BYTES, parse_separator, read_key_file
 
 try:  # Spark >= 4.2: admission control API
     from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
@@ -115,8 +126,11 @@ except ImportError:  # pragma: no cover - older pyspark: no read limits, no avai
 __all__ = [
     "ARROW_SCHEMAS",
     "FILE",
+    "FILE_OPTIONS",
     "GENERATOR",
+    "GENERATOR_OPTIONS",
     "KAFKA",
+    "KAFKA_OPTIONS",
     "SCHEMAS",
     "FileDataSource",
     "GeneratorDataSource",
@@ -127,6 +141,7 @@ __all__ = [
     "load_key_file",
     "partition_seed",
     "register",
+    "source_options",
 ]
 
 GENERATOR = "skewlab-generator"
@@ -135,7 +150,6 @@ KAFKA = "skewlab-kafka"
 
 #: Length used for an unbounded stream (2^62 tuples: never reached, still a JSON/int64 number).
 UNBOUNDED = 1 << 62
-RAW_BYTES = 32  # bytes of a bad record kept (as hex) in column ``raw``
 
 SCHEMAS: dict[str, str] = {
     GENERATOR: "key STRING, source INT, seq BIGINT, error STRING",
@@ -163,7 +177,8 @@ def _schema(fmt: str, options: Mapping[str, Any]) -> str:
     if options.get("route_dir"):
         from engine.spark.topology import ROUTED_SCHEMA, ROUTED_VALUES_SCHEMA
 
-        return ROUTED_VALUES_SCHEMA if str(options.get("route_values", "")).lower() == "true" else ROUTED_SCHEMA
+        routed_values = source_options(options, fmt, _ROUTE_OPTIONS)["route_values"]
+        return ROUTED_VALUES_SCHEMA if routed_values else ROUTED_SCHEMA
     return SCHEMAS[fmt]
 
 
@@ -246,8 +261,8 @@ class RouteFiles:
                              "directory was changed or pruned while a batch was pending") from None
 
 
-def _route_files(o: "_Options") -> RouteFiles | None:
-    route_dir = o.text("route_dir", "")
+def _route_files(options: Mapping[str, Any]) -> RouteFiles | None:
+    route_dir = options["route_dir"]
     return RouteFiles(route_dir) if route_dir else None
 
 
@@ -300,57 +315,64 @@ def _routed(route: bytes | None, batches: Iterator[pa.RecordBatch], lead: bool =
 
 
 # ============================================================================ shared helpers
-class _Options:
-    """Typed access to a data source's string options with one-line :class:`ValueError` messages."""
+_ROUTE_OPTIONS = (
+    Param("route_dir", "str", "", "directory of the engine's routing snapshots (set by the engine)"),
+    Param("route_values", "bool", False, "routed rows carry the tuple's seq as value (join operator)"),
+)
+#: Options of ``skewlab-generator`` (see :class:`GeneratorDataSource`); run settings from :mod:`engine.settings`.
+GENERATOR_OPTIONS: tuple[Param, ...] = (
+    Param("workload", "str", "zipf", "workload name (engine.workloads.workload_names())", high=64),
+    Param("params", "str", "{}", "JSON object of workload parameters", high=1 << 20),
+    settings.SEED,
+    replace(settings.SOURCES, name="partitions", default=2, help="source instances"),
+    Param("chunk", "int", 10_000, "the workload's interval_messages", low=1, high=10_000_000),
+    Param("messages", "int", None, "total tuples over all instances (empty/inf/none: unbounded)", low=0,
+          high=UNBOUNDED),
+    Param("mode", "choice", "seed", "seed: independent draws per instance; stride: one global stream",
+          choices=("seed", "stride")),
+    replace(settings.MAX_PER_BATCH, default=500_000),
+    replace(settings.RATE, default=100_000.0),
+    *_ROUTE_OPTIONS,
+)
+#: Options of ``skewlab-file`` (see :class:`FileDataSource`).
+FILE_OPTIONS: tuple[Param, ...] = (
+    Param("path", "str", None, "the key file (required)"),
+    Param("column", "str", "", "CSV column name or 0-based index; empty = one key per line", high=256),
+    Param("sep", "str", ",", "CSV separator: one character, or 'tab'", high=3),
+    Param("header", "bool", None, "the file has a header line (default: iff column is a name)"),
+    replace(settings.SOURCES, name="partitions", default=1, help="source instances"),
+    replace(settings.MAX_PER_BATCH, default=500_000),
+    replace(settings.RATE, default=0.0),
+    *_ROUTE_OPTIONS,
+)
+#: Options of ``skewlab-kafka`` (see :class:`KafkaDataSource`).
+KAFKA_OPTIONS: tuple[Param, ...] = (
+    Param("bootstrap", "str", None, "Kafka bootstrap host:port[,host:port] (required)"),
+    Param("topic", "str", None, "topic (required)", high=255),
+    replace(settings.MAX_PER_BATCH, default=100_000),
+    Param("starting", "choice", "earliest", "where a new query starts", choices=("earliest", "latest")),
+    Param("timeout_ms", "int", 30_000, "broker requests and one read, ms", low=100, high=3_600_000),
+    Param("probe_highwater", "bool", True, "raise end offsets to the high watermark of a Fetch"),
+    Param("key_from", "choice", "key", "the grouping key is the record's key or value", choices=("key", "value")),
+    Param("max_key_bytes", "int", 1024, "longer keys are dead letters 'oversized'", low=1),
+    *_ROUTE_OPTIONS,
+)
 
-    def __init__(self, options: Mapping[str, Any], source: str) -> None:
-        self.o = {str(k).lower(): v for k, v in dict(options).items()}
-        self.source = source
 
-    def _fail(self, name: str, value: Any, what: str) -> ValueError:
-        return ValueError(f"{self.source}: option {name}={value!r} {what}")
-
-    def text(self, name: str, default: str | None = None) -> str:
-        value = self.o.get(name.lower(), default)
-        if value is None:
-            raise ValueError(f"{self.source}: option {name!r} is required")
-        return str(value)
-
-    def integer(self, name: str, default: int, low: int | None = None, high: int | None = None) -> int:
-        raw = self.o.get(name.lower(), default)
-        try:
-            value = int(str(raw).strip())
-        except ValueError:
-            raise self._fail(name, raw, "is not an integer") from None
-        if (low is not None and value < low) or (high is not None and value > high):
-            rng = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
-            raise self._fail(name, raw, f"is out of range {rng}")
-        return value
-
-    def number(self, name: str, default: float, low: float = 0.0) -> float:
-        raw = self.o.get(name.lower(), default)
-        try:
-            value = float(str(raw).strip())
-        except ValueError:
-            raise self._fail(name, raw, "is not a number") from None
-        if not math.isfinite(value) or value < low:
-            raise self._fail(name, raw, f"must be a finite number >= {low:g}")
-        return value
-
-    def boolean(self, name: str, default: bool) -> bool:
-        raw = self.o.get(name.lower(), default)
-        text = str(raw).strip().lower()
-        if text in ("1", "true", "yes", "on"):
-            return True
-        if text in ("0", "false", "no", "off"):
-            return False
-        raise self._fail(name, raw, "is not a boolean (true/false)")
-
-    def choice(self, name: str, default: str, choices: Sequence[str]) -> str:
-        raw = str(self.o.get(name.lower(), default)).strip().lower()
-        if raw not in choices:
-            raise self._fail(name, raw, f"must be one of {'|'.join(choices)}")
-        return raw
+def source_options(options: Mapping[str, Any], source: str, declared: Sequence[Param]) -> dict[str, Any]:
+    """The ``declared`` options of data source ``source``: given values (names case-insensitive; others
+    ignored) parsed by their :class:`~engine.params.Param`, else the defaults.  A declaration with
+    default ``None`` and kind ``str`` is required.  Raises ParamError (a ValueError) with one line."""
+    given = {str(k).lower(): v for k, v in dict(options).items()}
+    names = {p.name for p in declared}
+    try:
+        values = resolve_params(declared, {k: v for k, v in given.items() if k in names})
+    except ParamError as exc:
+        raise ParamError(f"{source}: {exc}") from None
+    for p in declared:
+        if p.kind == "str" and values[p.name] is None:
+            raise ParamError(f"{source}: option {p.name!r} is required")
+    return values
 
 
 def fair_split(total: int, caps: Sequence[int]) -> list[int]:
@@ -451,28 +473,6 @@ class _Pacer:
         new_total = max(done, min(emitted, cap))
         counts = fair_split(new_total, self.caps)
         return [max(s, c) for s, c in zip(start, counts)]
-
-
-class _LRU:
-    """Tiny thread-safe LRU for executor-side caches."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.items: OrderedDict = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, key, make):
-        with self.lock:
-            if key in self.items:
-                self.items.move_to_end(key)
-                return self.items[key]
-        value = make()
-        with self.lock:
-            self.items[key] = value
-            self.items.move_to_end(key)
-            while len(self.items) > self.size:
-                self.items.popitem(last=False)
-        return value
 
 
 def _hex(data: bytes | None) -> str | None:
@@ -583,12 +583,16 @@ class _GenStream:
                 pos += hi - lo
 
 
-_GEN_CACHE = _LRU(64)
+@functools.lru_cache(maxsize=64)
+def _gen_stream(cfg: tuple, instance: int) -> _GenStream:
+    """The executor's cursor over instance ``instance`` of generator configuration ``cfg`` (cached per
+    worker process; two threads missing at once may build two cursors: both are correct)."""
+    return _GenStream(cfg, instance)
 
 
 def generator_stream_ids(cfg: tuple, instance: int, start: int, end: int) -> list[str]:
     """Keys ``[start, end)`` of instance ``instance`` (uses the same cache as the source)."""
-    stream = _GEN_CACHE.get((cfg, instance), lambda: _GenStream(cfg, instance))
+    stream = _gen_stream(cfg, instance)
     out: list[str] = []
     for _, keys in stream.read(start, end):
         out.extend(keys.to_pylist())
@@ -695,35 +699,35 @@ class GeneratorStreamReader(_PacedRangeReader):
     """Driver side of :class:`GeneratorDataSource` (planning) and executor side (``read``)."""
 
     def __init__(self, options: Mapping[str, Any]) -> None:
-        o = _Options(options, GENERATOR)
-        from engine.params import resolve_params
-        from engine.workloads import WORKLOADS, workload_names
+        from engine.workloads import workload_class
 
-        name = o.text("workload", "zipf")
-        names = workload_names()
-        if name not in names:
-            raise ValueError(f"{GENERATOR}: unknown workload {name!r}; known: {', '.join(names)}")
+        given = {str(k).lower(): v for k, v in dict(options).items()}
+        if str(given.get("messages", "")).strip().lower() in ("", "inf", "none"):
+            given.pop("messages", None)  # unbounded
+        o = source_options(given, GENERATOR, GENERATOR_OPTIONS)
+        name = o["workload"]
         try:
-            params = json.loads(o.text("params", "{}") or "{}")
+            workload = workload_class(name)
+        except ParamError as exc:
+            raise ParamError(f"{GENERATOR}: {exc}") from None
+        try:
+            params = json.loads(o["params"] or "{}")
         except json.JSONDecodeError as exc:
             raise ValueError(f"{GENERATOR}: option params is not valid JSON: {exc}") from None
         if not isinstance(params, dict):
             raise ValueError(f"{GENERATOR}: option params must be a JSON object, got {type(params).__name__}")
-        seed = o.integer("seed", 0)
+        seed = o["seed"]
         # Validate the parameters now without building a vocabulary (ParamError is a ValueError).
-        resolve_params(WORKLOADS[name].params, params, owner=f"workload {name}")
-        self.instances = o.integer("partitions", 2, 1, 4096)
-        chunk = o.integer("chunk", 10_000, 1, 10_000_000)
-        messages_raw = o.o.get("messages")
-        messages = None if messages_raw in (None, "", "inf", "none") else o.integer("messages", 0, 0, UNBOUNDED)
-        mode = o.choice("mode", "seed", ("seed", "stride"))
-        self.max_per_batch = o.integer("max_per_batch", 500_000, 1)
+        resolve_params(workload.params, params, owner=f"workload {name}")
+        self.instances = o["partitions"]
+        chunk, messages, mode = o["chunk"], o["messages"], o["mode"]
+        self.max_per_batch = o["max_per_batch"]
         self.cfg = (name, json.dumps(params, sort_keys=True), seed, self.instances, chunk, mode, messages)
-        if WORKLOADS[name].finite:
+        if workload.finite:
             caps = _trace_caps(name, params, seed, messages, chunk, self.instances, mode)
         else:
             caps = _generator_caps(messages, chunk, self.instances, mode)
-        self.pacer = _Pacer(o.number("rate", 100_000.0), self.max_per_batch, caps)
+        self.pacer = _Pacer(o["rate"], self.max_per_batch, caps)
         self._last = [0] * self.instances
         self.routes = _route_files(o)
 
@@ -731,7 +735,7 @@ class GeneratorStreamReader(_PacedRangeReader):
     def _records(self, partition: _RangePartition) -> Iterator[pa.RecordBatch]:
         schema = ARROW_SCHEMAS[GENERATOR]
         cfg, p = partition.cfg, partition.instance
-        stream = _GEN_CACHE.get((cfg, p), lambda: _GenStream(cfg, p))
+        stream = _gen_stream(cfg, p)
         for first, keys in stream.read(partition.start, partition.end):
             n = len(keys)
             yield pa.RecordBatch.from_arrays(
@@ -746,85 +750,31 @@ class GeneratorStreamReader(_PacedRangeReader):
 
 
 # ============================================================================ file
-_FILE_CACHE = _LRU(4)
-
-
 def _file_identity(path: str) -> tuple:
     st = os.stat(path)
     return (os.path.abspath(path), st.st_size, st.st_mtime_ns)
 
 
-def _column_index(column: str, header_fields: list[str] | None, path: str) -> int | None:
-    if column == "":
-        return None
-    if column.isdigit():
-        return int(column)
-    if header_fields is None:
-        raise ValueError(f"{FILE}: column {column!r} is a name but the file has no header")
-    if column not in header_fields:
-        raise ValueError(f"{FILE}: column {column!r} not in the header of {path}: {header_fields[:20]}")
-    return header_fields.index(column)
-
-
-def _split_fields(text: str, sep: str) -> list[str]:
-    if '"' not in text:
-        return text.split(sep)
-    try:
-        return next(csv.reader([text], delimiter=sep, strict=False))
-    except (csv.Error, StopIteration):
-        return text.split(sep)
-
-
 def load_key_file(path: str, column: str = "", sep: str = ",", header: bool | None = None):
-    """Parse a key file into ``(keys, errors, raws)`` Arrow string arrays, one entry per data line.
+    """The records of a key file as ``(keys, errors, raws)`` Arrow string arrays, one entry per data line.
 
-    Lines are split on ``\\n`` (a trailing ``\\r`` is dropped); one record per physical line
-    (quoted fields spanning lines are not supported).  ``column``: ``""`` = the whole line is the
-    key; digits = 0-based CSV column index; otherwise a column name looked up in the header line.
-    ``header`` (default: true iff ``column`` is a name) skips the first line.  Bad lines get
-    ``key = NULL`` and ``error`` = ``bad_utf8`` | ``empty_line`` | ``missing_column``.
+    Read by :func:`engine.workloads.key_file.read_key_file` (the reader ``skewlab simulate --input``
+    uses too; its docstring states the rules); a line without a key has ``key = NULL`` and
+    ``error`` = ``bad_utf8`` | ``empty_line`` | ``missing_column`` | ``empty_key``.
     """
-    column = str(column or "")
-    if header is None:
-        header = column != "" and not column.isdigit()
-    with open(path, "rb") as fh:
-        data = fh.read()
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    lines = [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
-    header_fields = None
-    if header and lines:
-        header_fields = _split_fields(lines[0].decode("utf-8", errors="replace"), sep)
-        lines = lines[1:]
-    idx = _column_index(column, header_fields, path)
-    keys: list[str | None] = []
-    errors: list[str | None] = []
-    raws: list[str | None] = []
-    for line in lines:
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError:
-            keys.append(None), errors.append("bad_utf8"), raws.append(_hex(line))
-            continue
-        if text == "":
-            keys.append(None), errors.append("empty_line"), raws.append("")
-            continue
-        if idx is None:
-            keys.append(text), errors.append(None), raws.append(None)
-            continue
-        fields = _split_fields(text, sep)
-        if idx < len(fields):
-            keys.append(fields[idx]), errors.append(None), raws.append(None)
-        else:
-            keys.append(None), errors.append("missing_column"), raws.append(_hex(line))
-    return (pa.array(keys, type=pa.string()), pa.array(errors, type=pa.string()),
-            pa.array(raws, type=pa.string()))
+    records = read_key_file(path, column, sep, header, owner=FILE)
+    return (pa.array(records.keys, type=pa.string()), pa.array(records.errors, type=pa.string()),
+            pa.array(records.raws, type=pa.string()))
+
+
+@functools.lru_cache(maxsize=4)
+def _key_file_of(identity: tuple, column: str, sep: str, header: bool | None):
+    """:func:`load_key_file` per file version ``identity`` (path, size, mtime) and reading rules."""
+    return load_key_file(identity[0], column, sep, header)
 
 
 def _cached_key_file(path: str, column: str, sep: str, header: bool | None):
-    key = (_file_identity(path), column, sep, header)
-    return _FILE_CACHE.get(key, lambda: load_key_file(path, column, sep, header))
+    return _key_file_of(_file_identity(path), column, sep, header)
 
 
 class FileDataSource(DataSource):
@@ -832,8 +782,9 @@ class FileDataSource(DataSource):
 
     Options: ``path`` (required; readable by the executors — local mode or a shared file
     system), ``column`` (``""`` = one key per line (default); digits = 0-based CSV column;
-    a name = CSV column by header), ``sep`` (default ``,``), ``header`` (default: true iff
-    ``column`` is a name), ``partitions`` (source instances P, default 1), ``rate`` (lines/s over
+    a name = CSV column by header), ``sep`` (default ``,``; ``tab`` = a tab), ``header`` (default:
+    true iff ``column`` is a name); the file is read by :func:`engine.workloads.key_file.read_key_file`
+    (the reader of ``skewlab simulate --input`` too), ``partitions`` (source instances P, default 1), ``rate`` (lines/s over
     all instances, ``0`` = unlimited (default)), ``max_per_batch`` (default 500000).
 
     Data line ``i`` (0-based, header excluded) goes to instance ``i mod P``; offsets = lines
@@ -855,18 +806,15 @@ class FileDataSource(DataSource):
 
 class FileStreamReader(_PacedRangeReader):
     def __init__(self, options: Mapping[str, Any]) -> None:
-        o = _Options(options, FILE)
-        path = o.text("path")
+        o = source_options(options, FILE, FILE_OPTIONS)
+        path = o["path"]
         if not os.path.isfile(path):
             raise ValueError(f"{FILE}: no such file: {path}")
-        column = o.text("column", "")
-        sep = o.text("sep", ",")
-        if len(sep) != 1:
-            raise ValueError(f"{FILE}: option sep={sep!r} must be one character")
-        header = o.boolean("header", column != "" and not column.isdigit()) if "header" in o.o else None
-        self.instances = o.integer("partitions", 1, 1, 4096)
-        self.max_per_batch = o.integer("max_per_batch", 500_000, 1)
-        self.rate = o.number("rate", 0.0)
+        column, header = o["column"].strip(), o["header"]
+        sep = parse_separator(o["sep"], FILE)
+        self.instances = o["partitions"]
+        self.max_per_batch = o["max_per_batch"]
+        self.rate = o["rate"]
         self.cfg = (os.path.abspath(path), column, sep, header, self.instances)
         self._pacer: _Pacer | None = None  # built on first use: parsing the file is the costly part
         self._last = [0] * self.instances
@@ -920,7 +868,10 @@ def _consumer(bootstrap: str, timeout_ms: int, **extra):
     return KafkaConsumer(**cfg)
 
 
-_KAFKA_CONSUMERS = _LRU(8)
+@functools.lru_cache(maxsize=8)
+def _read_consumer(bootstrap: str, timeout_ms: int):
+    """The executor's Kafka consumer for reading ranges (one per broker and timeout per worker process)."""
+    return _consumer(bootstrap, timeout_ms, max_poll_records=50_000, fetch_max_wait_ms=100)
 
 
 class _KafkaPartition(InputPartition):
@@ -994,15 +945,15 @@ class KafkaDataSource(DataSource):
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Mapping[str, Any]) -> None:
-        o = _Options(options, KAFKA)
-        self.bootstrap = o.text("bootstrap")
-        self.topic = o.text("topic")
-        self.max_per_batch = o.integer("max_per_batch", 100_000, 1)
-        self.starting = o.choice("starting", "earliest", ("earliest", "latest"))
-        self.timeout_ms = o.integer("timeout_ms", 30_000, 100, 3_600_000)
-        self.probe = o.boolean("probe_highwater", True)
-        key_from = o.choice("key_from", "key", ("key", "value"))
-        max_key_bytes = o.integer("max_key_bytes", 1024, 1)
+        o = source_options(options, KAFKA, KAFKA_OPTIONS)
+        self.bootstrap = o["bootstrap"]
+        self.topic = o["topic"]
+        self.max_per_batch = o["max_per_batch"]
+        self.starting = o["starting"]
+        self.timeout_ms = o["timeout_ms"]
+        self.probe = o["probe_highwater"]
+        key_from = o["key_from"]
+        max_key_bytes = o["max_key_bytes"]
         self.cfg = (self.bootstrap, self.topic, key_from, max_key_bytes, self.timeout_ms)
         self._client = None
         self._earliest: dict[int, int] = {}
@@ -1114,10 +1065,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from kafka import TopicPartition
 
         bootstrap, topic, _, _, timeout_ms = partition.cfg
-        consumer = _KAFKA_CONSUMERS.get(
-            (bootstrap, timeout_ms),
-            lambda: _consumer(bootstrap, timeout_ms, max_poll_records=50_000, fetch_max_wait_ms=100),
-        )
+        consumer = _read_consumer(bootstrap, timeout_ms)
         tp = TopicPartition(topic, partition.kpart)
         consumer.assign([tp])
         try:

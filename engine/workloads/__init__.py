@@ -1,8 +1,8 @@
 """Seeded, deterministic key streams for simulations, benchmarks and the Spark generator source.
 
 A :class:`Workload` owns a :class:`~engine.keys.Vocabulary` and yields one ``int64`` array of key ids
-per interval.  Workloads are registered by name (:data:`WORKLOADS`) and declare their parameters with
-:class:`~engine.params.Param`, like groupings.
+per interval.  Workloads are registered by name (:data:`WORKLOADS`, a :class:`~engine.class_registry.ClassRegistry`
+like the algorithms') and declare their parameters with :class:`~engine.params.Param`, like groupings.
 """
 
 from __future__ import annotations
@@ -12,17 +12,26 @@ from typing import Any, ClassVar, Iterator, Mapping
 
 import numpy as np
 
+from engine.class_registry import ClassRegistry
 from engine.keys import Vocabulary
 from engine.params import Param, ParamError, resolve_params
 
-__all__ = ["WORKLOADS", "Workload", "create_workload", "register_workload", "workload_names"]
+__all__ = ["UnknownWorkload", "WORKLOADS", "Workload", "create_workload", "register_workload", "workload_class",
+           "workload_names"]
 
-WORKLOADS: dict[str, type["Workload"]] = {}
+
+class UnknownWorkload(ParamError):
+    """No workload is registered under that name (message suggests the nearest one)."""
+
+
+_WORKLOADS: ClassRegistry[type["Workload"]] = ClassRegistry("workload", (__name__,), unknown=UnknownWorkload)
+#: name -> workload class (the registry's live mapping; complete once :func:`workload_names` ran)
+WORKLOADS: dict[str, type["Workload"]] = _WORKLOADS.classes
 
 
 def register_workload(cls: type["Workload"]) -> type["Workload"]:
-    WORKLOADS[cls.name] = cls
-    return cls
+    """Class decorator: add ``cls`` under ``cls.name``."""
+    return _WORKLOADS.register(cls)
 
 
 class Workload(ABC):
@@ -60,29 +69,16 @@ class Workload(ABC):
         return {"workload": self.name, "seed": self.seed, "params": dict(self.p)}
 
 
-def _load() -> None:
-    import importlib
-    import pkgutil
-
-    pkg = importlib.import_module(__name__)
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{info.name}")
-
-
 def workload_names() -> list[str]:
-    _load()
-    return sorted(WORKLOADS)
+    """Registered workload names, alphabetical."""
+    return _WORKLOADS.names()
+
+
+def workload_class(name: str) -> type[Workload]:
+    """The class registered as ``name``; :class:`UnknownWorkload` (with a suggestion) otherwise."""
+    return _WORKLOADS.get(name)
 
 
 def create_workload(name: str, seed: int = 0, params: Mapping[str, Any] | None = None) -> Workload:
     """Instantiate workload ``name``; :class:`ParamError` for unknown names or bad parameters."""
-    _load()
-    cls = WORKLOADS.get(str(name))
-    if cls is None:
-        import difflib
-
-        close = difflib.get_close_matches(str(name), sorted(WORKLOADS), n=1, cutoff=0.4)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ParamError(f"unknown workload {str(name)!r}{hint}; known: {', '.join(sorted(WORKLOADS))}")
-    return cls(seed, params)
+    return workload_class(name)(seed, params)

@@ -8,14 +8,13 @@ constructor, ``batches(messages, interval_messages)`` yields ``int64`` id arrays
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Any, ClassVar, Iterator, Mapping
 
 import numpy as np
 
 from engine.params import Param, ParamError
 from engine.workloads import Workload, register_workload
+from engine.workloads.key_file import read_key_file
 from engine.workloads.synthetic import _cdf, _rngs, interval_sizes, sample_cdf
 
 __all__ = ["FileWorkload", "WORDFREQ_LANGUAGES", "WordsWorkload", "word_distribution"]
@@ -100,27 +99,21 @@ class WordsWorkload(Workload):
             yield self.key_ids[sample_cdf(rng, self.cdf, size)]
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
 @register_workload
 class FileWorkload(Workload):
     """Replay the keys of a file, in file order (the seed is not used).
 
-    * ``column`` empty: one key per line.  Otherwise the file is CSV (``delimiter``, Python's
-      :mod:`csv` dialect "excel" otherwise) and ``column`` is either a 0-based index (all digits)
-      or a column name, looked up in the first non-empty row, which is then the header.  With an
-      index the first row is data unless ``header`` is true.
-    * Every key is stripped of surrounding white space; empty lines, empty fields and rows too
-      short to have the column are skipped (:attr:`skipped` counts the skipped non-blank rows).
-      ``delimiter`` ``tab`` (or ``\\t``) means a tab.
-      Keys are strings (``"007"`` and ``"7"`` are different keys).  The file is read as UTF-8 (a
-      byte-order mark is ignored).
+    The file is read by :func:`engine.workloads.key_file.read_key_file`, the reader of the Spark
+    file source too (its rules: lines, CSV ``column`` by name or 0-based index, ``header``,
+    ``delimiter`` (``tab`` means a tab), white space stripped, UTF-8 with an optional BOM).  Records
+    without a key are skipped: blank lines silently, the others (empty field, row too short) counted
+    in :attr:`skipped`; a line that is not UTF-8 is an error here (the Spark source emits it as a
+    dead letter).
+
     * ``loop`` false: the stream ends at the end of the file, so fewer than ``messages`` keys may
       come out (the last batch is then shorter).  ``loop`` true: the file repeats until
       ``messages`` keys have been produced.
-    * A missing, unreadable, non-UTF-8 or key-less file and an unknown column raise
+    * A missing, unreadable, empty, non-UTF-8 or key-less file and an unknown column raise
       :class:`ParamError` with a one-line message in the constructor.
 
     The whole file is read and encoded into :attr:`vocab` once, in the constructor.
@@ -139,88 +132,22 @@ class FileWorkload(Workload):
     def __init__(self, seed: int = 0, params: Mapping[str, Any] | None = None) -> None:
         super().__init__(seed, params)
         path = str(self.p["path"])
+        owner = "workload file"
         if not path.strip():
-            raise ParamError("workload file: parameter path is required (the file to replay)")
+            raise ParamError(f"{owner}: parameter path is required (the file to replay)")
         self.path = path
-        self.skipped = 0
-        delim = str(self.p["delimiter"])
-        if delim in ("tab", "\\t"):
-            delim = "\t"
-        if len(delim) != 1 or delim in "\r\n\"":
-            raise ParamError(
-                f"workload file: parameter delimiter must be one character other than a quote or newline, got {delim!r}"
-            )
-        self.delimiter = delim
-        text = self._read(path)
-        column = str(self.p["column"]).strip()
-        keys = self._csv_keys(text, column) if column else self._line_keys(text)
+        records = read_key_file(path, str(self.p["column"]), str(self.p["delimiter"]),
+                                True if self.p["header"] else None, owner=owner)
+        if not records.keys:
+            raise ParamError(f"{owner}: {path!r} is empty")
+        if "bad_utf8" in records.errors:
+            line = records.errors.index("bad_utf8") + 1
+            raise ParamError(f"{owner}: {path!r} is not UTF-8 text (invalid bytes in data line {line})")
+        keys = records.good()
         if not keys:
-            raise ParamError(f"workload file: {path!r} contains no keys (empty file or only blank lines/fields)")
+            raise ParamError(f"{owner}: {path!r} contains no keys (empty file or only blank lines/fields)")
+        self.skipped = sum(e is not None and e != "empty_line" for e in records.errors)
         self.ids = self.vocab.encode(keys)  # the file's keys in order, as vocabulary ids
-
-    # ------------------------------------------------------------------ reading
-    @staticmethod
-    def _read(path: str) -> str:
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except FileNotFoundError:
-            raise ParamError(f"workload file: no such file {path!r}") from None
-        except IsADirectoryError:
-            raise ParamError(f"workload file: {path!r} is a directory, not a file") from None
-        except PermissionError:
-            raise ParamError(f"workload file: permission denied reading {path!r}") from None
-        except OSError as exc:
-            raise ParamError(f"workload file: cannot read {path!r}: {_one_line(exc.strerror or exc)}") from None
-        if not data:
-            raise ParamError(f"workload file: {path!r} is empty")
-        try:
-            return data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise ParamError(
-                f"workload file: {path!r} is not UTF-8 text (invalid byte at offset {exc.start})"
-            ) from None
-
-    @staticmethod
-    def _line_keys(text: str) -> list[str]:
-        return [key for key in (line.strip() for line in text.splitlines()) if key]
-
-    def _csv_keys(self, text: str, column: str) -> list[str]:
-        delim = self.delimiter
-        try:
-            rows = [row for row in csv.reader(io.StringIO(text, newline=""), delimiter=delim) if any(f.strip() for f in row)]
-        except csv.Error as exc:
-            raise ParamError(f"workload file: {self.path!r} is not valid CSV: {_one_line(exc)}") from None
-        if not rows:
-            return []
-        if column.isdigit():
-            index = int(column)
-            first = rows[0]
-            if index >= len(first):
-                raise ParamError(
-                    f"workload file: unknown column {column!r}: the first row of {self.path!r} has "
-                    f"{len(first)} column(s) (indices 0..{len(first) - 1})"
-                )
-            if self.p["header"]:
-                rows = rows[1:]
-        else:
-            header = [f.strip() for f in rows[0]]
-            if column not in header:
-                shown = ", ".join(repr(h) for h in header[:12]) + (", ..." if len(header) > 12 else "")
-                raise ParamError(
-                    f"workload file: unknown column {_one_line(column)!r} in {self.path!r} (header: {_one_line(shown)})"
-                )
-            index = header.index(column)
-            rows = rows[1:]
-        keys: list[str] = []
-        for row in rows:
-            if index < len(row):
-                key = row[index].strip()
-                if key:
-                    keys.append(key)
-                    continue
-            self.skipped += 1
-        return keys
 
     @property
     def length(self) -> int:

@@ -1,0 +1,161 @@
+"""The one reader of key files, used by ``skewlab simulate --input`` (the ``file`` workload) and by the
+Spark file source (``skewlab-file``), so both replay the same key sequence from the same file.
+
+Rules (one set for both paths):
+
+* **Records.**  The file is cut into physical lines at ``\\n``; a trailing ``\\r`` (CRLF) is dropped,
+  and a final line without newline counts.  One line is one record: a quoted field cannot span
+  lines.  A UTF-8 byte-order mark at the start of the file is ignored.  Every line is decoded as
+  UTF-8 on its own, so one bad line does not hide the others.
+* **Key.**  ``column`` empty: the whole line is the key.  Otherwise the line is one CSV row
+  (:mod:`csv`, dialect "excel": ``"`` quotes, so ``"x,y"`` is one field) split at ``sep`` (one
+  character; ``tab`` or ``\\t`` mean a tab), and ``column`` is a 0-based index (all digits) or a
+  column name.  Keys are stripped of surrounding white space and are strings (``"007"`` and ``"7"``
+  are different keys).
+* **Header.**  ``header=None`` (the default): the file has a header iff ``column`` is a name.
+  ``header=True`` skips the header also with an index; ``header=False`` with a name is an error.
+  The header is the first non-blank line; blank lines before it are not records.
+* **Dead letters.**  A record without a key gets ``key=None`` and a reason: ``bad_utf8``,
+  ``empty_line`` (blank or white space only), ``missing_column`` (row too short), ``empty_key``
+  (the column's field is blank).  The Spark source emits them as dead letters (column ``error``);
+  the ``file`` workload skips them (and refuses a file with a ``bad_utf8`` line).
+* **User errors** (:class:`~engine.params.ParamError`, one line, prefixed with ``owner``): a
+  missing, unreadable or directory path, a bad separator, a column name that is not in the header
+  (or with ``header=False``), a column index beyond the first row's width.
+
+An empty file has no records (the caller decides whether that is an error).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+
+from engine.params import ParamError
+
+__all__ = ["KeyRecords", "RAW_BYTES", "parse_separator", "read_key_file"]
+
+RAW_BYTES = 32  # bytes of a bad record kept (as hex) in ``raws``
+
+
+@dataclass
+class KeyRecords:
+    """One entry per record (data line): ``keys[i]`` or, when it is None, ``errors[i]`` says why and
+    ``raws[i]`` holds the hex of the line's first :data:`RAW_BYTES` bytes."""
+
+    keys: list[str | None] = field(default_factory=list)
+    errors: list[str | None] = field(default_factory=list)
+    raws: list[str | None] = field(default_factory=list)
+
+    def add(self, key: str | None, error: str | None = None, line: bytes = b"") -> None:
+        self.keys.append(key)
+        self.errors.append(error)
+        self.raws.append(None if error is None else bytes(line[:RAW_BYTES]).hex())
+
+    def good(self) -> list[str]:
+        """The keys of the records that have one, in file order."""
+        return [k for k in self.keys if k is not None]
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def parse_separator(sep: str, owner: str = "key file") -> str:
+    """``sep`` as one character (``tab``/``\\t`` → a tab); ParamError unless one non-quote, non-newline char."""
+    text = "\t" if sep in ("tab", "\\t") else str(sep)
+    if len(text) != 1 or text in "\r\n\"":
+        raise ParamError(f"{owner}: the separator (delimiter) must be one character other than a quote or "
+                         f"newline, got {sep!r}")
+    return text
+
+
+def _read_bytes(path: str, owner: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise ParamError(f"{owner}: no such file {path!r}") from None
+    except IsADirectoryError:
+        raise ParamError(f"{owner}: {path!r} is a directory, not a file") from None
+    except PermissionError:
+        raise ParamError(f"{owner}: permission denied reading {path!r}") from None
+    except OSError as exc:
+        raise ParamError(f"{owner}: cannot read {path!r}: {_one_line(exc.strerror or exc)}") from None
+
+
+def _lines(data: bytes) -> list[bytes]:
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
+
+
+def _fields(text: str, sep: str) -> list[str]:
+    try:
+        return next(csv.reader([text], delimiter=sep, strict=False), [])
+    except csv.Error:  # e.g. an unterminated quote: split as plain text
+        return text.split(sep)
+
+
+def read_key_file(path: str, column: str = "", sep: str = ",", header: bool | None = None, *,
+                  owner: str = "key file") -> KeyRecords:
+    """The records of ``path`` under the module's rules; ParamError (one line) for a user error."""
+    column = str(column or "").strip()
+    sep = parse_separator(sep, owner)
+    by_name = column != "" and not column.isdigit()
+    if header is None:
+        header = by_name
+    elif by_name and not header:
+        raise ParamError(f"{owner}: column {column!r} is a name but header is false")
+    lines = _lines(_read_bytes(path, owner))
+    out = KeyRecords()
+    index: int | None = None
+    if column and header:
+        while lines and not lines[0].strip():
+            lines = lines[1:]
+        if lines:
+            names = [f.strip() for f in _fields(lines[0].decode("utf-8", errors="replace"), sep)]
+            lines = lines[1:]
+            if by_name:
+                if column not in names:
+                    shown = ", ".join(repr(h) for h in names[:12]) + (", ..." if len(names) > 12 else "")
+                    raise ParamError(f"{owner}: unknown column {_one_line(column)!r}: not in the header of "
+                                     f"{path!r} ({_one_line(shown)})")
+                index = names.index(column)
+            else:
+                index = _checked_index(column, len(names), path, owner)
+    elif column:
+        first = next((ln for ln in lines if ln.strip()), None)
+        width = 0 if first is None else len(_fields(first.decode("utf-8", errors="replace"), sep))
+        index = _checked_index(column, width, path, owner) if first is not None else int(column)
+    for line in lines:
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            out.add(None, "bad_utf8", line)
+            continue
+        if not text.strip():
+            out.add(None, "empty_line", line)
+            continue
+        if index is None:
+            out.add(text.strip())
+            continue
+        row = _fields(text, sep)
+        if index >= len(row):
+            out.add(None, "missing_column", line)
+        elif not row[index].strip():
+            out.add(None, "empty_key", line)
+        else:
+            out.add(row[index].strip())
+    return out
+
+
+def _checked_index(column: str, width: int, path: str, owner: str) -> int:
+    index = int(column)
+    if index >= width:
+        raise ParamError(f"{owner}: unknown column {column!r}: the first row of {path!r} has {width} column(s) "
+                         f"(indices 0..{width - 1})")
+    return index
