@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from engine.cli import UsageError
+from skewlab.shared import UsageError
 
 __all__ = ["add_commands", "cmd_dashboard", "cmd_demo"]
 

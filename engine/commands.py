@@ -28,9 +28,9 @@ from typing import Any, Mapping
 
 from engine import registry
 from engine.params import ParamError
-from storage.models import COMMAND_KINDS
+from skewlab.shared import COMMAND_KINDS
 
-__all__ = ["COMMAND_KINDS", "CommandError", "CommandResult", "MAX_WORKERS", "apply_command", "validate_command"]
+__all__ = ["CommandError", "CommandResult", "MAX_WORKERS", "apply_command", "validate_command"]
 
 MAX_WORKERS = 1024
 _FIELDS = {

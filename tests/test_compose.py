@@ -16,7 +16,7 @@ pieces that do not need Docker:
   (kafka → topic → producer/engine, postgres → engine → dashboard).
 * The commands: the real entry point (``docker/entrypoint.sh``, in its dry-run mode) turns each
   service's command and environment into the final argv, which must parse with
-  ``engine.cli.build_parser()``; then the command's own function runs with its side effect (Kafka,
+  ``skewlab.cli.build_parser()``; then the command's own function runs with its side effect (Kafka,
   Spark, the web server) replaced, so the configuration is validated by the code itself (workload and
   algorithm parameters, engine settings, dashboard token → controls enabled).
 * Consistency: bootstrap servers, topic, database URL (user, database, host, port, password through
@@ -362,7 +362,7 @@ def test_topic_service_creates_the_topic_the_producer_and_engine_use(compose, py
 
 def test_producer_command_is_a_valid_skewlab_produce(compose, python_on_path, tmp_path, monkeypatch):
     import engine.kafka_io
-    from engine.cli import build_parser
+    from skewlab.cli import build_parser
 
     argv = final_argv(compose, "producer", python_on_path, tmp_path)
     assert argv[:2] == ["skewlab", "produce"]
@@ -388,7 +388,7 @@ def test_producer_command_is_a_valid_skewlab_produce(compose, python_on_path, tm
 ])
 def test_engine_command_is_a_valid_skewlab_engine(overrides, python_on_path, tmp_path, monkeypatch):
     import engine.spark.engine as spark_engine
-    from engine.cli import build_parser
+    from skewlab.cli import build_parser
 
     compose, _ = load_compose(overrides)
     argv = final_argv(compose, "engine", python_on_path, tmp_path)
@@ -422,12 +422,12 @@ def test_engine_command_is_a_valid_skewlab_engine(overrides, python_on_path, tmp
 
 
 def test_dashboard_command_serves_with_controls_enabled_by_a_token(compose, python_on_path, tmp_path, monkeypatch):
-    from engine.cli import build_parser
+    from skewlab.cli import build_parser
     from storage import connect
 
     commands = build_parser()._subparsers._group_actions[0].choices
     assert "dashboard" in commands, \
-        "`skewlab dashboard` is not wired into engine.cli.build_parser() (dashboard.commands.add_commands)"
+        "`skewlab dashboard` is not wired into skewlab.cli.build_parser() (dashboard.commands.add_commands)"
     argv = final_argv(compose, "dashboard", python_on_path, tmp_path)
     assert argv[:2] == ["skewlab", "dashboard"]
     args = build_parser().parse_args(argv[1:])
@@ -696,7 +696,7 @@ def dockerignored(rel: str) -> bool:
 
 
 def test_dockerfile_builds_the_skewlab_image(python_on_path, tmp_path):
-    from engine.cli import build_parser
+    from skewlab.cli import build_parser
 
     ins = dockerfile_instructions()
     ops = [op for op, _ in ins]
@@ -738,5 +738,5 @@ def test_pyproject_declares_the_console_script_the_image_runs():
     import tomllib
 
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert meta["project"]["scripts"]["skewlab"] == "engine.cli:main"
+    assert meta["project"]["scripts"]["skewlab"] == "skewlab.cli:main"
     assert shutil.which("sh"), "the entry point is POSIX sh"

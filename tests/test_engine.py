@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from engine.cli import main  # noqa: E402
+from skewlab.cli import main  # noqa: E402
 from engine.spark.engine import EngineConfig, SparkEngine  # noqa: E402
 from storage import connect  # noqa: E402
 from tests.engine_helpers import by_fingerprint, generator_keys_of, generator_truth  # noqa: E402

@@ -342,7 +342,7 @@ def _controller_fingerprint(c) -> dict:
 def test_bad_commands_rejected_with_reasons_state_unchanged(spark, tmp_path):
     from sqlalchemy import text
 
-    from engine.cli import main
+    from skewlab.cli import main
 
     db = f"sqlite:///{tmp_path}/db.sqlite"
     cfg = gen_cfg(tmp_path, db, max_batches=5, duration=None)
