@@ -717,11 +717,11 @@ def test_dockerfile_builds_the_skewlab_image(python_on_path, tmp_path):
                 assert not dockerignored(src), f"COPY {src}: excluded by .dockerignore"
                 copied.append((src, args[-1]))
     assert ("docker/entrypoint.sh", ENTRYPOINT_IN_IMAGE) in copied
-    for pkg in ("engine", "storage", "dashboard", "pyproject.toml", "README.md"):
+    for pkg in ("skewlab", "engine", "storage", "dashboard", "bench", "assets", "pyproject.toml", "README.md"):
         assert any(src == pkg for src, _ in copied), f"{pkg} is not copied into the image"
     assert dockerignored("tests/test_compose.py") and dockerignored("engine/__pycache__/x.pyc")
     assert dockerignored(".git/config") and not dockerignored("engine/cli.py")
-    assert not dockerignored("dashboard/assets/style.css")
+    assert not dockerignored("assets/style.css")
     # non-root, the data volume, exec-form entry point and a CLI command as default
     users = [rest for op, rest in ins if op == "USER"]
     assert users and users[-1] not in ("root", "0")

@@ -144,3 +144,19 @@ def test_shared_module_imports_nothing_of_the_project():
 def test_the_cycle_finder_finds_cycles():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_pyproject_lists_every_package_and_ships_the_assets():
+    import tomllib
+
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    folders = {_module_name(p.parent / "__init__.py") for pkg in PACKAGES for p in (ROOT / pkg).rglob("__init__.py")}
+    assert folders | {"skewlab.assets"} == set(meta["packages"])
+    assert meta["package-dir"] == {"skewlab.assets": "assets"} and meta["package-data"] == {"skewlab.assets": ["*"]}
+    assert (ROOT / "assets" / "style.css").is_file() and not (ROOT / "dashboard" / "assets").exists()
+
+
+def test_dashboard_serves_the_top_level_assets_folder():
+    from dashboard.app import assets_folder
+
+    assert Path(assets_folder()) == ROOT / "assets"
