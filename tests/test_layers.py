@@ -127,6 +127,12 @@ def test_engine_imports_neither_dashboard_nor_bench():
     assert not [m for m, ts in _graph().items() if _top(m) == "engine" and "skewlab.cli" in ts]
 
 
+def test_the_shadow_evaluator_depends_on_no_runtime():
+    graph = _graph()
+    assert "engine.source_routing" in graph["engine.shadow"]
+    assert not [t for t in graph["engine.shadow"] if t.startswith(("engine.runtime", "engine.spark"))]
+
+
 def test_storage_imports_no_upper_layer():
     assert _violations("storage", {"engine", "dashboard", "bench"}) == []
     assert not [m for m, ts in _graph().items() if _top(m) == "storage" and "skewlab.cli" in ts]

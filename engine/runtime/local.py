@@ -1,11 +1,9 @@
 """The local runtime: S sources → grouping → n workers, one interval at a time, in one process.
 
-Every interval's tuples are dealt to the S sources round robin (tuple i of the stream belongs to
-source i mod S, the usual simulation set-up of Nasir et al. Sec. V with several sources, each with its
-own local view).  Each source routes its sub-sequence in stream order with ``grouping.route``; the
-sources' states are independent, so routing each source's batch in one call has exactly the
-semantics of interleaving them tuple by tuple.  Workers then apply the keyed operator (windowed count)
-and the :class:`~engine.controller.Controller` closes the interval (state, metrics, rebalancing).
+Every interval's tuples are dealt to the S sources round robin and each source routes its
+sub-sequence in stream order (:func:`engine.source_routing.route_sources`).  Workers then apply the
+keyed operator (windowed count) and the :class:`~engine.controller.Controller` closes the interval
+(state, metrics, rebalancing).
 
 Routing time excludes numba's one-off work.  The first call of a compiled kernel in a process
 compiles it or loads it from numba's on-disk cache (and types its arguments), so before a grouping
@@ -32,8 +30,9 @@ import numpy as np
 from engine.controller import Controller
 from engine.grouping import Grouping
 from engine.keys import Vocabulary
+from engine.source_routing import route_sources
 
-__all__ = ["Change", "CompileClock", "LocalRuntime", "WARMUP_KEYS", "route_sources"]
+__all__ = ["Change", "CompileClock", "LocalRuntime", "WARMUP_KEYS"]
 
 #: keys a throw-away copy of a new grouping routes before its first interval (see the module docstring)
 WARMUP_KEYS = 4096
@@ -71,25 +70,6 @@ class CompileClock:
     def __exit__(self, *exc: Any) -> None:
         self._installed.__exit__(*exc)
         self.seconds = float(self._listener.duration) if self._listener.done else 0.0
-
-
-def route_sources(grouping: Grouping, fps: np.ndarray, n_sources: int, offset: int = 0) -> tuple[np.ndarray, float]:
-    """Route one interval's fingerprints; tuple i belongs to source ``(offset + i) mod n_sources``.
-
-    Returns the workers and the seconds spent inside ``grouping.route`` (routing throughput).
-    """
-    m = fps.size
-    workers = np.empty(m, dtype=np.int64)
-    spent = 0.0
-    for s in range(n_sources):
-        first = (s - offset) % n_sources
-        sel = slice(first, None, n_sources)
-        part = fps[sel]
-        t0 = time.perf_counter()
-        routed = grouping.route(part, s)
-        spent += time.perf_counter() - t0
-        workers[sel] = routed
-    return workers, spent
 
 
 class LocalRuntime:
