@@ -8,6 +8,10 @@ in the registry, values are parsed by :class:`~engine.params.Param`.
 
 Semantics are absolute: ``set-workers 8`` means "8 workers", so applying a command twice is harmless.
 
+The same records drive both runtimes: the Spark engine applies the commands it reads from the table,
+the local runtime (``skewlab simulate --change``) a schedule of :class:`ScheduledCommand`; both go
+through :func:`apply_command`.
+
 =================  ==========================================  ======================================
 kind               payload                                     effect
 =================  ==========================================  ======================================
@@ -30,7 +34,7 @@ from engine import registry
 from engine.params import ParamError
 from skewlab.shared import COMMAND_KINDS
 
-__all__ = ["CommandError", "CommandResult", "MAX_WORKERS", "apply_command", "validate_command"]
+__all__ = ["CommandError", "CommandResult", "MAX_WORKERS", "ScheduledCommand", "apply_command", "validate_command"]
 
 MAX_WORKERS = 1024
 _FIELDS = {
@@ -52,6 +56,15 @@ class CommandResult:
     reason: str = ""
     action: str = ""  # "switch", "params", "workers", "pause", "resume", "noop"
     event: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScheduledCommand:
+    """A command (``kind`` and ``payload`` as in the table above) applied before interval ``at`` starts."""
+
+    at: int
+    kind: str
+    payload: Mapping[str, Any] = field(default_factory=dict)
 
 
 def validate_command(
@@ -104,7 +117,8 @@ def validate_command(
             if n_int is None:
                 raise CommandError(f"set-workers: 'workers' must be an integer, got {str(n)[:20]!r}")
             if not 1 <= n_int <= max_workers:
-                limit = "" if max_workers == MAX_WORKERS else (
+                # below MAX_WORKERS, the limit is the Spark run's own (the local runtime's is above it)
+                limit = "" if max_workers >= MAX_WORKERS else (
                     " (the run's --max-workers: Spark's state partitions, fixed for the checkpoint's life)")
                 raise CommandError(f"set-workers: workers {n_int} out of range [1, {max_workers}]{limit}")
             return kind, {"workers": n_int}

@@ -13,43 +13,35 @@ path) is compiled or loaded inside ``route``, and :class:`CompileClock` takes th
 compiler lock held) out of the routing time.  Both are reported as ``warmup_seconds``, so
 ``tuples_per_second`` is the routing speed of the kernels themselves.
 
-Changes between intervals (algorithm switch, parameter change, worker count) are given as a schedule
-of :class:`Change` and go through the controller's migration path, as operator commands do in the
-Spark engine.
+Changes between intervals (algorithm switch, parameter change, worker count) are operator commands
+(:class:`~engine.commands.ScheduledCommand`, the kinds and payloads of :mod:`engine.commands`) applied
+by :func:`~engine.commands.apply_command`, the function the Spark engine applies its commands with;
+they go through the controller's migration path.  The local runtime has no pause: it processes a
+given sequence of batches, so ``pause``/``resume`` are refused.
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from engine.commands import CommandError, ScheduledCommand, apply_command
 from engine.controller import Controller
 from engine.grouping import Grouping
 from engine.keys import Vocabulary
 from engine.source_routing import route_sources
+from engine.state import WORKER_BITS
 
-__all__ = ["Change", "CompileClock", "LocalRuntime", "WARMUP_KEYS"]
+__all__ = ["CompileClock", "LOCAL_MAX_WORKERS", "LocalRuntime", "WARMUP_KEYS"]
 
 #: keys a throw-away copy of a new grouping routes before its first interval (see the module docstring)
 WARMUP_KEYS = 4096
 
-
-@dataclass(frozen=True)
-class Change:
-    """An operator action applied before interval ``at`` starts.
-
-    ``kind``: ``"workers"`` (value: int), ``"algorithm"`` (value: name, params: dict) or ``"params"``
-    (params: dict).
-    """
-
-    at: int
-    kind: str
-    value: Any = None
-    params: dict | None = None
+#: the most workers the local runtime's keyed state can address (``WORKER_BITS`` of a state code)
+LOCAL_MAX_WORKERS = (1 << WORKER_BITS) - 1
 
 
 class CompileClock:
@@ -95,15 +87,16 @@ class LocalRuntime:
     def grouping(self) -> Grouping:
         return self.controller.grouping
 
-    def apply(self, change: Change) -> dict[str, Any]:
-        c = self.controller
-        if change.kind == "workers":
-            return c.resize(int(change.value))
-        if change.kind == "algorithm":
-            return c.switch(str(change.value), change.params or {})
-        if change.kind == "params":
-            return c.set_params(change.params or {})
-        raise ValueError(f"unknown change kind {change.kind!r}")
+    def apply(self, command: ScheduledCommand) -> dict[str, Any]:
+        """Apply one operator command with :func:`~engine.commands.apply_command`; returns the
+        controller's event (empty for a command already in effect).  Raises
+        :class:`~engine.commands.CommandError` (one line) for a command the runtime cannot apply."""
+        res = apply_command(self.controller, command.kind, command.payload, max_workers=LOCAL_MAX_WORKERS)
+        if res.status == "rejected":
+            raise CommandError(res.reason)
+        if res.action in ("pause", "resume"):
+            raise CommandError(f"{command.kind}: the local runtime processes a given stream and has no pause")
+        return res.event
 
     def step(self, key_ids: np.ndarray) -> dict[str, Any]:
         """Route and process one interval of key ids; returns the interval's metrics, with
@@ -132,10 +125,10 @@ class LocalRuntime:
     def run(
         self,
         batches: Iterable[np.ndarray],
-        changes: Iterable[Change] = (),
+        changes: Iterable[ScheduledCommand] = (),
         progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, Any]:
-        """Process every batch; apply scheduled changes; return the run summary with its intervals."""
+        """Process every batch; apply the scheduled commands; return the run summary with its intervals."""
         schedule = sorted(changes, key=lambda ch: ch.at)
         started = time.perf_counter()
         seen = 0
