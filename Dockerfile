@@ -23,16 +23,17 @@ ENV PYTHONUNBUFFERED=1 \
 
 WORKDIR /app
 COPY pyproject.toml README.md ./
+COPY skewlab ./skewlab
 COPY engine ./engine
 COPY storage ./storage
 COPY dashboard ./dashboard
 COPY bench ./bench
-# Editable install: the package metadata declares no package data, so a regular install would leave
-# out dashboard/assets/ (the stylesheet); with -e the code runs from /app, assets included.
+COPY assets ./assets
+# Editable install: the code runs from /app, the dashboard's static files from /app/assets.
 # The numba kernels are compiled into the image's cache at build time (python -m engine.warmup), so
 # the engine's first micro-batch loads them instead of compiling for minutes.
 RUN pip install -e . \
-    && python -c "import engine.cli, storage, dashboard, pyspark, psycopg" \
+    && python -c "import skewlab.cli, engine.cli, storage, dashboard.app, pyspark, psycopg" \
     && python -m engine.warmup
 
 COPY docker/entrypoint.sh /usr/local/bin/skewlab-entrypoint

@@ -194,7 +194,7 @@ def run_engine(name: str, args: Any, tmp: str) -> dict[str, Any]:
     """Run :class:`SparkEngine` with grouping ``name`` for ``warmup + batches`` micro-batches; returns
     the rate, the per-worker figures of the measured batches (module docstring) and ``first_batch_ok``."""
     from engine.spark.engine import EngineConfig, SparkEngine
-    from engine.spark.operator import read_sink
+    from engine.spark.result_sink import read_sink
     from storage import connect
 
     stamps: list[tuple[float, int, int]] = []

@@ -11,8 +11,8 @@ invariants checked, but sizes are far too small for the numbers to mean much.  E
 invariants of its results (shapes and properties, never speeds); the exit status is 0 when all pass,
 1 when a check failed or a target raised, 2 for usage errors.
 
-The engine's CLI adds the subcommand with :func:`add_commands`; ``python -m bench.cli ...`` runs the
-same thing stand-alone.
+The composition root (:mod:`skewlab.cli`) adds the subcommand with :func:`add_commands`;
+``python -m bench.cli ...`` runs the same thing stand-alone.
 """
 
 from __future__ import annotations

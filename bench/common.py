@@ -5,7 +5,7 @@ Simulation helpers
 * :func:`zipf_stream` / :func:`workload_stream` draw a whole stream from a registered workload
   (:mod:`engine.workloads`) with the given seed: the same key ids ``skewlab simulate`` would see
   (one interval holding every message).
-* :func:`route` routes a stream with :func:`engine.runtime.local.route_sources` — the local runtime's own
+* :func:`route` routes a stream with :func:`engine.source_routing.route_sources` — the local runtime's own
   routing step (tuple ``i`` belongs to source ``i mod S``, each source routes its sub-sequence in
   order) — and :func:`stream_metrics` measures it with :mod:`engine.metrics`.  For the streaming
   groupings (no plans, no migration) this is exactly what ``skewlab simulate`` computes for the whole
@@ -227,10 +227,10 @@ def route(name: str, n: int, sources: int, fps: np.ndarray, seed: int = 0,
           params: Mapping[str, Any] | None = None, grouping=None) -> tuple[np.ndarray, float]:
     """Workers of every tuple under grouping ``name`` (or the given instance) with ``sources`` sources.
 
-    Uses the local runtime's :func:`~engine.runtime.local.route_sources`; returns (workers, seconds
+    Uses the local runtime's :func:`~engine.source_routing.route_sources`; returns (workers, seconds
     inside ``route``).
     """
-    from engine.runtime.local import route_sources
+    from engine.source_routing import route_sources
 
     g = grouping if grouping is not None else registry.create(name, n, sources, seed, params or {})
     return route_sources(g, np.asarray(fps, dtype=np.uint64), g.n_sources, 0)

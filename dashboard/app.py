@@ -61,7 +61,19 @@ from storage.run_state import REBALANCE_EVENT_KINDS
 
 __all__ = ["create_app", "server"]
 
-ASSETS = str(Path(__file__).with_name("assets"))
+
+def assets_folder() -> str:
+    """The dashboard's static files (stylesheet, plotly.js bundle, polyfill): the repository's top-level
+    ``assets/`` folder, which the wheel installs as the data package ``skewlab/assets``."""
+    import skewlab  # the package's __init__ imports nothing
+
+    for folder in (Path(skewlab.__file__).with_name("assets"), Path(__file__).resolve().parents[1] / "assets"):
+        if (folder / "style.css").is_file():
+            return str(folder)
+    raise FileNotFoundError("the dashboard's assets/ folder is missing (reinstall skewlab)")
+
+
+ASSETS = assets_folder()
 _EVENT_LOG_KEEP = F.LABELLED_EVENTS  # the Events card lists the events the imbalance chart labels
 
 

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from engine.cli import UsageError
+from skewlab.shared import UsageError
 
 __all__ = ["add_commands", "cmd_dashboard", "cmd_demo"]
 
@@ -218,7 +218,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         shutil.rmtree(checkpoint)
     log_path = _data_dir() / "logs" / "demo-engine.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "engine.cli", "engine", "--checkpoint", str(checkpoint), "--run-name", "demo"]
+    cmd = [sys.executable, "-m", "skewlab", "engine", "--checkpoint", str(checkpoint), "--run-name", "demo"]
     for flag, value in (("--algorithm", args.algorithm), ("--workers", args.workers), ("--interval", args.interval),
                         ("--rate", args.rate), ("--duration", args.duration)):
         if value is not None:

@@ -41,6 +41,7 @@ __all__ = [
     "workers_range",
     "WORKERS_PARAM",
     "command_message",
+    "command_state",
     "is_loopback",
     "param_declarations",
     "pause_noop",
@@ -209,11 +210,20 @@ def submit(store: Any, auth: Authorizer, token: Any, run_id: int | None, kind: s
     return True, command_message({"id": cid, "kind": kind, "status": "pending"})[0], cid
 
 
+def command_state(c: Mapping[str, Any]) -> str:
+    """``applied at interval N`` (or batch), ``rejected: reason`` or ``pending…`` for one command row."""
+    status = c.get("status")
+    if status == "applied":
+        where = f"interval {c['interval']}" if c.get("interval") is not None else f"batch {c.get('applied_batch')}"
+        return f"applied at {where}" + (f" — {c['reason']}" if c.get("reason") else "")
+    if status == "rejected":
+        return f"rejected: {c.get('reason') or 'no reason given'}"
+    return "pending…"
+
+
 def command_message(cmd: Mapping[str, Any]) -> tuple[str, str]:
     """The operator's line about one submitted command and its CSS class, from the command's state:
     pending, applied (at which interval) or rejected (with the engine's reason)."""
-    from dashboard.layout import command_state
-
     head = f"command #{cmd['id']} {cmd['kind']}"
     status = cmd.get("status") or "pending"
     if status == "pending":

@@ -18,14 +18,14 @@ from typing import Any, Mapping, Sequence
 
 from dash import dcc, html
 
-from dashboard.controls import workers_range
+from dashboard.controls import command_state, workers_range
 from dashboard.data import DEFAULT_THETA, status_text
 from dashboard.definitions import LABELS, definition
 from dashboard.figures import IMBALANCE_METRICS, empty_figure, format_bytes
 from storage.run_state import REBALANCE_EVENT_KINDS
 
 __all__ = [
-    "GRAPH_CONFIG", "build_layout", "command_state", "commands_view", "event_log", "kpi_cards", "migration_table",
+    "GRAPH_CONFIG", "build_layout", "commands_view", "event_log", "kpi_cards", "migration_table",
     "param_form", "runs_table",
 ]
 
@@ -287,17 +287,6 @@ def _payload_text(kind: str, payload: Mapping[str, Any]) -> str:
     if kind == "set-workers":
         return f"workers={payload.get('workers')}"
     return ""
-
-
-def command_state(c: Mapping[str, Any]) -> str:
-    """``applied at interval N`` (or batch), ``rejected: reason`` or ``pending…`` for one command row."""
-    status = c.get("status")
-    if status == "applied":
-        where = f"interval {c['interval']}" if c.get("interval") is not None else f"batch {c.get('applied_batch')}"
-        return f"applied at {where}" + (f" — {c['reason']}" if c.get("reason") else "")
-    if status == "rejected":
-        return f"rejected: {c.get('reason') or 'no reason given'}"
-    return "pending…"
 
 
 def commands_view(rows: Sequence[Mapping[str, Any]]) -> list[Any]:

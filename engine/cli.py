@@ -1,7 +1,8 @@
-"""The ``skewlab`` command line.
+"""The engine's subcommands of ``skewlab``: algorithms, workloads, simulate, plan, engine, produce and
+control; :func:`add_commands` adds them to the parser of the composition root (:mod:`skewlab.cli`).
 
-Every user mistake (unknown algorithm, out-of-range parameter, unreadable file, malformed snapshot)
-ends with one line on stderr and exit status 2, never a traceback.
+A user mistake raises :class:`skewlab.shared.UsageError` (or :class:`engine.params.ParamError`), which
+``skewlab`` prints as one line on stderr with exit status 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -13,17 +14,9 @@ from typing import Any, Sequence
 
 from engine import settings
 from engine.params import ParamError, parse_assignments
+from skewlab.shared import UsageError
 
-EXIT_USAGE = 2
-
-
-class UsageError(Exception):
-    """A user mistake: printed as one line, exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line instead of usage + message
-        raise UsageError(f"{message} (see '{self.prog} --help')")
+__all__ = ["add_commands"]
 
 
 # ------------------------------------------------------------------------------------- commands
@@ -326,21 +319,8 @@ def _print_simulation(r: dict[str, Any]) -> None:
 
 
 # ------------------------------------------------------------------------------------- parser
-def _version() -> str:
-    """The installed package's version (its metadata)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("skewlab")
-    except PackageNotFoundError:
-        return "(version unknown: the package is not installed)"
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="skewlab", description="Skew-aware load balancing for keyed stream processing.")
-    p.add_argument("--version", action="version", version=f"skewlab {_version()}")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
+def add_commands(sub: Any) -> None:
+    """Add the engine's subcommands to ``skewlab``'s argparse subparsers."""
     a = sub.add_parser("algorithms", help="list groupings with their parameters")
     a.add_argument("--json", action="store_true", help="machine-readable output")
     a.set_defaults(func=cmd_algorithms)
@@ -434,29 +414,3 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("action", choices=["set-algorithm", "set-param", "set-workers", "pause", "resume", "status"])
     c.add_argument("values", nargs="*", help="NAME [name=value ...] | name=value ... | N")
     c.set_defaults(func=cmd_control)
-
-    from bench.cli import add_commands as add_bench_commands
-    from dashboard.commands import add_commands as add_dashboard_commands
-
-    add_dashboard_commands(sub)  # dashboard, demo
-    add_bench_commands(sub)  # bench
-    return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-        return int(args.func(args) or 0)
-    except (UsageError, ParamError) as exc:
-        print(f"skewlab: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("skewlab: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -9,6 +9,10 @@ in the registry, values are parsed by :class:`~engine.params.Param`.
 
 Semantics are absolute: ``set-workers 8`` means "8 workers", so applying a command twice is harmless.
 
+The same records drive both runtimes: the Spark engine applies the commands it reads from the table,
+the local runtime (``skewlab simulate --change``) a schedule of :class:`ScheduledCommand`; both go
+through :func:`apply_command`.
+
 =================  ==========================================  ======================================
 kind               payload                                     effect
 =================  ==========================================  ======================================
@@ -30,9 +34,9 @@ from typing import Any, Mapping
 from engine import registry
 from engine.params import ParamError
 from engine.settings import MAX_WORKERS, WORKERS, check
-from storage.models import COMMAND_KINDS
+from skewlab.shared import COMMAND_KINDS
 
-__all__ = ["COMMAND_KINDS", "CommandError", "CommandResult", "MAX_WORKERS", "apply_command", "validate_command"]
+__all__ = ["CommandError", "CommandResult", "MAX_WORKERS", "ScheduledCommand", "apply_command", "validate_command"]
 
 _FIELDS = {
     "set-algorithm": {"algorithm", "params"},
@@ -53,6 +57,15 @@ class CommandResult:
     reason: str = ""
     action: str = ""  # "switch", "params", "workers", "pause", "resume", "noop"
     event: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScheduledCommand:
+    """A command (``kind`` and ``payload`` as in the table above) applied before interval ``at`` starts."""
+
+    at: int
+    kind: str
+    payload: Mapping[str, Any] = field(default_factory=dict)
 
 
 def validate_command(
@@ -107,7 +120,8 @@ def validate_command(
             try:
                 check(WORKERS, n_int, high=max_workers)
             except ParamError as exc:
-                limit = "" if max_workers == MAX_WORKERS else (
+                # below MAX_WORKERS, the limit is the Spark run's own --max-workers
+                limit = "" if max_workers >= MAX_WORKERS else (
                     " (the run's --max-workers: Spark's state partitions, fixed for the checkpoint's life)")
                 raise CommandError(f"set-workers: {exc}{limit}") from None
             return kind, {"workers": n_int}

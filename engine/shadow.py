@@ -4,9 +4,9 @@ Every interval the live controller knows the per-key tuple counts of the interva
 per-(worker, key) aggregates the workers returned, summed over workers).  For each shadow algorithm
 the evaluator keeps a complete :class:`~engine.controller.Controller` of its own (its own grouping,
 keyed state, rebalancing and migration accounting) and replays the interval into it: the per-key
-counts are expanded into a tuple sequence in a seeded random order and routed with the local
-runtime's :func:`~engine.runtime.local.route_sources`.  So a shadow's imbalance, replication and
-migration cost are computed by exactly the code that computes the live ones.
+counts are expanded into a tuple sequence in a seeded random order and routed with
+:func:`~engine.source_routing.route_sources`, the local runtime's routing step.  So a shadow's
+imbalance, replication and migration cost are computed by exactly the code that computes the live ones.
 
 Deviation, documented: the live stream's tuple *order* inside an interval is not known to the driver
 (only aggregates travel back), so order-sensitive groupings (PKG, D-Choices, DKG, ...) see a random
@@ -24,7 +24,7 @@ import numpy as np
 from engine import registry
 from engine.controller import Controller
 from engine.keys import Vocabulary
-from engine.runtime.local import route_sources
+from engine.source_routing import route_sources
 
 __all__ = ["ShadowEvaluator", "default_shadow_names"]
 

@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from engine import registry
+from engine.commands import CommandError, ScheduledCommand, validate_command
 from engine.controller import COST_MODELS
 from engine.params import ParamError
-from engine.runtime.local import Change, LocalRuntime
-from engine.settings import INTERVAL_MESSAGES, MESSAGES, SOURCES, WINDOW, WORKERS, check
+from engine.runtime.local import LocalRuntime
+from engine.settings import INTERVAL_MESSAGES, MAX_WORKERS, MESSAGES, SOURCES, WINDOW, WORKERS, check
 from engine.workloads import create_workload, workload_class
 
 __all__ = ["DEFAULT_MESSAGES", "SimulationConfig", "parse_change", "run_simulation", "stream_messages"]
@@ -37,7 +38,7 @@ class SimulationConfig:
     params: dict[str, Any] = field(default_factory=dict)
     window: int = WINDOW.default
     cost_model: str = "linear"
-    changes: Sequence[Change] = ()
+    changes: Sequence[ScheduledCommand] = ()
 
     def validate(self) -> None:
         """Raise :class:`ParamError` (one line) for any invalid setting (ranges from :mod:`engine.settings`)."""
@@ -49,34 +50,50 @@ class SimulationConfig:
         check(WINDOW, self.window)
         if self.cost_model not in COST_MODELS:
             raise ParamError(f"--cost-model must be one of {'|'.join(COST_MODELS)}, got {self.cost_model!r}")
-        registry.validate_params(self.algorithm, self.params)
-        for ch in self.changes:
-            if ch.kind == "workers":
-                try:
-                    check(WORKERS, ch.value)
-                except ParamError as exc:
-                    raise ParamError(f"--change {ch.at}:workers={ch.value}: {exc}") from None
-            if ch.kind == "algorithm":
-                registry.validate_params(str(ch.value), ch.params or {})
+        params = registry.validate_params(self.algorithm, self.params)
+        algorithm = self.algorithm
+        for ch in sorted(self.changes, key=lambda c: c.at):  # in the order the runtime applies them
+            if ch.kind in ("pause", "resume"):
+                raise ParamError(f"--change {ch.at}:{ch.kind}: a simulation has no pause/resume")
+            try:
+                kind, payload = validate_command(ch.kind, ch.payload, current_algorithm=algorithm,
+                                                 current_params=params, max_workers=MAX_WORKERS)
+            except CommandError as exc:
+                raise ParamError(f"--change at interval {ch.at}: {exc}") from None
+            if kind == "set-algorithm":
+                algorithm, params = payload["algorithm"], payload["params"]
+            elif kind == "set-param":
+                params = payload["params"]
 
 
-def parse_change(text: str) -> Change:
-    """``INTERVAL:workers=N`` or ``INTERVAL:algorithm=NAME`` → :class:`Change` (one-line errors)."""
+#: ``--change INTERVAL:WHAT=VALUE``: WHAT → (command kind, payload field)
+_CHANGE_COMMANDS = {"workers": ("set-workers", "workers"), "algorithm": ("set-algorithm", "algorithm")}
+
+
+def parse_change(text: str) -> ScheduledCommand:
+    """``INTERVAL:workers=N`` or ``INTERVAL:algorithm=NAME`` → a ``set-workers`` / ``set-algorithm``
+    :class:`~engine.commands.ScheduledCommand`, validated with
+    :func:`~engine.commands.validate_command` (one-line :class:`ParamError`)."""
     at, sep, rest = str(text).partition(":")
     what, eq, value = rest.partition("=")
     try:
         interval = int(at)
     except ValueError:
         interval = -1
-    if not sep or not eq or interval < 0 or what not in ("workers", "algorithm"):
+    if not sep or not eq or interval < 0 or what not in _CHANGE_COMMANDS:
         raise ParamError(f"--change expects INTERVAL:workers=N or INTERVAL:algorithm=NAME, got {text!r}")
+    kind, name = _CHANGE_COMMANDS[what]
     if what == "workers":
         try:
-            return Change(interval, "workers", int(value))
+            value = int(value)
         except ValueError:
             raise ParamError(f"--change {text!r}: workers must be an integer") from None
-    registry.get(value)
-    return Change(interval, "algorithm", value)
+    try:  # set-workers and set-algorithm do not depend on the algorithm in effect
+        kind, payload = validate_command(kind, {name: value}, current_algorithm="", current_params={},
+                                         max_workers=MAX_WORKERS)
+    except CommandError as exc:
+        raise ParamError(f"--change {text!r}: {exc}") from None
+    return ScheduledCommand(interval, kind, payload)
 
 
 def stream_messages(messages: int | None, workload: Any) -> int:

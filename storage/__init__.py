@@ -10,8 +10,9 @@ default with WAL + busy timeout + foreign keys, PostgreSQL by URL) and the repos
     store.record_interval(run, batch_id=0, interval=0, metrics={"imbalance": 0.2, "tuples": 1000})
 """
 
+from skewlab.shared import COMMAND_KINDS
 from storage.db import connect, default_url, make_engine, normalize_url, safe_url
-from storage.models import COMMAND_KINDS, COMMAND_STATUSES, INTERVAL_METRIC_COLUMNS, RUN_STATUSES, SCHEMA_VERSION
+from storage.models import COMMAND_STATUSES, INTERVAL_METRIC_COLUMNS, RUN_STATUSES, SCHEMA_VERSION
 from storage.store import Store, UnknownCommand, UnknownRun
 
 __all__ = [

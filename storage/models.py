@@ -64,7 +64,6 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 __all__ = [
     "ADDED_COLUMNS",
     "Base",
-    "COMMAND_KINDS",
     "COMMAND_STATUSES",
     "Command",
     "DeadLetter",
@@ -85,8 +84,6 @@ __all__ = [
 
 SCHEMA_VERSION = 2
 
-#: Operator command kinds (issue, "Operator commands").  Absolute semantics: re-applying is harmless.
-COMMAND_KINDS: tuple[str, ...] = ("set-algorithm", "set-param", "set-workers", "pause", "resume")
 #: Command lifecycle: ``pending`` → ``applied`` | ``rejected`` (with a reason).
 COMMAND_STATUSES: tuple[str, ...] = ("pending", "applied", "rejected")
 #: Run lifecycle.
@@ -378,7 +375,7 @@ class DeadLetterBatch(Base):
 class Command(Base):
     """An operator command (issue, "Operator commands").
 
-    ``kind`` is one of :data:`COMMAND_KINDS`; ``payload`` is JSON text (validated against the
+    ``kind`` is one of :data:`skewlab.shared.COMMAND_KINDS`; ``payload`` is JSON text (validated against the
     algorithm registry by the engine, never evaluated or interpolated into SQL); ``run_id`` NULL
     means "whichever run is active".  ``status`` moves once from ``pending`` to ``applied`` or
     ``rejected``; ``reason`` says why, ``applied_batch`` is the batch from which it took effect.

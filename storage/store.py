@@ -58,9 +58,9 @@ from sqlalchemy import delete as sa_delete
 from sqlalchemy import insert as sa_insert
 from sqlalchemy import text as sa_text
 
+from skewlab.shared import COMMAND_KINDS
 from storage.models import (
     ADDED_COLUMNS,
-    COMMAND_KINDS,
     INTERVAL_METRIC_COLUMNS,
     RUN_STATUSES,
     SCHEMA_VERSION,
@@ -907,7 +907,7 @@ class Store:
     def submit_command(self, kind: str, payload: Mapping[str, Any] | None = None, *, run_id: int | None = None) -> int:
         """Queue an operator command (``pending``); returns its id.
 
-        ``kind`` must be one of :data:`storage.models.COMMAND_KINDS`; ``payload`` a JSON object.  The
+        ``kind`` must be one of :data:`skewlab.shared.COMMAND_KINDS`; ``payload`` a JSON object.  The
         payload is stored as JSON text only — the engine validates it against the registry.
         ``run_id`` None addresses whichever run is active.
         """

@@ -13,7 +13,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from engine.spark.operator import merge_latest_shares, read_sink
+from engine.spark.operator import merge_latest_shares
+from engine.spark.result_sink import read_sink
 
 
 def committed_ranges(checkpoint: Path) -> dict[int, tuple[dict[int, int], dict[int, int]]]:

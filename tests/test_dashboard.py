@@ -694,15 +694,15 @@ def test_importing_the_dashboard_does_not_import_pyspark():
 # ------------------------------------------------------------------------------------ CLI
 def _parser():
     from dashboard.commands import add_commands
-    from engine.cli import _Parser
+    from skewlab.cli import Parser
 
-    p = _Parser(prog="skewlab")
-    add_commands(p.add_subparsers(dest="command", required=True, parser_class=_Parser))
+    p = Parser(prog="skewlab")
+    add_commands(p.add_subparsers(dest="command", required=True, parser_class=Parser))
     return p
 
 
 def test_cli_parses_and_refuses_bad_values(tmp_path, monkeypatch):
-    from engine.cli import UsageError
+    from skewlab.shared import UsageError
 
     p = _parser()
     a = p.parse_args(["dashboard", "--db", f"sqlite:///{tmp_path}/x.db"])
@@ -728,7 +728,7 @@ def test_port_in_use_is_a_usage_error(store):
     import socket
 
     from dashboard.commands import _make_server
-    from engine.cli import UsageError
+    from skewlab.shared import UsageError
 
     app = create_app(store=store)
     with socket.socket() as s:

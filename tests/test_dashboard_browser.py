@@ -95,7 +95,7 @@ def engine(workdir):
     """A real engine subprocess; yields (db url, run id, log path)."""
     db = f"sqlite:///{workdir}/db.sqlite"
     log_path = workdir / "engine.log"
-    cmd = [sys.executable, "-m", "engine.cli", "engine", "--db", db, "--checkpoint", str(workdir / "ck"),
+    cmd = [sys.executable, "-m", "skewlab", "engine", "--db", db, "--checkpoint", str(workdir / "ck"),
            "--interval", "1", "--rate", "5000", "--workers", "4", "--shadow", "hash,pkg", "--algorithm", "mixed",
            "--duration", "240"]
     env = dict(os.environ, SKEWLAB_DATA_DIR=str(workdir / "data"), PYTHONUNBUFFERED="1")
@@ -356,7 +356,7 @@ def test_roll_up_at_128_workers(browser, workdir):
 
 DEMO = """
 import sys
-from engine import cli
+from skewlab import cli
 sys.exit(cli.main(sys.argv[1:]))
 """
 

@@ -17,7 +17,7 @@ from dashboard.app import create_app  # noqa: E402
 from dashboard.data import DashboardData, shadow_summary, summarize  # noqa: E402
 from dashboard.layout import commands_view, kpi_cards, migration_table  # noqa: E402
 from engine import registry  # noqa: E402
-from engine.cli import main  # noqa: E402
+from skewlab.cli import main  # noqa: E402
 from engine.metrics import format_rate  # noqa: E402
 from storage import connect  # noqa: E402
 from tests.pg import pg_server, pg_url  # noqa: E402,F401  (pytest fixtures)

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from engine.cli import main  # noqa: E402
+from skewlab.cli import main  # noqa: E402
 from engine.spark.engine import EngineConfig, SparkEngine  # noqa: E402
 from storage import connect  # noqa: E402
 from tests.engine_helpers import by_fingerprint, generator_keys_of, generator_truth  # noqa: E402
@@ -281,10 +281,12 @@ def test_pause_and_resume_lose_nothing(spark, tmp_path):
         if batch_id == 0:
             engine.store.submit_command("pause", {})
 
-            def later():
+            def later():  # resume once the engine has applied the pause (it is then holding batches)
                 import time
 
-                time.sleep(1.5)
+                deadline = time.monotonic() + 120
+                while store.recent_commands(1)[0]["status"] == "pending" and time.monotonic() < deadline:
+                    time.sleep(0.05)
                 store.submit_command("resume", {})
                 resumed.set()
 

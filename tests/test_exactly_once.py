@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 
 def engine_cmd(tmp: Path, data: Path, sink: str | None = None) -> list[str]:
-    return [sys.executable, "-m", "engine.cli", "engine", "--source", "file", "--input", str(data),
+    return [sys.executable, "-m", "skewlab", "engine", "--source", "file", "--input", str(data),
             "--db", f"sqlite:///{tmp}/db.sqlite", "--checkpoint", str(tmp / "ckpt"), "--algorithm", "mixed",
             "--param", "theta_max=0.02", "--workers", "4", "--sources", "2", "--interval", "0.5",
             "--rate", "4000", "--max-per-batch", "3000", "--window", "3", "--shadow", "",

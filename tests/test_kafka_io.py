@@ -95,7 +95,7 @@ def test_bad_arguments_are_value_errors(kafka_broker):
 
 
 def test_produce_cli(kafka_broker, capsys):
-    from engine.cli import main
+    from skewlab.cli import main
 
     assert main(["produce", "--bootstrap", kafka_broker, "--topic", "cli-produce", "--messages", "500",
                  "--rate", "0", "--partitions", "2", "--keys", "20"]) == 0

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 import urllib.request
 from pathlib import Path
 from typing import Callable
@@ -58,7 +59,7 @@ def readme_commands(text: str | None = None) -> list[str]:
     i = 0
     while i < len(lines):
         line = lines[i]
-        if line.startswith("    ") and line.strip().startswith(_PREFIXES):
+        if line.startswith("    ") and line.strip().startswith(_PREFIXES) and not line.strip().startswith("skewlab/"):
             cmd = line.strip()
             while cmd.endswith("\\") and i + 1 < len(lines):
                 i += 1
@@ -126,7 +127,8 @@ def test_every_readme_command_is_run_somewhere():
 
 
 def test_readme_command_extraction():
-    text = "intro `skewlab algorithms` x\n\n    skewlab simulate --a 1 \\\n        --b 2   # note\n    other\n"
+    text = ("intro `skewlab algorithms` x\n\n    skewlab simulate --a 1 \\\n        --b 2   # note\n    other\n"
+            "    skewlab/      a folder of the layout\n")
     assert readme_commands(text) == ["skewlab simulate --a 1 --b 2", "skewlab algorithms"]
 
 
@@ -138,6 +140,11 @@ def test_ci_runs_the_readme_test_command():
     got = subprocess.run(["bash", "-c", f'{extract}; printf %s "$cmd"'], cwd=ROOT, capture_output=True, text=True)
     assert got.stdout == readme("./scripts/install && python3 -m pytest -q"), got
     assert 'bash -c "$cmd"' in ci
+    # the README's command deselects the `slow` tests (pyproject's addopts); .ci/run runs them after it
+    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]["addopts"]
+    assert shlex.split(addopts)[-2:] == ["-m", "not slow"], addopts
+    slow_at = ci.find("\npython3 -m pytest -q -m slow\n")
+    assert slow_at > ci.find('bash -c "$cmd"') > 0, ci
     install = ROOT / "scripts" / "install"
     assert os.access(install, os.X_OK) and "pip install" in install.read_text(encoding="utf-8")
 
@@ -454,6 +461,20 @@ def test_engine_file_and_join(tmp_path):
     assert rc == 0 and not tracebacks(join.text), join.text[-4000:]
 
 
+def _wait_for_topic(bootstrap: str, topic: str, timeout: float) -> None:
+    """Return once the broker knows ``topic`` (asks for fresh metadata every 0.2 s)."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        deadline = time.monotonic() + timeout
+        while topic not in consumer.topics():
+            assert time.monotonic() < deadline, f"topic {topic!r} not created within {timeout:g} s"
+            time.sleep(0.2)
+    finally:
+        consumer.close()
+
+
 @pytest.mark.slow
 def test_kafka_postgres(tmp_path, kafka_broker, pg_url):
     """Replay a workload into Kafka with ``skewlab produce`` while ``skewlab engine --source kafka`` reads
@@ -462,7 +483,7 @@ def test_kafka_postgres(tmp_path, kafka_broker, pg_url):
                              "--rate 20000 --messages 1000000"), tmp_path, {"127.0.0.1:9092": kafka_broker})
     eng = None
     try:
-        time.sleep(3)  # let the producer create the topic
+        _wait_for_topic(kafka_broker, "keys", 60)  # the producer creates it
         eng = Service(readme("skewlab engine --source kafka --bootstrap 127.0.0.1:9092 --topic keys "
                              "--db postgresql+psycopg://u:p@host/db"), tmp_path,
                       {"127.0.0.1:9092": kafka_broker, "postgresql+psycopg://u:p@host/db": pg_url})

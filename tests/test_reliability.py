@@ -26,7 +26,7 @@ the session ``spark`` fixture, ``local[2]``):
   engine reported in its ``workers`` event and ``migration_events`` row.
 
 The kill -9 exactly-once scenario is :mod:`tests.test_exactly_once`.  The long scenarios (outage,
-bad input) are marked ``slow``; they run in CI like every test.  Each test prints one
+bad input) are marked ``slow``: a plain ``pytest`` deselects them, ``.ci/run`` runs them (``-m slow``).  Each test prints one
 ``RELIABILITY <name>: {...}`` line with its figures (``pytest -s`` shows them; ``docs/results.md``
 section "Reliability" records a run).
 """
@@ -342,7 +342,7 @@ def _controller_fingerprint(c) -> dict:
 def test_bad_commands_rejected_with_reasons_state_unchanged(spark, tmp_path):
     from sqlalchemy import text
 
-    from engine.cli import main
+    from skewlab.cli import main
 
     db = f"sqlite:///{tmp_path}/db.sqlite"
     cfg = gen_cfg(tmp_path, db, max_batches=5, duration=None)

@@ -16,7 +16,7 @@ import pytest
 from engine import kafka_io
 from engine.params import ParamError
 from engine.spark import result_sink as R
-from engine.spark.operator import SINK_SCHEMA
+from engine.spark.result_sink import SINK_SCHEMA
 
 
 def results(batch: int, worker: int, keys: list[str], counts: list[int] | None = None) -> pa.Table:

@@ -1,13 +1,16 @@
 """Local runtime + controller: state never loses tuples, merged results equal ground truth for every
 registered algorithm, including across algorithm switches and worker-count changes."""
 
+import re
+
 import numpy as np
 import pytest
 
 from engine import registry
+from engine.commands import ScheduledCommand
 from engine.controller import Controller
 from engine.keys import Vocabulary
-from engine.runtime.local import Change, LocalRuntime, ground_truth
+from engine.runtime.local import LocalRuntime, ground_truth
 from engine.state import KeyedWindowState, encode
 
 K = 2000
@@ -47,8 +50,10 @@ def test_state_window_slides_and_move_keeps_counts():
 def test_merged_results_equal_ground_truth_across_switch_and_resize(name, vocab):
     batches = zipf_batches(9, 3000)
     other = "shuffle" if registry.get(name).single_owner else "hash"
-    changes = [Change(2, "workers", 7), Change(4, "algorithm", other), Change(6, "algorithm", name),
-               Change(7, "workers", 3)]
+    changes = [ScheduledCommand(2, "set-workers", {"workers": 7}),
+               ScheduledCommand(4, "set-algorithm", {"algorithm": other}),
+               ScheduledCommand(6, "set-algorithm", {"algorithm": name}),
+               ScheduledCommand(7, "set-workers", {"workers": 3})]
     rt = LocalRuntime(registry.create(name, 5, n_sources=3, seed=1), vocab, window=3)
     out = rt.run(batches, changes)
     assert rt.controller.results() == named(vocab, ground_truth(batches, 3))
@@ -84,6 +89,38 @@ def test_hash_metrics_and_no_migration_without_changes(vocab):
     expected = np.bincount((vocab.fps[ids] % np.uint64(4)).astype(np.int64), minlength=4)
     assert out["worker_loads"] == expected.astype(float).tolist()
     assert out["imbalance"] == pytest.approx(expected.max() / expected.mean() - 1)
+
+
+def test_simulate_changes_are_engine_commands_applied_by_apply_command(vocab):
+    from engine.commands import CommandError
+    from engine.params import ParamError
+    from engine.simulate import SimulationConfig, parse_change
+
+    assert parse_change("3:workers=6") == ScheduledCommand(3, "set-workers", {"workers": 6})
+    switch = parse_change("1:algorithm=consistent")
+    assert (switch.at, switch.kind, switch.payload["algorithm"]) == (1, "set-algorithm", "consistent")
+    assert switch.payload["params"] == registry.validate_params("consistent", {})  # normalised as the engine does
+    for bad, fragment in (("2:workers=0", "out of range [1, "), ("2:algorithm=pkgg", "did you mean 'pkg'"),
+                          ("2:pause=1", "--change expects")):
+        with pytest.raises(ParamError, match=re.escape(fragment)) as info:
+            parse_change(bad)
+        assert "\n" not in str(info.value) and "--max-workers" not in str(info.value)
+    # a schedule built in code is validated in order, like the engine validates each command on arrival
+    SimulationConfig(algorithm="hash", changes=[ScheduledCommand(1, "set-algorithm", {"algorithm": "consistent"}),
+                                                ScheduledCommand(2, "set-param", {"params": {"replicas": 8}})]).validate()
+    for changes, fragment in (([ScheduledCommand(2, "set-param", {"params": {"replicas": 8}})], "unknown parameter"),
+                              ([ScheduledCommand(2, "pause")], "no pause")):
+        with pytest.raises(ParamError, match=fragment):
+            SimulationConfig(algorithm="hash", changes=changes).validate()
+    # the runtime applies them through apply_command: an algorithm already in effect is a no-op
+    rt = LocalRuntime(registry.create("hash", 4), vocab, window=2)
+    assert rt.apply(ScheduledCommand(0, "set-algorithm", {"algorithm": "hash"})) == {}
+    assert rt.apply(ScheduledCommand(0, "set-workers", {"workers": 5}))["workers"] == 5
+    with pytest.raises(CommandError, match="has no pause"):
+        rt.apply(ScheduledCommand(0, "pause"))
+    with pytest.raises(CommandError, match="out of range"):
+        rt.apply(ScheduledCommand(0, "set-workers", {"workers": 0}))
+    assert rt.grouping.n_workers == 5
 
 
 def test_resize_counts_migration_and_moves_state_to_owner(vocab):

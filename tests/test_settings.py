@@ -9,7 +9,7 @@ from engine.params import ParamError
 
 
 def simulate_cli(capsys, flag, value):
-    from engine.cli import main
+    from skewlab.cli import main
 
     code = main(["simulate", "--algorithm", "hash", f"--{flag}", str(value), "--messages", "0"])
     err = capsys.readouterr().err
@@ -101,7 +101,7 @@ def test_simulate_cli_workers(capsys, value, ok):
 
 def test_cli_help_and_dashboard_range_read_the_declaration(capsys):
     from dashboard.controls import workers_range
-    from engine.cli import main
+    from skewlab.cli import main
 
     with pytest.raises(SystemExit):
         main(["simulate", "--help"])

@@ -15,7 +15,8 @@ import pytest
 from engine import registry
 from engine.keys import fingerprint, fingerprints
 from engine.spark.labels import spark_partition_of, worker_labels
-from engine.spark.operator import (OUT_ARROW, make_handler, read_sink, sink_file, unpack_output)
+from engine.spark.operator import OUT_ARROW, make_handler, unpack_output
+from engine.spark.result_sink import read_sink, sink_file
 from engine.spark.topology import RoutingSnapshot, make_router
 
 

@@ -285,14 +285,28 @@ def test_get_session_is_idempotent_and_configured(spark):
 
 
 def _hang_up_on_accumulator_server(server, payload: bytes) -> None:
-    """Connect to the driver's accumulator server like the JVM does, send ``payload``, hang up,
-    and give the handler thread time to read the hang-up."""
+    """Connect to the driver's accumulator server like the JVM does, send ``payload``, hang up, and wait
+    until the server is done with the connection: its handler returned or its error was reported
+    (``socketserver`` calls ``shutdown_request`` last for every request, after ``handle_error``)."""
     import socket
-    import time
+    import threading
 
-    with socket.create_connection(server.server_address[:2], timeout=5) as sock:
-        sock.sendall(payload)
-    time.sleep(1.5)  # the handler polls in 1 s steps
+    done = threading.Event()
+    close = server.shutdown_request
+
+    def shutdown_request(request) -> None:
+        try:
+            close(request)
+        finally:
+            done.set()
+
+    server.shutdown_request = shutdown_request
+    try:
+        with socket.create_connection(server.server_address[:2], timeout=5) as sock:
+            sock.sendall(payload)
+        assert done.wait(30), "the accumulator server did not finish the connection within 30 s"
+    finally:
+        server.shutdown_request = close
 
 
 def test_accumulator_server_hang_up_prints_no_traceback(spark, capfd):

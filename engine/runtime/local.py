@@ -1,11 +1,9 @@
 """The local runtime: S sources → grouping → n workers, one interval at a time, in one process.
 
-Every interval's tuples are dealt to the S sources round robin (tuple i of the stream belongs to
-source i mod S, the usual simulation set-up of Nasir et al. Sec. V with several sources, each with its
-own local view).  Each source routes its sub-sequence in stream order with ``grouping.route``; the
-sources' states are independent, so routing each source's batch in one call has exactly the
-semantics of interleaving them tuple by tuple.  Workers then apply the keyed operator (windowed count)
-and the :class:`~engine.controller.Controller` closes the interval (state, metrics, rebalancing).
+Every interval's tuples are dealt to the S sources round robin and each source routes its
+sub-sequence in stream order (:func:`engine.source_routing.route_sources`).  Workers then apply the
+keyed operator (windowed count) and the :class:`~engine.controller.Controller` closes the interval
+(state, metrics, rebalancing).
 
 Routing time excludes numba's one-off work.  The first call of a compiled kernel in a process
 compiles it or loads it from numba's on-disk cache (and types its arguments), so before a grouping
@@ -15,43 +13,32 @@ path) is compiled or loaded inside ``route``, and :class:`CompileClock` takes th
 compiler lock held) out of the routing time.  Both are reported as ``warmup_seconds``, so
 ``tuples_per_second`` is the routing speed of the kernels themselves.
 
-Changes between intervals (algorithm switch, parameter change, worker count) are given as a schedule
-of :class:`Change` and go through the controller's migration path, as operator commands do in the
-Spark engine.
+Changes between intervals (algorithm switch, parameter change, worker count) are operator commands
+(:class:`~engine.commands.ScheduledCommand`, the kinds and payloads of :mod:`engine.commands`) applied
+by :func:`~engine.commands.apply_command`, the function the Spark engine applies its commands with;
+they go through the controller's migration path.  The local runtime has no pause: it processes a
+given sequence of batches, so ``pause``/``resume`` are refused.
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from engine.commands import CommandError, ScheduledCommand, apply_command
 from engine.controller import Controller
 from engine.grouping import Grouping
 from engine.keys import Vocabulary
+from engine.source_routing import route_sources
+from engine.settings import MAX_WORKERS
 
-__all__ = ["Change", "CompileClock", "LocalRuntime", "WARMUP_KEYS", "route_sources"]
+__all__ = ["CompileClock", "LocalRuntime", "WARMUP_KEYS"]
 
 #: keys a throw-away copy of a new grouping routes before its first interval (see the module docstring)
 WARMUP_KEYS = 4096
-
-
-@dataclass(frozen=True)
-class Change:
-    """An operator action applied before interval ``at`` starts.
-
-    ``kind``: ``"workers"`` (value: int), ``"algorithm"`` (value: name, params: dict) or ``"params"``
-    (params: dict).
-    """
-
-    at: int
-    kind: str
-    value: Any = None
-    params: dict | None = None
-
 
 class CompileClock:
     """``with CompileClock() as clock: ...``; then ``clock.seconds``: the time numba held its compiler
@@ -71,25 +58,6 @@ class CompileClock:
     def __exit__(self, *exc: Any) -> None:
         self._installed.__exit__(*exc)
         self.seconds = float(self._listener.duration) if self._listener.done else 0.0
-
-
-def route_sources(grouping: Grouping, fps: np.ndarray, n_sources: int, offset: int = 0) -> tuple[np.ndarray, float]:
-    """Route one interval's fingerprints; tuple i belongs to source ``(offset + i) mod n_sources``.
-
-    Returns the workers and the seconds spent inside ``grouping.route`` (routing throughput).
-    """
-    m = fps.size
-    workers = np.empty(m, dtype=np.int64)
-    spent = 0.0
-    for s in range(n_sources):
-        first = (s - offset) % n_sources
-        sel = slice(first, None, n_sources)
-        part = fps[sel]
-        t0 = time.perf_counter()
-        routed = grouping.route(part, s)
-        spent += time.perf_counter() - t0
-        workers[sel] = routed
-    return workers, spent
 
 
 class LocalRuntime:
@@ -115,15 +83,16 @@ class LocalRuntime:
     def grouping(self) -> Grouping:
         return self.controller.grouping
 
-    def apply(self, change: Change) -> dict[str, Any]:
-        c = self.controller
-        if change.kind == "workers":
-            return c.resize(int(change.value))
-        if change.kind == "algorithm":
-            return c.switch(str(change.value), change.params or {})
-        if change.kind == "params":
-            return c.set_params(change.params or {})
-        raise ValueError(f"unknown change kind {change.kind!r}")
+    def apply(self, command: ScheduledCommand) -> dict[str, Any]:
+        """Apply one operator command with :func:`~engine.commands.apply_command`; returns the
+        controller's event (empty for a command already in effect).  Raises
+        :class:`~engine.commands.CommandError` (one line) for a command the runtime cannot apply."""
+        res = apply_command(self.controller, command.kind, command.payload, max_workers=MAX_WORKERS)
+        if res.status == "rejected":
+            raise CommandError(res.reason)
+        if res.action in ("pause", "resume"):
+            raise CommandError(f"{command.kind}: the local runtime processes a given stream and has no pause")
+        return res.event
 
     def step(self, key_ids: np.ndarray) -> dict[str, Any]:
         """Route and process one interval of key ids; returns the interval's metrics, with
@@ -152,10 +121,10 @@ class LocalRuntime:
     def run(
         self,
         batches: Iterable[np.ndarray],
-        changes: Iterable[Change] = (),
+        changes: Iterable[ScheduledCommand] = (),
         progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, Any]:
-        """Process every batch; apply scheduled changes; return the run summary with its intervals."""
+        """Process every batch; apply the scheduled commands; return the run summary with its intervals."""
         schedule = sorted(changes, key=lambda ch: ch.at)
         started = time.perf_counter()
         seen = 0

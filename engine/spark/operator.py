@@ -39,7 +39,6 @@ figures).
 from __future__ import annotations
 
 import base64
-import os
 import pickle
 import time
 from typing import Any, Callable, Iterator
@@ -47,10 +46,11 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pyarrow as pa
 
+from engine.spark.result_sink import SINK_SCHEMA
 from engine.spark.window_state import WorkerWindow, key_fingerprints
 
 __all__ = ["EXPORT", "OUT_ARROW", "OUT_SCHEMA", "SIDE", "STAT", "STATE_SCHEMA", "SUMMARY", "make_handler",
-           "merge_latest_shares", "read_sink", "sink_file", "unpack_output", "write_atomic_parquet"]
+           "merge_latest_shares", "unpack_output"]
 
 OUT_SCHEMA = "kind int, worker int, key string, fp long, count long, data binary"
 #: :data:`OUT_SCHEMA` as Arrow (the handler's frames converted as Spark does; for tests and benches)
@@ -58,44 +58,6 @@ OUT_ARROW = pa.schema([("kind", pa.int32()), ("worker", pa.int32()), ("key", pa.
                        ("count", pa.int64()), ("data", pa.binary())])
 STATE_SCHEMA = "blob binary"
 STAT, EXPORT, SIDE, SUMMARY = 0, 1, 2, 3
-#: one result per (batch, key): ``count`` = the windowed count (count operator) or the pairs joined
-#: (join operator), ``checksum`` = NULL (count) or the sum of the joined pairs' values (join)
-SINK_SCHEMA = pa.schema([("batch", pa.int64()), ("key", pa.string()), ("count", pa.int64()),
-                         ("checksum", pa.int64()), ("worker", pa.int32())])
-
-
-def sink_file(sink_dir: str, batch: int, worker: int) -> str:
-    """Where worker ``worker`` writes its results of micro-batch ``batch``."""
-    return os.path.join(sink_dir, f"batch={int(batch)}", f"worker-{int(worker)}.parquet")
-
-
-def write_atomic_parquet(path: str, table: pa.Table) -> None:
-    """Write ``table`` to ``path`` through a hidden temporary file and a rename (readers see the whole
-    file or none; Parquet readers skip names starting with ``.``)."""
-    import pyarrow.parquet as pq
-
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
-
-
-def read_sink(sink_dir: str) -> pa.Table:
-    """Every result row in ``sink_dir`` (columns of :data:`SINK_SCHEMA`)."""
-    import pyarrow.parquet as pq
-
-    tables = []
-    if os.path.isdir(sink_dir):
-        for sub in sorted(os.listdir(sink_dir)):
-            d = os.path.join(sink_dir, sub)
-            if not sub.startswith("batch=") or not os.path.isdir(d):
-                continue
-            for name in sorted(os.listdir(d)):
-                if name.endswith(".parquet") and not name.startswith("."):
-                    tables.append(pq.read_table(os.path.join(d, name), schema=SINK_SCHEMA))
-    return pa.concat_tables(tables) if tables else SINK_SCHEMA.empty_table()
-
-
 def _decode(key: str) -> dict[str, Any]:
     return pickle.loads(base64.b64decode(key))
 

@@ -3,13 +3,13 @@
 ``--sink`` selects it (:func:`parse_sink`): a directory (the default, ``data/results/<checkpoint
 name>``) or ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC``.  The handler of worker ``w``
 (:func:`engine.spark.operator.make_handler`) calls ``write(batch, w, table)`` once per micro-batch
-with its result rows (:data:`~engine.spark.operator.SINK_SCHEMA`); ``read()`` returns every result
-row of the run in the same columns.  Both sinks are exactly once from the same two facts: a replayed
+with its result rows (:data:`SINK_SCHEMA`); ``read()`` returns every result row of the run in the
+same columns.  Both sinks are exactly once from the same two facts: a replayed
 micro-batch produces the same rows (Spark restores the state version before it), and one writer —
 the worker's task — owns each (batch, worker) output.
 
 * :class:`ParquetSink`: one file per (batch, worker), written atomically and rewritten identically on
-  a replay (``sink_file``/``write_atomic_parquet`` of :mod:`engine.spark.operator`).
+  a replay (:func:`sink_file`, :func:`write_atomic_parquet`).
 * :class:`KafkaSink`: worker ``w`` writes to partition ``w`` of the topic (the topic has at least
   P = ``--max-workers`` partitions).  Kafka offers no way to replace records, and a Kafka transaction
   would not commit atomically with Spark's batch, so the task makes its write idempotent itself: the
@@ -47,10 +47,47 @@ import pyarrow as pa
 
 from engine.params import ParamError
 
-__all__ = ["KafkaSink", "ParquetSink", "open_sink", "parse_sink", "read_kafka_sink", "restore_sink"]
+__all__ = ["KafkaSink", "ParquetSink", "SINK_SCHEMA", "open_sink", "parse_sink", "read_kafka_sink", "read_sink",
+           "restore_sink", "sink_file", "write_atomic_parquet"]
 
 KAFKA_SCHEME = "kafka://"
 _ORDER = [("batch", "ascending"), ("key", "ascending"), ("count", "ascending"), ("checksum", "ascending")]
+#: one result per (batch, key): ``count`` = the windowed count (count operator) or the pairs joined
+#: (join operator), ``checksum`` = NULL (count) or the sum of the joined pairs' values (join)
+SINK_SCHEMA = pa.schema([("batch", pa.int64()), ("key", pa.string()), ("count", pa.int64()),
+                         ("checksum", pa.int64()), ("worker", pa.int32())])
+
+
+def sink_file(sink_dir: str, batch: int, worker: int) -> str:
+    """Where worker ``worker`` writes its results of micro-batch ``batch``."""
+    return os.path.join(sink_dir, f"batch={int(batch)}", f"worker-{int(worker)}.parquet")
+
+
+def write_atomic_parquet(path: str, table: pa.Table) -> None:
+    """Write ``table`` to ``path`` through a hidden temporary file and a rename (readers see the whole
+    file or none; Parquet readers skip names starting with ``.``)."""
+    import pyarrow.parquet as pq
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def read_sink(sink_dir: str) -> pa.Table:
+    """Every result row in ``sink_dir`` (columns of :data:`SINK_SCHEMA`)."""
+    import pyarrow.parquet as pq
+
+    tables = []
+    if os.path.isdir(sink_dir):
+        for sub in sorted(os.listdir(sink_dir)):
+            d = os.path.join(sink_dir, sub)
+            if not sub.startswith("batch=") or not os.path.isdir(d):
+                continue
+            for name in sorted(os.listdir(d)):
+                if name.endswith(".parquet") and not name.startswith("."):
+                    tables.append(pq.read_table(os.path.join(d, name), schema=SINK_SCHEMA))
+    return pa.concat_tables(tables) if tables else SINK_SCHEMA.empty_table()
 
 
 def parse_sink(spec: str) -> tuple[str, ...]:
@@ -101,19 +138,17 @@ def restore_sink(spec: str, start: dict[int, int] | None, partitions: int, *,
 
 
 class ParquetSink:
-    """Results as ``DIR/batch=B/worker-W.parquet`` (:func:`engine.spark.operator.sink_file`)."""
+    """Results as ``DIR/batch=B/worker-W.parquet`` (:func:`sink_file`)."""
 
     def __init__(self, directory: str) -> None:
         self.url = str(directory)
         self.start: dict[int, int] | None = None
 
     def write(self, batch: int, worker: int, table: pa.Table) -> None:
-        from engine.spark.operator import sink_file, write_atomic_parquet
 
         write_atomic_parquet(sink_file(self.url, batch, worker), table)
 
     def read(self) -> pa.Table:
-        from engine.spark.operator import read_sink
 
         return read_sink(self.url)
 
@@ -204,11 +239,10 @@ class KafkaSink:
 def read_kafka_sink(bootstrap: str, topic: str, start: dict[int, int] | None = None, *,
                     timeout_s: float = 30.0) -> pa.Table:
     """Every result row a :class:`KafkaSink` wrote to ``topic`` from offsets ``start`` (default: each
-    partition's beginning), in the columns of :data:`~engine.spark.operator.SINK_SCHEMA`: one row per
+    partition's beginning), in the columns of :data:`SINK_SCHEMA`: one row per
     (out_batch, worker, seq) of the groups whose ``n`` records are all there; an incomplete group (a
     write cut short, completed by the replay) is left out, like a Parquet file not yet renamed."""
     from engine.kafka_io import read_topic
-    from engine.spark.operator import SINK_SCHEMA
 
     groups: dict[tuple[int, int], dict[int, tuple[str, dict]]] = {}
     for part, recs in read_topic(bootstrap, topic, start=start, timeout_s=timeout_s).items():
