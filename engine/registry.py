@@ -12,7 +12,7 @@ import importlib
 import pkgutil
 from typing import Any, Mapping
 
-from engine.grouping import Grouping
+from engine.grouping import Planner
 from engine.params import ParamError, resolve_params
 
 __all__ = ["NAMES", "UnknownAlgorithm", "create", "describe", "get", "names", "register", "validate_params"]
@@ -23,7 +23,7 @@ NAMES: tuple[str, ...] = (
     "elb", "clb", "uhlb",
 )
 
-_REGISTRY: dict[str, type[Grouping]] = {}
+_REGISTRY: dict[str, type[Planner]] = {}
 _LOADED = False
 
 
@@ -31,7 +31,7 @@ class UnknownAlgorithm(ParamError):
     """No grouping is registered under that name (message suggests the nearest one)."""
 
 
-def register(cls: type[Grouping]) -> type[Grouping]:
+def register(cls: type[Planner]) -> type[Planner]:
     """Class decorator: add ``cls`` under ``cls.name`` (must be one of :data:`NAMES`)."""
     if cls.name not in NAMES:
         raise ValueError(f"{cls.__name__}.name={cls.name!r} is not a registry name")
@@ -60,7 +60,7 @@ def names() -> list[str]:
     return [n for n in NAMES if n in _REGISTRY]
 
 
-def get(name: str) -> type[Grouping]:
+def get(name: str) -> type[Planner]:
     """The class registered as ``name``; :class:`UnknownAlgorithm` (with a suggestion) otherwise."""
     _load()
     cls = _REGISTRY.get(str(name))
@@ -83,7 +83,7 @@ def create(
     n_sources: int = 1,
     seed: int = 0,
     params: Mapping[str, Any] | None = None,
-) -> Grouping:
+) -> Planner:
     """Instantiate ``name`` after validating its parameters."""
     cls = get(name)
     if int(n_workers) < 1:

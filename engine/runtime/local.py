@@ -2,14 +2,15 @@
 
 Every interval's tuples are dealt to the S sources round robin (tuple i of the stream belongs to
 source i mod S, the usual simulation set-up of Nasir et al. Sec. V with several sources, each with its
-own local view).  Each source routes its sub-sequence in stream order with ``grouping.route``; the
+own local view).  Each source routes its sub-sequence in stream order with ``grouping.router.route``; the
 sources' states are independent, so routing each source's batch in one call has exactly the
 semantics of interleaving them tuple by tuple.  Workers then apply the keyed operator (windowed count)
 and the :class:`~engine.controller.Controller` closes the interval (state, metrics, rebalancing).
 
 Routing time excludes numba's one-off work.  The first call of a compiled kernel in a process
-compiles it or loads it from numba's on-disk cache (and types its arguments), so before a grouping
-routes its first interval (at the start and after every algorithm switch) a throw-away copy of it
+compiles it or loads it from numba's on-disk cache (and types its arguments), so before a router
+routes its first interval (at the start and after every algorithm switch or parameter change) a
+throw-away copy of it
 routes the interval's first :data:`WARMUP_KEYS` keys; a kernel first needed later (another code
 path) is compiled or loaded inside ``route``, and :class:`CompileClock` takes that time (numba's
 compiler lock held) out of the routing time.  Both are reported as ``warmup_seconds``, so
@@ -30,7 +31,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from engine.controller import Controller
-from engine.grouping import Grouping
+from engine.grouping import Planner, Router
 from engine.keys import Vocabulary
 
 __all__ = ["Change", "CompileClock", "LocalRuntime", "WARMUP_KEYS", "route_sources"]
@@ -73,10 +74,10 @@ class CompileClock:
         self.seconds = float(self._listener.duration) if self._listener.done else 0.0
 
 
-def route_sources(grouping: Grouping, fps: np.ndarray, n_sources: int, offset: int = 0) -> tuple[np.ndarray, float]:
+def route_sources(router: Router, fps: np.ndarray, n_sources: int, offset: int = 0) -> tuple[np.ndarray, float]:
     """Route one interval's fingerprints; tuple i belongs to source ``(offset + i) mod n_sources``.
 
-    Returns the workers and the seconds spent inside ``grouping.route`` (routing throughput).
+    Returns the workers and the seconds spent inside ``router.route`` (routing throughput).
     """
     m = fps.size
     workers = np.empty(m, dtype=np.int64)
@@ -86,7 +87,7 @@ def route_sources(grouping: Grouping, fps: np.ndarray, n_sources: int, offset: i
         sel = slice(first, None, n_sources)
         part = fps[sel]
         t0 = time.perf_counter()
-        routed = grouping.route(part, s)
+        routed = router.route(part, s)
         spent += time.perf_counter() - t0
         workers[sel] = routed
     return workers, spent
@@ -97,7 +98,7 @@ class LocalRuntime:
 
     def __init__(
         self,
-        grouping: Grouping,
+        grouping: Planner,
         vocab: Vocabulary,
         *,
         window: int = 10,
@@ -108,11 +109,11 @@ class LocalRuntime:
         self.vocab = vocab
         self.rebalance = rebalance
         self.warmup_seconds = 0.0
-        self._warmed: Grouping | None = None
+        self._warmed: Router | None = None
         self._offset = 0
 
     @property
-    def grouping(self) -> Grouping:
+    def grouping(self) -> Planner:
         return self.controller.grouping
 
     def apply(self, change: Change) -> dict[str, Any]:
@@ -130,9 +131,10 @@ class LocalRuntime:
         ``warmup_seconds``: numba compilation / cache loading inside ``route`` (not routing time)."""
         key_ids = np.asarray(key_ids, dtype=np.int64)
         fps = self.vocab.fps[key_ids]
-        warmup = self._warm_up(fps) if self._warmed is not self.grouping else 0.0
+        router = self.grouping.router
+        warmup = self._warm_up(fps) if self._warmed is not router else 0.0
         with CompileClock() as clock:
-            workers, spent = route_sources(self.grouping, fps, self.grouping.n_sources, self._offset)
+            workers, spent = route_sources(router, fps, router.n_sources, self._offset)
         self._offset = (self._offset + key_ids.size) % self.grouping.n_sources
         warmup += clock.seconds
         self.warmup_seconds += warmup
@@ -142,11 +144,12 @@ class LocalRuntime:
         return row
 
     def _warm_up(self, fps: np.ndarray) -> float:
-        """Route the first :data:`WARMUP_KEYS` of ``fps`` with a copy of the grouping; its seconds."""
+        """Route the first :data:`WARMUP_KEYS` of ``fps`` with a copy of the router; its seconds."""
         started = time.perf_counter()
-        self._warmed = self.grouping
+        router = self.grouping.router
+        self._warmed = router
         if fps.size:
-            route_sources(copy.deepcopy(self.grouping), fps[:WARMUP_KEYS], self.grouping.n_sources, self._offset)
+            route_sources(copy.deepcopy(router), fps[:WARMUP_KEYS], router.n_sources, self._offset)
         return time.perf_counter() - started
 
     def run(
