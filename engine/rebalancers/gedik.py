@@ -96,7 +96,7 @@ import itertools
 import math
 import time
 from abc import abstractmethod
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 from numba import njit

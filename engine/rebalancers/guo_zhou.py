@@ -152,7 +152,7 @@ UHLB keeps its hash member ``(a, b)`` and re-evaluates it modulo the new ``n`` (
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 from numba import njit
