@@ -58,7 +58,7 @@ def time_plan(algo: str, n: int, r: int, scenario: str, repeat: int) -> dict:
         st0 = stats_for(keys, counts, g.base(keys), n - 1)
         g.observe(st0)
         g.apply(g.plan(st0))
-        owners = g.route(keys)
+        owners = g.router.route(keys)
         g.resize(n)
     else:
         owners = g.base(keys)

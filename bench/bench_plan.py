@@ -65,14 +65,14 @@ def measure(name: str, params: dict, K: int, n: int, cost1: np.ndarray, cost2: n
             seed: int = 0) -> dict:
     """Plan time and plan quality of grouping ``name`` (seeded with ``seed``) on the two intervals above."""
     g = registry.create(name, n, seed=seed, params=params)
-    s1 = IntervalStats(0, n, keys, cost1, cost1, cost1.astype(np.int64), g.owner(keys))
+    s1 = IntervalStats(0, n, keys, cost1, cost1, cost1.astype(np.int64), g.router.owner(keys))
     g.observe(s1)
     t = time.perf_counter()
     p1 = g.plan(s1)
     first = time.perf_counter() - t
     if p1 is not None:
         g.apply(p1)
-    s2 = IntervalStats(1, n, keys, cost2, cost2, cost2.astype(np.int64), g.owner(keys))
+    s2 = IntervalStats(1, n, keys, cost2, cost2, cost2.astype(np.int64), g.router.owner(keys))
     g.observe(s2)
     times = []
     plan = None

@@ -96,7 +96,7 @@ def measure(name: str, fps: np.ndarray, ranks: np.ndarray, args: argparse.Namesp
     if prepare is not None:
         prepare(warm)
     for src in range(s):
-        warm.route(fps[: min(fps.size, 4096)], src)
+        warm.router.route(fps[: min(fps.size, 4096)], src)
     best = float("inf")
     outs: list[np.ndarray] = []
     for _ in range(args.repeat):
@@ -108,7 +108,7 @@ def measure(name: str, fps: np.ndarray, ranks: np.ndarray, args: argparse.Namesp
         clock = time.process_time if args.clock == "cpu" else time.perf_counter
         t0 = clock()
         for start in range(0, fps.size, b):
-            outs.append(g.route(batch(start), src))
+            outs.append(g.router.route(batch(start), src))
             src = src + 1 if src + 1 < s else 0
         best = min(best, clock() - t0)
     workers = np.concatenate(outs) if outs else np.zeros(0, np.int64)
@@ -123,8 +123,8 @@ def measure(name: str, fps: np.ndarray, ranks: np.ndarray, args: argparse.Namesp
         "imbalance": float(loads.max() / mean - 1.0) if mean > 0 else 0.0,
         "replication": float(replication),
     }
-    if hasattr(g, "d_of"):
-        row["d"] = [int(g.d_of(x)) for x in range(s)]
+    if hasattr(g.router, "d_of"):
+        row["d"] = [int(g.router.d_of(x)) for x in range(s)]
     if extra is not None:
         row.update(extra(g, workers))
     return row
@@ -140,7 +140,7 @@ def measure_rebalancer(name: str, fps: np.ndarray, ranks: np.ndarray, args: Any,
     keys, counts = np.unique(fps, return_counts=True)
 
     def prepare(g: Any) -> None:
-        st = IntervalStats(0, n, keys, counts.astype(float), counts.astype(float), counts, g.owner(keys))
+        st = IntervalStats(0, n, keys, counts.astype(float), counts.astype(float), counts, g.router.owner(keys))
         g.observe(st)
         plan = g.plan(st)  # always plan once (even when balanced) so that the table lookup is exercised
         if plan is not None:

@@ -224,16 +224,17 @@ def zipf_stream(z: float, keys: int, messages: int, seed: int):
 
 
 def route(name: str, n: int, sources: int, fps: np.ndarray, seed: int = 0,
-          params: Mapping[str, Any] | None = None, grouping=None) -> tuple[np.ndarray, float]:
-    """Workers of every tuple under grouping ``name`` (or the given instance) with ``sources`` sources.
+          params: Mapping[str, Any] | None = None, router=None) -> tuple[np.ndarray, float]:
+    """Workers of every tuple under grouping ``name`` (or the given :class:`~engine.grouping.Router`)
+    with ``sources`` sources.
 
     Uses the local runtime's :func:`~engine.source_routing.route_sources`; returns (workers, seconds
     inside ``route``).
     """
     from engine.source_routing import route_sources
 
-    g = grouping if grouping is not None else registry.create(name, n, sources, seed, params or {})
-    return route_sources(g, np.asarray(fps, dtype=np.uint64), g.n_sources, 0)
+    r = router if router is not None else registry.create(name, n, sources, seed, params or {}).router
+    return route_sources(r, np.asarray(fps, dtype=np.uint64), r.n_sources, 0)
 
 
 def stream_metrics(key_ids: np.ndarray, workers: np.ndarray, n: int) -> dict[str, float]:

@@ -83,8 +83,8 @@ def run_q1(ctx: Context, S: dict[str, Any], sources: int, seed: int) -> list[dic
                 for c in THETA_N:
                     g = None
                     if alg == "dchoices":
-                        g = DChoicesGrouping(n, sources, seed, _params(c, n))
-                    workers, _ = route(alg, n, sources, fps, seed, _params(c, n), grouping=g)
+                        g = DChoicesGrouping(n, sources, seed, _params(c, n)).router
+                    workers, _ = route(alg, n, sources, fps, seed, _params(c, n), router=g)
                     met = stream_metrics(ids, workers, n)
                     row = {"z": z, "n": n, "theta_n": c, "algorithm": alg, "p1": float(p[0]),
                            "head_keys": int(np.count_nonzero(p >= c / n)),

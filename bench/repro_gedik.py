@@ -117,7 +117,7 @@ def grow(inst: Instance, alg: str, n_final: int, params: dict[str, Any]) -> list
 
 def _step(inst: Instance, g, n: int) -> dict[str, Any]:
     """One adaptation of partitioning function ``g`` from n − 1 to n channels (plan applied); its row."""
-    owners = g.owner(inst.keys)  # p^(t): placement under n − 1 channels
+    owners = g.router.owner(inst.keys)  # p^(t): placement under n − 1 channels
     g.resize(n)
     st = inst.stats(n, owners, n)
     g.observe(st)
@@ -150,7 +150,7 @@ def _explicit_ties(inst: Instance, g, n: int) -> dict[str, int]:
     tracked = np.isin(inst.keys, g.tracked)
     if not tracked.any():
         return {"max_ties": 0, "min_ties": 0, "min_load": None}
-    loads = np.bincount(g.owner(inst.keys[tracked]), weights=inst.count[tracked], minlength=n)[:n]
+    loads = np.bincount(g.router.owner(inst.keys[tracked]), weights=inst.count[tracked], minlength=n)[:n]
     return {"max_ties": int(np.count_nonzero(loads == loads.max())),
             "min_ties": int(np.count_nonzero(loads == loads.min())), "min_load": int(loads.min())}
 

@@ -58,7 +58,7 @@ from bench.common import (
     zipf_stream,
 )
 from engine import registry
-from engine.groupings.split_key import ST_D, ST_NEXT, DChoicesGrouping
+from engine.groupings.split_key import ST_D, ST_NEXT, DChoicesGrouping, DChoicesRouter
 
 KEY = "nasir"
 TITLE = "Nasir et al. ICDE 2016 — D-Choices / W-Choices vs PKG"
@@ -83,18 +83,19 @@ def units(quick: bool, seeds: int = 1) -> int:
     return seeds * (len(s["zs"]) * len(s["keys"]) + len(s["q2_zs"]) + len(s["q1_zs"]) + 1) + 1
 
 
-class FixedDGreedy(DChoicesGrouping):
+class FixedDGreedy(DChoicesRouter):
     """Greedy-d with a fixed d for the head (Nasir Q2's "Greedy-d with all possible values of d").
 
     Identical to ``dchoices`` (same SpaceSaving head detection, warm-up, PKG tail, same kernel) except
     that d is fixed instead of being recomputed by FINDOPTIMALCHOICES: the per-source state column
     ``ST_D`` holds ``fixed_d`` and the refresh point ``ST_NEXT`` is set to −1, which the kernel's
-    ``total == ST_NEXT`` test never meets.  Not registered (bench-only).
+    ``total == ST_NEXT`` test never meets.  A router with ``dchoices``' default parameters; not
+    registered (bench-only).
     """
 
     def __init__(self, n_workers: int, n_sources: int, seed: int, fixed_d: int) -> None:
         self.fixed_d = int(fixed_d)
-        super().__init__(n_workers, n_sources, seed, {})
+        super().__init__(n_workers, n_sources, seed, registry.validate_params("dchoices", {}))
 
     def _reset_state(self) -> None:
         super()._reset_state()
@@ -141,8 +142,8 @@ def _q2(ctx: Context, S, seed: int) -> list[dict[str, Any]]:
             if n <= 2:
                 continue
             wc = stream_metrics(ids, route("wchoices", n, SOURCES, fps, seed)[0], n)["seeds_imbalance"]
-            g = DChoicesGrouping(n, SOURCES, seed, {})
-            dc_w, _ = route("dchoices", n, SOURCES, fps, grouping=g)
+            g = DChoicesGrouping(n, SOURCES, seed, {}).router
+            dc_w, _ = route("dchoices", n, SOURCES, fps, router=g)
             dc_i = stream_metrics(ids, dc_w, n)["seeds_imbalance"]
             chosen = [int(g.d_of(s)) for s in range(SOURCES)]
             cache: dict[int, float] = {}
@@ -150,7 +151,7 @@ def _q2(ctx: Context, S, seed: int) -> list[dict[str, Any]]:
             def imb(d: int) -> float:
                 if d not in cache:
                     gd = FixedDGreedy(n, SOURCES, seed, d)
-                    cache[d] = stream_metrics(ids, route("dchoices", n, SOURCES, fps, grouping=gd)[0], n)[
+                    cache[d] = stream_metrics(ids, route("dchoices", n, SOURCES, fps, router=gd)[0], n)[
                         "seeds_imbalance"]
                 return cache[d]
 
@@ -184,8 +185,8 @@ def run(ctx: Context) -> Section:
                 seed_rows = []
                 for n in S["ns"]:
                     for alg in ALGOS:
-                        g = registry.create(alg, n, SOURCES, seed)
-                        workers, secs = route(alg, n, SOURCES, fps, grouping=g)
+                        g = registry.create(alg, n, SOURCES, seed).router
+                        workers, secs = route(alg, n, SOURCES, fps, router=g)
                         met = stream_metrics(ids, workers, n)
                         row = {"keys": K, "z": z, "n": n, "algorithm": alg, **met, "route_seconds": secs}
                         if alg == "dchoices":
@@ -237,8 +238,8 @@ def _distinct_choices_case(quick: bool) -> dict[str, Any]:
     ranks = np.minimum(np.searchsorted(cdf, np.random.default_rng(0).random(m), side="right"), k - 1)
     vocab = Vocabulary([str(i) for i in range(k)])
     fps = vocab.fps[ranks]
-    g = DChoicesGrouping(n, SOURCES, 0, {})
-    workers, _ = route("dchoices", n, SOURCES, fps, grouping=g)
+    g = DChoicesGrouping(n, SOURCES, 0, {}).router
+    workers, _ = route("dchoices", n, SOURCES, fps, router=g)
     met = stream_metrics(ranks, workers, n)
     d = max(int(g.d_of(s)) for s in range(SOURCES))
     hot = np.bincount(workers[ranks == 0], minlength=n)

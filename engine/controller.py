@@ -40,7 +40,7 @@ previous implementation (checked against it by ``tests/test_controller.py``); pe
 pickled controller (the engine's snapshot, every batch) stores the pair log packed
 (:func:`engine.state.pack_codes`).
 
-Migration rule after a change: for a single-owner grouping, target = ``grouping.owner(k)``; for a
+Migration rule after a change: for a single-owner grouping, target = ``grouping.router.owner(k)``; for a
 split-key grouping, state stays where it is (it may legitimately be split) unless its worker no longer
 exists, in which case it goes to h(k) = fp mod n.
 """
@@ -55,7 +55,7 @@ import numpy as np
 
 from engine import registry
 from engine.gate import GateVerdict, MigrationGate
-from engine.grouping import Grouping, IntervalStats, Plan
+from engine.grouping import IntervalStats, Plan, Planner
 from engine.keys import Vocabulary, home
 from engine.metrics import load_metrics
 from engine.params import ParamError
@@ -122,11 +122,15 @@ class MigrationEvent:
 
 
 class Controller:
-    """Keeps state, statistics and the grouping of one run (see module docstring)."""
+    """Keeps state, statistics and the grouping of one run (see module docstring).
+
+    ``grouping`` is the algorithm's :class:`~engine.grouping.Planner`; runtimes route with its
+    ``grouping.router`` (the only part a distributed runtime ships to its tasks).
+    """
 
     def __init__(
         self,
-        grouping: Grouping,
+        grouping: Planner,
         vocab: Vocabulary,
         *,
         window: int = 10,
@@ -202,7 +206,7 @@ class Controller:
                 s_pair = window_counts[searchsorted_ascending(codes, interval_codes)]
                 np.add.at(cost, pos, interval_counts * s_pair.astype(np.float64))
         fps = self.vocab.fps[key_ids]
-        owner = self.grouping.owner(fps) if self.grouping.single_owner else None
+        owner = self.grouping.router.owner(fps) if self.grouping.single_owner else None
         worker = owner if owner is not None else np.full(key_ids.size, -1, dtype=np.int64)
         return IntervalStats(
             interval=self.interval,
@@ -407,7 +411,7 @@ class Controller:
             return MigrationEvent(self.interval, reason, 0, 0.0, 0.0, 0.0, dict(detail))
         if self.grouping.single_owner:
             uk = np.unique(keys)
-            targets = self.grouping.owner(self.vocab.fps[uk])
+            targets = self.grouping.router.owner(self.vocab.fps[uk])
         else:
             stray = workers >= self.n_workers
             uk = np.unique(keys[stray])
@@ -421,31 +425,35 @@ class Controller:
     def switch(self, name: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Switch to algorithm ``name`` (validated); state follows through the migration path.
 
-        Changing only parameters of the current algorithm keeps its routing table (no forced
-        migration); a different algorithm starts from its own base routing.
+        A different algorithm is a new planner that starts from its own base routing.  Naming the
+        current algorithm sets its parameters to ``params`` (missing ones: defaults) through
+        :meth:`set_params`, which keeps a rebalancer's routing table (no forced migration).
         """
         old = self.grouping
-        new = registry.create(name, old.n_workers, old.n_sources, old.seed, params)
-        same = name == old.name
-        if same and old.rebalancing and hasattr(old, "table") and hasattr(new, "table"):
-            new.table = old.table  # type: ignore[attr-defined]
-        self.grouping = new
-        reason = "params" if same else "switch"
+        if name == old.name:
+            return self.set_params(registry.validate_params(name, params))
+        self.grouping = registry.create(name, old.n_workers, old.n_sources, old.seed, params)
+        return self._reconfigured("switch", old.name)
+
+    def set_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Change parameters of the current algorithm (merged over the current ones, validated against
+        its declaration by :meth:`engine.grouping.Planner.set_params`); state follows its router."""
+        self.grouping.set_params(params)
+        return self._reconfigured("params", self.grouping.name)
+
+    def _reconfigured(self, reason: str, previous: str) -> dict[str, Any]:
+        """Migrate every key to its owner under the changed grouping and record the event."""
+        name = self.grouping.name
         ev = self.migrate_to_owners(reason, algorithm=name)
         return self._event(
             reason,
-            previous=old.name,
+            previous=previous,
             algorithm=name,
-            params=dict(new.p),
+            params=dict(self.grouping.p),
             keys=ev.keys,
             state_moved=ev.state_moved,
             migration_cost=ev.migration_cost,
         )
-
-    def set_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Change parameters of the current algorithm (validated against its declaration)."""
-        merged = {**self.grouping.p, **dict(params)}
-        return self.switch(self.grouping.name, merged)
 
     def resize(self, n_workers: int) -> dict[str, Any]:
         """Change the number of workers; state on removed workers and re-homed keys migrates."""

@@ -5,7 +5,7 @@ plan from the interval that just ended and move state whenever the imbalance exc
 On bursty keys the keys a plan moves are no longer the hot ones when the plan is in force: the run
 pays the migration and gains nothing (or loses: a plan that offsets a burst unbalances the rest).
 The gate is one check in the controller for every rebalancer (declared parameters ``gate`` and
-``gate_horizon`` of :class:`engine.grouping.RebalancingGrouping`).  It learns, from the stream
+``gate_horizon`` of :class:`engine.grouping.RebalancingPlanner`).  It learns, from the stream
 itself, how much of a plan's gain survives into the next interval:
 
 * **predicted gain** of a plan made after interval i: ``imbalance(L_i under the current owners) −

@@ -1,26 +1,33 @@
-"""The one ``Grouping`` interface every algorithm implements, and the data it exchanges.
+"""The interface every algorithm implements — a :class:`Router` and a :class:`Planner` — and the data
+they exchange with the controller.
 
 A grouping decides, for a **batch** of keys emitted by one upstream **source**, which of the ``n``
 downstream workers receives each tuple.  Keys arrive as ``uint64`` fingerprints (see
 :mod:`engine.keys`); workers are ``int64`` ids in ``[0, n)``.
 
+Every algorithm is split in two (issue #16), because the two halves run in different places:
+
+* the **router** runs where the sources route (Spark executors): ``route(fps, source)``,
+  ``owner(fps)``, per-source state (``source_state`` / ``set_source_state``), ``n_workers``, and
+  for rebalancers the base hash/ring and the routing table A.  It is small and picklable: the
+  Spark engine pickles it into every micro-batch's routing snapshot.
+* the **planner** runs on the driver: ``observe``, ``should_rebalance``, ``plan``, ``apply(plan)``
+  (which updates the router it owns, ``planner.router``), ``resize``, ``set_params``,
+  ``routing_table_size``, ``describe`` and the class metadata.  Statistics kept only for planning
+  (lossy counters, substream histories, plan bookkeeping) live here and never travel.
+
 Two families share the interface:
 
 * **Streaming groupings** (``hash``, ``consistent``, ``shuffle``, ``pkg``, ``dchoices``, ``wchoices``,
   ``rr-head``, ``dkg``) decide per tuple from per-source local state (load estimates, sketches).
-  ``route`` updates that state as a side effect, exactly as each source would tuple by tuple.
+  ``route`` updates that state as a side effect, exactly as each source would tuple by tuple.  Their
+  whole state is routing state, so their planner (:class:`StreamingPlanner`) only builds the router.
 * **Rebalancing groupings** (``llfd`` … ``uhlb``) keep every key on exactly one worker.  Between
   intervals the controller hands them :class:`IntervalStats`; they return a :class:`Plan` (new
   assignment, routing table, keys to migrate, migration cost), which the controller executes through
-  the migration protocol and then passes to :meth:`Grouping.apply`.
+  the migration protocol and then passes to :meth:`Planner.apply`.
 
-Class attributes describe the algorithm to the registry, the CLI, the engine and the dashboard:
-``name`` (registry name), ``summary`` (one line), ``paper`` (reference), ``params`` (declared
-:class:`~engine.params.Param` tuple), ``single_owner`` (every key lives on one worker at a time;
-False for split-key groupings, which cannot serve a join), ``rebalancing`` (produces plans).
-
-Groupings must be picklable (plain attributes, numpy arrays; compiled kernels at module level) so a
-runtime can ship them to Spark executors.
+Routers must be picklable (plain attributes, numpy arrays; compiled kernels at module level).
 """
 
 from __future__ import annotations
@@ -38,7 +45,10 @@ from engine.params import Param, resolve_params
 from engine.settings import SOURCES, WORKERS, check
 from engine.table_lookup import build_key_index, lookup_keys
 
-__all__ = ["GATE_PARAMS", "Grouping", "IntervalStats", "Plan", "RebalancingGrouping", "RoutingTable", "make_plan"]
+__all__ = [
+    "GATE_PARAMS", "IntervalStats", "Plan", "Planner", "RebalancingPlanner", "Router", "RoutingTable",
+    "StreamingPlanner", "TableRouter", "make_plan",
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,37 +255,35 @@ class RoutingTable:
 
 
 # ---------------------------------------------------------------------------------------------
-# The interface
+# The interface: a Router for the executors, a Planner for the driver
 # ---------------------------------------------------------------------------------------------
-class Grouping(ABC):
-    """Base class of every grouping; see the module docstring for the contract."""
+def _check_counts(n_workers: int, n_sources: int) -> None:
+    """Workers and sources in their declared ranges (:mod:`engine.settings`); ``ParamError`` otherwise."""
+    check(WORKERS, n_workers)
+    check(SOURCES, n_sources)
 
-    name: ClassVar[str] = ""
-    summary: ClassVar[str] = ""
-    paper: ClassVar[str] = ""
-    params: ClassVar[tuple[Param, ...]] = ()
-    single_owner: ClassVar[bool] = True
-    rebalancing: ClassVar[bool] = False
+
+class Router(ABC):
+    """The routing half of an algorithm: everything a task needs to route a batch, and nothing else.
+
+    A runtime ships the router (pickled) to wherever the sources route: the Spark engine pickles it
+    into every micro-batch's routing snapshot, so it holds only routing state (base hash or ring,
+    routing table A, per-source load estimates and sketches) and the parameters routing reads
+    (``p``); statistics kept for planning stay on the :class:`Planner`.
+    """
+
     #: attributes holding per-source state with the source on axis 0 (local load estimates,
     #: sketches); a distributed runtime ships ``source_state(s)`` to the task routing source ``s``
     #: and stores what comes back with ``set_source_state``.
     source_state_attrs: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(
-        self,
-        n_workers: int,
-        n_sources: int = 1,
-        seed: int = 0,
-        params: Mapping[str, Any] | None = None,
-    ) -> None:
-        check(WORKERS, n_workers)
-        check(SOURCES, n_sources)
+    def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
+        _check_counts(n_workers, n_sources)
         self.n_workers = int(n_workers)
         self.n_sources = int(n_sources)
         self.seed = int(seed)
-        self.p: dict[str, Any] = resolve_params(self.params, params, owner=self.name)
+        self.p: dict[str, Any] = dict(params or {})
 
-    # -------------------------------------------------------------- streaming path
     @abstractmethod
     def route(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
         """Workers (``int64`` in ``[0, n)``) for a batch of key fingerprints from ``source``.
@@ -285,7 +293,7 @@ class Grouping(ABC):
         """
 
     def owner(self, fps: np.ndarray) -> np.ndarray | None:
-        """For single-owner groupings: each key's worker now, without side effects; else ``None``."""
+        """For single-owner routing: each key's worker now, without side effects; else ``None``."""
         return None
 
     def source_state(self, source: int) -> dict[str, Any]:
@@ -296,13 +304,89 @@ class Grouping(ABC):
         """Install state returned by the task that routed ``source``."""
         for a, value in state.items():
             if a not in self.source_state_attrs:
-                raise KeyError(f"{self.name}: {a!r} is not per-source state")
+                raise KeyError(f"{type(self).__name__}: {a!r} is not per-source state")
             getattr(self, a)[source] = value
 
     def resize(self, n_workers: int) -> None:
         """Change the number of workers between intervals (local estimates restart)."""
-        check(WORKERS, n_workers)
+        _check_counts(n_workers, self.n_sources)
         self.n_workers = int(n_workers)
+
+    def describe(self) -> dict[str, Any]:
+        """Routing details for :meth:`Planner.describe` (e.g. D-Choices' current d); default none."""
+        return {}
+
+
+class Planner(ABC):
+    """The driver half of an algorithm: statistics, rebalancing decisions, parameters; owns its router.
+
+    The registry instantiates planners (one class per algorithm).  The controller hands the planner
+    :class:`IntervalStats` (:meth:`observe`), asks :meth:`should_rebalance` / :meth:`plan`, executes
+    the plan through the migration path and then calls :meth:`apply`, which updates
+    :attr:`router`.  Runtimes route with ``planner.router``; only the router travels to executors.
+
+    Class attributes describe the algorithm to the registry, the CLI, the engine and the dashboard:
+    ``name`` (registry name), ``summary`` (one line), ``paper`` (reference), ``params`` (declared
+    :class:`~engine.params.Param` tuple), ``single_owner`` (every key lives on one worker at a time;
+    False for split-key groupings, which cannot serve a join), ``rebalancing`` (produces plans).
+    """
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
+    params: ClassVar[tuple[Param, ...]] = ()
+    single_owner: ClassVar[bool] = True
+    rebalancing: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        n_workers: int,
+        n_sources: int = 1,
+        seed: int = 0,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
+        _check_counts(n_workers, n_sources)
+        self.seed = int(seed)
+        self.p: dict[str, Any] = resolve_params(self.params, params, owner=self.name)
+        self.router: Router = self.make_router(int(n_workers), int(n_sources))
+        self.reset_planning()
+
+    @abstractmethod
+    def make_router(self, n_workers: int, n_sources: int) -> Router:
+        """A fresh router for the current parameters (``self.p``, ``self.seed``)."""
+
+    def reset_planning(self) -> None:
+        """(Re)initialise the planner's own state from ``self.p``; default: there is none."""
+
+    @property
+    def n_workers(self) -> int:
+        return self.router.n_workers
+
+    @property
+    def n_sources(self) -> int:
+        return self.router.n_sources
+
+    # -------------------------------------------------------------- parameters and workers
+    def set_params(self, params: Mapping[str, Any]) -> None:
+        """Change parameters (merged over the current ones, validated through the declared ``Param``s).
+
+        The planner's state restarts from the new parameters and the router is rebuilt by
+        :meth:`rebuild_router` (streaming groupings: fresh local state, as a new grouping would have;
+        rebalancers keep their routing table A, so a parameter change forces no migration).  A
+        ``ParamError`` leaves the planner unchanged.
+        """
+        p = resolve_params(self.params, {**self.p, **dict(params)}, owner=self.name)
+        self.p = p
+        self.router = self.rebuild_router(self.router)
+        self.reset_planning()
+
+    def rebuild_router(self, old: Router) -> Router:
+        """The router after a parameter change; default: a fresh one for the same workers/sources."""
+        return self.make_router(old.n_workers, old.n_sources)
+
+    def resize(self, n_workers: int) -> None:
+        """Change the number of workers between intervals (local estimates restart)."""
+        self.router.resize(int(n_workers))
 
     # -------------------------------------------------------------- rebalancing path
     def observe(self, stats: IntervalStats) -> None:
@@ -317,18 +401,35 @@ class Grouping(ABC):
         return None
 
     def apply(self, plan: Plan) -> None:
-        """Adopt ``plan`` after its state has migrated (rebalancers only)."""
+        """Adopt ``plan`` after its state has migrated (rebalancers only): updates the router."""
 
     def routing_table_size(self) -> int:
         return 0
 
     # -------------------------------------------------------------- description
     def describe(self) -> dict[str, Any]:
-        return {"algorithm": self.name, "workers": self.n_workers, "sources": self.n_sources, "params": dict(self.p)}
+        return {
+            "algorithm": self.name,
+            "workers": self.n_workers,
+            "sources": self.n_sources,
+            "params": dict(self.p),
+            **self.router.describe(),
+        }
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.p.items())
         return f"<{type(self).__name__} {self.name} n={self.n_workers} {args}>"
+
+
+class StreamingPlanner(Planner):
+    """Planner of a streaming grouping: its whole state is routing state, so it plans nothing and
+    only builds its router (subclasses set :attr:`router_class`); ``single_owner`` groupings answer
+    :meth:`Router.owner`."""
+
+    router_class: ClassVar[type[Router]]
+
+    def make_router(self, n_workers: int, n_sources: int) -> Router:
+        return self.router_class(n_workers, n_sources, self.seed, self.p)
 
 
 #: parameters of the controller's migration gate (:mod:`engine.gate`), declared by every rebalancer
@@ -342,11 +443,48 @@ GATE_PARAMS: tuple[Param, ...] = (
 )
 
 
-class RebalancingGrouping(Grouping):
-    """Single-owner grouping with base hash + routing table: F(k) = A[k] if k ∈ A else h(k).
+class TableRouter(Router):
+    """Routing of a table rebalancer: F(k) = A[k] if k ∈ A else h(k).
 
-    Subclasses implement :meth:`compute_plan`.  The base hash h(k) is ``fp mod n`` unless the
-    subclass's :meth:`make_ring` returns a consistent-hash ring
+    h(k) is ``fp mod n`` (``ring is None``) or the consistent-hash ring's worker
+    (:class:`engine.groupings.basic.ConsistentHashRing`); ``table`` is the routing table A.  The
+    planner (:class:`RebalancingPlanner`) builds the ring and replaces the table when it applies a
+    plan; the router itself carries no parameters.
+    """
+
+    def __init__(self, n_workers: int, n_sources: int = 1, ring: Any = None, table: RoutingTable | None = None):
+        super().__init__(n_workers, n_sources)
+        self.ring = ring
+        self.table = table if table is not None else RoutingTable()
+
+    def base(self, fps: np.ndarray) -> np.ndarray:
+        """Base hash h(k) of the keys for the current workers; a new ``int64`` array (``route``
+        writes the routing table's entries into it)."""
+        if self.ring is None:
+            return _home(fps, self.n_workers)
+        return self.ring.lookup(fps)
+
+    def route(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
+        fps = np.asarray(fps, dtype=np.uint64)
+        return self.table.lookup(fps, self.base(fps), inplace=True)  # base() returns a new array
+
+    def owner(self, fps: np.ndarray) -> np.ndarray:
+        return self.route(fps)
+
+    def rehash(self, n_workers: int, ring: Any) -> None:
+        """New worker count and base hash; table entries of removed workers are dropped."""
+        super().resize(n_workers)
+        self.ring = ring
+        keep = self.table.workers < self.n_workers
+        self.table = RoutingTable(self.table.keys[keep], self.table.workers[keep])
+
+
+class RebalancingPlanner(Planner):
+    """Single-owner planner with base hash + routing table: F(k) = A[k] if k ∈ A else h(k).
+
+    Its router is a :class:`TableRouter` unless a subclass builds another (Guo & Zhou's substream
+    table).  Subclasses implement :meth:`compute_plan`.  The base hash h(k) is ``fp mod n`` unless
+    the subclass's :meth:`make_ring` returns a consistent-hash ring
     (:class:`engine.groupings.basic.ConsistentHashRing`: Gedik's H_c; Fang Sec. II-A/V "consistent
     hashing as our basic hash function"); :meth:`base` and :meth:`base_for` are the only places that
     compute h(k) for the planner, the routing and the migration after a resize.
@@ -358,30 +496,42 @@ class RebalancingGrouping(Grouping):
 
     rebalancing: ClassVar[bool] = True
     single_owner: ClassVar[bool] = True
-    #: consistent-hash ring of the base hash, or ``None`` for h(k) = fp mod n (the class default is
-    #: also what a Fang grouping pickled before it had a ring falls back to).
-    ring: Any = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "params" in cls.__dict__ and not any(p.name == "gate" for p in cls.params):
             cls.params = tuple(cls.params) + GATE_PARAMS
 
-    def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
-        super().__init__(n_workers, n_sources, seed, params)
-        self.table = RoutingTable()
-        self.ring = self.make_ring(self.n_workers)
+    def make_router(self, n_workers: int, n_sources: int) -> Router:
+        return TableRouter(n_workers, n_sources, self.make_ring(n_workers))
+
+    def rebuild_router(self, old: Router) -> Router:
+        """After a parameter change: the base hash of the new parameters, the routing table kept."""
+        new = self.make_router(old.n_workers, old.n_sources)
+        if isinstance(new, TableRouter) and isinstance(old, TableRouter):
+            new.table = old.table
+        return new
+
+    # the routing table A and the ring live in the router (what the executors read)
+    @property
+    def table(self) -> RoutingTable:
+        return self.router.table  # type: ignore[attr-defined]
+
+    @table.setter
+    def table(self, table: RoutingTable) -> None:
+        self.router.table = table  # type: ignore[attr-defined]
+
+    @property
+    def ring(self) -> Any:
+        return self.router.ring  # type: ignore[attr-defined]
 
     def make_ring(self, n_workers: int) -> Any:
         """The consistent-hash ring of the base hash for ``n_workers``; ``None``: h(k) = fp mod n."""
         return None
 
     def base(self, fps: np.ndarray) -> np.ndarray:
-        """Base hash h(k) of the keys for the current workers; a new ``int64`` array (``route``
-        writes the routing table's entries into it)."""
-        if self.ring is None:
-            return _home(fps, self.n_workers)
-        return self.ring.lookup(fps)
+        """Base hash h(k) of the keys for the current workers (the router's)."""
+        return self.router.base(fps)  # type: ignore[attr-defined]
 
     def base_for(self, fps: np.ndarray, n_workers: int) -> np.ndarray:
         """h(k) as it is with ``n_workers`` workers (a plan for statistics of another worker count)."""
@@ -390,18 +540,9 @@ class RebalancingGrouping(Grouping):
         ring = self.make_ring(int(n_workers))
         return _home(fps, int(n_workers)) if ring is None else ring.lookup(fps)
 
-    def route(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
-        fps = np.asarray(fps, dtype=np.uint64)
-        return self.table.lookup(fps, self.base(fps), inplace=True)  # base() returns a new array
-
-    def owner(self, fps: np.ndarray) -> np.ndarray:
-        return self.route(fps)
-
     def resize(self, n_workers: int) -> None:
-        super().resize(n_workers)
-        self.ring = self.make_ring(self.n_workers)
-        keep = self.table.workers < self.n_workers
-        self.table = RoutingTable(self.table.keys[keep], self.table.workers[keep])
+        _check_counts(n_workers, self.n_sources)
+        self.router.rehash(int(n_workers), self.make_ring(int(n_workers)))  # type: ignore[attr-defined]
 
     def routing_table_size(self) -> int:
         return len(self.table)

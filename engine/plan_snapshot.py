@@ -14,7 +14,7 @@ Per key (Fang et al. HPDC 2017, Sec. II-A notation):
   **Default: the cost** (Fang's examples use S(k, w) = c(k) with w = 1).
 * ``home`` (optional, integer in [0, workers)) — h(k).  **Default: the base hash of the planning
   algorithm** (``base`` argument; ``skewlab plan`` passes the chosen algorithm's
-  :meth:`~engine.grouping.RebalancingGrouping.base`, e.g. the consistent-hash ring of the Fang and
+  :meth:`~engine.grouping.RebalancingPlanner.base`, e.g. the consistent-hash ring of the Fang and
   Gedik rebalancers), else h(k) = fingerprint mod workers (:func:`engine.keys.home`).
 * ``worker`` (optional, integer in [0, workers)) — the current owner F(k).  **Default: home**
   (the key is not in the routing table).

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from engine.class_registry import ClassRegistry
-from engine.grouping import Grouping
+from engine.grouping import Planner
 from engine.params import ParamError, resolve_params
 from engine.settings import SOURCES, WORKERS, check
 
@@ -27,11 +27,11 @@ class UnknownAlgorithm(ParamError):
     """No grouping is registered under that name (message suggests the nearest one)."""
 
 
-_ALGORITHMS: ClassRegistry[type[Grouping]] = ClassRegistry(
+_ALGORITHMS: ClassRegistry[type[Planner]] = ClassRegistry(
     "algorithm", ("engine.groupings", "engine.rebalancers"), order=NAMES, unknown=UnknownAlgorithm)
 
 
-def register(cls: type[Grouping]) -> type[Grouping]:
+def register(cls: type[Planner]) -> type[Planner]:
     """Class decorator: add ``cls`` under ``cls.name`` (must be one of :data:`NAMES`)."""
     return _ALGORITHMS.register(cls)
 
@@ -41,7 +41,7 @@ def names() -> list[str]:
     return _ALGORITHMS.names()
 
 
-def get(name: str) -> type[Grouping]:
+def get(name: str) -> type[Planner]:
     """The class registered as ``name``; :class:`UnknownAlgorithm` (with a suggestion) otherwise."""
     return _ALGORITHMS.get(name)
 
@@ -58,7 +58,7 @@ def create(
     n_sources: int = 1,
     seed: int = 0,
     params: Mapping[str, Any] | None = None,
-) -> Grouping:
+) -> Planner:
     """Instantiate ``name`` after validating its parameters."""
     cls = get(name)
     check(WORKERS, n_workers)

@@ -107,7 +107,7 @@ class ShadowEvaluator:
         fps = self.vocab.fps[seq]
         rows = []
         for name, c in self.controllers.items():
-            workers, spent = route_sources(c.grouping, fps, c.grouping.n_sources)
+            workers, spent = route_sources(c.grouping.router, fps, c.grouping.n_sources)
             row = c.end_interval(seq, workers, route_seconds=spent)
             rows.append(
                 {

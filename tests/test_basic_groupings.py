@@ -23,8 +23,8 @@ def test_fingerprint_is_mmh3_x64_first_half():
 
 def test_hash_is_fingerprint_mod_n(fps):
     g = registry.create("hash", 7)
-    assert np.array_equal(g.route(fps), (fps % np.uint64(7)).astype(np.int64))
-    assert np.array_equal(g.owner(fps), g.route(fps))
+    assert np.array_equal(g.router.route(fps), (fps % np.uint64(7)).astype(np.int64))
+    assert np.array_equal(g.router.owner(fps), g.router.route(fps))
 
 
 def test_candidates_first_is_home_and_choices_look_independent(fps):
@@ -59,9 +59,9 @@ def test_choices_are_multiply_shift_of_the_salted_mix_exactly():
 def test_consistent_adding_a_worker_moves_about_one_nth_only_to_the_new_worker(fps):
     for n in (1, 4, 10, 31):
         g = registry.create("consistent", n)
-        before = g.route(fps)
+        before = g.router.route(fps)
         g.resize(n + 1)
-        after = g.route(fps)
+        after = g.router.route(fps)
         moved = before != after
         assert set(np.unique(after[moved]).tolist()) <= {n}
         assert abs(moved.mean() - 1 / (n + 1)) < 0.35 / (n + 1) + 0.01
@@ -69,37 +69,37 @@ def test_consistent_adding_a_worker_moves_about_one_nth_only_to_the_new_worker(f
 
 def test_consistent_removing_a_worker_only_moves_its_keys(fps):
     g = registry.create("consistent", 9)
-    before = g.route(fps)
+    before = g.router.route(fps)
     g.resize(8)
-    after = g.route(fps)
+    after = g.router.route(fps)
     moved = before != after
     assert np.all(before[moved] == 8)
 
 
 def test_consistent_balances_reasonably(fps):
     g = registry.create("consistent", 8, params={"replicas": 256})
-    counts = np.bincount(g.route(fps), minlength=8)
+    counts = np.bincount(g.router.route(fps), minlength=8)
     assert counts.max() / counts.mean() - 1 < 0.25
 
 
 def test_shuffle_round_robin_per_source():
     g = registry.create("shuffle", 3, n_sources=2)
     f = np.zeros(5, dtype=np.uint64)
-    assert g.route(f, 0).tolist() == [0, 1, 2, 0, 1]
-    assert g.route(f, 0).tolist() == [2, 0, 1, 2, 0]
-    assert g.route(f, 1).tolist() == [1, 2, 0, 1, 2]
+    assert g.router.route(f, 0).tolist() == [0, 1, 2, 0, 1]
+    assert g.router.route(f, 0).tolist() == [2, 0, 1, 2, 0]
+    assert g.router.route(f, 1).tolist() == [1, 2, 0, 1, 2]
     g.resize(2)
-    assert set(g.route(f, 0).tolist()) <= {0, 1}
+    assert set(g.router.route(f, 0).tolist()) <= {0, 1}
 
 
 @pytest.mark.parametrize("name", ["hash", "consistent", "shuffle"])
 def test_degenerate_cases(name):
     g = registry.create(name, 1)
-    assert g.route(np.zeros(0, dtype=np.uint64)).size == 0
+    assert g.router.route(np.zeros(0, dtype=np.uint64)).size == 0
     one = Vocabulary(["only"]).fps
-    assert set(g.route(np.repeat(one, 50)).tolist()) == {0}
+    assert set(g.router.route(np.repeat(one, 50)).tolist()) == {0}
     g = registry.create(name, 100)  # more workers than keys
-    out = g.route(np.repeat(Vocabulary(["a", "b"]).fps, 10))
+    out = g.router.route(np.repeat(Vocabulary(["a", "b"]).fps, 10))
     assert out.min() >= 0 and out.max() < 100
     g2 = pickle.loads(pickle.dumps(g))
     assert g2.n_workers == 100
@@ -110,7 +110,7 @@ def test_degenerate_cases(name):
 def test_every_tuple_routed_to_a_valid_worker(n, keys):
     f = Vocabulary(keys).fps[Vocabulary(keys).encode(keys)] if keys else np.zeros(0, np.uint64)
     for name in ("hash", "consistent", "shuffle"):
-        out = registry.create(name, n).route(f)
+        out = registry.create(name, n).router.route(f)
         assert out.size == len(keys)
         if out.size:
             assert 0 <= out.min() and out.max() < n
@@ -121,12 +121,12 @@ def test_source_state_round_trip_continues_exactly():
     f = np.zeros(7, dtype=np.uint64)
     a = registry.create("shuffle", 4, n_sources=2)
     b = registry.create("shuffle", 4, n_sources=2)
-    expected = [a.route(f, 1).tolist(), a.route(f, 1).tolist()]
-    first = b.route(f, 1).tolist()
+    expected = [a.router.route(f, 1).tolist(), a.router.route(f, 1).tolist()]
+    first = b.router.route(f, 1).tolist()
     c = pickle.loads(pickle.dumps(b))  # the executor's copy
-    second = c.route(f, 1).tolist()
-    b.set_source_state(1, c.source_state(1))
+    second = c.router.route(f, 1).tolist()
+    b.router.set_source_state(1, c.router.source_state(1))
     assert [first, second] == expected
-    assert b.route(f, 1).tolist() == a.route(f, 1).tolist()
+    assert b.router.route(f, 1).tolist() == a.router.route(f, 1).tolist()
     with pytest.raises(KeyError):
-        b.set_source_state(0, {"bogus": 1})
+        b.router.set_source_state(0, {"bogus": 1})

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import registry
-from engine.groupings.dkg import BABY, OLD, TEENAGE, DynamicKeyGrouping, _promote, _SourceState, table1
+from engine.groupings.dkg import BABY, OLD, TEENAGE, DynamicKeyGrouping, DynamicKeyRouter, _promote, _SourceState, table1
 from engine.keys import Vocabulary
 from engine.metrics import load_metrics, replication
 from engine.params import ParamError
@@ -33,10 +33,10 @@ def country_skew(n_tuples: int, r: float, seed: int = 0) -> np.ndarray:
     return np.where(hot, 0, rng.integers(1, 204, n_tuples)).astype(np.int64)
 
 
-def make(n: int, sources: int = 1, **params) -> DynamicKeyGrouping:
+def make(n: int, sources: int = 1, **params) -> DynamicKeyRouter:
     g = registry.create("dkg", n, sources, seed=7, params=params)
-    assert isinstance(g, DynamicKeyGrouping)
-    return g
+    assert isinstance(g, DynamicKeyGrouping) and isinstance(g.router, DynamicKeyRouter)
+    return g.router
 
 
 class RefDKG:
@@ -200,7 +200,7 @@ def test_registry_and_params():
             registry.create("dkg", 4, params=bad)
     g = make(10)
     assert (g.old_cap, g.teen_cap, g.baby_keep) == (10, 40, 50)  # Sec. 4.1.2: 10 / 40 / 50 of 100
-    assert g.describe()["thresholds"]["max_width"] == 8
+    assert registry.create("dkg", 10).describe()["thresholds"]["max_width"] == 8
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,7 +290,7 @@ def test_table_growth_path_is_exercised():
     assert g.space_sizes()["items"] == np.unique(fps).size
 
 
-def check_item_store(g: DynamicKeyGrouping, source: int = 0) -> None:
+def check_item_store(g: DynamicKeyRouter, source: int = 0) -> None:
     """Internal invariants of the Key Item store that the branch-free kernel relies on."""
     stt = g.states[source]
     size = int(g.space_sizes(source)["items"])
@@ -434,7 +434,7 @@ def test_hot_key_scales_out_and_stddev_far_below_hash(r):
     assert first_wide >= max(FAST["warmup_tuples"], FAST["old_cycle_tuples"])
     assert g.key_space(vocab.fps[:1])[0] == OLD
     dkg_std = load_metrics(np.bincount(out, minlength=n))["load_stddev_pct"]
-    hash_w = registry.create("hash", n).route(fps)
+    hash_w = registry.create("hash", n).router.route(fps)
     hash_std = load_metrics(np.bincount(hash_w, minlength=n))["load_stddev_pct"]
     pkg_like = make(n, warmup_tuples=10**12)  # DKG without scale-out = consecutive two choices
     pkg_std = load_metrics(np.bincount(pkg_like.route(fps), minlength=n))["load_stddev_pct"]
@@ -503,9 +503,9 @@ def test_key_spaces_promote_hot_keys_and_stay_bounded():
 def test_deterministic_given_seed():
     vocab = country_vocab()
     fps = vocab.fps[country_skew(20000, 0.7, seed=4)]
-    a = registry.create("dkg", 10, seed=3, params=FAST).route(fps)
-    b = registry.create("dkg", 10, seed=3, params=FAST).route(fps)
-    c = registry.create("dkg", 10, seed=99, params=FAST).route(fps)
+    a = registry.create("dkg", 10, seed=3, params=FAST).router.route(fps)
+    b = registry.create("dkg", 10, seed=3, params=FAST).router.route(fps)
+    c = registry.create("dkg", 10, seed=99, params=FAST).router.route(fps)
     assert np.array_equal(a, b)
     assert np.array_equal(a, c)  # DKG has no randomness: the seed does not matter
 

@@ -95,8 +95,8 @@ def test_executor_routing_equals_local_routing(name, params):
         sl = slice(chunk * 2000, (chunk + 1) * 2000)
         for src in (0, 1):
             part = fps[sl][src::2]
-            expected.append(local.route(part, src))
-        snap = RoutingSnapshot(chunk, driver).dumps()
+            expected.append(local.router.route(part, src))
+        snap = RoutingSnapshot(chunk, driver.router).dumps()
         for src in (0, 1):
             ks = keys[sl][src::2]
             rb = pa.RecordBatch.from_arrays([pa.array(ks), pa.array([src] * len(ks), pa.int32())], names=["key", "source"])
@@ -108,7 +108,7 @@ def test_executor_routing_equals_local_routing(name, params):
             assert side.column("worker").to_pylist() == [5 + src % 5]
             info = pickle.loads(base64.b64decode(side.column("key")[0].as_py()))
             assert info["source"] == src and info["rows"] == len(ks)
-            driver.set_source_state(src, info["source_state"])
+            driver.router.set_source_state(src, info["source_state"])
     for e, g in zip(expected, got):
         assert np.array_equal(e, g)
 
@@ -124,7 +124,7 @@ def test_operator_output_counts_and_dead_letters(tmp_path):
         [pa.array(["a", "a", None, "b"]), pa.array([0, 0, 0, 0], pa.int32()), pa.array([0, 1, 2, 3], pa.int64()),
          pa.array([None, None, "no_key", None]), pa.array([None, None, "00", None])],
         names=["key", "source", "seq", "error", "raw"])
-    snap = RoutingSnapshot(0, g, 2, {0: {"exports": {}, "expect": []}, 1: {"exports": {}, "expect": []}})
+    snap = RoutingSnapshot(0, g.router, 2, {0: {"exports": {}, "expect": []}, 1: {"exports": {}, "expect": []}})
     routed = pa.Table.from_batches(list(make_router(snap.dumps(), lead=True)(iter([rb]))))
     handler = make_handler(2, 3, str(tmp_path))
     u = unpack_output(pa.concat_tables(run_handler(handler, routed, 2, {w: FakeState() for w in range(2)})))
@@ -163,13 +163,13 @@ def test_router_mixed_sources_dead_letters_only_and_side_rows():
     rb = pa.RecordBatch.from_arrays(
         [pa.array(keys), pa.array(src, pa.int32()), pa.array(range(8), pa.int64()), pa.array(err)],
         names=["key", "source", "seq", "error"])
-    out = pa.Table.from_batches(list(make_router(RoutingSnapshot(0, g).dumps())(iter([rb]))))
+    out = pa.Table.from_batches(list(make_router(RoutingSnapshot(0, g.router).dumps())(iter([rb]))))
     w = out.column("worker").to_numpy()
     data_keys = out.column("key").to_pylist()[: int((w < 3).sum())]
     assert data_keys == [k for k in keys if k is not None]
     for s in (0, 1):
         ks = [k for k, x in zip(keys, src) if x == s]
-        exp = local.route(np.array([fingerprint(k) for k in ks], np.uint64), s)
+        exp = local.router.route(np.array([fingerprint(k) for k in ks], np.uint64), s)
         sel = [i for i, (x, e) in enumerate(zip(src, err)) if e is None]
         got = w[: len(sel)][[j for j, i in enumerate(sel) if src[i] == s]]
         assert np.array_equal(got, exp)
@@ -179,7 +179,7 @@ def test_router_mixed_sources_dead_letters_only_and_side_rows():
     assert sides[2]["consumed"] == 5 and sides[2]["first_seq"] == 4
     assert sides[0]["rows"] == 4 and sides[0]["consumed"] == 8 and sides[0]["first_seq"] == 0
     # empty input: no rows at all
-    assert list(make_router(RoutingSnapshot(0, g).dumps())(iter([]))) == []
+    assert list(make_router(RoutingSnapshot(0, g.router).dumps())(iter([]))) == []
 
 
 def test_a_second_pause_while_paused_records_no_second_pause_event(tmp_path):

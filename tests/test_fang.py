@@ -391,7 +391,7 @@ def test_mixed_loop_is_monotone_and_bounded():
     cost = stats.cost.copy()
     idx = rng.permutation(cost.size)[:600]
     cost[idx] = cost[rng.permutation(idx)]
-    later = IntervalStats(1, 10, stats.keys, cost, cost, cost.astype(np.int64), g.owner(stats.keys))
+    later = IntervalStats(1, 10, stats.keys, cost, cost, cost.astype(np.int64), g.router.owner(stats.keys))
     plan = g.plan(later)
     ns = plan.extra["trial_n"]
     assert ns[0] == 0 and all(b > a for a, b in zip(ns, ns[1:]))
@@ -404,10 +404,10 @@ def test_apply_routes_as_planned_and_pickles(name):
     g = registry.create(name, 6)
     plan = g.plan(stats)
     g.apply(plan)
-    assert np.array_equal(g.route(stats.keys), plan.assignment)
+    assert np.array_equal(g.router.route(stats.keys), plan.assignment)
     assert g.routing_table_size() == plan.routing_table_size
     clone = pickle.loads(pickle.dumps(g))
-    assert np.array_equal(clone.route(stats.keys), plan.assignment)
+    assert np.array_equal(clone.router.route(stats.keys), plan.assignment)
     assert g.should_rebalance(stats) == (np.max(np.abs(stats.loads() / stats.loads().mean() - 1)) > 0.08)
 
 
@@ -472,12 +472,12 @@ def test_base_hash_is_the_consistent_ring_everywhere(name):
     ring9, ring10 = ConsistentHashRing(9, 1000, 3), ConsistentHashRing(10, 1000, 3)
     stats = IntervalStats(0, 9, keys, np.ones(keys.size), np.ones(keys.size), np.ones(keys.size), ring9.lookup(keys))
     assert np.array_equal(g.home_of(stats), ring9.lookup(keys))
-    assert np.array_equal(g.route(keys), ring9.lookup(keys))
+    assert np.array_equal(g.router.route(keys), ring9.lookup(keys))
     g.resize(10)
-    assert np.array_equal(pickle.loads(pickle.dumps(g)).owner(keys), ring10.lookup(keys))
-    moved = float(np.mean(g.owner(keys) != ring9.lookup(keys)))
+    assert np.array_equal(pickle.loads(pickle.dumps(g)).router.owner(keys), ring10.lookup(keys))
+    moved = float(np.mean(g.router.owner(keys) != ring9.lookup(keys)))
     assert 0.05 < moved < 0.15  # ≈ 1/10 of the keys re-homed, not 9/10 as with fp mod n
-    assert np.array_equal(registry.create(name, 9, params={"base": "mod"}).route(keys),
+    assert np.array_equal(registry.create(name, 9, params={"base": "mod"}).router.route(keys),
                           (keys % np.uint64(9)).astype(np.int64))
 
 
@@ -517,7 +517,7 @@ def test_amax_zero_sends_every_key_home(name):
     g.apply(first)
     assert first.routing_table_size > 0  # amax = 3000: balanced with a table
     g.p["amax"] = 0
-    plan = g.plan(IntervalStats(1, 8, stats.keys, stats.cost, stats.size, stats.count, g.owner(stats.keys)))
+    plan = g.plan(IntervalStats(1, 8, stats.keys, stats.cost, stats.size, stats.count, g.router.owner(stats.keys)))
     assert plan.routing_table_size == 0 and np.array_equal(plan.assignment, g.base(stats.keys))
     assert plan.moved.sum() == first.routing_table_size  # the table's keys go home
     assert not plan.feasible and "Amax=0 holds, θmax gives way" in plan.note

@@ -256,7 +256,7 @@ def test_scale_out_moves_keys_to_the_new_channel():
     g.observe(stats)
     plan = g.plan(stats)
     g.apply(plan)
-    assert np.array_equal(g.route(keys), plan.assignment)
+    assert np.array_equal(g.router.route(keys), plan.assignment)
     g.resize(n + 1)
     stats2 = make_stats(keys, counts, plan.assignment, n + 1)
     g.observe(stats2)
@@ -264,7 +264,7 @@ def test_scale_out_moves_keys_to_the_new_channel():
     assert plan2.loads[n] > 0  # the new channel received load
     assert plan2.assignment.max() == n
     g.apply(plan2)
-    assert np.array_equal(g.route(keys), plan2.assignment)
+    assert np.array_equal(g.router.route(keys), plan2.assignment)
 
 
 # ------------------------------------------------------------------------------ degenerate input
@@ -347,8 +347,8 @@ def test_pickle_and_resize(algo):
     plan = g.plan(stats)
     g.apply(plan)
     g2 = pickle.loads(pickle.dumps(g))
-    assert np.array_equal(g2.route(keys), g.route(keys))
-    assert np.array_equal(g2.route(keys), plan.assignment)
+    assert np.array_equal(g2.router.route(keys), g.router.route(keys))
+    assert np.array_equal(g2.router.route(keys), plan.assignment)
     assert g2.counter.current().n == g.counter.current().n
     # growing: the ring is re-created; untracked keys stay or go to the new channel only
     before = g.base(keys)
@@ -358,7 +358,7 @@ def test_pickle_and_resize(algo):
     assert np.array_equal(after, ConsistentHashRing(n + 1, 1000, 3).lookup(keys))
     # shrinking: table entries of removed channels are dropped, routing stays in range
     g.resize(2)
-    assert g.route(keys).max() < 2
+    assert g.router.route(keys).max() < 2
     assert np.all(g.table.workers < 2)
 
 
@@ -399,7 +399,7 @@ def test_property_plans_are_valid(stats, algo, utility_name, resources, observe)
     assert np.isclose(plan.loads.sum(), stats.cost.sum())
     g.apply(plan)
     if stats.keys.size:
-        assert np.array_equal(g.route(stats.keys), plan.assignment)
+        assert np.array_equal(g.router.route(stats.keys), plan.assignment)
     if plan.extra.get("m") is not None:
         assert plan.extra["m"] >= 0
 
@@ -431,7 +431,7 @@ def test_property_interval_sequence_with_resizes(algo, sizes, seed):
     rng = np.random.default_rng(seed)
     keys = np.arange(1, 301, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     g = registry.create(algo, sizes[0], params={"sigma": 0.05})
-    owners = g.route(keys)
+    owners = g.router.route(keys)
     for n in sizes:
         if n != g.n_workers:
             g.resize(n)
@@ -442,7 +442,7 @@ def test_property_interval_sequence_with_resizes(algo, sizes, seed):
         assert plan.assignment.min() >= 0 and plan.assignment.max() < n
         assert plan.extra["explicit"] <= keys.size
         g.apply(plan)
-        owners = g.route(keys)
+        owners = g.router.route(keys)
         assert np.array_equal(owners, plan.assignment)
         assert set(np.asarray(g.tracked).tolist()) <= set(keys.tolist())
 

@@ -29,14 +29,14 @@ def stats_for(g, y, interval=0, size=None, n=None, keys=None):
     keys = sub_keys(g) if keys is None else keys
     cost = np.asarray(y, dtype=np.float64)
     size = cost + 1.0 if size is None else np.asarray(size, dtype=np.float64)
-    return IntervalStats(interval, n or g.n_workers, keys, cost, size, np.ceil(cost).astype(np.int64), g.owner(keys))
+    return IntervalStats(interval, n or g.n_workers, keys, cost, size, np.ceil(cost).astype(np.int64), g.router.owner(keys))
 
 
 def zipf_stats(g, interval, rng, n_keys=4000, messages=60_000, z=0.8):
     keys = _POOL[:n_keys]
     prob = 1.0 / np.arange(1, n_keys + 1) ** z
     cnt = rng.multinomial(messages, prob / prob.sum()).astype(np.float64)
-    return IntervalStats(interval, g.n_workers, keys, cnt, cnt * 0.5 + 1.0, cnt.astype(np.int64), g.owner(keys))
+    return IntervalStats(interval, g.n_workers, keys, cnt, cnt * 0.5 + 1.0, cnt.astype(np.int64), g.router.owner(keys))
 
 
 # ------------------------------------------------------------------------------------ interface
@@ -66,13 +66,13 @@ def test_route_is_substream_hash_then_table_lookup(name):
     sub = np.array([int(mix64(np.array([(int(f) + SUBSTREAM_HASH_INDEX * int(GOLDEN)) % 2**64], np.uint64))[0]) % 50
                     for f in fps])
     assert np.array_equal(g.substream(fps), sub)
-    assert np.array_equal(g.route(fps), sub % 7)  # default table s mod n
-    assert np.array_equal(g.owner(fps), g.base(fps))
+    assert np.array_equal(g.router.route(fps), sub % 7)  # default table s mod n
+    assert np.array_equal(g.router.owner(fps), g.base(fps))
     assert g.routing_table_size() == 0
     g.sub_table = np.roll(g.sub_table, 1)
-    assert np.array_equal(g.route(fps), g.sub_table[sub])
+    assert np.array_equal(g.router.route(fps), g.sub_table[sub])
     assert g.routing_table_size() == int(np.count_nonzero(g.sub_table != np.arange(50) % 7))
-    assert g.route(np.empty(0, dtype=np.uint64)).size == 0
+    assert g.router.route(np.empty(0, dtype=np.uint64)).size == 0
 
 
 # ------------------------------------------------------------------------------------ ELB
@@ -396,7 +396,7 @@ def test_uhlb_on_a_stable_stream_stops_moving_and_never_gets_worse():
     y = np.clip(np.random.default_rng(1).normal(500.0, 150.0, k), 1.0, None)
 
     def var_load():
-        return np.var(np.bincount(g.route(keys), weights=y, minlength=n))
+        return np.var(np.bincount(g.router.route(keys), weights=y, minlength=n))
 
     static = var_load()
     variances, moving, fired = [], 0, 0
@@ -432,7 +432,7 @@ def test_resize_keeps_survivors_and_spreads_removed(name):
     assert np.array_equal(after[survivors], before[survivors])
     counts = np.bincount(after, minlength=3)  # unit loads before any statistics
     assert counts.max() - counts.min() <= 1
-    assert g.route(_POOL[:1000]).max() < 3
+    assert g.router.route(_POOL[:1000]).max() < 3
 
 
 @pytest.mark.parametrize("name", ["elb", "clb"])
@@ -477,7 +477,7 @@ def test_degenerate_inputs_never_raise(name):
             [(empty, []), (_POOL[:1], [5.0]), (_POOL[:10], np.zeros(10)), (_POOL[:10], np.arange(10.0))]
         ):
             cost = np.asarray(cost, dtype=float)
-            stats = IntervalStats(t, n, keys, cost, cost, cost.astype(int), g.owner(keys))
+            stats = IntervalStats(t, n, keys, cost, cost, cost.astype(int), g.router.owner(keys))
             g.observe(stats)
             g.should_rebalance(stats)
             plan = g.plan(stats)
@@ -485,7 +485,7 @@ def test_degenerate_inputs_never_raise(name):
             assert np.all((plan.assignment >= 0) & (plan.assignment < n))
             assert 0.0 <= plan.migration_cost <= 1.0
             g.apply(plan)
-            assert np.array_equal(g.owner(keys), plan.assignment)
+            assert np.array_equal(g.router.owner(keys), plan.assignment)
         g.resize(n + 2)
         g.resize(1)
         assert np.all(g.sub_table == 0)
@@ -521,7 +521,7 @@ def test_property_every_key_assigned_once_to_a_valid_worker(name, n, p, windows,
     for t, costs in enumerate(windows):
         keys = _POOL[seed % 1000 : seed % 1000 + len(costs)]
         cost = np.asarray(costs, dtype=float)
-        stats = IntervalStats(t, n, keys, cost, cost / 2, np.ceil(cost).astype(int), g.owner(keys))
+        stats = IntervalStats(t, n, keys, cost, cost / 2, np.ceil(cost).astype(int), g.router.owner(keys))
         g.observe(stats)
         g.should_rebalance(stats)
         plan = g.plan(stats)
@@ -529,7 +529,7 @@ def test_property_every_key_assigned_once_to_a_valid_worker(name, n, p, windows,
         assert np.all((plan.assignment >= 0) & (plan.assignment < n))
         assert np.array_equal(plan.assignment, plan.extra["substream_table"][g.substream(keys)])
         g.apply(plan)
-        assert np.array_equal(g.owner(keys), plan.assignment)
+        assert np.array_equal(g.router.owner(keys), plan.assignment)
         assert g.routing_table_size() == plan.extra["substream_table_size"]
         assert np.all((g.sub_table >= 0) & (g.sub_table < n))
 
@@ -548,7 +548,7 @@ def test_pickle_roundtrip_keeps_table_and_state(name):
     g.apply(g.plan(stats))
     h = pickle.loads(pickle.dumps(g))
     fps = _POOL[:3000]
-    assert np.array_equal(h.route(fps), g.route(fps))
+    assert np.array_equal(h.router.route(fps), g.router.route(fps))
     assert h.routing_table_size() == g.routing_table_size()
     stats = zipf_stats(g, 2, rng)
     p1, p2 = g.plan(stats), h.plan(stats)

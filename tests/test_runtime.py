@@ -131,7 +131,7 @@ def test_resize_counts_migration_and_moves_state_to_owner(vocab):
     assert 0 < ev["migration_cost"] < 0.5
     codes, _ = rt.controller.state.merged()
     keys, workers = codes >> 20, codes & ((1 << 20) - 1)
-    owner = rt.grouping.owner(vocab.fps[keys])
+    owner = rt.grouping.router.owner(vocab.fps[keys])
     assert np.array_equal(owner, workers)
     row = rt.step(batches[2])
     assert row["migration_cost"] > 0 and row["workers"] == 5
@@ -166,7 +166,7 @@ def test_controller_rejects_routing_outside_workers():
 def test_routing_throughput_excludes_numba_compilation(vocab):
     import numba
 
-    from engine.grouping import Grouping
+    from engine.grouping import Router, StreamingPlanner
 
     def new_kernel():  # a new function object each time: numba compiles it at its first call
         @numba.njit(cache=False)
@@ -179,10 +179,8 @@ def test_routing_throughput_excludes_numba_compilation(vocab):
 
     first_kernel, later_kernel = new_kernel(), new_kernel()
 
-    class Compiling(Grouping):
+    class CompilingRouter(Router):
         """Routes with one kernel for its first 4,000 tuples, then with another."""
-
-        name = "compiling"
 
         def __init__(self, *args):
             super().__init__(*args)
@@ -192,6 +190,10 @@ def test_routing_throughput_excludes_numba_compilation(vocab):
             kernel = first_kernel if self.routed < 4000 else later_kernel
             self.routed += fps.size
             return kernel(np.asarray(fps, dtype=np.uint64), np.uint64(self.n_workers))
+
+    class Compiling(StreamingPlanner):
+        name = "compiling"
+        router_class = CompilingRouter
 
     batches = zipf_batches(4, 2000)
     out = LocalRuntime(Compiling(4, 2), vocab, window=2).run(batches)

@@ -64,7 +64,7 @@ def rows(keys, source=0, start=0):
 
 
 def route(grouping, batch, P, control, imports=None, keys=()):
-    snap = RoutingSnapshot(batch, grouping, P, control, imports or {})
+    snap = RoutingSnapshot(batch, grouping.router, P, control, imports or {})
     return pa.Table.from_batches(list(make_router(snap.dumps(), lead=True)(iter([rows(list(keys))]))))
 
 

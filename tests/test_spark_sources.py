@@ -528,7 +528,7 @@ def _route_bytes(batch_id, algorithm="pkg", n=4, sources=3):
     from engine import registry
     from engine.spark.topology import RoutingSnapshot
 
-    return RoutingSnapshot(batch_id, registry.create(algorithm, n, sources, seed=0)).dumps()
+    return RoutingSnapshot(batch_id, registry.create(algorithm, n, sources, seed=0).router).dumps()
 
 
 def test_route_files_publish_read_next_and_prune(tmp_path):

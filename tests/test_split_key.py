@@ -193,7 +193,7 @@ class RefGrouping:
 def run_both(algo, n, sources, fps, params, seed):
     """Route ``fps`` through the grouping and the reference with random batches and sources."""
     rng = np.random.default_rng(seed)
-    g = registry.create(algo, n, sources, params=params)
+    g = registry.create(algo, n, sources, params=params).router
     ref = RefGrouping(
         algo, n, sources,
         capacity=params.get("capacity", 10000), theta=params.get("head_threshold", 0.0),
@@ -553,7 +553,7 @@ def test_dchoices_min_tracker_rebuilt_when_d_returns_to_n():
         zipf_stream(500, 40, 1.0, seed=3),
     ])
     params = dict(capacity=32, warmup=20, refresh=25)
-    g = registry.create("dchoices", n, 1, params=params)
+    g = registry.create("dchoices", n, 1, params=params).router
     ds = []
     for i in range(0, fps.size, 25):
         g.route(fps[i : i + 25])
@@ -626,7 +626,7 @@ def test_recency_follows_a_burst(algo):
     fps = _burst_stream(140_000, k, 1.0, swap_at, seed=3)
     hot, cold = int(vocab_fps(k)[k - 1]), int(vocab_fps(k)[0])
     for decay, expect in ((0.5, True), (1.0, False)):
-        g = registry.create(algo, n, params=dict(decay=decay, epoch=epoch))
+        g = registry.create(algo, n, params=dict(decay=decay, epoch=epoch)).router
         g.route(fps[:swap_at])
         before = set(g.head(0)[0].tolist())
         assert cold in before and hot not in before
@@ -658,8 +658,8 @@ def test_kernel_matches_reference_property(algo, n, sources, k, z, seed):
 def test_batching_does_not_change_routing(algo):
     fps = zipf_stream(5000, 300, 1.4, seed=11)
     params = {} if algo == "pkg" else dict(warmup=200)
-    whole = registry.create(algo, 9, params=params).route(fps)
-    g = registry.create(algo, 9, params=params)
+    whole = registry.create(algo, 9, params=params).router.route(fps)
+    g = registry.create(algo, 9, params=params).router
     parts = [g.route(fps[a:b]) for a, b in [(0, 1), (1, 1), (1, 1777), (1777, 1778), (1778, 5000)]]
     assert np.array_equal(whole, np.concatenate(parts))
 
@@ -674,7 +674,7 @@ def test_candidate_sets(algo):
     params = {} if algo == "pkg" else dict(warmup=100, capacity=50)
     if algo == "dchoices":
         params["refresh"] = 40
-    g = registry.create(algo, n, params=params)
+    g = registry.create(algo, n, params=params).router
     cand = candidates(fps, n, n)
     saw_head = saw_mid_d = False
     for x, fp in enumerate(fps):
@@ -705,7 +705,7 @@ def test_dchoices_head_key_gets_d_distinct_workers():
     fps = vocab_fps(k)[ranks]
     hot = int(vocab_fps(k)[0])
     assert len(set(candidates(np.array([hot], dtype=np.uint64), 6, n)[0].tolist())) == 5  # the trap
-    g = registry.create("dchoices", n, sources)
+    g = registry.create("dchoices", n, sources).router
     workers = np.empty(fps.size, dtype=np.int64)
     for s in range(sources):
         workers[s::sources] = g.route(fps[s::sources], s)
@@ -722,7 +722,7 @@ def test_tail_key_never_leaves_its_two_choices():
     fps = zipf_stream(20000, 1000, 1.2, seed=2)
     rare = vocab_fps(1000)[500]
     for algo in ALL_ALGOS:
-        out = registry.create(algo, n).route(fps)
+        out = registry.create(algo, n).router.route(fps)
         used = set(out[fps == rare].tolist())
         assert used <= {int(candidate(np.array([rare]), 0, n)[0]), int(candidate(np.array([rare]), 1, n)[0])}
 
@@ -733,7 +733,7 @@ def test_tail_key_never_leaves_its_two_choices():
 def test_imbalance_ordering_on_skewed_stream():
     n = 50
     fps = zipf_stream(200_000, 10_000, 1.4, seed=4)
-    imb = {a: imbalance(registry.create(a, n).route(fps), n) for a in ("hash",) + ALL_ALGOS}
+    imb = {a: imbalance(registry.create(a, n).router.route(fps), n) for a in ("hash",) + ALL_ALGOS}
     assert imb["pkg"] < imb["hash"]
     assert imb["dchoices"] <= imb["pkg"]
     assert imb["wchoices"] <= imb["pkg"]
@@ -744,7 +744,7 @@ def test_imbalance_ordering_on_skewed_stream():
 def test_wchoices_balances_single_hot_key_after_warmup():
     n = 8
     fps = np.full(4000, vocab_fps(3)[0], dtype=np.uint64)
-    g = registry.create("wchoices", n)  # warmup = ceil(10 / (1/40)) = 400
+    g = registry.create("wchoices", n).router  # warmup = ceil(10 / (1/40)) = 400
     out = g.route(fps)
     two = {int(candidate(fps[:1], 0, n)[0]), int(candidate(fps[:1], 1, n)[0])}
     assert set(out[:400].tolist()) <= two  # warm-up: PKG only
@@ -759,7 +759,7 @@ def test_wchoices_balances_single_hot_key_after_warmup():
 # ---------------------------------------------------------------------------------------------
 def test_no_key_is_hot_during_warmup():
     n = 10
-    g = registry.create("dchoices", n)
+    g = registry.create("dchoices", n).router
     assert g.warmup == 500  # ceil(10 / θ), θ = 1/(5n)
     fps = zipf_stream(500, 50, 1.0, seed=1)
     out = g.route(fps)  # tuple 500 ends the warm-up and computes d
@@ -775,7 +775,7 @@ def test_key_taking_over_a_counter_is_not_hot():
     though its estimated frequency (count / N ≈ 1/2) is far above θ."""
     v = vocab_fps(3)
     a, b, c = v
-    g = registry.create("wchoices", 10, params=dict(capacity=2, warmup=10))
+    g = registry.create("wchoices", 10, params=dict(capacity=2, warmup=10)).router
     g.route(np.array([a, b] * 1000, dtype=np.uint64))
     assert set(g.head(0)[0].tolist()) == {int(a), int(b)}
     w = int(g.route(np.array([c], dtype=np.uint64))[0])
@@ -788,7 +788,7 @@ def test_key_taking_over_a_counter_is_not_hot():
 def test_head_reports_guaranteed_frequencies():
     n = 10
     fps = zipf_stream(20000, 1000, 1.4, seed=9)
-    g = registry.create("dchoices", n)
+    g = registry.create("dchoices", n).router
     g.route(fps)
     hf, freq = g.head(0)
     true = zipf_probs(1000, 1.4)
@@ -808,13 +808,13 @@ def test_head_reports_guaranteed_frequencies():
 def test_degenerate_inputs(algo):
     params = {} if algo == "pkg" else dict(warmup=5)
     # one worker
-    g = registry.create(algo, 1, params=params)
+    g = registry.create(algo, 1, params=params).router
     assert np.array_equal(g.route(zipf_stream(300, 20, 1.0, 0)), np.zeros(300, np.int64))
     # empty batch
     out = g.route(np.array([], dtype=np.uint64))
     assert out.dtype == np.int64 and out.size == 0
     # one key
-    g = registry.create(algo, 6, params=params)
+    g = registry.create(algo, 6, params=params).router
     out = g.route(np.full(600, vocab_fps(2)[1], dtype=np.uint64))
     assert out.min() >= 0 and out.max() < 6
     if algo == "pkg":
@@ -822,11 +822,11 @@ def test_degenerate_inputs(algo):
     else:
         assert np.unique(out).size == 6  # the hot key is split over all workers
     # more workers than keys
-    g = registry.create(algo, 100, params=params)
+    g = registry.create(algo, 100, params=params).router
     out = g.route(zipf_stream(3000, 3, 0.5, 1))
     assert out.min() >= 0 and out.max() < 100
     # two workers
-    g = registry.create(algo, 2, params=params)
+    g = registry.create(algo, 2, params=params).router
     out = g.route(zipf_stream(500, 10, 2.0, 1))
     assert set(out.tolist()) <= {0, 1}
     assert g.d_of(0) == 2
@@ -840,8 +840,8 @@ def test_sources_are_independent(algo):
     fps = zipf_stream(3000, 100, 1.5, seed=3)
     noise = zipf_stream(2000, 100, 0.7, seed=4)
     params = {} if algo == "pkg" else dict(warmup=50)
-    alone = registry.create(algo, 7, 3, params=params).route(fps, 2)
-    g = registry.create(algo, 7, 3, params=params)
+    alone = registry.create(algo, 7, 3, params=params).router.route(fps, 2)
+    g = registry.create(algo, 7, 3, params=params).router
     g.route(noise, 0)
     first = g.route(fps[:1000], 2)
     g.route(noise[:10], 1)
@@ -852,7 +852,7 @@ def test_sources_are_independent(algo):
 
 @pytest.mark.parametrize("algo", ALL_ALGOS)
 def test_resize_restarts_loads_keeps_sketch(algo):
-    g = registry.create(algo, 10, 2, params={} if algo == "pkg" else dict(warmup=100))
+    g = registry.create(algo, 10, 2, params={} if algo == "pkg" else dict(warmup=100)).router
     fps = zipf_stream(3000, 100, 1.6, seed=8)
     g.route(fps, 0)
     totals = g.sketch.meta[:, 4].copy() if algo != "pkg" else None
@@ -877,7 +877,7 @@ def test_dchoices_resize_routes_the_next_tuple_with_the_new_d():
     (W-Choices), so the first head tuple goes to the least loaded worker (all at 0: worker 0), not to
     its first choice as the reset d = 2 would send it."""
     fps = zipf_stream(3000, 100, 1.6, seed=8)
-    g = registry.create("dchoices", 10, 1, params=dict(warmup=100))
+    g = registry.create("dchoices", 10, 1, params=dict(warmup=100)).router
     g.route(fps, 0)
     head = g.head(0)[0]
     top = head[candidates(head, 1, 4)[:, 0] != 0][0]  # a head key whose first choice is not worker 0
@@ -889,7 +889,7 @@ def test_dchoices_resize_routes_the_next_tuple_with_the_new_d():
 @pytest.mark.parametrize("algo", ALL_ALGOS)
 def test_pickle_round_trip(algo):
     params = {} if algo == "pkg" else dict(warmup=50, capacity=30)
-    g = registry.create(algo, 9, 2, params=params)
+    g = registry.create(algo, 9, 2, params=params).router
     fps = zipf_stream(4000, 200, 1.3, seed=6)
     g.route(fps[:2000], 0)
     g.route(fps[:500], 1)
@@ -914,6 +914,6 @@ def test_registry_and_params():
         registry.create("wchoices", 5, params={"head_threshold": 1.5})
     with pytest.raises(ParamError):
         registry.create("wchoices", 5, params={"refresh": 10})  # d is a D-Choices parameter
-    g = registry.create("rr-head", 5, params={"head_threshold": "0.1", "warmup": "7"})
+    g = registry.create("rr-head", 5, params={"head_threshold": "0.1", "warmup": "7"}).router
     assert g.theta == pytest.approx(0.1) and g.warmup == 7
-    assert registry.create("pkg", 5).d_of(0) == 2
+    assert registry.create("pkg", 5).router.d_of(0) == 2

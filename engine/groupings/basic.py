@@ -9,6 +9,9 @@
   between existing workers.  Removing a worker hands its arcs to the successors.
 * ``shuffle`` — round robin per source (Nasir et al. "SG"): the source's i-th tuple goes to worker
   ``(start + i) mod n`` where ``start = source mod n``; it splits every key over all workers.
+
+Each algorithm is a router (``…Router``: the routing, all of its state) and a registered planner
+(``…Grouping``: metadata only, :class:`engine.grouping.StreamingPlanner`).
 """
 
 from __future__ import annotations
@@ -17,26 +20,34 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
-from engine.grouping import Grouping
+from engine.grouping import Router, StreamingPlanner
 from engine.keys import home, mix64
 from engine.params import Param
 from engine.registry import register
 from engine.table_lookup import build_ring_index, lookup_ring
 
-__all__ = ["ConsistentHashRing", "HashGrouping", "ConsistentGrouping", "ShuffleGrouping"]
+__all__ = [
+    "ConsistentGrouping", "ConsistentHashRing", "ConsistentRouter", "HashGrouping", "HashRouter", "ShuffleGrouping",
+    "ShuffleRouter",
+]
 
 
-@register
-class HashGrouping(Grouping):
-    name: ClassVar[str] = "hash"
-    summary: ClassVar[str] = "Key grouping: murmur3(key) mod n; every key on one worker"
-    paper: ClassVar[str] = "baseline (all papers)"
+class HashRouter(Router):
+    """h(k) = murmur3(key) mod n; stateless."""
 
     def route(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
         return home(fps, self.n_workers)
 
     def owner(self, fps: np.ndarray) -> np.ndarray:
         return home(fps, self.n_workers)
+
+
+@register
+class HashGrouping(StreamingPlanner):
+    name: ClassVar[str] = "hash"
+    summary: ClassVar[str] = "Key grouping: murmur3(key) mod n; every key on one worker"
+    paper: ClassVar[str] = "baseline (all papers)"
+    router_class: ClassVar[type[Router]] = HashRouter
 
 
 class ConsistentHashRing:
@@ -76,14 +87,8 @@ class ConsistentHashRing:
         return lookup_ring(self._index, self.points, self.owners, fps)
 
 
-@register
-class ConsistentGrouping(Grouping):
-    name: ClassVar[str] = "consistent"
-    summary: ClassVar[str] = "Consistent hashing ring; adding a worker moves ~1/N of the keys"
-    paper: ClassVar[str] = "gedik-vldbj14 Sec. 3 (consistent hash component)"
-    params: ClassVar[tuple[Param, ...]] = (
-        Param("replicas", "int", 128, "virtual points per worker on the ring", low=1, high=4096),
-    )
+class ConsistentRouter(Router):
+    """The ring of ``p["replicas"]`` points per worker; a resize rebuilds it for the new workers."""
 
     def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
         super().__init__(n_workers, n_sources, seed, params)
@@ -101,11 +106,19 @@ class ConsistentGrouping(Grouping):
 
 
 @register
-class ShuffleGrouping(Grouping):
-    name: ClassVar[str] = "shuffle"
-    summary: ClassVar[str] = "Round robin per source; splits every key over all workers"
-    paper: ClassVar[str] = "baseline (nasir-icde16 SG, dalabasmaz-dkg Shuffle)"
-    single_owner: ClassVar[bool] = False
+class ConsistentGrouping(StreamingPlanner):
+    name: ClassVar[str] = "consistent"
+    summary: ClassVar[str] = "Consistent hashing ring; adding a worker moves ~1/N of the keys"
+    paper: ClassVar[str] = "gedik-vldbj14 Sec. 3 (consistent hash component)"
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("replicas", "int", 128, "virtual points per worker on the ring", low=1, high=4096),
+    )
+    router_class: ClassVar[type[Router]] = ConsistentRouter
+
+
+class ShuffleRouter(Router):
+    """Round robin: ``next[s]`` is the worker of source s's next tuple (per-source state)."""
+
     source_state_attrs: ClassVar[tuple[str, ...]] = ("next",)
 
     def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
@@ -122,3 +135,12 @@ class ShuffleGrouping(Grouping):
     def resize(self, n_workers: int) -> None:
         super().resize(n_workers)
         self.next %= self.n_workers
+
+
+@register
+class ShuffleGrouping(StreamingPlanner):
+    name: ClassVar[str] = "shuffle"
+    summary: ClassVar[str] = "Round robin per source; splits every key over all workers"
+    paper: ClassVar[str] = "baseline (nasir-icde16 SG, dalabasmaz-dkg Shuffle)"
+    single_owner: ClassVar[bool] = False
+    router_class: ClassVar[type[Router]] = ShuffleRouter

@@ -141,11 +141,11 @@ from typing import Any, ClassVar, Mapping
 import numba
 import numpy as np
 
-from engine.grouping import Grouping
+from engine.grouping import Router, StreamingPlanner
 from engine.params import Param
 from engine.registry import register
 
-__all__ = ["DynamicKeyGrouping", "NOMINAL_RATE", "BABY", "TEENAGE", "OLD", "table1"]
+__all__ = ["DynamicKeyGrouping", "DynamicKeyRouter", "NOMINAL_RATE", "BABY", "TEENAGE", "OLD", "table1"]
 
 NOMINAL_RATE = 1000
 """Tuples per second per source used to turn the paper's seconds into tuple counts."""
@@ -658,33 +658,9 @@ class _SourceState:
 # ---------------------------------------------------------------------------------------------
 # The grouping
 # ---------------------------------------------------------------------------------------------
-@register
-class DynamicKeyGrouping(Grouping):
-    """Dynamic Key Grouping (Dalabasmaz & Can, Sec. 4); see the module docstring for every rule and decision."""
-
-    name: ClassVar[str] = "dkg"
-    summary: ClassVar[str] = (
-        "Dynamic Key Grouping: consecutive candidates h..h+W-1, W grows for Old-space keys above L_i+sqrt(L_i)"
-    )
-    paper: ClassVar[str] = "dalabasmaz-dkg Sec. 4 (Alg. 1-6, Eq. 3-5, Table 1)"
-    single_owner: ClassVar[bool] = False
-    params: ClassVar[tuple[Param, ...]] = (
-        Param("expected_keys", "int", 100,
-              "expected number of distinct keys; Old = 10%, Teenage = 40%, Baby keeps 50% (paper: 100)",
-              low=1, high=1_000_000),
-        Param("teenage_cycle_tuples", "int", 15 * NOMINAL_RATE,
-              "tuples per source between Baby->Teenage promotions (paper: 15 s at 1000 tuples/s)",
-              low=1, high=10**12),
-        Param("old_cycle_tuples", "int", 60 * NOMINAL_RATE,
-              "tuples per source between Teenage->Old promotions (paper: 60 s at 1000 tuples/s)",
-              low=1, high=10**12),
-        Param("warmup_tuples", "int", 15 * NOMINAL_RATE,
-              "tuples a source routes before it may scale out (paper: 15 s at 1000 tuples/s)",
-              low=0, high=10**12),
-        Param("default_width", "int", 2,
-              "initial number of consecutive candidate workers per key, floor of scale-down (paper: 2)",
-              low=1, high=100_000),
-    )
+class DynamicKeyRouter(Router):
+    """Dynamic Key Grouping's routing (Dalabasmaz & Can, Sec. 4): all of its state is per-source
+    routing state; see the module docstring for every rule and decision."""
 
     #: one _SourceState per source (its own key spaces, counters and load estimate)
     source_state_attrs: ClassVar[tuple[str, ...]] = ("states",)
@@ -803,6 +779,34 @@ class DynamicKeyGrouping(Grouping):
         return {"old": int(st.meta[_N_OLD]), "teenage": int(st.meta[_N_TEEN]), "items": int(st.meta[_SIZE])}
 
     def describe(self) -> dict[str, Any]:
-        d = super().describe()
-        d["thresholds"] = self.thresholds()
-        return d
+        return {"thresholds": self.thresholds()}  # (Planner.describe adds it to the description)
+
+
+@register
+class DynamicKeyGrouping(StreamingPlanner):
+    """Dynamic Key Grouping (Dalabasmaz & Can, Sec. 4); see the module docstring for every rule and decision."""
+
+    name: ClassVar[str] = "dkg"
+    summary: ClassVar[str] = (
+        "Dynamic Key Grouping: consecutive candidates h..h+W-1, W grows for Old-space keys above L_i+sqrt(L_i)"
+    )
+    paper: ClassVar[str] = "dalabasmaz-dkg Sec. 4 (Alg. 1-6, Eq. 3-5, Table 1)"
+    single_owner: ClassVar[bool] = False
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("expected_keys", "int", 100,
+              "expected number of distinct keys; Old = 10%, Teenage = 40%, Baby keeps 50% (paper: 100)",
+              low=1, high=1_000_000),
+        Param("teenage_cycle_tuples", "int", 15 * NOMINAL_RATE,
+              "tuples per source between Baby->Teenage promotions (paper: 15 s at 1000 tuples/s)",
+              low=1, high=10**12),
+        Param("old_cycle_tuples", "int", 60 * NOMINAL_RATE,
+              "tuples per source between Teenage->Old promotions (paper: 60 s at 1000 tuples/s)",
+              low=1, high=10**12),
+        Param("warmup_tuples", "int", 15 * NOMINAL_RATE,
+              "tuples a source routes before it may scale out (paper: 15 s at 1000 tuples/s)",
+              low=0, high=10**12),
+        Param("default_width", "int", 2,
+              "initial number of consecutive candidate workers per key, floor of scale-down (paper: 2)",
+              low=1, high=100_000),
+    )
+    router_class: ClassVar[type[Router]] = DynamicKeyRouter

@@ -140,7 +140,7 @@ Numba's on-disk cache does not see changes in other modules: the kernels here in
 :mod:`engine.sketches`, so after editing that module delete the cached ``split_key*.nbi/.nbc``
 files in ``engine/groupings/__pycache__`` (a stale kernel would use the old array layout).
 
-``resize(n)``: the local loads restart at zero (``Grouping.resize`` contract), the sketches are
+``resize(n)``: the local loads restart at zero (``Router.resize`` contract), the sketches are
 kept, θ = 1/(5n) and the automatic warm-up follow the new n, and d is recomputed at the next tuple
 of each source.
 
@@ -156,7 +156,7 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from engine.grouping import Grouping
+from engine.grouping import Router, StreamingPlanner
 from engine.keys import mix64_scalar, reduce_scalar
 from engine.params import Param
 from engine.registry import register
@@ -177,9 +177,13 @@ from engine.sketches import (
 
 __all__ = [
     "DChoicesGrouping",
+    "DChoicesRouter",
     "PKGGrouping",
+    "PKGRouter",
     "RoundRobinHeadGrouping",
+    "RoundRobinHeadRouter",
     "WChoicesGrouping",
+    "WChoicesRouter",
     "b_h",
     "find_d",
 ]
@@ -605,7 +609,7 @@ def _head_body(  # pragma: no cover - compiled
     tracker, ``tw`` its scratch words, >= ceil(n/64); KIND_RR, round robin) are compile-time
     constants: the body is inlined into one kernel per combination (:data:`_HEAD_KERNELS`).
     D-Choices runs the kernel of its current d; when a refresh changes the kind the kernel stops
-    before the next tuple and the caller goes on with the other one (:meth:`_HeadBase.route`)."""
+    before the next tuple and the caller goes on with the other one (:meth:`_HeadRouter.route`)."""
     track = kind == KIND_TRACK
     n = loads.size
     dn = np.uint64(n)
@@ -747,13 +751,11 @@ _HEAD_KERNELS = {
 
 
 # ---------------------------------------------------------------------------------------------
-# Groupings
+# Routers (all state of a split-key grouping is routing state: per-source loads, sketches, caches)
 # ---------------------------------------------------------------------------------------------
-class _SplitKeyBase(Grouping):
+class _SplitKeyRouter(Router):
     """Per-source local loads and the common ``route`` plumbing."""
 
-    single_owner: ClassVar[bool] = False
-    paper: ClassVar[str] = "nasir-icde16 (When Two Choices Are not Enough)"
     source_state_attrs: ClassVar[tuple[str, ...]] = ("loads",)
 
     def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
@@ -784,13 +786,8 @@ class _SplitKeyBase(Grouping):
         return 2
 
 
-@register
-class PKGGrouping(_SplitKeyBase):
+class PKGRouter(_SplitKeyRouter):
     """Partial Key Grouping: least loaded (local estimate) of F_0(k), F_1(k); ties → F_0."""
-
-    name: ClassVar[str] = "pkg"
-    summary: ClassVar[str] = "Partial key grouping: least loaded of two hash choices (local load per source)"
-    paper: ClassVar[str] = "nasir-icde16 Sec. II-B (PKG, Nasir et al. ICDE 2015)"
 
     def route(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
         s = self._source(source)
@@ -843,7 +840,7 @@ _REFRESH = Param(
 )
 
 
-class _HeadBase(_SplitKeyBase):
+class _HeadRouter(_SplitKeyRouter):
     """Head/tail split with a SpaceSaving sketch per source; subclasses set ``mode``."""
 
     mode: ClassVar[int] = 0
@@ -1010,7 +1007,7 @@ class _HeadBase(_SplitKeyBase):
         super().resize(n_workers)
 
     def describe(self) -> dict[str, Any]:
-        out = super().describe()
+        out = super().describe()  # (Planner.describe adds these to the algorithm's description)
         out["theta"] = self.theta
         out["warmup_tuples"] = self.warmup
         if self.decaying:
@@ -1019,28 +1016,18 @@ class _HeadBase(_SplitKeyBase):
         return out
 
 
-@register
-class DChoicesGrouping(_HeadBase):
+class DChoicesRouter(_HeadRouter):
     """D-Choices: head keys Greedy-d with d from Eq. (3) (W-Choices when d >= n), tail PKG."""
 
-    name: ClassVar[str] = "dchoices"
-    summary: ClassVar[str] = "D-Choices: heavy hitters get d >= 2 distinct hash choices (d from Eq. 3), tail PKG"
-    paper: ClassVar[str] = "nasir-icde16 Sec. III-B, IV-A, Alg. 1 (D-Choices)"
-    params: ClassVar[tuple[Param, ...]] = (_THETA, _EPSILON, _CAPACITY, _WARMUP, _REFRESH, _DECAY, _EPOCH)
     mode: ClassVar[int] = MODE_D
 
     def d_of(self, source: int = 0) -> int:
         return int(self.state[self._source(source), ST_D])
 
 
-@register
-class WChoicesGrouping(_HeadBase):
+class WChoicesRouter(_HeadRouter):
     """W-Choices: head keys go to the least loaded of all n workers, tail PKG."""
 
-    name: ClassVar[str] = "wchoices"
-    summary: ClassVar[str] = "W-Choices: heavy hitters may go to any worker (least loaded), tail PKG"
-    paper: ClassVar[str] = "nasir-icde16 Sec. III-B, Alg. 1 (W-Choices)"
-    params: ClassVar[tuple[Param, ...]] = (_THETA, _CAPACITY, _WARMUP, _DECAY, _EPOCH)
     mode: ClassVar[int] = MODE_W
 
     def d_of(self, source: int = 0) -> int:
@@ -1048,16 +1035,53 @@ class WChoicesGrouping(_HeadBase):
         return self.n_workers
 
 
-@register
-class RoundRobinHeadGrouping(_HeadBase):
+class RoundRobinHeadRouter(_HeadRouter):
     """Round-Robin: head keys round robin over all n workers (load-oblivious), tail PKG."""
 
-    name: ClassVar[str] = "rr-head"
-    summary: ClassVar[str] = "Round robin for heavy hitters over all workers, tail PKG"
-    paper: ClassVar[str] = "nasir-icde16 Sec. III-B (Round-Robin baseline)"
-    params: ClassVar[tuple[Param, ...]] = (_THETA, _CAPACITY, _WARMUP, _DECAY, _EPOCH)
     mode: ClassVar[int] = MODE_RR
 
     def d_of(self, source: int = 0) -> int:
         self._source(source)
         return self.n_workers
+
+
+# ---------------------------------------------------------------------------------------------
+# Planners (registry entries: metadata and parameters; routing in the routers above)
+# ---------------------------------------------------------------------------------------------
+@register
+class PKGGrouping(StreamingPlanner):
+    name: ClassVar[str] = "pkg"
+    summary: ClassVar[str] = "Partial key grouping: least loaded of two hash choices (local load per source)"
+    paper: ClassVar[str] = "nasir-icde16 Sec. II-B (PKG, Nasir et al. ICDE 2015)"
+    single_owner: ClassVar[bool] = False
+    router_class: ClassVar[type[Router]] = PKGRouter
+
+
+@register
+class DChoicesGrouping(StreamingPlanner):
+    name: ClassVar[str] = "dchoices"
+    summary: ClassVar[str] = "D-Choices: heavy hitters get d >= 2 distinct hash choices (d from Eq. 3), tail PKG"
+    paper: ClassVar[str] = "nasir-icde16 Sec. III-B, IV-A, Alg. 1 (D-Choices)"
+    params: ClassVar[tuple[Param, ...]] = (_THETA, _EPSILON, _CAPACITY, _WARMUP, _REFRESH, _DECAY, _EPOCH)
+    single_owner: ClassVar[bool] = False
+    router_class: ClassVar[type[Router]] = DChoicesRouter
+
+
+@register
+class WChoicesGrouping(StreamingPlanner):
+    name: ClassVar[str] = "wchoices"
+    summary: ClassVar[str] = "W-Choices: heavy hitters may go to any worker (least loaded), tail PKG"
+    paper: ClassVar[str] = "nasir-icde16 Sec. III-B, Alg. 1 (W-Choices)"
+    params: ClassVar[tuple[Param, ...]] = (_THETA, _CAPACITY, _WARMUP, _DECAY, _EPOCH)
+    single_owner: ClassVar[bool] = False
+    router_class: ClassVar[type[Router]] = WChoicesRouter
+
+
+@register
+class RoundRobinHeadGrouping(StreamingPlanner):
+    name: ClassVar[str] = "rr-head"
+    summary: ClassVar[str] = "Round robin for heavy hitters over all workers, tail PKG"
+    paper: ClassVar[str] = "nasir-icde16 Sec. III-B (Round-Robin baseline)"
+    params: ClassVar[tuple[Param, ...]] = (_THETA, _CAPACITY, _WARMUP, _DECAY, _EPOCH)
+    single_owner: ClassVar[bool] = False
+    router_class: ClassVar[type[Router]] = RoundRobinHeadRouter

@@ -1,13 +1,13 @@
 """Mixed routing rebalancers of Fang et al., "Parallel Stream Processing Against Workload Skewness
 and Variance", HPDC 2017: ``llfd``, ``mintable``, ``minmig``, ``mixed``, ``mixed-bf``.
 
-Routing is F(k) = A[k] if k ∈ A else h(k) (Eq. 1; done by :class:`RebalancingGrouping`).  The base
+Routing is F(k) = A[k] if k ∈ A else h(k) (Eq. 1; done by :class:`RebalancingPlanner`).  The base
 hash h is consistent hashing (Sec. II-A: "a typical implementation of hash function is consistent
 hashing"; Sec. V: "we use the consistent hashing as our basic hash function"): the ring of the Gedik
 rebalancers (:class:`engine.groupings.basic.ConsistentHashRing`, ``replicas`` points per worker), so
 adding a worker re-homes only the keys its ring points take over; ``base=mod`` (h(k) = fp mod n) is
 kept for comparison.  Planner, compact records (d_h), routing, resize and the Spark routing snapshot
-(the pickled grouping) all use :meth:`RebalancingGrouping.base`.  Between
+(the pickled grouping) all use :meth:`RebalancingPlanner.base`.  Between
 intervals a plan solves (Eq. 3) min M = Σ_{k moved} S(k, w) s.t. θ(d) = |L(d) − L̄|/L̄ ≤ θmax for all
 d and |A| ≤ Amax, heuristically, in three phases (Sec. III):
 
@@ -100,7 +100,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numba import njit
 
-from engine.grouping import IntervalStats, Plan, RebalancingGrouping, make_plan
+from engine.grouping import IntervalStats, Plan, RebalancingPlanner, make_plan
 from engine.groupings.basic import ConsistentHashRing
 from engine.params import Param
 from engine.rebalancers.compact import CompactStats, build_compact, desc_order, expand_assignment, load_error
@@ -574,7 +574,7 @@ def _warm_up() -> None:
     expand_assignment(comp, np.array([r, r]), np.array([0, 1]), np.array([1, 1]), cost)
 
 
-class FangRebalancer(RebalancingGrouping):
+class FangRebalancer(RebalancingPlanner):
     """Shared machinery of the five Fang et al. algorithms (see the module docstring).
 
     Subclasses set ``psi`` (``"cost"``: highest c(k) first; ``"gamma"``: highest c^β/S first) and

@@ -5,7 +5,7 @@ VLDB Journal 23(4), 2014.  Paper text: ``shared/papers/gedik-vldbj14-partitionin
 
 Partitioning function (Sec. 4.1, Alg. 1)
     ``p = <H_p, H_c>``: the explicit hash ``H_p`` is the :class:`~engine.grouping.RoutingTable` of
-    :class:`~engine.grouping.RebalancingGrouping`; the consistent hash ``H_c`` is
+    the router (:class:`~engine.grouping.TableRouter`); the consistent hash ``H_c`` is
     :class:`engine.groupings.basic.ConsistentHashRing` (``replicas`` points per channel, 1000 in the
     paper's Sec. 5.5), re-created on :meth:`resize` (``CREATECONSISTENTHASH(N^(t+1))``).  Keys of
     ``H_p`` that map to their ring home are not stored in the skewlab routing table (same routing);
@@ -96,12 +96,12 @@ import itertools
 import math
 import time
 from abc import abstractmethod
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 from numba import njit
 
-from engine.grouping import IntervalStats, Plan, RebalancingGrouping, make_plan
+from engine.grouping import IntervalStats, Plan, RebalancingPlanner, make_plan
 from engine.groupings.basic import ConsistentHashRing
 from engine.params import Param
 from engine.registry import register
@@ -661,14 +661,14 @@ _COMMON_PARAMS: tuple[Param, ...] = (
 )
 
 
-class GedikGrouping(RebalancingGrouping):
+class GedikGrouping(RebalancingPlanner):
     """``p = <explicit hash, consistent hash>`` with a sliding lossy counter; subclasses build H_p."""
 
     paper: ClassVar[str] = "gedik-vldbj14 (VLDB J. 2014) Sec. 4"
     params: ClassVar[tuple[Param, ...]] = _COMMON_PARAMS
 
-    def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
-        super().__init__(n_workers, n_sources, seed, params)
+    def reset_planning(self) -> None:
+        """Planner state (never shipped to executors): the lossy counters, D_p of the applied plan."""
         self.counter = SlidingLossyCounter(step=self.p["lc_step"], counters=3)
         self.tracked = np.empty(0, dtype=np.uint64)  # D_p^(t): explicit-hash keys of the applied plan
         self._pending: tuple[int, np.ndarray] | None = None

@@ -152,17 +152,17 @@ UHLB keeps its hash member ``(a, b)`` and re-evaluates it modulo the new ``n`` (
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 from numba import njit
 
-from engine.grouping import IntervalStats, Plan, RebalancingGrouping, make_plan
+from engine.grouping import IntervalStats, Plan, RebalancingPlanner, Router, make_plan
 from engine.keys import GOLDEN, mix64
 from engine.params import Param
 from engine.registry import register
 
-__all__ = ["CLB", "ELB", "SUBSTREAM_HASH_INDEX", "UHLB", "UHLB_PRIME", "elb_assign", "clb_split"]
+__all__ = ["CLB", "ELB", "SUBSTREAM_HASH_INDEX", "SubstreamRouter", "UHLB", "UHLB_PRIME", "elb_assign", "clb_split"]
 
 SUBSTREAM_HASH_INDEX = 977
 """Salt index of ``H`` (key → substream): ``H(k) = mix64(fp + 977 · GOLDEN) mod p``."""
@@ -449,24 +449,60 @@ def _var(loads: np.ndarray) -> float:
 # ---------------------------------------------------------------------------------------------
 # Shared machinery
 # ---------------------------------------------------------------------------------------------
-class _SubstreamRebalancer(RebalancingGrouping):
-    """Key → substream (hash) → worker (table of p entries); see the module docstring."""
+class SubstreamRouter(Router):
+    """Guo & Zhou's routing: key → substream ``H(k)`` (hash, ``p`` substreams) → worker
+    ``sub_table[H(k)]``.  The table is initially ``s mod n``; the planner replaces it."""
 
-    paper: ClassVar[str] = "guo-zhou-europar17 (Stateful load balancing for parallel stream processing)"
+    def __init__(self, n_workers: int, n_sources: int, n_substreams: int):
+        super().__init__(n_workers, n_sources)
+        self.n_substreams = int(n_substreams)
+        self.sub_table = np.arange(self.n_substreams, dtype=np.int64) % self.n_workers
 
-    def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
-        super().__init__(n_workers, n_sources, seed, params)
-        self.n_substreams = int(self.p["substreams"])
-        self.sub_table = self.default_table()
-        self.last_load: np.ndarray | None = None  # y of the last observed window
-        self._last_interval: int | None = None
-
-    # ------------------------------------------------------------------ hashing and routing
     def substream(self, fps: np.ndarray) -> np.ndarray:
         """``H(k)`` in ``[0, p)`` for every fingerprint."""
         with np.errstate(over="ignore"):
             salted = np.asarray(fps, dtype=np.uint64) + np.uint64(SUBSTREAM_HASH_INDEX) * GOLDEN
         return (mix64(salted) % np.uint64(self.n_substreams)).astype(np.int64)
+
+    def route(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
+        return self.sub_table[self.substream(fps)]
+
+    def owner(self, fps: np.ndarray) -> np.ndarray:
+        return self.route(fps)
+
+
+class _SubstreamRebalancer(RebalancingPlanner):
+    """Key → substream (hash) → worker (table of p entries); see the module docstring.
+
+    The substream table lives in the router (:class:`SubstreamRouter`); the window loads observed
+    for planning stay here."""
+
+    paper: ClassVar[str] = "guo-zhou-europar17 (Stateful load balancing for parallel stream processing)"
+
+    def make_router(self, n_workers: int, n_sources: int) -> Router:
+        return SubstreamRouter(n_workers, n_sources, int(self.p["substreams"]))
+
+    def reset_planning(self) -> None:
+        self.last_load: np.ndarray | None = None  # y of the last observed window
+        self._last_interval: int | None = None
+
+    # ------------------------------------------------------------------ hashing and routing
+    @property
+    def n_substreams(self) -> int:
+        return self.router.n_substreams  # type: ignore[attr-defined]
+
+    @property
+    def sub_table(self) -> np.ndarray:
+        """The router's substream table (worker of every substream)."""
+        return self.router.sub_table  # type: ignore[attr-defined]
+
+    @sub_table.setter
+    def sub_table(self, table: np.ndarray) -> None:
+        self.router.sub_table = table  # type: ignore[attr-defined]
+
+    def substream(self, fps: np.ndarray) -> np.ndarray:
+        """``H(k)`` in ``[0, p)`` for every fingerprint (the router's hash)."""
+        return self.router.substream(fps)  # type: ignore[attr-defined]
 
     def default_table(self, n: int | None = None) -> np.ndarray:
         """The static table ``s ↦ s mod n``."""
@@ -476,12 +512,6 @@ class _SubstreamRebalancer(RebalancingGrouping):
     def base(self, fps: np.ndarray) -> np.ndarray:
         """A key's worker under the default table (the plans' ``home``)."""
         return self.substream(fps) % self.n_workers
-
-    def route(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
-        return self.sub_table[self.substream(fps)]
-
-    def owner(self, fps: np.ndarray) -> np.ndarray:
-        return self.route(fps)
 
     def routing_table_size(self) -> int:
         """Number of substreams off their default worker ``s mod n``."""
@@ -582,7 +612,7 @@ class _SubstreamRebalancer(RebalancingGrouping):
 
     def resize(self, n_workers: int) -> None:
         n_old = self.n_workers
-        super().resize(n_workers)
+        self.router.resize(int(n_workers))
         if self.n_workers != n_old:
             self._resize_table(n_old, self.n_workers)
 
@@ -710,8 +740,8 @@ class CLB(_SubstreamRebalancer):
         Param("repair_range", "float", 0.2, "relative load range of the repair step and of resize", low=0.0, high=10.0, low_open=True),
     )
 
-    def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
-        super().__init__(n_workers, n_sources, seed, params)
+    def reset_planning(self) -> None:
+        super().reset_planning()
         m = int(self.p["m"])
         self.history = np.zeros((m, self.n_substreams), dtype=np.float64)  # ring buffer of y_t
         self.history_len = 0
@@ -796,8 +826,8 @@ class UHLB(_SubstreamRebalancer):
         Param("draws", "int", 1, "random hash members drawn per rebalance, best var(L) kept (paper: 1)", low=1, high=1000),
     )
 
-    def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
-        super().__init__(n_workers, n_sources, seed, params)
+    def reset_planning(self) -> None:
+        super().reset_planning()
         self.hash_a = 1
         self.hash_b = 0
         self.rng = np.random.default_rng([self.seed & 0xFFFFFFFFFFFFFFFF, 0x55484C42])

@@ -6,8 +6,9 @@ keyed operator (windowed count) and the :class:`~engine.controller.Controller` c
 (state, metrics, rebalancing).
 
 Routing time excludes numba's one-off work.  The first call of a compiled kernel in a process
-compiles it or loads it from numba's on-disk cache (and types its arguments), so before a grouping
-routes its first interval (at the start and after every algorithm switch) a throw-away copy of it
+compiles it or loads it from numba's on-disk cache (and types its arguments), so before a router
+routes its first interval (at the start and after every algorithm switch or parameter change) a
+throw-away copy of it
 routes the interval's first :data:`WARMUP_KEYS` keys; a kernel first needed later (another code
 path) is compiled or loaded inside ``route``, and :class:`CompileClock` takes that time (numba's
 compiler lock held) out of the routing time.  Both are reported as ``warmup_seconds``, so
@@ -30,7 +31,7 @@ import numpy as np
 
 from engine.commands import CommandError, ScheduledCommand, apply_command
 from engine.controller import Controller
-from engine.grouping import Grouping
+from engine.grouping import Planner, Router
 from engine.keys import Vocabulary
 from engine.source_routing import route_sources
 from engine.settings import MAX_WORKERS
@@ -65,7 +66,7 @@ class LocalRuntime:
 
     def __init__(
         self,
-        grouping: Grouping,
+        grouping: Planner,
         vocab: Vocabulary,
         *,
         window: int = 10,
@@ -76,11 +77,11 @@ class LocalRuntime:
         self.vocab = vocab
         self.rebalance = rebalance
         self.warmup_seconds = 0.0
-        self._warmed: Grouping | None = None
+        self._warmed: Router | None = None
         self._offset = 0
 
     @property
-    def grouping(self) -> Grouping:
+    def grouping(self) -> Planner:
         return self.controller.grouping
 
     def apply(self, command: ScheduledCommand) -> dict[str, Any]:
@@ -99,9 +100,10 @@ class LocalRuntime:
         ``warmup_seconds``: numba compilation / cache loading inside ``route`` (not routing time)."""
         key_ids = np.asarray(key_ids, dtype=np.int64)
         fps = self.vocab.fps[key_ids]
-        warmup = self._warm_up(fps) if self._warmed is not self.grouping else 0.0
+        router = self.grouping.router
+        warmup = self._warm_up(fps) if self._warmed is not router else 0.0
         with CompileClock() as clock:
-            workers, spent = route_sources(self.grouping, fps, self.grouping.n_sources, self._offset)
+            workers, spent = route_sources(router, fps, router.n_sources, self._offset)
         self._offset = (self._offset + key_ids.size) % self.grouping.n_sources
         warmup += clock.seconds
         self.warmup_seconds += warmup
@@ -111,11 +113,12 @@ class LocalRuntime:
         return row
 
     def _warm_up(self, fps: np.ndarray) -> float:
-        """Route the first :data:`WARMUP_KEYS` of ``fps`` with a copy of the grouping; its seconds."""
+        """Route the first :data:`WARMUP_KEYS` of ``fps`` with a copy of the router; its seconds."""
         started = time.perf_counter()
-        self._warmed = self.grouping
+        router = self.grouping.router
+        self._warmed = router
         if fps.size:
-            route_sources(copy.deepcopy(self.grouping), fps[:WARMUP_KEYS], self.grouping.n_sources, self._offset)
+            route_sources(copy.deepcopy(router), fps[:WARMUP_KEYS], router.n_sources, self._offset)
         return time.perf_counter() - started
 
     def run(

@@ -24,7 +24,7 @@ Per micro-batch ``b`` the driver (``foreachBatch``), which keeps statistics, not
 4. pending operator commands (validated, :mod:`engine.commands`) are applied: they take effect from
    batch ``b + 1`` (recorded as its ``applied_batch``), whose routing snapshot is published next, and
    their events are numbered with its interval;
-5. publishes batch ``b + 1``'s routing snapshot: the grouping, every worker's orders (keys to export
+5. publishes batch ``b + 1``'s routing snapshot: the grouping's router, every worker's orders (keys to export
    and to whom, keys to expect) and the blobs exported in ``b`` for their new workers to import;
 6. snapshot to the checkpoint directory, then metrics to the database through the buffered sink
    (:mod:`engine.metrics_sink`), then one status line.
@@ -457,7 +457,7 @@ class SparkEngine:
         self.shares_split = self.shares_split or not self.controller.grouping.single_owner
         for payload in control.values():
             payload["changes"] = self.shares_split
-        self.routes.publish(batch_id, RoutingSnapshot(batch_id, self.controller.grouping, self.partitions,
+        self.routes.publish(batch_id, RoutingSnapshot(batch_id, self.controller.grouping.router, self.partitions,
                                                       control, self.next_imports,
                                                       values=self.cfg.operator == "join").dumps(),
                             flush=bool(self.next_imports or self.next_orders[0].size))
@@ -605,7 +605,7 @@ class SparkEngine:
             )
         for s, side in u["states"].items():
             if side.get("source_state"):
-                c.grouping.set_source_state(s % c.grouping.n_sources, side["source_state"])
+                c.grouping.router.set_source_state(s % c.grouping.n_sources, side["source_state"])
             if side.get("consumed", -1) >= 0:
                 if side["first_seq"] != self.consumed.get(s, side["first_seq"]):
                     self.log(f"warning: source {s} batch {batch_id} starts at {side['first_seq']}, "

@@ -1,7 +1,8 @@
 """The keyed topology inside Spark: route per input partition, group by worker, keyed state per worker.
 
-Per micro-batch the driver builds a :class:`RoutingSnapshot` (the grouping object: routing table,
-heavy hitters and their d, per-source load estimates, pickled — a few KB to a few MB — plus the
+Per micro-batch the driver builds a :class:`RoutingSnapshot` (the grouping's router,
+:class:`engine.grouping.Router`: routing table, heavy hitters and their d, per-source load
+estimates, pickled — a few KB to a few MB; never the planner's statistics — plus the
 batch's migration orders and the state blobs to import) and publishes it for the batch
 (:class:`engine.spark.sources.RouteFiles`); the executors run
 
@@ -9,9 +10,9 @@ batch's migration orders and the state blobs to import) and publishes it for the
    every input partition is one upstream source instance; its tuples are fingerprinted
    (:func:`engine.keys.fingerprint_keys`: a numba MurmurHash3 over the Arrow buffers,
    bit-identical to :func:`engine.keys.fingerprint`) and routed in stream order by
-   ``grouping.route(fps, source)`` — exactly the per-source semantics of the local runtime.  Each
+   ``router.route(fps, source)`` — exactly the per-source semantics of the local runtime.  Each
    partition also emits one *side row* per source carrying the source's updated local state
-   (``grouping.source_state``), its offsets, dead letters and the batch whose snapshot it used back
+   (``router.source_state``), its offsets, dead letters and the batch whose snapshot it used back
    to the driver; the batch's *lead* partition also emits the control and import rows of every
    worker.  Only ``(key, worker)`` leaves the scan (:data:`ROUTED_SCHEMA`).  (Routing in a
    separate ``mapInArrow`` after the scan gives the same rows but costs a second Python stage:
@@ -37,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.grouping import Grouping
+from engine.grouping import Router
 from engine.keys import fingerprint_keys
 
 __all__ = [
@@ -62,14 +63,15 @@ ROUTED_VALUES_SCHEMA = "key string, worker int, value long"
 class RoutingSnapshot:
     """What the controller ships to the executors each micro-batch.
 
-    ``partitions``: the state partitions P of the query (one per possible worker; special rows go to
+    ``router``: the grouping's :class:`~engine.grouping.Router` only (``controller.grouping.router``):
+    its planner's statistics stay on the driver.  ``partitions``: the state partitions P of the query (one per possible worker; special rows go to
     ``P + w``).  ``control``: per worker the instructions of this batch (``exports``: target → keys,
     ``expect``: keys whose state arrives next batch); ``imports``: per worker the export blobs it
     receives this batch.  Only the *lead* input partition emits the control and import rows.
     """
 
     batch_id: int
-    grouping: Grouping
+    router: Router
     partitions: int = 0
     control: dict[int, dict[str, Any]] = field(default_factory=dict)
     imports: dict[int, list[bytes]] = field(default_factory=dict)
@@ -124,7 +126,7 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
     Input columns: ``key``, ``source``, and optionally ``seq`` (position in the source's stream) and
     ``error``/``raw`` (dead letters: rows with ``error`` set are counted, sampled and dropped).
     Data rows: ``(key, worker)``.  After them, one *side row* per source seen (``worker = n + s mod
-    n``, ``key`` = :func:`encode_side` of a dict with ``source``, ``source_state`` (the grouping's
+    n``, ``key`` = :func:`encode_side` of a dict with ``source``, ``source_state`` (the router's
     per-source state after routing), ``consumed`` (max ``seq`` + 1), ``first_seq``, ``rows``,
     ``route_seconds``, ``dead_letters`` (``{reason: (count, [samples])}``) and ``route_batch`` (the
     snapshot's batch id: the engine refuses a batch routed with another batch's snapshot)).
@@ -136,8 +138,8 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
 
     def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         snap = RoutingSnapshot.loads(snapshot_bytes)
-        grouping = snap.grouping
-        n = grouping.n_workers
+        router = snap.router
+        n = router.n_workers
         base = snap.partitions or n
         side: dict[int, dict[str, Any]] = {}
 
@@ -191,13 +193,13 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
             fps = fingerprint_keys(keys)
             if single:
                 t1 = time.perf_counter()
-                workers = np.asarray(grouping.route(fps, s0 % grouping.n_sources), dtype=np.int32)
+                workers = np.asarray(router.route(fps, s0 % router.n_sources), dtype=np.int32)
                 side[s0]["route_seconds"] += time.perf_counter() - t1
             else:
                 workers = np.empty(m, dtype=np.int32)
                 for s, sel in groups:
                     t1 = time.perf_counter()
-                    workers[sel] = grouping.route(fps[sel], s % grouping.n_sources)
+                    workers[sel] = router.route(fps[sel], s % router.n_sources)
                     side[s]["route_seconds"] += time.perf_counter() - t1
             cols, names_out = [keys, pa.array(workers, type=pa.int32())], ["key", "worker"]
             if snap.values:
@@ -206,7 +208,7 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
             yield pa.RecordBatch.from_arrays(cols, names=names_out)
         special: list[tuple[str, int]] = []
         for s in sorted(side):
-            side[s]["source_state"] = grouping.source_state(s % grouping.n_sources)
+            side[s]["source_state"] = router.source_state(s % router.n_sources)
             special.append((encode_side(side[s]), base + s % n))
         if lead:
             for w, payload in sorted(snap.control.items()):
