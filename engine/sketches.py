@@ -20,79 +20,23 @@ Eviction among tied minimum counters is arbitrary in the paper.  skewlab fixes i
 reproducible and a plain-Python reference can replay them: **the victim is the counter with the
 minimum count that was updated (inserted or incremented) least recently**.
 
-Structure: a *windowed* Stream-Summary (Metwally et al. Sec. 3.1 keep every distinct count in a linked
-list of buckets; skewlab orders only the counts that can be evicted soon).  Counters with a count in
-``[VMIN, TOP)`` (``TOP − VMIN <= WIN``) sit in doubly linked lists, one per count value, indexed
-directly by ``count mod WIN`` in ``ring`` (head, tail), each in update order (a counter is appended
-at its list's tail when it reaches that count), so the head of the list of VMIN is the victim.
-Counters with count ``>= TOP`` ("overflow") are unordered: a hit on them only increments the count
-and stores the update time (``N``).  When VMIN gets within ``WIN/2`` of TOP, TOP becomes
-``VMIN + WIN`` and the overflow counters below it join their lists sorted by (count, update time)
-(``_migrate``, rare).  Unused counters have count 0 and start in the list of count 0 in id order
-(the first free counter is the victim of count 0: count 1, error 0, as SpaceSaving).  Hash table:
-linear probing with lazy deletion (an evicted key's entry stays, lookups confirm the full
-fingerprint against the counter; rebuilt after ``capacity`` evictions; ``T`` >= 8 · capacity).
+Structure (deviation, same results): a *windowed* Stream-Summary.  Metwally et al. (Sec. 3.1) keep
+every distinct count in a linked list of buckets; here only counters with a count in ``[VMIN, TOP)``
+sit in per-count doubly linked lists in update order (``ring``, indexed by ``count mod WIN``), so
+the head of the list of VMIN is the victim; counters with count ``>= TOP`` ("overflow") are
+unordered and join the lists, sorted by (count, update time), when VMIN comes within ``WIN/2`` of TOP
+(:func:`_migrate`).  The hash table is linear probing with lazy deletion (rebuilt after ``capacity``
+evictions, ``T >= 8 · capacity`` slots).  Arrays per source ``s``: ``cnt[s, i, :]`` (fingerprint,
+error, count, list links or last update time), ``ring``, ``ovf``, ``hot``, ``scr``, ``table`` and
+``meta`` (used, VMIN, TOP, stale, total N, table shift, #overflow, HL, #hot); field-by-field layout,
+the reasons and the timings: docs/design-notes.md, "engine/sketches.py".
 
-* ``cnt[s, i, :]`` (int64): fingerprint, error, count, list links ``(next & 0xFFFFFFFF) | prev << 32``
-  (window) or last update time (overflow);
-* ``ring[s, 2·(v mod WIN) + {0,1}]``: head, tail of the list of count v; ``ovf[s, :]`` overflow ids;
-  ``hot[s, :]`` overflow counters with count >= meta HL (for :func:`ss_guaranteed`);
-  ``scr`` scratch; ``table[s, j]`` (uint64) open addressing, ``(fp & 0xFFFFFFFF00000000) | (counter id + 1)``,
-  0 = empty, home slot = the top ``log2 T`` bits of the fingerprint; ``meta[s, :]`` used, VMIN, TOP, stale, total N,
-  table shift, #overflow, HL, #hot.
+Decay (:meth:`SpaceSaving.decay`, skewlab extension, as the epoch-based "hotness decaying" of FISH,
+Chen et al., arXiv 1806.00760): every count becomes ``⌊α·count⌋`` and every guaranteed count
+``⌊α·(count − error)⌋``, so ``count − error`` stays a lower bound of the decayed true count; counters
+that reach 0 are freed, N becomes the sum of the counts, and survivors keep their eviction order.
 
-Decay (:meth:`SpaceSaving.decay`, an extension for recent frequencies, not in Metwally et al.):
-every count is multiplied by a factor ``α`` in ``[0, 1]`` at once, as in the epoch-based "hotness
-decaying" of FISH (Chen et al., arXiv 1806.00760), so a count weighs a tuple of ``j`` decays ago by
-``α^j``.  A counter's count becomes ``⌊α·count⌋`` and its guaranteed count ``⌊α·(count − error)⌋``
-(error = the difference), so ``count − error`` stays a lower bound of the key's decayed true count;
-counters whose count drops to 0 are freed, N becomes the sum of the decayed counts (as without
-decay, N = Σ counts).  The structure is rebuilt: the surviving counters keep their relative eviction
-order (count, then last update before the decay), which becomes their update order, earlier than
-any later update (overflow counters are re-stamped 1..k, and k <= N < the next update time).
-
-The count of counter ``i`` is stored in its row; a key's frequency estimate is ``count / N`` and its
-*guaranteed* frequency ``(count - error) / N``.
-
-Why (speed only; results are those of the plain algorithm with the tie rule above, checked against
-the previous full Stream-Summary on 32 capacity/skew settings and against the pure-Python reference
-of the tests): a full Stream-Summary moves a counter between bucket lists on *every* hit, and most
-hits of a skewed stream are on heavy counters far above the minimum, which can never be evicted
-before the minimum reaches them.  Keeping those unordered (one increment and one time stamp) and
-ordering them only when the minimum comes within reach (by count, then update time: exactly the
-order the full structure would have) saves the list work and most unpredictable branches; lazy
-deletion saves the backward-shift deletion per eviction.  Measured on the 1e6-key Zipf z = 1 stream,
-capacity 1e4, one core: 12.5 → 8.4 ns per update (interleaved with the previous structure).
-
-Where the time goes (same stream and sketch; 60 % hits, 53 % on overflow counters; 39 % evictions): a
-stream of overflow hits only costs ~2.4 ns per update and a stream of misses only ~9 ns (1.7 ns of it
-the table rebuild: 17 µs per capacity evictions, 7 µs of it clearing the table; 0.7 ns per update on
-the real stream).  On the real mix ~3.5 ns are the hit/miss branch, which no predictor can learn (a
-lookup-only pass over the stream: 5.2 ns with branches, 1.6 ns branch-free).  Tried without a gain
-in every interleaved round, hence not kept (ns per update unless stated; old vs new in one run):
-
-* 32-bit table entries (counter id + 1, no tag, every probed entry checked against its counter's
-  fingerprint; 320 instead of 640 KB, rebuild 17 → 11 µs): SpaceSaving alone 8.7 → 8.3, dchoices
-  −0.45 and rr-head −0.2 ns per tuple, but wchoices +0.3..1.0 ns per tuple in every round (also with a
-  9-bit tag in the 32-bit entry, or tagless 64-bit entries: wchoices +0.3..0.6; reordering two stores
-  of the eviction path left wchoices unchanged; the cause, probably code layout of the inlined
-  kernel, was not found);
-* deleting the victim's table entry at eviction when the next slot is empty (finding it costs a probe
-  from the victim's home per eviction): 8.9 → 11.2 (10.5 with the next victim's home slot prefetched);
-* a sentinel counter row for empty slots (the probe loop ends on one comparison; with 32-bit
-  entries): 8.2 → 8.6;
-* a branch-free update (hit, eviction and overflow hit on one path; masks hidden from LLVM with an
-  empty inline asm so it does not turn them back into branches; an overflow hit's list writes go to
-  scratch words): 8.6 → 12.5, and 11 ns even on a stream of overflow hits only (late store
-  addresses serialise the loads that follow);
-* WIN = 4 / 8 / 16 / 64 instead of 32: 8.95 / 8.43 / 8.37 / 8.61 vs 8.33 (32-bit entries);
-  rebuild after capacity/2 evictions: slower (8.6 vs 8.3); a 16 · capacity table with 32-bit
-  entries: same as 8 ·;
-* one VMIN-advance/``_migrate`` call site for both paths: +0.3; reading the victim and its next
-  before the probe (held in place by a volatile empty asm): +0.4; not maintaining the head's prev
-  link (the eviction then leaves the next victim's row alone): no gain;
-* rebuild: prefetching the home slots 16 counters ahead (17.5 → 17.0 µs), a branch-free first
-  pass placing counters at empty home slots (25 µs).
+A key's frequency estimate is ``count / N`` and its *guaranteed* frequency ``(count - error) / N``.
 """
 
 from __future__ import annotations

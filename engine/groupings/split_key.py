@@ -2,149 +2,41 @@
 
 Registry names: ``pkg``, ``dchoices``, ``wchoices``, ``rr-head``.  All four split a key over
 several workers (``single_owner = False``) and decide per tuple from the state of the emitting
-source only (Nasir et al. Sec. IV-B "Overhead on Sources": each source keeps its own load vector
-and its own SpaceSaving sketch).
+source only (Sec. IV-B "Overhead on Sources": each source keeps its own load vector ``loads[s]``,
+tuples sent to each worker, and, for the head-aware groupings, its own SpaceSaving sketch of
+:mod:`engine.sketches` with ``N_s`` = tuples seen).
 
-Per source ``s`` the state is
+Hash choices are those of :mod:`engine.keys`: ``F_0 = h(k) = fp mod n`` (computed division-free
+by :func:`_fastmod`, Lemire, Kaser & Kurz 2019, same value as ``%``) and
+``F_i = ⌊mix64(fp + i·GOLDEN) · n / 2^64⌋`` (the paper's F_1..F_d, numbered from 0 here).
 
-* ``loads[s]`` (int64, length n): tuples ``s`` has sent to each worker (the *local* load estimate);
-* for the head-aware groupings, a SpaceSaving sketch (:mod:`engine.sketches`), ``N_s`` = tuples seen.
-
-Hash choices are those of :mod:`engine.keys`: ``F_0 = h(k) = fp mod n`` and
-``F_i = ⌊mix64(fp + i·GOLDEN) · n / 2^64⌋`` (the paper's F_1..F_d, numbered from 0 here).  F_0 is
-computed in the kernels with an exact division-free remainder (Lemire, Kaser & Kurz, "Faster
-remainder by direct computation", 2019, 128-bit magic constant; see :func:`_fastmod`), which gives
-the same value as ``%`` and lets LLVM vectorise the F_0/F_1 pre-pass; F_i (i >= 1) with
-:func:`engine.keys.reduce_scalar`; the tests check equality with :func:`engine.keys.candidate` for
-every n used.
-
-Routing of one tuple with key k at source s (Alg. 1), sequential greedy: tuple i sees the loads after
-tuple i−1 of the same source, exactly; batches are processed tuple by tuple in numba kernels, so
-splitting a stream into batches never changes the result.
+Routing of one tuple (Alg. 1) is sequential greedy per source, tuple by tuple in numba kernels, so
+splitting a stream into batches never changes the result:
 
 * ``pkg`` — Partial Key Grouping (Sec. II-B): ``w = argmin(L[F_0], L[F_1])``, ties → F_0.
-* Head-aware groupings first count k in the sketch (Alg. 1 line 2, ``UPDATESPACESAVING``), then decide
-  whether k is in the head ``H = {k : p_k >= θ}`` (Sec. III-A), θ = ``head_threshold`` or 1/(5n):
+* Head-aware groupings count k in the sketch (Alg. 1 line 2), then test k ∈ H = {k : p_k >= θ}
+  (Sec. III-A), θ = ``head_threshold`` or 1/(5n).  Head keys: ``dchoices`` Greedy-d over the first
+  d **distinct** values of F_0, F_1, … (d from :func:`find_d`, Sec. IV-A, Eq. 3; W-Choices when
+  d >= n); ``wchoices`` the least loaded of all n workers (ties → lower id); ``rr-head`` round robin
+  from ``s mod n``.  Tail keys: PKG on the same load vector.
 
-  - ``dchoices`` — head keys: Greedy-d over d **distinct** workers, the first d different values of
-    ``F_0, F_1, F_2, …`` (ties → the earlier choice), with d from :func:`find_d` (Sec. IV-A); when
-    ``d >= n`` head keys use W-Choices.  Deviation: the paper's F_1..F_d are independent hash functions
-    whose values may coincide (so may those of the public simulator), leaving a head key on fewer
-    than d workers, and a hot key with p·n close to d then overloads them (docs/results.md, Nasir
-    section).
-    Drawing distinct choices only makes Eq. (3)'s b_h (which counts such collisions) pessimistic.
-    F_0, F_1 stay first whenever they differ, so a key's tail workers are among its head workers.
-  - ``wchoices`` — head keys: least loaded of all n workers (ties → lower worker id).
-  - ``rr-head`` — head keys: round robin over all n workers, one pointer per source starting at
-    ``s mod n`` (as ``shuffle``), load-oblivious; the loads it causes still count for the tail.
-  - tail keys (all three): PKG as above, on the same load vector.
+Deviations: (1) D-Choices draws *distinct* choices (the paper's F_i may collide, leaving a hot key
+on fewer than d workers; docs/results.md, Nasir section).  (2) Head membership uses the guaranteed
+count, ``N_s > warmup and count − error >= θ·N_s`` (warm-up default ``ceil(10/θ)``), not the public
+simulator's ``(count + error)/N``; keys within 1/capacity of θ may be missed.  (3) :func:`find_d`
+checks Eq. 3 for every head prefix h = 1..|H| (the simulator: h = 1 and |H| only) and d is
+recomputed per source at ``warmup`` and then every ``refresh`` tuples instead of per head tuple
+(before the first refresh d = 2).  (4) Recency (skewlab extension, issue #15): with ``decay`` < 1 the
+source's sketch is multiplied by ``decay`` every ``epoch`` tuples (as FISH's epoch decay, Chen et
+al., arXiv 1806.00760), so H holds the keys with recent frequency >= θ; ``decay = 1`` (default) is
+the paper.  Decays and refreshes depend on the source's tuple count only (``state[s, ST_LOST]``
+holds what the decays took off N_s), so routing stays independent of batching.
 
-Head membership (decision; the pitfall of papers/README.md "Notes for implementers"): the authors'
-public simulator (anisnasir/SLBSimulator, LBDChoice) flags k as hot when ``(count + error)/N``
-exceeds the threshold, so the very first tuples of a stream are all "hot" (count 1 of N = 1) and a
-key that just took over a counter inherits the victim's count.  skewlab uses the **guaranteed**
-count instead: k ∈ H iff
-
-    N_s > warmup   and   count_k − error_k >= θ · N_s         (both from the source's sketch),
-
-``count − error`` is a lower bound of the true count, so a newly inserted key (guaranteed count 1)
-is never hot, and ``warmup`` (the first ``warmup`` tuples of a source are all routed as tail;
-default ``ceil(10/θ)`` = 50n: a key exactly at the threshold has then been seen ~10 times) removes
-the small-N noise.  The price is that keys whose frequency is within ``1/capacity`` of θ may be
-missed (1e-4 with the default capacity).  Membership is evaluated for every tuple after its sketch
-update (Alg. 1 lines 2–4).  SpaceSaving ties (which counter to evict) follow the rule documented in
-:mod:`engine.sketches` (least recently updated among the minimum counts).
-
-Recency (skewlab extension, issue #15; parameters ``decay`` and ``epoch``): the paper's head is
-decided from counts since the start of the stream, so a key that became hot late needs
-``θ · N_s`` tuples to enter it and a key that cooled stays in it until N_s has grown by its count/θ.
-With ``decay`` < 1, every ``epoch`` tuples of a source its sketch is decayed
-(:meth:`engine.sketches.SpaceSaving.decay`: counts, guaranteed counts and N_s times ``decay``), as
-the epoch-based hotness decay of FISH (Chen et al., arXiv 1806.00760, which keeps per-epoch counts
-and decays the previous epochs' ones); skewlab decays the one SpaceSaving sketch instead of keeping
-a second per-epoch counter.  N_s in the head test is then the decayed total, so the head is the keys
-whose exponentially weighted recent frequency is >= θ.  The warm-up and the d refresh keep counting
-tuples (tuples seen = N_s + what the decays took off N_s, ``state[s, ST_LOST]``); the decay happens
-after tuple ``k · epoch`` of the source (and after a refresh due at the same tuple), a function of
-the tuple count only, so routing stays independent of batching; ``route`` runs the kernels up to
-each decay.  ``decay = 1`` (default) is the paper's behaviour; the decay rebuilds the sketch in
-Python and numpy (O(capacity) per epoch), which is why it is not on by default (measurements in
-docs/results.md, "Recency and the migration gate").
-
-d for D-Choices (``FINDOPTIMALCHOICES``, Sec. IV-A): :func:`find_d` searches d upward from
-``max(2, ceil(p_1 · n))`` for the first d satisfying Eq. (3) for **every** head prefix h = 1..|H|,
-
-    Σ_{i<=h} p_i + (b_h/n)^d Σ_{h<i<=|H|} p_i + (b_h/n)^2 Σ_{i>|H|} p_i <= b_h (1/n + ε),
-    b_h = n − n((n−1)/n)^{h·d}                                             (Eq. 10),
-
-and returns n (W-Choices) when no d < n qualifies.  (The public simulator checks only h = 1 and
-h = |H|, which the paper calls the tight ones; skewlab checks all prefixes, as Eq. 3 states.)
-Online, p_i is the guaranteed frequency ``(count − error)/N_s`` of the head keys of the source's
-sketch, and the tail mass is ``1 − Σ p_i``.  Alg. 1 calls FINDOPTIMALCHOICES for every head
-tuple; that costs O(|H|·d) per tuple, so skewlab recomputes d (per source) when the source's tuple
-count reaches ``warmup`` and then every ``refresh`` tuples, from the sketch after that tuple, and
-uses it from the next tuple on — a function of the source's tuple count only, hence deterministic
-and independent of batching; before the first refresh d = 2.  Per-tuple membership still uses the
-current sketch.  ``d_of(source)`` exposes d (n = any worker),
-``head(source)`` the current head with guaranteed frequencies.
-
-Implementation notes (speed only; results are those of the plain tuple-by-tuple algorithm, which
-the tests replay in pure Python): one compiled kernel per head mode and, for D-Choices, per kind of
-head pick (:data:`_HEAD_KERNELS`; the tests on both are compile-time constants: ~1.5 ns per tuple
-less than one kernel branching on the mode, and ~0.2–0.3 ns less for D-Choices than one D kernel
-branching on d >= n; a refresh that changes the kind ends the kernel call and ``route`` goes on with
-the other kernel).  D-Choices with d <= PRE_D (= 4) takes F_2, F_3 from the vectorised pre-pass,
-computed for every tuple with the multiply-shift reduction of :mod:`engine.keys`, and scans them
-inline: no cache lookup hanging off the sketch's counter id (17.5–18.2 → 15.75–16.2 ns per tuple at
-d = 4, together with the multiply-shift F_1 for all groupings, which took PKG 4.35 → 3.8–4.0 ns; with
-the exact 128-bit-magic remainder, the F_2/F_3 pre-pass had been ~1 ns slower than the cache); a
-head tuple whose F_0..F_{d-1} hold a repeat (a branch-free test) takes the cached path instead,
-which draws the key's d distinct choices once per key and d.
-The least loaded of all n workers (W-Choices, and D-Choices with d >= n) comes from a
-tracker of the minimum load and the *set* of workers holding it (a bit set: one register word for
-n <= 64, words above), valid because loads only grow by one: a bumped worker leaves the set with a
-branch-free bit clear, the head choice is the set's lowest bit, and the set is rebuilt in O(n) when it
-empties (the minimum is then one higher), once per load level; it is derived from the loads, so each
-kernel call builds it (O(n)), and D-Choices builds it only while d >= n (d changes only at
-refreshes).  This replaced a (min load, lowest worker) pair whose successor was found by scanning
-forward, an unpredictable loop on every head tuple: W-Choices 19.5 → 17 ns per tuple.  D-Choices
-with PRE_D < d < n caches, per head key, its d distinct choices (:func:`_dchoices_pick`) and prefetches
-the cache slot of the counter ``PF_COUNTER`` tuples ahead (~0.4 ns); kernels are compiled with
-``_nrt=False`` (no reference counting of the array arguments inside the per-tuple loop, which
-otherwise costs ~50 ns per tuple); data-dependent array indices are cast to unsigned
-(:func:`_ug`/:func:`_us`), which removes numba's negative-index wraparound code (with the same
-change in :mod:`engine.sketches`, ~45% fewer instructions per tuple); the sketch's table slot and
-counter row of the tuples ``PF_SLOT``/``PF_COUNTER`` ahead are prefetched.  Per-tuple cost, 1e6-key
-Zipf z = 1 stream, n = 50, capacity 1e4, one core of the development machine (shared, ±1 ns): ~4 ns
-PKG part (F_0/F_1 pre-pass, choice, load update); ~8.2 ns SpaceSaving update with the windowed
-Stream-Summary of :mod:`engine.sketches` (12.5 ns with the full one; hit or miss stays
-unpredictable: 60 % hits, 39 % evictions); ~3 ns head test and round-robin pointer; ~0.5–0.7 ns more for
-the W-Choices tracker or the D-Choices pre-pass, scan and refresh test (d = 4): in total ~15.5 ns
-(rr-head), ~16 ns (wchoices, dchoices), measured with ``bench/bench_routing.py`` (before the
-changes of the previous paragraph: ~17 and ~18 ns).  With d = 22 (z = 1.4) a D-Choices head tuple
-scans its 22 cached choices.  Tried without a measurable
-gain, hence not kept: selecting the W-Choices/Round-Robin head choice instead of branching to it
-(the PKG choice computed for every tuple); keeping the per-source state in locals; a branch-free
-argmin in the D-Choices scan; carrying the chosen worker's load instead of reloading it; a
-SpaceSaving table of 4 · or 16 · capacity slots instead of 8 · (both slower), or rebuilt after
-3 · capacity evictions instead of capacity (slower: longer probes); computing F_2, F_3 (with the
-remainder) for head tuples only, inside the loop, instead of the cache (no gain); the head test
-as an integer comparison with ceil(θ·N); routing in two passes per chunk (sketch and head flags
-first, then the choices); computing the fingerprints inside the routing loop (from the key bytes,
-to overlap hashing with the sketch's memory stalls: no gain, the mispredicted branches serialise
-both); deferring the load increments (the last 1-3 updates held in registers and read through, so
-the next tuples' load reads do not wait on a store whose address is computed late: PKG's kernel
-alone went 4.4 → 3.3 ns, but the head kernels got 1-2 ns slower, too many live values).
-
-Numba's on-disk cache does not see changes in other modules: the kernels here inline those of
-:mod:`engine.sketches`, so after editing that module delete the cached ``split_key*.nbi/.nbc``
-files in ``engine/groupings/__pycache__`` (a stale kernel would use the old array layout).
-
-``resize(n)``: the local loads restart at zero (``Grouping.resize`` contract), the sketches are
-kept, θ = 1/(5n) and the automatic warm-up follow the new n, and d is recomputed at the next tuple
-of each source.
-
-Imbalance reported in the tests and benchmarks is skewlab's headline ``max_w L_w / mean_w L_w − 1``.
+``resize(n)``: local loads restart at zero, sketches are kept, θ and warm-up follow the new n, d is
+recomputed at each source's next tuple.  Kernel layout, per-tuple timings and what was tried:
+docs/design-notes.md, "engine/groupings/split_key.py".  After editing :mod:`engine.sketches`,
+delete ``engine/groupings/__pycache__/split_key*.nbi/.nbc`` (numba's cache does not see the
+inlined kernels change).
 """
 
 from __future__ import annotations
