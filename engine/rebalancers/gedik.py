@@ -1,93 +1,35 @@
 """Gedik's partitioning functions: ``scan``, ``redist``, ``readj`` (VLDB J. 2014).
 
 B. Gedik, "Partitioning functions for stateful data parallelism in stream processing",
-VLDB Journal 23(4), 2014.  Paper text: ``shared/papers/gedik-vldbj14-partitioning-functions.txt`` beside the repository.
+VLDB Journal 23(4), 2014.
 
-Partitioning function (Sec. 4.1, Alg. 1)
-    ``p = <H_p, H_c>``: the explicit hash ``H_p`` is the :class:`~engine.grouping.RoutingTable` of
-    :class:`~engine.grouping.RebalancingGrouping`; the consistent hash ``H_c`` is
-    :class:`engine.groupings.basic.ConsistentHashRing` (``replicas`` points per channel, 1000 in the
-    paper's Sec. 5.5), re-created on :meth:`resize` (``CREATECONSISTENTHASH(N^(t+1))``).  Keys of
-    ``H_p`` that map to their ring home are not stored in the skewlab routing table (same routing);
-    ``plan.extra["explicit"]`` is the paper's ``|H_p| = |D_p^(t+1)|``.
+* Partitioning function (Sec. 4.1, Alg. 1): ``p = <H_p, H_c>``; ``H_p`` is the
+  :class:`~engine.grouping.RoutingTable`, ``H_c`` the ring of
+  :class:`engine.groupings.basic.ConsistentHashRing` (``replicas`` points per channel, rebuilt on
+  :meth:`resize`).  Keys of ``H_p`` that map to their ring home are not stored (same routing).
+* Frequencies (Sec. 4.1.2): :class:`~engine.rebalancers.lossy_counting.SlidingLossyCounter` fed by
+  :meth:`observe`; ``D_p^(t+1) = {d : c_a(d) >= (δ − ε)·M}`` are the candidates of ``H_p``;
+  ε = ``epsilon_ratio``·δ.
+* Resource functions (Sec. 3.1, 4.4, Table 1): ``resources = XYZ`` from ``{C,L,Q}{C,L,Q}L``
+  (default LCL); ρ is the geometric mean over the non-constant resources (Eq. 20 with 1/K).
+* δ (Sec. 4.1.3): θ_k of Eq. 15, δ_k of Eq. 17, δ = min_k δ_k, with the quadratic post-step of
+  Eq. 16.
+* Construction (Sec. 4.2, Alg. 2–4): scan, redist and readj; readj applies at most ``max_moves``
+  moves per item (the paper's c).
+* Reported in ``plan.extra``: ``b`` (Eq. 11) with ``b_s``, ``b_c``, ``b_n``; ``m`` (Eq. 12) and
+  ``m_state`` (Eq. 12 with measured sizes); δ, ε, θ, ``explicit`` = |H_p|, ρ, γ, readj's steps.
+* Trigger: ``theta_max`` (default 0.2, near the paper's θ_k of Eq. 15 for α = 1.2, N = 10).
 
-Frequencies (Sec. 4.1.2)
-    :class:`~engine.rebalancers.lossy_counting.SlidingLossyCounter`, fed by :meth:`observe` with
-    ``stats.keys`` / ``stats.count`` (one interval = one tumbling step of ``lc_step`` intervals;
-    3 counters).  ``f(d) = c_a(d) / M`` of the counter in use.  The tracked keys
-    ``D_p^(t+1) = {d : c_a(d) >= (δ − ε)·M}`` are the candidates of the explicit hash; every other
-    key stays on the consistent hash.  ε = ``epsilon_ratio``·δ (the "typical ε = 0.1" of Sec. 4.1.2
-    read as Manku & Motwani's rule of thumb ε = s/10); a counter's ε is fixed when it starts, for the
-    N at that time (N = 1 sizes it as for N = 2, so tracking is ready when the region scales out).
-
-Resource functions (Sec. 3.1, 4.4, Table 1)
-    ``resources = XYZ`` gives β_s (state/memory), β_c (computation), β_n (communication) as
-    C(onstant) 1, L(inear) x, Q(uadratic) x²; β_n is always linear (Sec. 3.1, 5.1), so the choices
-    are ``{C,L,Q}{C,L,Q}L`` (paper: CCL, LCL — default —, LLL, LQL).
-    **Decision (paper inconsistency):** the per-key load of resource k is ``β_k(f(d))`` — Eq. 1, 5,
-    16 and 17 and the prose "C(d) ∝ β_c(f(d))" — not Eq. 3's ``f(d)·β_c(f(d))`` (which contradicts
-    the join example, where β_c(x) = x² already is ``f·β_s(f)``, and Eq. 17's constant case).
-    Constant resources are balanced by the consistent hash and left out of the balance penalty ρ
-    (Sec. 4.4); ρ is the geometric mean over the K non-constant resources (Eq. 20 with 1/K).
-
-δ (Sec. 4.1.3)
-    θ_k = (α − 1)·(1 + α/(N − 1))⁻¹ (Eq. 15, one α for all resources as in Table 1);
-    δ_k = 1 (C), σθ_k/N (L), sqrt(σθ_k/(|D|·N)) (Q) (Eq. 17); δ = min_k δ_k.  Quadratic post-step:
-    with I = keys returned for δ, ``L̄_k = [Σ_I β_k(f) + (|D|−|I|)·β_k((1 − Σ_I f)/(|D|−|I|))] / N``
-    and δ'_k = sqrt(σθ_k·L̄_k) (Eq. 16 solved for β = x²); the paper writes the bracket without
-    "/N", but only with /N does I = ∅ give back Eq. 17, so /N it is.  |D| (domain size) is estimated
-    as the number of distinct keys known (statistics keys or counter entries, whichever is larger).
-
-Construction (Sec. 4.2, Alg. 2–4), as in the paper with these readings of the pseudo-code:
-    * Initial migration ``m`` sums over ``D_o = D_p^(t) \\ D_p^(t+1)`` (Eq. 18, the prose and
-      Alg. 4; Alg. 2/3 print ``D_p^(t+1)`` under the comment "items not being tracked anymore").
-    * Ideal migration ``m̄ = Σ_{D_a} β_s(f)/N`` with ``D_a = D_p^(t) ∪ D_p^(t+1)`` (Eq. 18 and the
-      prose "considering all items tracked for time periods t and t+1"; Alg. 2/3 print
-      ``D_p^(t+1)``, Alg. 4 ``D_n``).
-    * ρ_k (Eq. 19) uses only the loads of the (partial) explicit hash; ρ_k = 0 when its L̄_k = 0.
-    * ``p^(t)(d)`` is ``stats.worker`` (the key's real owner).  Keys without an owner (−1) cost
-      nothing to place; keys on a removed channel (after a scale-in) always migrate.
-    * redist's ``D_c`` starts as ``D_p^(t+1)`` and loses each placed item.
-    * readj: ``u`` is the utility of the current explicit hash (the pseudo-code's ``u ← 0`` and
-      in-loop ``u ← u'`` mix "last utility" with "best candidate"; the prose defines the gain as the
-      reduction of the utility between steps).  "break ▷ Move on to next option" is read as
-      *continue* (skip the candidate).  Only readjustments with lower ρ are candidates; by default
-      the best gain is applied even if negative (``g ← −∞``: "only considers readjustments that
-      reduce the imbalance, and only uses the utility function for picking the best among those");
-      ``readj_stop=utility`` instead stops when no candidate improves the utility ("continues until
-      there are no readjustments that improve the utility").  The per-item move limit ``c``
-      mentioned in Sec. 4.2.4 (c = 5 in the paper's experiments) is ``max_moves``; with ρ strictly
-      decreasing and at most ``c·R`` steps readj always terminates.  Tracked items on a removed
-      channel start on their new ring home (their migration is added to ``m``).
-    * Ties are broken by scan order: items by decreasing frequency (then fingerprint), channels
-      ascending, moves before swaps (strict ``<`` / ``>`` as in the pseudo-code); candidates within
-      a relative 1e-9 of the best count as ties, so floating-point noise never decides (with U^A
-      and linear resources many gains are mathematically equal).
-    * Known property of Eq. 19 + Alg. 4 (not a skewlab choice): ρ sees only the largest and the
-      smallest explicit load, so readj stalls on a plateau when several channels tie for the
-      maximum (or the minimum) and no single move or swap lowers all of them — e.g. when many
-      tracked keys start on one channel and many channels are empty (N jumping from 1 to 50: readj
-      fills channels 1, 2, … and stops).  The paper's use, N → N + 1 from a balanced function,
-      rarely meets it, but Zipf frequencies can tie exactly (f ∝ 1/rank: 1/8 + 1/10 = 1/5 + 1/40;
-      docs/results.md, Gedik section, Fig. 7a); scan and redist, which rebuild H_p, do not have it.  ``make_plan``'s θmax check flags such plans.
-
-Reported (``plan.extra``)
-    ``b`` (Eq. 11, geometric mean of b_k = r_k/α over s, c, n, with r_k = max/min channel load;
-    ``inf`` when a channel has no load of a resource) and ``b_s``, ``b_c``, ``b_n``; ``m`` (Eq. 12,
-    M/L̄_s with β_s); both evaluated over all statistics keys with the interval frequencies
-    ``f = count/Σ count`` (the paper's evaluation uses true frequencies).  ``m_state`` is Eq. 12 with
-    the measured state sizes (``stats.size``).  Also δ, ε, θ, |D_p|, counter sizes, ρ and γ of the
-    explicit hash, and readj's step count.  skewlab's own figures (``plan.imbalance()``, θ(d) for
-    ``theta_max``, ``migration_cost``) use ``stats.cost`` / ``stats.size`` via ``make_plan``.
-
-Trigger: ``theta_max`` (base-class ``should_rebalance``: max_d |L(d) − L̄|/L̄ of the measured loads
-``stats.cost``); the paper's own bound is θ_k of Eq. 15 (≈ 0.18 for α = 1.2, N = 10, → α − 1 as N
-grows), hence the default 0.2.  ``make_plan`` checks the plan against ``theta_max``.
-
-Degenerate input never raises: no keys / an interval with no tuples (keep the current owners,
-``feasible=False``), one channel (everything on channel 0; θ = 0 is met exactly), more channels
-than keys and a hottest key heavier than (1 + θmax)·L̄ (best plan, ``feasible=False`` with a note).
-More than ``max_tracked`` candidates keeps the most frequent ones (noted).
+Decisions and deviations (the reasoning, with the paper's quotes: docs/design-notes.md,
+"engine/rebalancers/gedik.py"): the per-key load of resource k is ``β_k(f(d))`` (Eq. 1, 5, 16, 17),
+not Eq. 3's ``f(d)·β_c(f(d))``; the quadratic post-step divides by N (only then does I = ∅ give
+back Eq. 17); |D| is the number of distinct keys known; the initial migration sums over
+``D_p^(t) \\ D_p^(t+1)`` and the ideal migration over ``D_p^(t) ∪ D_p^(t+1)`` (Eq. 18, the prose);
+readj starts from the utility of the current explicit hash, reads "break" as *continue*, applies the
+best gain even if negative unless ``readj_stop=utility``; ties follow scan order within a relative
+1e-9.  Known property of Eq. 19 + Alg. 4: readj can stall when several channels tie for the
+extreme load (docs/results.md, Gedik section, Fig. 7a).  Degenerate input never raises (the plan is
+``feasible=False`` with a note); more than ``max_tracked`` candidates keeps the most frequent.
 """
 
 from __future__ import annotations
