@@ -13,26 +13,22 @@ invariant is what the tests check against the ground truth.
 Speed (issue #4: this runs on the Spark driver while every executor waits, once per micro-batch with
 ~100k-200k (key, worker) pairs, so it is kept linear in the number of pairs):
 
-* **Window totals are maintained incrementally.**  :meth:`KeyedWindowState.merged` used to re-sort the
-  concatenation of all ``window`` slots every interval (``np.unique`` of ~1M codes: 40-80 ms).  Now the
-  totals are a sorted array that :meth:`~KeyedWindowState.add_interval` updates with two linear merges
+* **Window totals are maintained incrementally**: a sorted array that :meth:`~KeyedWindowState.add_interval` updates with two linear merges
   (numba kernels :func:`_merge_add` / :func:`_merge_sub`): add the new slot, subtract the expired one.
   Each total also carries a *presence* count (in how many slots the code occurs), so a code stays in
   the totals exactly as long as some slot holds it, even with a zero count — the result is exactly what
-  aggregating the concatenated slots gives (the old definition, kept as the fallback and in the tests).
+  aggregating the concatenated slots gives (that definition is kept as the fallback and in the tests).
 * **Aggregation without a comparison sort.**  :func:`aggregate_pairs` returns sorted, strictly
   increasing input unchanged (an O(n) check); unsorted input with dense key ids (vocabulary ids, the
   per-(worker, key) aggregates Spark returns) is sorted by a two-pass counting sort in numba
-  (:func:`_sort_pairs`, O(n + K + W)); only sparse ids fall back to ``np.argsort`` (no longer
-  ``np.unique(return_inverse=True)`` + ``bincount``).  Integer weights are summed in int64: identical
-  to the old float ``bincount`` for every sum below 2**53 and exact beyond it; float weights keep the
-  old ``bincount`` path, so float sums are bit-identical too.
+  (:func:`_sort_pairs`, O(n + K + W)); only sparse ids fall back to ``np.argsort``.  Integer weights are summed exactly in int64;
+  float weights are summed with ``np.bincount``.
 * **Migration keeps slots sorted without sorting.**  Relabelling workers keeps a slot sorted by key;
   :func:`_regroup` only reorders and merges the (at most ``n_workers``) entries of each key.
 * **Compact pickles.**  A snapshot (``engine.checkpoint``) pickles the controller every batch; raw
-  slots are 16 bytes per entry (~25 MB at 10 slots x 150k pairs).  :meth:`KeyedWindowState.__getstate__`
+  slots are 16 bytes per entry.  :meth:`KeyedWindowState.__getstate__`
   stores each slot as key deltas, workers and counts in one byte each where they fit
-  (:func:`pack_small`; larger values go to an overflow list), ~3 bytes per entry, and each slot is
+  (:func:`pack_small`; larger values go to an overflow list), and each slot is
   packed once (slots never change until a migration, so the packed form is cached).  The window totals
   are not pickled; they are rebuilt from the slots on load.
 """
@@ -104,7 +100,7 @@ def aggregate_pairs(codes: np.ndarray, weights: np.ndarray | None = None) -> tup
     most ~4 per input code), a two-pass counting sort (:func:`_sort_pairs`, linear); else one
     ``np.argsort`` and a run-length reduction.  Integer weights
     are summed exactly in int64; float weights are summed in float64 in input order (``np.bincount``)
-    and truncated to int64, as this function always did.
+    and truncated to int64.
     """
     codes = np.asarray(codes, dtype=np.int64)
     if codes.size == 0:

@@ -2,17 +2,13 @@
 
 Both structures keep their sorted arrays (the definition, and what is pickled); this module adds
 derived indexes so that routing a tuple costs a few nanoseconds instead of a binary search:
-``np.searchsorted`` of unsorted queries in a sorted array mispredicts at every level (~65 ns per key
-for a 6,000-entry routing table, ~75 ns for a 6,400-point ring, measured on the development
-machine), which made every routing-table rebalancer route ~35× slower than ``hash`` from fingerprints.
+``np.searchsorted`` of unsorted queries in a sorted array mispredicts at every level (timings: docs/design-notes.md, "engine/table_lookup.py").
 
 * :func:`build_key_index` / :func:`lookup_keys` — an open-addressing hash index (linear probing,
   power-of-two size >= 2 × entries, Fibonacci hashing of the fingerprint for the home slot, key and
   value side by side in one 16-byte slot, the home slot of the key ``_PF`` tuples ahead prefetched)
   of the explicit routing table A (Fang et al. Sec. III, Gedik Sec. 3's explicit hash): ``A[k]``
-  where k is in the table, else the base hash.  Exact: a key matches only itself.  A table of ~47,000
-  entries (Fang's plans on a 1e6-key stream) makes a 2 MB index, beyond the core's cache: ~20 ns per
-  tuple there, ~9 ns with 6,000 entries.
+  where k is in the table, else the base hash.  Exact: a key matches only itself.
 * :func:`build_ring_index` / :func:`lookup_ring` — for a sorted ring of points, ``start[b]`` = the
   first point at or after ``b · 2^(64 − bits)`` with ``2^bits >= points``, so a key's successor is
   found from its bucket's start by a short forward scan (on average under one step).  The result is
