@@ -27,8 +27,8 @@ COPY engine ./engine
 COPY storage ./storage
 COPY dashboard ./dashboard
 COPY bench ./bench
-# Editable install: the package metadata declares no package data, so a regular install would leave
-# out dashboard/assets/ (the stylesheet); with -e the code runs from /app, assets included.
+# Editable install: the code runs from /app (dashboard/assets/, the stylesheet, is also declared as
+# package data in pyproject.toml).
 # The numba kernels are compiled into the image's cache at build time (python -m engine.warmup), so
 # the engine's first micro-batch loads them instead of compiling for minutes.
 RUN pip install -e . \
