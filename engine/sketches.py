@@ -60,19 +60,19 @@ __all__ = [
 
 # meta columns
 USED, VMIN, TOP, STALE, TOTAL, SHIFT, NOVF, HL, NHOT = 0, 1, 2, 3, 4, 5, 6, 7, 8
-_META = 9
-_NOHOT = 1 << 62
+_META_FIELDS = 9
+_NO_HOT_LEVEL = 1 << 62  # meta[HL] when no overflow counter is tracked as hot
 # counter columns: fingerprint, error, count, links (window) or last update time (overflow)
-_KF, _KE, _KC, _KL = 0, 1, 2, 3
-_NKC = 4
+_FIELD_FP, _FIELD_ERROR, _FIELD_COUNT, _FIELD_LINK = 0, 1, 2, 3
+_COUNTER_FIELDS = 4
 
 MAX_CAPACITY = 1 << 22
 WIN = 32  # ring of count lists: counts in [VMIN, TOP) with TOP - VMIN <= WIN
-_WM = WIN - 1
+_WIN_MASK = WIN - 1
 PF_SLOT, PF_COUNTER = 16, 8  # prefetch distances (tuples ahead) of table slots and counter rows
-_LO = 0xFFFFFFFF
-_HI = 0xFFFFFFFF00000000
-_NEGHI = -4294967296
+_LOW32 = 0xFFFFFFFF  # low half of a link word (next) or table entry (counter id + 1)
+_HIGH32 = 0xFFFFFFFF00000000  # high half of a table entry (fingerprint tag)
+_HIGH32_SIGNED = -4294967296  # _HIGH32 as int64: high half of a link word (prev)
 
 
 def pow2_bits(size: int) -> int:
@@ -119,83 +119,83 @@ def prefetch(typingctx, arr, index):
 
 
 # ---------------------------------------------------------------------------------------------
-# Kernels.  ``sk`` is the tuple returned by :meth:`SpaceSaving.arrays`: flat (1-D) views of one
+# Kernels.  ``sketch`` is the tuple returned by :meth:`SpaceSaving.arrays`: flat (1-D) views of one
 # source's arrays ``(cnt, ring, ovf, table, meta, scr)``.  Every index is converted to unsigned
 # before use: numba then omits the negative-index wraparound it adds to each signed index.
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True, inline="always")
-def _cg(cnt, i, f):  # pragma: no cover - compiled
-    """Field ``f`` of counter ``i``."""
-    return cnt[np.uint64(i * _NKC + f)]
+def _counter_get(cnt, i, field):  # pragma: no cover - compiled
+    """Field ``field`` of counter ``i``."""
+    return cnt[np.uint64(i * _COUNTER_FIELDS + field)]
 
 
 @njit(cache=True, inline="always")
-def _cs(cnt, i, f, v):  # pragma: no cover - compiled
-    cnt[np.uint64(i * _NKC + f)] = v
+def _counter_set(cnt, i, field, v):  # pragma: no cover - compiled
+    cnt[np.uint64(i * _COUNTER_FIELDS + field)] = v
 
 
 @njit(cache=True, inline="always")
-def _lo(link):  # pragma: no cover - compiled
+def _link_next(link):  # pragma: no cover - compiled
     """Next counter from a link word (sign-extended low half)."""
-    return np.int64(np.int32(link & _LO))
+    return np.int64(np.int32(link & _LOW32))
 
 
 @njit(cache=True, inline="always")
-def ss_find(sk, fp):  # pragma: no cover - compiled
-    """Counter id tracking ``fp`` in sketch ``sk``, or -1 (stale table entries are skipped: the
+def ss_find(sketch, fp):  # pragma: no cover - compiled
+    """Counter id tracking ``fp`` in sketch ``sketch``, or -1 (stale table entries are skipped: the
     counter's full fingerprint decides)."""
-    cnt = sk[0]
-    tab = sk[3]
-    meta = sk[4]
+    cnt = sketch[0]
+    tab = sketch[3]
+    meta = sketch[4]
     mask = np.uint64(tab.size - 1)
     fpu = np.uint64(fp)
     j = fpu >> np.uint64(meta[SHIFT])
-    hi = fpu & np.uint64(_HI)
+    hi = fpu & np.uint64(_HIGH32)
     fpi = np.int64(fpu)
     while True:
         e = tab[j]
         if e == 0:
             return np.int64(-1)
-        if (e & np.uint64(_HI)) == hi:
-            t = np.int64(e & np.uint64(_LO)) - 1
-            if _cg(cnt, t, _KF) == fpi and _cg(cnt, t, _KC) > 0:
+        if (e & np.uint64(_HIGH32)) == hi:
+            t = np.int64(e & np.uint64(_LOW32)) - 1
+            if _counter_get(cnt, t, _FIELD_FP) == fpi and _counter_get(cnt, t, _FIELD_COUNT) > 0:
                 return t
         j = (j + np.uint64(1)) & mask
 
 
 @njit(cache=True, inline="always")
-def ss_prefetch_slot(sk, fp):  # pragma: no cover - compiled
+def ss_prefetch_slot(sketch, fp):  # pragma: no cover - compiled
     """Prefetch the home table slot of ``fp`` (speed only)."""
-    prefetch(sk[3], np.uint64(fp) >> np.uint64(sk[4][SHIFT]))
+    prefetch(sketch[3], np.uint64(fp) >> np.uint64(sketch[4][SHIFT]))
 
 
 @njit(cache=True, inline="always")
-def ss_prefetch_counter(sk, fp):  # pragma: no cover - compiled
+def ss_prefetch_counter(sketch, fp):  # pragma: no cover - compiled
     """Prefetch the counter row of the first entry in ``fp``'s home slot (speed only)."""
-    e = sk[3][np.uint64(fp) >> np.uint64(sk[4][SHIFT])]
-    prefetch(sk[0], ((e & np.uint64(_LO)) - np.uint64(1)) * np.uint64(_NKC))
+    e = sketch[3][np.uint64(fp) >> np.uint64(sketch[4][SHIFT])]
+    prefetch(sketch[0], ((e & np.uint64(_LOW32)) - np.uint64(1)) * np.uint64(_COUNTER_FIELDS))
 
 
 @njit(cache=True, inline="always")
-def ss_count(sk, cid):  # pragma: no cover - compiled
+def ss_count(sketch, cid):  # pragma: no cover - compiled
     """Count (upper bound of the frequency) of counter ``cid``."""
-    return _cg(sk[0], cid, _KC)
+    return _counter_get(sketch[0], cid, _FIELD_COUNT)
 
 
 @njit(cache=True, inline="always")
-def ss_error(sk, cid):  # pragma: no cover - compiled
+def ss_error(sketch, cid):  # pragma: no cover - compiled
     """Error (count − error is a lower bound of the frequency) of counter ``cid``."""
-    return _cg(sk[0], cid, _KE)
+    return _counter_get(sketch[0], cid, _FIELD_ERROR)
 
 
 @njit(cache=True, inline="always")
 def _append(cnt, ring, i, c):  # pragma: no cover - compiled
     """Counter ``i`` (count ``c``, in the window) becomes the last of the list of count ``c``."""
-    s = np.uint64((c & _WM) * 2)
+    s = np.uint64((c & _WIN_MASK) * 2)
     t = ring[s + np.uint64(1)]
-    _cs(cnt, i, _KL, (t << 32) | np.int64(_LO))  # next = -1, prev = t
+    _counter_set(cnt, i, _FIELD_LINK, (t << 32) | np.int64(_LOW32))  # next = -1, prev = t
     if t >= 0:
-        _cs(cnt, t, _KL, (_cg(cnt, t, _KL) & np.int64(_NEGHI)) | np.int64(i))
+        _counter_set(cnt, t, _FIELD_LINK, (_counter_get(cnt, t, _FIELD_LINK) & np.int64(_HIGH32_SIGNED)) | np.int64(i))
     else:
         ring[s] = i
     ring[s + np.uint64(1)] = i
@@ -203,9 +203,9 @@ def _append(cnt, ring, i, c):  # pragma: no cover - compiled
 
 @njit(cache=True, inline="always")
 def _less(cnt, a, b):  # pragma: no cover - compiled
-    ca = _cg(cnt, a, _KC)
-    cb = _cg(cnt, b, _KC)
-    return ca < cb or (ca == cb and _cg(cnt, a, _KL) < _cg(cnt, b, _KL))
+    ca = _counter_get(cnt, a, _FIELD_COUNT)
+    cb = _counter_get(cnt, b, _FIELD_COUNT)
+    return ca < cb or (ca == cb and _counter_get(cnt, a, _FIELD_LINK) < _counter_get(cnt, b, _FIELD_LINK))
 
 
 @njit(cache=True, inline="always")
@@ -233,7 +233,7 @@ def _migrate(cnt, ring, ovf, meta, scr):  # pragma: no cover - compiled
     keep = 0
     for r in range(meta[NOVF]):
         i = ovf[r]
-        if _cg(cnt, i, _KC) < t2:
+        if _counter_get(cnt, i, _FIELD_COUNT) < t2:
             scr[k] = i
             k += 1
         else:
@@ -248,10 +248,10 @@ def _migrate(cnt, ring, ovf, meta, scr):  # pragma: no cover - compiled
         _sift_down(cnt, scr, 0, end)
     for r in range(k):
         i = scr[r]
-        _append(cnt, ring, i, _cg(cnt, i, _KC))
+        _append(cnt, ring, i, _counter_get(cnt, i, _FIELD_COUNT))
     meta[TOP] = t2
     if t2 >= meta[HL]:  # the hot list is valid only while HL > TOP: drop it
-        meta[HL] = _NOHOT
+        meta[HL] = _NO_HOT_LEVEL
         meta[NHOT] = 0
     return top
 
@@ -262,63 +262,64 @@ def _rebuild_table(cnt, tab, meta):  # pragma: no cover - compiled
     tab[:] = 0
     mask = np.uint64(tab.size - 1)
     sh = np.uint64(meta[SHIFT])
-    for i in range(cnt.size // _NKC):
-        if cnt[i * _NKC + _KC] > 0:
-            fpu = np.uint64(cnt[i * _NKC + _KF])
+    for i in range(cnt.size // _COUNTER_FIELDS):
+        if cnt[i * _COUNTER_FIELDS + _FIELD_COUNT] > 0:
+            fpu = np.uint64(cnt[i * _COUNTER_FIELDS + _FIELD_FP])
             j = fpu >> sh
             while tab[j] != 0:
                 j = (j + np.uint64(1)) & mask
-            tab[j] = (fpu & np.uint64(_HI)) | np.uint64(i + 1)
+            tab[j] = (fpu & np.uint64(_HIGH32)) | np.uint64(i + 1)
     meta[STALE] = 0
 
 
 @njit(cache=True, inline="always")
-def ss_offer(sk, fp):  # pragma: no cover - compiled
+def ss_offer(sketch, fp):  # pragma: no cover - compiled
     """Count one occurrence of ``fp`` (SpaceSaving update); returns the key's counter id."""
-    cnt = sk[0]
-    ring = sk[1]
-    tab = sk[3]
-    meta = sk[4]
+    cnt = sketch[0]
+    ring = sketch[1]
+    tab = sketch[3]
+    meta = sketch[4]
     now = meta[TOTAL] + 1
     meta[TOTAL] = now
     mask = np.uint64(tab.size - 1)
     fpu = np.uint64(fp)
     fpi = np.int64(fpu)
-    hi = fpu & np.uint64(_HI)
+    hi = fpu & np.uint64(_HIGH32)
     j = fpu >> np.uint64(meta[SHIFT])
     while True:
         e = tab[j]
         if e == 0:
             break
-        if (e & np.uint64(_HI)) == hi:
-            t = np.int64(e & np.uint64(_LO)) - 1
-            if _cg(cnt, t, _KF) == fpi:
+        if (e & np.uint64(_HIGH32)) == hi:
+            t = np.int64(e & np.uint64(_LOW32)) - 1
+            if _counter_get(cnt, t, _FIELD_FP) == fpi:
                 # hit (a tracked key; table entries only ever point at used counters)
-                c = _cg(cnt, t, _KC)
-                _cs(cnt, t, _KC, c + 1)
+                c = _counter_get(cnt, t, _FIELD_COUNT)
+                _counter_set(cnt, t, _FIELD_COUNT, c + 1)
                 top = meta[TOP]
                 if c >= top:  # overflow counter: no list to maintain
-                    _cs(cnt, t, _KL, now)
+                    _counter_set(cnt, t, _FIELD_LINK, now)
                     if c + 1 == meta[HL]:  # crosses the hot level: joins the hot list
                         nh = meta[NHOT]
-                        sk[6][np.uint64(nh)] = t
+                        sketch[6][np.uint64(nh)] = t
                         meta[NHOT] = nh + 1
                     return t
-                link = _cg(cnt, t, _KL)
+                link = _counter_get(cnt, t, _FIELD_LINK)
                 p = link >> 32
-                q = _lo(link)
-                s = np.uint64((c & _WM) * 2)
+                q = _link_next(link)
+                s = np.uint64((c & _WIN_MASK) * 2)
                 if p >= 0:
-                    _cs(cnt, p, _KL, (_cg(cnt, p, _KL) & np.int64(_NEGHI)) | (q & _LO))
+                    p_prev_half = _counter_get(cnt, p, _FIELD_LINK) & np.int64(_HIGH32_SIGNED)
+                    _counter_set(cnt, p, _FIELD_LINK, p_prev_half | (q & _LOW32))
                 else:
                     ring[s] = q
                 if q >= 0:
-                    _cs(cnt, q, _KL, (_cg(cnt, q, _KL) & _LO) | (p << 32))
+                    _counter_set(cnt, q, _FIELD_LINK, (_counter_get(cnt, q, _FIELD_LINK) & _LOW32) | (p << 32))
                 else:
                     ring[s + np.uint64(1)] = p
                 if c + 1 >= top:
-                    _cs(cnt, t, _KL, now)
-                    ovf = sk[2]
+                    _counter_set(cnt, t, _FIELD_LINK, now)
+                    ovf = sketch[2]
                     nv = meta[NOVF]
                     ovf[np.uint64(nv)] = t
                     meta[NOVF] = nv + 1
@@ -327,25 +328,25 @@ def ss_offer(sk, fp):  # pragma: no cover - compiled
                 if p < 0 and q < 0 and c == meta[VMIN]:
                     meta[VMIN] = c + 1
                     if top - (c + 1) < WIN // 2:
-                        _migrate(cnt, ring, sk[2], meta, sk[5])
+                        _migrate(cnt, ring, sketch[2], meta, sketch[5])
                 return t
         j = (j + np.uint64(1)) & mask
     # miss: the victim is the first counter of the list of the minimum count (unused counters
     # have count 0 and sit in the list of count 0 in id order)
     vmin = meta[VMIN]
-    s = np.uint64((vmin & _WM) * 2)
+    s = np.uint64((vmin & _WIN_MASK) * 2)
     i = ring[s]
     tab[j] = hi | np.uint64(i + 1)
-    q = _lo(_cg(cnt, i, _KL))
+    q = _link_next(_counter_get(cnt, i, _FIELD_LINK))
     ring[s] = q
     if q >= 0:
-        _cs(cnt, q, _KL, _cg(cnt, q, _KL) | np.int64(_NEGHI))  # prev = -1
-        prefetch(cnt, np.uint64(q * _NKC))
+        _counter_set(cnt, q, _FIELD_LINK, _counter_get(cnt, q, _FIELD_LINK) | np.int64(_HIGH32_SIGNED))  # prev = -1
+        prefetch(cnt, np.uint64(q * _COUNTER_FIELDS))
     else:
         ring[s + np.uint64(1)] = -1
-    _cs(cnt, i, _KF, fpi)
-    _cs(cnt, i, _KE, vmin)
-    _cs(cnt, i, _KC, vmin + 1)
+    _counter_set(cnt, i, _FIELD_FP, fpi)
+    _counter_set(cnt, i, _FIELD_ERROR, vmin)
+    _counter_set(cnt, i, _FIELD_COUNT, vmin + 1)
     _append(cnt, ring, i, vmin + 1)  # vmin + 1 < TOP always (TOP - VMIN >= WIN / 2)
     if vmin == 0:
         meta[USED] += 1
@@ -353,39 +354,39 @@ def ss_offer(sk, fp):  # pragma: no cover - compiled
         # lazy deletion: the victim's table entry stays (stale) until the next rebuild
         st = meta[STALE] + 1
         meta[STALE] = st
-        if st >= cnt.size // _NKC:
+        if st >= cnt.size // _COUNTER_FIELDS:
             _rebuild_table(cnt, tab, meta)
     if q < 0:
         meta[VMIN] = vmin + 1
         if meta[TOP] - (vmin + 1) < WIN // 2:
-            _migrate(cnt, ring, sk[2], meta, sk[5])
+            _migrate(cnt, ring, sketch[2], meta, sketch[5])
     return i
 
 
 @njit(cache=True, _nrt=False)
-def ss_offer_batch(sk, fps):  # pragma: no cover - compiled
+def ss_offer_batch(sketch, fps):  # pragma: no cover - compiled
     """Offer every fingerprint of ``fps`` in order."""
     m = fps.size
     for x in range(m):
         if x + PF_SLOT < m:
-            ss_prefetch_slot(sk, fps[x + PF_SLOT])
+            ss_prefetch_slot(sketch, fps[x + PF_SLOT])
         if x + PF_COUNTER < m:
-            ss_prefetch_counter(sk, fps[x + PF_COUNTER])
-        ss_offer(sk, fps[x])
+            ss_prefetch_counter(sketch, fps[x + PF_COUNTER])
+        ss_offer(sketch, fps[x])
 
 
 @njit(cache=True)
-def ss_collect(sk, min_count):  # pragma: no cover - compiled
+def ss_collect(sketch, min_count):  # pragma: no cover - compiled
     """Counter ids with ``count >= min_count``: decreasing count; within a count, most recently
     updated first (overflow counters sorted by (count, last update), then the lists)."""
-    cnt, ring, ovf, tab, meta, scr, hot = sk
+    cnt, ring, ovf, tab, meta, scr, hot = sketch
     nv = meta[NOVF]
     ids = ovf[:nv].copy()
     c = np.empty(nv, np.int64)
     ts = np.empty(nv, np.int64)
     for r in range(nv):
-        c[r] = _cg(cnt, ids[r], _KC)
-        ts[r] = _cg(cnt, ids[r], _KL)
+        c[r] = _counter_get(cnt, ids[r], _FIELD_COUNT)
+        ts[r] = _counter_get(cnt, ids[r], _FIELD_LINK)
     o = np.argsort(-ts, kind="mergesort")
     o = o[np.argsort(-c[o], kind="mergesort")]
     out = np.empty(meta[USED], dtype=np.int64)
@@ -397,11 +398,11 @@ def ss_collect(sk, min_count):  # pragma: no cover - compiled
     v = meta[TOP] - 1
     lo = max(meta[VMIN], min_count, 1)
     while v >= lo:
-        i = ring[np.uint64((v & _WM) * 2 + 1)]
+        i = ring[np.uint64((v & _WIN_MASK) * 2 + 1)]
         while i >= 0:
             out[m] = i
             m += 1
-            i = _cg(cnt, i, _KL) >> 32
+            i = _counter_get(cnt, i, _FIELD_LINK) >> 32
         v -= 1
     return out[:m]
 
@@ -412,7 +413,7 @@ def _hot_rebuild(cnt, ovf, hot, meta, level):  # pragma: no cover - compiled
     m = 0
     for r in range(meta[NOVF]):
         i = ovf[r]
-        if _cg(cnt, i, _KC) >= level:
+        if _counter_get(cnt, i, _FIELD_COUNT) >= level:
             hot[m] = i
             m += 1
     meta[NHOT] = m
@@ -424,12 +425,12 @@ def _restore(cnt, ring, ovf, meta, fps, counts, errs):  # pragma: no cover - com
     """Reset one source's structure to hold exactly ``fps`` with ``counts``/``errs`` (count > 0),
     given in eviction order (ascending count, least recently updated first): counter r holds entry r,
     the free counters follow in the list of count 0 in id order; N = Σ counts."""
-    cap = cnt.size // _NKC
+    cap = cnt.size // _COUNTER_FIELDS
     k = fps.size
     for i in range(cap):
-        _cs(cnt, i, _KF, -1)
-        _cs(cnt, i, _KE, 0)
-        _cs(cnt, i, _KC, 0)
+        _counter_set(cnt, i, _FIELD_FP, -1)
+        _counter_set(cnt, i, _FIELD_ERROR, 0)
+        _counter_set(cnt, i, _FIELD_COUNT, 0)
     for j in range(ring.size):
         ring[j] = -1
     vmin = np.int64(0) if k < cap else counts[0]
@@ -439,15 +440,15 @@ def _restore(cnt, ring, ovf, meta, fps, counts, errs):  # pragma: no cover - com
     for r in range(k):
         c = counts[r]
         total += c
-        _cs(cnt, r, _KF, np.int64(fps[r]))
-        _cs(cnt, r, _KE, errs[r])
-        _cs(cnt, r, _KC, c)
+        _counter_set(cnt, r, _FIELD_FP, np.int64(fps[r]))
+        _counter_set(cnt, r, _FIELD_ERROR, errs[r])
+        _counter_set(cnt, r, _FIELD_COUNT, c)
         if c < top:
             _append(cnt, ring, r, c)
         else:
             ovf[nv] = r
             nv += 1
-            _cs(cnt, r, _KL, np.int64(r + 1))  # update times 1..k: all before the next update
+            _counter_set(cnt, r, _FIELD_LINK, np.int64(r + 1))  # update times 1..k: all before the next update
     for i in range(k, cap):
         _append(cnt, ring, i, np.int64(0))
     meta[USED] = k
@@ -456,23 +457,23 @@ def _restore(cnt, ring, ovf, meta, fps, counts, errs):  # pragma: no cover - com
     meta[STALE] = 0
     meta[TOTAL] = total
     meta[NOVF] = nv
-    meta[HL] = _NOHOT
+    meta[HL] = _NO_HOT_LEVEL
     meta[NHOT] = 0
 
 
 @njit(cache=True, inline="always")
-def ss_guaranteed(sk, threshold, out):  # pragma: no cover - compiled
+def ss_guaranteed(sketch, threshold, out):  # pragma: no cover - compiled
     """Write the guaranteed counts ``count − error`` that are ``>= threshold`` into ``out`` (float64,
     length >= capacity); return how many (in no particular order).  No allocation.
 
     Counters with count >= threshold are the hot list (overflow counters with count >= HL, kept
     while HL > TOP; rebuilt from the overflow counters when threshold < HL or threshold > 2·HL)
     if threshold > TOP, else all overflow counters plus the lists of counts in [threshold, TOP)."""
-    cnt = sk[0]
-    ring = sk[1]
-    ovf = sk[2]
-    meta = sk[4]
-    hot = sk[6]
+    cnt = sketch[0]
+    ring = sketch[1]
+    ovf = sketch[2]
+    meta = sketch[4]
+    hot = sketch[6]
     m = 0
     top = meta[TOP]
     if threshold > top:
@@ -482,26 +483,26 @@ def ss_guaranteed(sk, threshold, out):  # pragma: no cover - compiled
             _hot_rebuild(cnt, ovf, hot, meta, level)
         for r in range(meta[NHOT]):
             i = hot[r]
-            g = _cg(cnt, i, _KC) - _cg(cnt, i, _KE)
+            g = _counter_get(cnt, i, _FIELD_COUNT) - _counter_get(cnt, i, _FIELD_ERROR)
             if g >= threshold:
                 out[m] = g
                 m += 1
         return m
     for r in range(meta[NOVF]):
         i = ovf[r]
-        g = _cg(cnt, i, _KC) - _cg(cnt, i, _KE)
+        g = _counter_get(cnt, i, _FIELD_COUNT) - _counter_get(cnt, i, _FIELD_ERROR)
         if g >= threshold:
             out[m] = g
             m += 1
     v = top - 1
     while v >= meta[VMIN] and v >= threshold and v >= 1:
-        i = ring[np.uint64((v & _WM) * 2 + 1)]
+        i = ring[np.uint64((v & _WIN_MASK) * 2 + 1)]
         while i >= 0:
-            g = v - _cg(cnt, i, _KE)
+            g = v - _counter_get(cnt, i, _FIELD_ERROR)
             if g >= threshold:
                 out[m] = g
                 m += 1
-            i = _cg(cnt, i, _KL) >> 32
+            i = _counter_get(cnt, i, _FIELD_LINK) >> 32
         v -= 1
     return m
 
@@ -523,12 +524,12 @@ class SpaceSaving:
         self.n_sources = n_sources
         bits = _table_bits(capacity)
         s, c, t = n_sources, capacity, 1 << bits
-        self.cnt = _aligned_array((s, c, _NKC), np.int64, 0)
+        self.cnt = _aligned_array((s, c, _COUNTER_FIELDS), np.int64, 0)
         ids = np.arange(c, dtype=np.int64)
         nxt = np.where(ids + 1 < c, ids + 1, -1)
         prv = ids - 1
-        self.cnt[:, :, _KL] = (nxt & _LO) | (prv << 32)  # all counters in the list of count 0
-        self.cnt[:, :, _KF] = -1
+        self.cnt[:, :, _FIELD_LINK] = (nxt & _LOW32) | (prv << 32)  # all counters in the list of count 0
+        self.cnt[:, :, _FIELD_FP] = -1
         self.ring = np.full((s, 2 * WIN), -1, dtype=np.int64)
         self.ring[:, 0] = 0
         self.ring[:, 1] = c - 1
@@ -536,9 +537,9 @@ class SpaceSaving:
         self.scr = np.zeros((s, c), dtype=np.int64)
         self.hot = np.zeros((s, c), dtype=np.int64)
         self.table = _aligned_array((s, t), np.uint64, 0)
-        self.meta = np.zeros((s, _META), dtype=np.int64)
+        self.meta = np.zeros((s, _META_FIELDS), dtype=np.int64)
         self.meta[:, TOP] = WIN
-        self.meta[:, HL] = _NOHOT
+        self.meta[:, HL] = _NO_HOT_LEVEL
         self.meta[:, SHIFT] = 64 - bits
 
     # Pickling: the hash table is derived data (every used counter's fingerprint and id), left out
@@ -595,12 +596,12 @@ class SpaceSaving:
         before = int(self.meta[s, TOTAL])
         ids = ss_collect(self.arrays(s), 1)[::-1]  # eviction order
         rows = self.cnt[s][ids]
-        counts = rows[:, _KC]
+        counts = rows[:, _FIELD_COUNT]
         new = np.floor(counts * factor).astype(np.int64)
-        sure = np.floor((counts - rows[:, _KE]) * factor).astype(np.int64)
+        sure = np.floor((counts - rows[:, _FIELD_ERROR]) * factor).astype(np.int64)
         keep = new > 0
         _restore(self.cnt[s].reshape(-1), self.ring[s], self.ovf[s], self.meta[s],
-                 rows[keep, _KF].copy(), new[keep], (new - sure)[keep])
+                 rows[keep, _FIELD_FP].copy(), new[keep], (new - sure)[keep])
         self.rebuild_table(s)
         return before - int(self.meta[s, TOTAL])
 
@@ -609,7 +610,7 @@ class SpaceSaving:
         s = self._check(source)
         ids = ss_collect(self.arrays(s), max(int(min_count), 1))
         rows = self.cnt[s][ids]
-        return rows[:, _KF].view(np.uint64).copy(), rows[:, _KC].copy(), rows[:, _KE].copy()
+        return rows[:, _FIELD_FP].view(np.uint64).copy(), rows[:, _FIELD_COUNT].copy(), rows[:, _FIELD_ERROR].copy()
 
     def estimate(self, fps: np.ndarray, source: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """``(counts, errors)`` of each fingerprint (0, 0 for untracked keys); no side effects."""

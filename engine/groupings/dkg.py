@@ -359,7 +359,7 @@ def _old_cycle(tkeys, tcount, tspace, old_list, teen_list, meta, old_cap):  # pr
 
 
 @numba.njit(cache=True)
-def _route_kernel(fps, out, trace_w, start, n, default_w, max_w, thr, warmup, cyc_teen, cyc_old,
+def _route_kernel(fps, out, trace_w, start, n, default_w, max_w, scale_out_load, warmup, teen_cycle, old_cycle,
                   old_cap, teen_cap, baby_keep, index, tkeys, tcount, twidth, tspace,
                   old_list, teen_list, sent, meta):  # pragma: no cover - compiled
     """Route ``fps[start:]`` tuple by tuple (Alg. 4); returns the index reached.
@@ -388,12 +388,12 @@ def _route_kernel(fps, out, trace_w, start, n, default_w, max_w, thr, warmup, cy
                 _teen_cycle(index, tkeys, tcount, twidth, tspace, old_list, teen_list, meta,
                             baby_keep, teen_cap, default_w)
                 while next_teen <= clock:
-                    next_teen += cyc_teen
+                    next_teen += teen_cycle
                 meta[_NEXT_TEEN] = next_teen
             if clock >= next_old:
                 _old_cycle(tkeys, tcount, tspace, old_list, teen_list, meta, old_cap)
                 while next_old <= clock:
-                    next_old += cyc_old
+                    next_old += old_cycle
                 meta[_NEXT_OLD] = next_old
             size = meta[_SIZE]
         # at most one new Key Item per tuple: the next `room` tuples need no capacity check, and
@@ -434,8 +434,8 @@ def _route_kernel(fps, out, trace_w, start, n, default_w, max_w, thr, warmup, cy
                     w1 = 0
                 c0 = _ug(sent, h) * inv
                 c1 = _ug(sent, w1) * inv
-                b0 = c0 < thr
-                b1 = c1 < thr
+                b0 = c0 < scale_out_load
+                b1 = c1 < scale_out_load
                 nll = np.int64(b0) + np.int64(b1)
                 j2 = 1  # only read when nll >= 2, i.e. both below L_s
                 lt = c1 < c0
@@ -452,7 +452,7 @@ def _route_kernel(fps, out, trace_w, start, n, default_w, max_w, thr, warmup, cy
                 w = h
                 for j in range(W):
                     cl = _ug(sent, w) * inv
-                    if cl < thr:
+                    if cl < scale_out_load:
                         nll += 1
                         if nll == 2:
                             j2 = j
@@ -463,7 +463,7 @@ def _route_kernel(fps, out, trace_w, start, n, default_w, max_w, thr, warmup, cy
                     if w == n:
                         w = 0
             # shouldScaleOut (Alg. 5): warmed up, LLmin >= L_s, key in Old space
-            if llmin >= thr and clock - warm_base >= warmup and _ug(tspace, s) == 2:
+            if llmin >= scale_out_load and clock - warm_base >= warmup and _ug(tspace, s) == 2:
                 if W < max_w and _ug(sent, w) * inv < llmin:  # w = normalize(h + W)
                     cm = w
                     W += 1

@@ -162,7 +162,11 @@ def relative_migration(moved: np.ndarray, weight: np.ndarray, n: int) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-# Compiled kernels (module level, operate on numpy arrays)
+# Compiled kernels (module level, operate on numpy arrays).  Arguments carry the paper's symbols
+# (Sec. 4.2): ``w[k, i]`` load β_k(f) of tracked item i for resource k; ``f`` item frequencies;
+# ``L[k, c]`` load of channel c; ``theta[k]`` θ_k (Eq. 15); ``ms[i]`` migration cost β_s(f) of item i
+# (0 without an owner); ``h[i]`` the item's current channel p^(t)(d); ``m0`` initial migration m and
+# ``mbar`` ideal migration m̄ (Eq. 18); ``n`` channels N; ``utility_code`` index into UTILITIES.
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True)
 def _utility(code, rho, gamma):  # pragma: no cover - compiled
@@ -219,7 +223,7 @@ def _rho_full(L, tot, theta, n):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _top2(L, mx1, mx1i, mx2, mn1, mn1i, mn2):  # pragma: no cover - compiled
+def _top2(L, max1, max1_channel, max2, min1, min1_channel, min2):  # pragma: no cover - compiled
     """Per resource: largest, its channel, second largest; smallest, its channel, second smallest."""
     K, n = L.shape
     for k in range(K):
@@ -243,16 +247,16 @@ def _top2(L, mx1, mx1i, mx2, mn1, mn1i, mn2):  # pragma: no cover - compiled
                 b1i = i
             elif v < b2:
                 b2 = v
-        mx1[k] = a1
-        mx1i[k] = a1i
-        mx2[k] = a2
-        mn1[k] = b1
-        mn1i[k] = b1i
-        mn2[k] = b2
+        max1[k] = a1
+        max1_channel[k] = a1i
+        max2[k] = a2
+        min1[k] = b1
+        min1_channel[k] = b1i
+        min2[k] = b2
 
 
 @njit(cache=True)
-def _rho_add(L, tot, theta, n, w, d, l, mx1, mx1i, mx2, mn1, mn1i, mn2):  # pragma: no cover
+def _rho_add(L, tot, theta, n, w, d, l, max1, max1_channel, max2, min1, min1_channel, min2):  # pragma: no cover
     """ρ(H_p ∪ {d ⇒ l}) in O(K) from the top-2 / bottom-2 summaries of ``L``."""
     K = L.shape[0]
     r = 1.0
@@ -262,8 +266,8 @@ def _rho_add(L, tot, theta, n, w, d, l, mx1, mx1i, mx2, mn1, mn1i, mn2):  # prag
         if t <= 0.0:
             return 0.0
         nv = L[k, l] + x
-        other_hi = mx2[k] if l == mx1i[k] else mx1[k]
-        other_lo = mn2[k] if l == mn1i[k] else mn1[k]
+        other_hi = max2[k] if l == max1_channel[k] else max1[k]
+        other_lo = min2[k] if l == min1_channel[k] else min1[k]
         hi = nv if nv > other_hi else other_hi
         lo = nv if nv < other_lo else other_lo
         r *= (hi - lo) / (theta[k] * t / n)
@@ -273,29 +277,29 @@ def _rho_add(L, tot, theta, n, w, d, l, mx1, mx1i, mx2, mn1, mn1i, mn2):  # prag
 
 
 @njit(cache=True)
-def _scan_kernel(w, theta, ms, h, m0, mbar, n, ucode):  # pragma: no cover - compiled
+def _scan_kernel(w, theta, ms, h, m0, mbar, n, utility_code):  # pragma: no cover - compiled
     """Alg. 2 (SCAN) over items already sorted by decreasing frequency; returns the placements."""
     K, R = w.shape
     L = np.zeros((K, n))
     tot = np.zeros(K)
-    mx1 = np.empty(K)
-    mx2 = np.empty(K)
-    mn1 = np.empty(K)
-    mn2 = np.empty(K)
-    mx1i = np.empty(K, dtype=np.int64)
-    mn1i = np.empty(K, dtype=np.int64)
+    max1 = np.empty(K)
+    max2 = np.empty(K)
+    min1 = np.empty(K)
+    min2 = np.empty(K)
+    max1_channel = np.empty(K, dtype=np.int64)
+    min1_channel = np.empty(K, dtype=np.int64)
     out = np.empty(R, dtype=np.int64)
     m = m0
     for d in range(R):
-        _top2(L, mx1, mx1i, mx2, mn1, mn1i, mn2)
+        _top2(L, max1, max1_channel, max2, min1, min1_channel, min2)
         j = -1
         u = np.inf
         hd = h[d]
         for l in range(n):
-            a = _rho_add(L, tot, theta, n, w, d, l, mx1, mx1i, mx2, mn1, mn1i, mn2)
+            a = _rho_add(L, tot, theta, n, w, d, l, max1, max1_channel, max2, min1, min1_channel, min2)
             mig = m + (ms[d] if l != hd else 0.0)
             g = mig / mbar if mbar > 0.0 else 0.0
-            uu = _utility(ucode, a, g)
+            uu = _utility(utility_code, a, g)
             if _better_low(uu, u):
                 j = l
                 u = uu
@@ -311,23 +315,23 @@ def _scan_kernel(w, theta, ms, h, m0, mbar, n, ucode):  # pragma: no cover - com
 
 
 @njit(cache=True)
-def _redist_kernel(w, f, theta, ms, h, m0, mbar, n, ucode):  # pragma: no cover - compiled
+def _redist_kernel(w, f, theta, ms, h, m0, mbar, n, utility_code):  # pragma: no cover - compiled
     """Alg. 3 (REDIST); returns the placements and the order in which items were placed."""
     K, R = w.shape
     L = np.zeros((K, n))
     tot = np.zeros(K)
-    mx1 = np.empty(K)
-    mx2 = np.empty(K)
-    mn1 = np.empty(K)
-    mn2 = np.empty(K)
-    mx1i = np.empty(K, dtype=np.int64)
-    mn1i = np.empty(K, dtype=np.int64)
+    max1 = np.empty(K)
+    max2 = np.empty(K)
+    min1 = np.empty(K)
+    min2 = np.empty(K)
+    max1_channel = np.empty(K, dtype=np.int64)
+    min1_channel = np.empty(K, dtype=np.int64)
     out = np.full(R, -1, dtype=np.int64)
     placed_order = np.empty(R, dtype=np.int64)
     todo = np.ones(R, dtype=np.bool_)
     m = m0
     for step in range(R):
-        _top2(L, mx1, mx1i, mx2, mn1, mn1i, mn2)
+        _top2(L, max1, max1_channel, max2, min1, min1_channel, min2)
         j = -1
         best_d = -1
         u = np.inf
@@ -337,10 +341,10 @@ def _redist_kernel(w, f, theta, ms, h, m0, mbar, n, ucode):  # pragma: no cover 
             hc = h[c]
             fc = f[c] if f[c] > 0.0 else 1e-300
             for l in range(n):
-                a = _rho_add(L, tot, theta, n, w, c, l, mx1, mx1i, mx2, mn1, mn1i, mn2)
+                a = _rho_add(L, tot, theta, n, w, c, l, max1, max1_channel, max2, min1, min1_channel, min2)
                 mig = m + (ms[c] if l != hc else 0.0)
                 g = mig / mbar if mbar > 0.0 else 0.0
-                uu = _utility(ucode, a, g) / fc
+                uu = _utility(utility_code, a, g) / fc
                 if _better_low(uu, u):
                     j = l
                     best_d = c
@@ -435,7 +439,7 @@ def _rho_pair(tot, theta, n, i, li, j, lj, hi_v, hi_i, lo_v, lo_i):  # pragma: n
 
 
 @njit(cache=True)
-def _readj_kernel(w, f, theta, ms, h, init, m0, mbar, n, ucode, max_moves, stop_on_utility):  # pragma: no cover
+def _readj_kernel(w, f, theta, ms, h, init, m0, mbar, n, utility_code, max_moves, stop_on_utility):  # pragma: no cover
     """Alg. 4 (READJ): moves and swaps that lower ρ, best gain (u − u')/|f(d1) − f(d2)| first.
 
     Returns (placements, steps, moves applied, swaps applied).
@@ -457,7 +461,7 @@ def _readj_kernel(w, f, theta, ms, h, init, m0, mbar, n, ucode, max_moves, stop_
     lj = np.empty(K)
     m = m0
     rho_cur = _rho_full(L, tot, theta, n)
-    u_cur = _utility(ucode, rho_cur, m / mbar if mbar > 0.0 else 0.0)
+    u_cur = _utility(utility_code, rho_cur, m / mbar if mbar > 0.0 else 0.0)
     steps = 0
     n_moves = 0
     n_swaps = 0
@@ -501,7 +505,7 @@ def _readj_kernel(w, f, theta, ms, h, init, m0, mbar, n, ucode, max_moves, stop_
                     dm += ms[d1]
                 if h[d1] == j:
                     dm -= ms[d1]
-                uu = _utility(ucode, a, (m + dm) / mbar if mbar > 0.0 else 0.0)
+                uu = _utility(utility_code, a, (m + dm) / mbar if mbar > 0.0 else 0.0)
                 g = (u_cur - uu) / f[d1]
                 if _better_high(g, best_g):
                     best_g = g
@@ -538,7 +542,7 @@ def _readj_kernel(w, f, theta, ms, h, init, m0, mbar, n, ucode, max_moves, stop_
                     dm += ms[d2]
                 if h[d2] == i:
                     dm -= ms[d2]
-                uu = _utility(ucode, a, (m + dm) / mbar if mbar > 0.0 else 0.0)
+                uu = _utility(utility_code, a, (m + dm) / mbar if mbar > 0.0 else 0.0)
                 g = (u_cur - uu) / df
                 if _better_high(g, best_g):
                     best_g = g

@@ -78,26 +78,26 @@ def _substreams_param(high: int) -> Param:
 # Kernels
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _drain(j, y, new, order, inpq, L, lbar, cap, limit):  # pragma: no cover - compiled
+def _drain(j, y, new, order, in_queue, loads, lbar, cap, limit):  # pragma: no cover - compiled
     """ELB phase 2 for instance ``j``: move to PQ the largest substream of load < θ, repeatedly.
 
     θ = min(L_j − l̄, cap, limit − taken); one traversal of the substreams in descending load.
     Returns the load moved to PQ.
     """
     taken = 0.0
-    theta = min(L[j] - lbar, cap, limit)
+    theta = min(loads[j] - lbar, cap, limit)
     if theta <= 0.0:
         return 0.0
     for idx in range(order.size):
         s = order[idx]
-        if new[s] != j or inpq[s]:
+        if new[s] != j or in_queue[s]:
             continue
         ys = y[s]
         if ys > 0.0 and ys < theta:
-            inpq[s] = True
-            L[j] -= ys
+            in_queue[s] = True
+            loads[j] -= ys
             taken += ys
-            theta = min(L[j] - lbar, cap, limit - taken)
+            theta = min(loads[j] - lbar, cap, limit - taken)
             if theta <= 0.0:
                 break
     return taken
@@ -113,94 +113,97 @@ def _elb_kernel(y, table, n, v, u, removed, fill, cap):  # pragma: no cover - co
     """
     p = y.size
     new = table.copy()
-    L = np.zeros(n)
+    loads = np.zeros(n)
     for s in range(p):
-        L[new[s]] += y[s]
+        loads[new[s]] += y[s]
     kept = 0
     for j in range(n):
         if not removed[j]:
             kept += 1
     if kept == 0 or p == 0:
-        return new, L
+        return new, loads
     w = 0.0
     for j in range(n):
-        w += L[j]
+        w += loads[j]
     lbar = w / kept
     order = np.argsort(-y, kind="mergesort")  # descending load, ties by substream id
-    inpq = np.zeros(p, np.bool_)
+    in_queue = np.zeros(p, np.bool_)
     pq = 0.0
     # Phase 1: every substream of an instance in R goes to PQ.
     for s in range(p):
         j = new[s]
         if removed[j]:
-            inpq[s] = True
-            L[j] -= y[s]
+            in_queue[s] = True
+            loads[j] -= y[s]
             pq += y[s]
     # Phase 2: drain the overloaded instances OI (descending load) towards l̄.
     drained = np.zeros(n, np.bool_)
-    inst = np.argsort(-L, kind="mergesort")
+    inst = np.argsort(-loads, kind="mergesort")
     for t in range(n):
         j = inst[t]
-        if removed[j] or L[j] <= u:
+        if removed[j] or loads[j] <= u:
             continue
         drained[j] = True
-        pq += _drain(j, y, new, order, inpq, L, lbar, cap, np.inf)
+        pq += _drain(j, y, new, order, in_queue, loads, lbar, cap, np.inf)
     # skewlab extension: underloaded instances (< v) whose deficit PQ cannot cover take load from the
     # instances above l̄ (descending), drained by the same rule.
     if fill:
         deficit = 0.0
         for j in range(n):
-            if not removed[j] and L[j] < v:
-                deficit += lbar - L[j]
+            if not removed[j] and loads[j] < v:
+                deficit += lbar - loads[j]
         if deficit > pq + _EPS * max(w, 1.0):
-            inst = np.argsort(-L, kind="mergesort")
+            inst = np.argsort(-loads, kind="mergesort")
             for t in range(n):
                 j = inst[t]
-                if removed[j] or drained[j] or L[j] <= lbar:
+                if removed[j] or drained[j] or loads[j] <= lbar:
                     continue
-                pq += _drain(j, y, new, order, inpq, L, lbar, cap, deficit - pq)
+                pq += _drain(j, y, new, order, in_queue, loads, lbar, cap, deficit - pq)
                 if pq >= deficit:
                     break
     # Phase 3: PQ largest first to the least-loaded kept instance (the least-loaded one of UI).
     for idx in range(p):
         s = order[idx]
-        if not inpq[s]:
+        if not in_queue[s]:
             continue
         best = -1
         for j in range(n):
             if removed[j]:
                 continue
-            if best < 0 or L[j] < L[best]:
+            if best < 0 or loads[j] < loads[best]:
                 best = j
         new[s] = best
-        L[best] += y[s]
-    return new, L
+        loads[best] += y[s]
+    return new, loads
 
 
 @njit(cache=True)
-def _clb_partners(S, sd, theta):  # pragma: no cover - compiled
+def _clb_partners(cov, stddev, theta):  # pragma: no cover - compiled
     """In place: keep ``cov(i, j)`` where ``corr(i, j) ≥ θ`` (i ≠ j, both σ > 0); else −1 (no partner)."""
-    p = S.shape[0]
+    p = cov.shape[0]
     for i in range(p):
         for j in range(p):
-            if i == j or sd[i] <= 0.0 or sd[j] <= 0.0 or S[i, j] < theta * sd[i] * sd[j] or S[i, j] < 0.0:
-                S[i, j] = -1.0
+            if (
+                i == j or stddev[i] <= 0.0 or stddev[j] <= 0.0
+                or cov[i, j] < theta * stddev[i] * stddev[j] or cov[i, j] < 0.0
+            ):
+                cov[i, j] = -1.0
 
 
 @njit(cache=True)
-def _clb_split_kernel(W, n):  # pragma: no cover - compiled
+def _clb_split_kernel(partner_cov, n):  # pragma: no cover - compiled
     """Greedy max-cut splitting (Guo & Zhou Sec. 4, Alg. 2 lines 8–23 reconstructed).
 
-    ``W[i, j] ≥ 0`` is cov(X_i, X_j) for partners, −1 otherwise.  Returns the set of every substream
+    ``partner_cov[i, j] ≥ 0`` is cov(X_i, X_j) for partners, −1 otherwise.  Returns the set of every substream
     (0 … n_sets−1) and ``n_sets`` (< n when splitting stalled).
     """
-    p = W.shape[0]
+    p = partner_cov.shape[0]
     group = np.zeros(p, np.int64)
     omega = np.zeros(p)
     for i in range(p):
         acc = 0.0
         for j in range(p):
-            x = W[i, j]
+            x = partner_cov[i, j]
             if x > 0.0:
                 acc += x
         omega[i] = acc
@@ -222,7 +225,7 @@ def _clb_split_kernel(W, n):  # pragma: no cover - compiled
         for i in range(p):
             if group[i] != h:
                 continue
-            if i != k and W[k, i] >= 0.0:
+            if i != k and partner_cov[k, i] >= 0.0:
                 buf_r[nr] = i
                 nr += 1
             else:
@@ -238,7 +241,7 @@ def _clb_split_kernel(W, n):  # pragma: no cover - compiled
             i = buf_h[a]
             acc = 0.0
             for b in range(nr):
-                x = W[i, buf_r[b]]
+                x = partner_cov[i, buf_r[b]]
                 if x > 0.0:
                     acc += x
             omega[i] = max(omega[i] - acc, 0.0)
@@ -246,7 +249,7 @@ def _clb_split_kernel(W, n):  # pragma: no cover - compiled
             i = buf_r[b]
             acc = 0.0
             for a in range(nh):
-                x = W[i, buf_h[a]]
+                x = partner_cov[i, buf_h[a]]
                 if x > 0.0:
                     acc += x
             omega[i] = max(omega[i] - acc, 0.0)
