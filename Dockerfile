@@ -29,7 +29,8 @@ COPY storage ./storage
 COPY dashboard ./dashboard
 COPY bench ./bench
 COPY assets ./assets
-# Editable install: the code runs from /app, the dashboard's static files from /app/assets.
+# Editable install: the code runs from /app, the dashboard's static files from /app/assets (also
+# declared as package data skewlab.assets in pyproject.toml).
 # The numba kernels are compiled into the image's cache at build time (python -m engine.warmup), so
 # the engine's first micro-batch loads them instead of compiling for minutes.
 RUN pip install -e . \

@@ -29,14 +29,14 @@ Driver cost (issue #4: in the Spark engine :meth:`Controller.end_interval` runs 
 per micro-batch while every executor waits, with ~100k-200k (key, worker) aggregates).  Everything
 per interval is linear in the number of pairs, without re-sorting the window: the aggregates are
 sorted once (:func:`engine.state.aggregate_pairs`, a counting sort on the dense key ids) and handed
-to the state as they are (they used to be aggregated twice); the window totals are maintained
+to the state as they are; the window totals are maintained
 incrementally by the state; per-key sums are run-length sums over the sorted codes
 (:func:`engine.state.segment_sums`) and positions are found by linear merge walks
 (:func:`engine.state.searchsorted_ascending`) instead of ``np.unique``/binary searches; the pair log
 (distinct (key, worker) pairs of the run, for the summary's replication) is one sorted array merged
 with each interval's codes instead of a list of per-interval arrays re-sorted every 32 intervals; the
-distinct-key count of an interval is the number of key runs.  All results are bit-identical to the
-previous implementation (checked against it by ``tests/test_controller.py``); per-tuple ``counts`` are converted to int64 before aggregation.  A
+distinct-key count of an interval is the number of key runs; per-tuple ``counts`` are converted to
+int64 before aggregation (history: docs/design-notes.md, "engine/controller.py").  A
 pickled controller (the engine's snapshot, every batch) stores the pair log packed
 (:func:`engine.state.pack_codes`).
 

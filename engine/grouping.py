@@ -62,7 +62,7 @@ class IntervalStats:
 
     * ``cost`` — computation cost c(k) in the statistics window (Fang Sec. III; load L(d) of a worker
       is the sum of c(k) over its keys).  Linear cost model: tuples; quadratic (window join): see
-      :mod:`engine.costs`.
+      the cost models of :mod:`engine.controller` (``Controller(cost_model=...)``).
     * ``size`` — window-based state size S(k, w) (Fang Sec. III), the migration cost of moving k.
     * ``count`` — tuples of k in the last interval (frequency; Gedik's lossy counter input).
     * ``worker`` — current owner F(k) (``-1`` for keys without a single owner).

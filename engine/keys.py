@@ -20,7 +20,7 @@ Hash functions used by the groupings (all vectorised, all derived from the finge
   Lemire's multiply-shift ("Fast random integer generation in an interval", ACM TOMACS 2019) rather
   than ``mod n``: as uniform for a well-mixed 64-bit input, and two 32-bit multiplications instead
   of an exact 64-bit remainder (the routing kernels compute F_1 for every tuple and F_2, F_3 for
-  every D-Choices tuple; ~0.6 ns per choice less).  Requires ``n < 2^32``.  Choices may collide (two
+  every D-Choices tuple).  Requires ``n < 2^32``.  Choices may collide (two
   F_i equal), exactly as with independent hash functions; Nasir et al.'s b_h (Eq. 3) accounts for
   that.
 

@@ -6,7 +6,7 @@ For per-worker loads ``L`` (tuples, or cost under a non-linear cost model) with 
 =====================  ===============================================  ==============================
 name                   definition                                       source
 =====================  ===============================================  ==============================
-imbalance              max_w L_w / L̄ − 1  (0 = perfect; headline)       skewlab (papers/README.md)
+imbalance              max_w L_w / L̄ − 1  (0 = perfect; headline)       skewlab
 theta_max_observed     max_w |L_w − L̄| / L̄                              fang-hpdc17 Eq. 1 (θ(d))
 seeds_imbalance        max_w L_w/ΣL − avg_w L_w/ΣL                      nasir-icde16 Sec. II, I(m)
 load_variance          var_w(L_w)  (population)                         guo-zhou-europar17 (var(L))

@@ -20,79 +20,23 @@ Eviction among tied minimum counters is arbitrary in the paper.  skewlab fixes i
 reproducible and a plain-Python reference can replay them: **the victim is the counter with the
 minimum count that was updated (inserted or incremented) least recently**.
 
-Structure: a *windowed* Stream-Summary (Metwally et al. Sec. 3.1 keep every distinct count in a linked
-list of buckets; skewlab orders only the counts that can be evicted soon).  Counters with a count in
-``[VMIN, TOP)`` (``TOP − VMIN <= WIN``) sit in doubly linked lists, one per count value, indexed
-directly by ``count mod WIN`` in ``ring`` (head, tail), each in update order (a counter is appended
-at its list's tail when it reaches that count), so the head of the list of VMIN is the victim.
-Counters with count ``>= TOP`` ("overflow") are unordered: a hit on them only increments the count
-and stores the update time (``N``).  When VMIN gets within ``WIN/2`` of TOP, TOP becomes
-``VMIN + WIN`` and the overflow counters below it join their lists sorted by (count, update time)
-(``_migrate``, rare).  Unused counters have count 0 and start in the list of count 0 in id order
-(the first free counter is the victim of count 0: count 1, error 0, as SpaceSaving).  Hash table:
-linear probing with lazy deletion (an evicted key's entry stays, lookups confirm the full
-fingerprint against the counter; rebuilt after ``capacity`` evictions; ``T`` >= 8 · capacity).
+Structure (deviation, same results): a *windowed* Stream-Summary.  Metwally et al. (Sec. 3.1) keep
+every distinct count in a linked list of buckets; here only counters with a count in ``[VMIN, TOP)``
+sit in per-count doubly linked lists in update order (``ring``, indexed by ``count mod WIN``), so
+the head of the list of VMIN is the victim; counters with count ``>= TOP`` ("overflow") are
+unordered and join the lists, sorted by (count, update time), when VMIN comes within ``WIN/2`` of TOP
+(:func:`_migrate`).  The hash table is linear probing with lazy deletion (rebuilt after ``capacity``
+evictions, ``T >= 8 · capacity`` slots).  Arrays per source ``s``: ``cnt[s, i, :]`` (fingerprint,
+error, count, list links or last update time), ``ring``, ``ovf``, ``hot``, ``scr``, ``table`` and
+``meta`` (used, VMIN, TOP, stale, total N, table shift, #overflow, HL, #hot); field-by-field layout,
+the reasons and the timings: docs/design-notes.md, "engine/sketches.py".
 
-* ``cnt[s, i, :]`` (int64): fingerprint, error, count, list links ``(next & 0xFFFFFFFF) | prev << 32``
-  (window) or last update time (overflow);
-* ``ring[s, 2·(v mod WIN) + {0,1}]``: head, tail of the list of count v; ``ovf[s, :]`` overflow ids;
-  ``hot[s, :]`` overflow counters with count >= meta HL (for :func:`ss_guaranteed`);
-  ``scr`` scratch; ``table[s, j]`` (uint64) open addressing, ``(fp & 0xFFFFFFFF00000000) | (counter id + 1)``,
-  0 = empty, home slot = the top ``log2 T`` bits of the fingerprint; ``meta[s, :]`` used, VMIN, TOP, stale, total N,
-  table shift, #overflow, HL, #hot.
+Decay (:meth:`SpaceSaving.decay`, skewlab extension, as the epoch-based "hotness decaying" of FISH,
+Chen et al., arXiv 1806.00760): every count becomes ``⌊α·count⌋`` and every guaranteed count
+``⌊α·(count − error)⌋``, so ``count − error`` stays a lower bound of the decayed true count; counters
+that reach 0 are freed, N becomes the sum of the counts, and survivors keep their eviction order.
 
-Decay (:meth:`SpaceSaving.decay`, an extension for recent frequencies, not in Metwally et al.):
-every count is multiplied by a factor ``α`` in ``[0, 1]`` at once, as in the epoch-based "hotness
-decaying" of FISH (Chen et al., arXiv 1806.00760), so a count weighs a tuple of ``j`` decays ago by
-``α^j``.  A counter's count becomes ``⌊α·count⌋`` and its guaranteed count ``⌊α·(count − error)⌋``
-(error = the difference), so ``count − error`` stays a lower bound of the key's decayed true count;
-counters whose count drops to 0 are freed, N becomes the sum of the decayed counts (as without
-decay, N = Σ counts).  The structure is rebuilt: the surviving counters keep their relative eviction
-order (count, then last update before the decay), which becomes their update order, earlier than
-any later update (overflow counters are re-stamped 1..k, and k <= N < the next update time).
-
-The count of counter ``i`` is stored in its row; a key's frequency estimate is ``count / N`` and its
-*guaranteed* frequency ``(count - error) / N``.
-
-Why (speed only; results are those of the plain algorithm with the tie rule above, checked against
-the previous full Stream-Summary on 32 capacity/skew settings and against the pure-Python reference
-of the tests): a full Stream-Summary moves a counter between bucket lists on *every* hit, and most
-hits of a skewed stream are on heavy counters far above the minimum, which can never be evicted
-before the minimum reaches them.  Keeping those unordered (one increment and one time stamp) and
-ordering them only when the minimum comes within reach (by count, then update time: exactly the
-order the full structure would have) saves the list work and most unpredictable branches; lazy
-deletion saves the backward-shift deletion per eviction.  Measured on the 1e6-key Zipf z = 1 stream,
-capacity 1e4, one core: 12.5 → 8.4 ns per update (interleaved with the previous structure).
-
-Where the time goes (same stream and sketch; 60 % hits, 53 % on overflow counters; 39 % evictions): a
-stream of overflow hits only costs ~2.4 ns per update and a stream of misses only ~9 ns (1.7 ns of it
-the table rebuild: 17 µs per capacity evictions, 7 µs of it clearing the table; 0.7 ns per update on
-the real stream).  On the real mix ~3.5 ns are the hit/miss branch, which no predictor can learn (a
-lookup-only pass over the stream: 5.2 ns with branches, 1.6 ns branch-free).  Tried without a gain
-in every interleaved round, hence not kept (ns per update unless stated; old vs new in one run):
-
-* 32-bit table entries (counter id + 1, no tag, every probed entry checked against its counter's
-  fingerprint; 320 instead of 640 KB, rebuild 17 → 11 µs): SpaceSaving alone 8.7 → 8.3, dchoices
-  −0.45 and rr-head −0.2 ns per tuple, but wchoices +0.3..1.0 ns per tuple in every round (also with a
-  9-bit tag in the 32-bit entry, or tagless 64-bit entries: wchoices +0.3..0.6; reordering two stores
-  of the eviction path left wchoices unchanged; the cause, probably code layout of the inlined
-  kernel, was not found);
-* deleting the victim's table entry at eviction when the next slot is empty (finding it costs a probe
-  from the victim's home per eviction): 8.9 → 11.2 (10.5 with the next victim's home slot prefetched);
-* a sentinel counter row for empty slots (the probe loop ends on one comparison; with 32-bit
-  entries): 8.2 → 8.6;
-* a branch-free update (hit, eviction and overflow hit on one path; masks hidden from LLVM with an
-  empty inline asm so it does not turn them back into branches; an overflow hit's list writes go to
-  scratch words): 8.6 → 12.5, and 11 ns even on a stream of overflow hits only (late store
-  addresses serialise the loads that follow);
-* WIN = 4 / 8 / 16 / 64 instead of 32: 8.95 / 8.43 / 8.37 / 8.61 vs 8.33 (32-bit entries);
-  rebuild after capacity/2 evictions: slower (8.6 vs 8.3); a 16 · capacity table with 32-bit
-  entries: same as 8 ·;
-* one VMIN-advance/``_migrate`` call site for both paths: +0.3; reading the victim and its next
-  before the probe (held in place by a volatile empty asm): +0.4; not maintaining the head's prev
-  link (the eviction then leaves the next victim's row alone): no gain;
-* rebuild: prefetching the home slots 16 counters ahead (17.5 → 17.0 µs), a branch-free first
-  pass placing counters at empty home slots (25 µs).
+A key's frequency estimate is ``count / N`` and its *guaranteed* frequency ``(count - error) / N``.
 """
 
 from __future__ import annotations
@@ -116,19 +60,19 @@ __all__ = [
 
 # meta columns
 USED, VMIN, TOP, STALE, TOTAL, SHIFT, NOVF, HL, NHOT = 0, 1, 2, 3, 4, 5, 6, 7, 8
-_META = 9
-_NOHOT = 1 << 62
+_META_FIELDS = 9
+_NO_HOT_LEVEL = 1 << 62  # meta[HL] when no overflow counter is tracked as hot
 # counter columns: fingerprint, error, count, links (window) or last update time (overflow)
-_KF, _KE, _KC, _KL = 0, 1, 2, 3
-_NKC = 4
+_FIELD_FP, _FIELD_ERROR, _FIELD_COUNT, _FIELD_LINK = 0, 1, 2, 3
+_COUNTER_FIELDS = 4
 
 MAX_CAPACITY = 1 << 22
 WIN = 32  # ring of count lists: counts in [VMIN, TOP) with TOP - VMIN <= WIN
-_WM = WIN - 1
+_WIN_MASK = WIN - 1
 PF_SLOT, PF_COUNTER = 16, 8  # prefetch distances (tuples ahead) of table slots and counter rows
-_LO = 0xFFFFFFFF
-_HI = 0xFFFFFFFF00000000
-_NEGHI = -4294967296
+_LOW32 = 0xFFFFFFFF  # low half of a link word (next) or table entry (counter id + 1)
+_HIGH32 = 0xFFFFFFFF00000000  # high half of a table entry (fingerprint tag)
+_HIGH32_SIGNED = -4294967296  # _HIGH32 as int64: high half of a link word (prev)
 
 
 def pow2_bits(size: int) -> int:
@@ -175,83 +119,83 @@ def prefetch(typingctx, arr, index):
 
 
 # ---------------------------------------------------------------------------------------------
-# Kernels.  ``sk`` is the tuple returned by :meth:`SpaceSaving.arrays`: flat (1-D) views of one
+# Kernels.  ``sketch`` is the tuple returned by :meth:`SpaceSaving.arrays`: flat (1-D) views of one
 # source's arrays ``(cnt, ring, ovf, table, meta, scr)``.  Every index is converted to unsigned
 # before use: numba then omits the negative-index wraparound it adds to each signed index.
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True, inline="always")
-def _cg(cnt, i, f):  # pragma: no cover - compiled
-    """Field ``f`` of counter ``i``."""
-    return cnt[np.uint64(i * _NKC + f)]
+def _counter_get(cnt, i, field):  # pragma: no cover - compiled
+    """Field ``field`` of counter ``i``."""
+    return cnt[np.uint64(i * _COUNTER_FIELDS + field)]
 
 
 @njit(cache=True, inline="always")
-def _cs(cnt, i, f, v):  # pragma: no cover - compiled
-    cnt[np.uint64(i * _NKC + f)] = v
+def _counter_set(cnt, i, field, v):  # pragma: no cover - compiled
+    cnt[np.uint64(i * _COUNTER_FIELDS + field)] = v
 
 
 @njit(cache=True, inline="always")
-def _lo(link):  # pragma: no cover - compiled
+def _link_next(link):  # pragma: no cover - compiled
     """Next counter from a link word (sign-extended low half)."""
-    return np.int64(np.int32(link & _LO))
+    return np.int64(np.int32(link & _LOW32))
 
 
 @njit(cache=True, inline="always")
-def ss_find(sk, fp):  # pragma: no cover - compiled
-    """Counter id tracking ``fp`` in sketch ``sk``, or -1 (stale table entries are skipped: the
+def ss_find(sketch, fp):  # pragma: no cover - compiled
+    """Counter id tracking ``fp`` in sketch ``sketch``, or -1 (stale table entries are skipped: the
     counter's full fingerprint decides)."""
-    cnt = sk[0]
-    tab = sk[3]
-    meta = sk[4]
+    cnt = sketch[0]
+    tab = sketch[3]
+    meta = sketch[4]
     mask = np.uint64(tab.size - 1)
     fpu = np.uint64(fp)
     j = fpu >> np.uint64(meta[SHIFT])
-    hi = fpu & np.uint64(_HI)
+    hi = fpu & np.uint64(_HIGH32)
     fpi = np.int64(fpu)
     while True:
         e = tab[j]
         if e == 0:
             return np.int64(-1)
-        if (e & np.uint64(_HI)) == hi:
-            t = np.int64(e & np.uint64(_LO)) - 1
-            if _cg(cnt, t, _KF) == fpi and _cg(cnt, t, _KC) > 0:
+        if (e & np.uint64(_HIGH32)) == hi:
+            t = np.int64(e & np.uint64(_LOW32)) - 1
+            if _counter_get(cnt, t, _FIELD_FP) == fpi and _counter_get(cnt, t, _FIELD_COUNT) > 0:
                 return t
         j = (j + np.uint64(1)) & mask
 
 
 @njit(cache=True, inline="always")
-def ss_prefetch_slot(sk, fp):  # pragma: no cover - compiled
+def ss_prefetch_slot(sketch, fp):  # pragma: no cover - compiled
     """Prefetch the home table slot of ``fp`` (speed only)."""
-    prefetch(sk[3], np.uint64(fp) >> np.uint64(sk[4][SHIFT]))
+    prefetch(sketch[3], np.uint64(fp) >> np.uint64(sketch[4][SHIFT]))
 
 
 @njit(cache=True, inline="always")
-def ss_prefetch_counter(sk, fp):  # pragma: no cover - compiled
+def ss_prefetch_counter(sketch, fp):  # pragma: no cover - compiled
     """Prefetch the counter row of the first entry in ``fp``'s home slot (speed only)."""
-    e = sk[3][np.uint64(fp) >> np.uint64(sk[4][SHIFT])]
-    prefetch(sk[0], ((e & np.uint64(_LO)) - np.uint64(1)) * np.uint64(_NKC))
+    e = sketch[3][np.uint64(fp) >> np.uint64(sketch[4][SHIFT])]
+    prefetch(sketch[0], ((e & np.uint64(_LOW32)) - np.uint64(1)) * np.uint64(_COUNTER_FIELDS))
 
 
 @njit(cache=True, inline="always")
-def ss_count(sk, cid):  # pragma: no cover - compiled
+def ss_count(sketch, cid):  # pragma: no cover - compiled
     """Count (upper bound of the frequency) of counter ``cid``."""
-    return _cg(sk[0], cid, _KC)
+    return _counter_get(sketch[0], cid, _FIELD_COUNT)
 
 
 @njit(cache=True, inline="always")
-def ss_error(sk, cid):  # pragma: no cover - compiled
+def ss_error(sketch, cid):  # pragma: no cover - compiled
     """Error (count − error is a lower bound of the frequency) of counter ``cid``."""
-    return _cg(sk[0], cid, _KE)
+    return _counter_get(sketch[0], cid, _FIELD_ERROR)
 
 
 @njit(cache=True, inline="always")
 def _append(cnt, ring, i, c):  # pragma: no cover - compiled
     """Counter ``i`` (count ``c``, in the window) becomes the last of the list of count ``c``."""
-    s = np.uint64((c & _WM) * 2)
+    s = np.uint64((c & _WIN_MASK) * 2)
     t = ring[s + np.uint64(1)]
-    _cs(cnt, i, _KL, (t << 32) | np.int64(_LO))  # next = -1, prev = t
+    _counter_set(cnt, i, _FIELD_LINK, (t << 32) | np.int64(_LOW32))  # next = -1, prev = t
     if t >= 0:
-        _cs(cnt, t, _KL, (_cg(cnt, t, _KL) & np.int64(_NEGHI)) | np.int64(i))
+        _counter_set(cnt, t, _FIELD_LINK, (_counter_get(cnt, t, _FIELD_LINK) & np.int64(_HIGH32_SIGNED)) | np.int64(i))
     else:
         ring[s] = i
     ring[s + np.uint64(1)] = i
@@ -259,9 +203,9 @@ def _append(cnt, ring, i, c):  # pragma: no cover - compiled
 
 @njit(cache=True, inline="always")
 def _less(cnt, a, b):  # pragma: no cover - compiled
-    ca = _cg(cnt, a, _KC)
-    cb = _cg(cnt, b, _KC)
-    return ca < cb or (ca == cb and _cg(cnt, a, _KL) < _cg(cnt, b, _KL))
+    ca = _counter_get(cnt, a, _FIELD_COUNT)
+    cb = _counter_get(cnt, b, _FIELD_COUNT)
+    return ca < cb or (ca == cb and _counter_get(cnt, a, _FIELD_LINK) < _counter_get(cnt, b, _FIELD_LINK))
 
 
 @njit(cache=True, inline="always")
@@ -289,7 +233,7 @@ def _migrate(cnt, ring, ovf, meta, scr):  # pragma: no cover - compiled
     keep = 0
     for r in range(meta[NOVF]):
         i = ovf[r]
-        if _cg(cnt, i, _KC) < t2:
+        if _counter_get(cnt, i, _FIELD_COUNT) < t2:
             scr[k] = i
             k += 1
         else:
@@ -304,10 +248,10 @@ def _migrate(cnt, ring, ovf, meta, scr):  # pragma: no cover - compiled
         _sift_down(cnt, scr, 0, end)
     for r in range(k):
         i = scr[r]
-        _append(cnt, ring, i, _cg(cnt, i, _KC))
+        _append(cnt, ring, i, _counter_get(cnt, i, _FIELD_COUNT))
     meta[TOP] = t2
     if t2 >= meta[HL]:  # the hot list is valid only while HL > TOP: drop it
-        meta[HL] = _NOHOT
+        meta[HL] = _NO_HOT_LEVEL
         meta[NHOT] = 0
     return top
 
@@ -318,63 +262,64 @@ def _rebuild_table(cnt, tab, meta):  # pragma: no cover - compiled
     tab[:] = 0
     mask = np.uint64(tab.size - 1)
     sh = np.uint64(meta[SHIFT])
-    for i in range(cnt.size // _NKC):
-        if cnt[i * _NKC + _KC] > 0:
-            fpu = np.uint64(cnt[i * _NKC + _KF])
+    for i in range(cnt.size // _COUNTER_FIELDS):
+        if cnt[i * _COUNTER_FIELDS + _FIELD_COUNT] > 0:
+            fpu = np.uint64(cnt[i * _COUNTER_FIELDS + _FIELD_FP])
             j = fpu >> sh
             while tab[j] != 0:
                 j = (j + np.uint64(1)) & mask
-            tab[j] = (fpu & np.uint64(_HI)) | np.uint64(i + 1)
+            tab[j] = (fpu & np.uint64(_HIGH32)) | np.uint64(i + 1)
     meta[STALE] = 0
 
 
 @njit(cache=True, inline="always")
-def ss_offer(sk, fp):  # pragma: no cover - compiled
+def ss_offer(sketch, fp):  # pragma: no cover - compiled
     """Count one occurrence of ``fp`` (SpaceSaving update); returns the key's counter id."""
-    cnt = sk[0]
-    ring = sk[1]
-    tab = sk[3]
-    meta = sk[4]
+    cnt = sketch[0]
+    ring = sketch[1]
+    tab = sketch[3]
+    meta = sketch[4]
     now = meta[TOTAL] + 1
     meta[TOTAL] = now
     mask = np.uint64(tab.size - 1)
     fpu = np.uint64(fp)
     fpi = np.int64(fpu)
-    hi = fpu & np.uint64(_HI)
+    hi = fpu & np.uint64(_HIGH32)
     j = fpu >> np.uint64(meta[SHIFT])
     while True:
         e = tab[j]
         if e == 0:
             break
-        if (e & np.uint64(_HI)) == hi:
-            t = np.int64(e & np.uint64(_LO)) - 1
-            if _cg(cnt, t, _KF) == fpi:
+        if (e & np.uint64(_HIGH32)) == hi:
+            t = np.int64(e & np.uint64(_LOW32)) - 1
+            if _counter_get(cnt, t, _FIELD_FP) == fpi:
                 # hit (a tracked key; table entries only ever point at used counters)
-                c = _cg(cnt, t, _KC)
-                _cs(cnt, t, _KC, c + 1)
+                c = _counter_get(cnt, t, _FIELD_COUNT)
+                _counter_set(cnt, t, _FIELD_COUNT, c + 1)
                 top = meta[TOP]
                 if c >= top:  # overflow counter: no list to maintain
-                    _cs(cnt, t, _KL, now)
+                    _counter_set(cnt, t, _FIELD_LINK, now)
                     if c + 1 == meta[HL]:  # crosses the hot level: joins the hot list
                         nh = meta[NHOT]
-                        sk[6][np.uint64(nh)] = t
+                        sketch[6][np.uint64(nh)] = t
                         meta[NHOT] = nh + 1
                     return t
-                link = _cg(cnt, t, _KL)
+                link = _counter_get(cnt, t, _FIELD_LINK)
                 p = link >> 32
-                q = _lo(link)
-                s = np.uint64((c & _WM) * 2)
+                q = _link_next(link)
+                s = np.uint64((c & _WIN_MASK) * 2)
                 if p >= 0:
-                    _cs(cnt, p, _KL, (_cg(cnt, p, _KL) & np.int64(_NEGHI)) | (q & _LO))
+                    p_prev_half = _counter_get(cnt, p, _FIELD_LINK) & np.int64(_HIGH32_SIGNED)
+                    _counter_set(cnt, p, _FIELD_LINK, p_prev_half | (q & _LOW32))
                 else:
                     ring[s] = q
                 if q >= 0:
-                    _cs(cnt, q, _KL, (_cg(cnt, q, _KL) & _LO) | (p << 32))
+                    _counter_set(cnt, q, _FIELD_LINK, (_counter_get(cnt, q, _FIELD_LINK) & _LOW32) | (p << 32))
                 else:
                     ring[s + np.uint64(1)] = p
                 if c + 1 >= top:
-                    _cs(cnt, t, _KL, now)
-                    ovf = sk[2]
+                    _counter_set(cnt, t, _FIELD_LINK, now)
+                    ovf = sketch[2]
                     nv = meta[NOVF]
                     ovf[np.uint64(nv)] = t
                     meta[NOVF] = nv + 1
@@ -383,25 +328,25 @@ def ss_offer(sk, fp):  # pragma: no cover - compiled
                 if p < 0 and q < 0 and c == meta[VMIN]:
                     meta[VMIN] = c + 1
                     if top - (c + 1) < WIN // 2:
-                        _migrate(cnt, ring, sk[2], meta, sk[5])
+                        _migrate(cnt, ring, sketch[2], meta, sketch[5])
                 return t
         j = (j + np.uint64(1)) & mask
     # miss: the victim is the first counter of the list of the minimum count (unused counters
     # have count 0 and sit in the list of count 0 in id order)
     vmin = meta[VMIN]
-    s = np.uint64((vmin & _WM) * 2)
+    s = np.uint64((vmin & _WIN_MASK) * 2)
     i = ring[s]
     tab[j] = hi | np.uint64(i + 1)
-    q = _lo(_cg(cnt, i, _KL))
+    q = _link_next(_counter_get(cnt, i, _FIELD_LINK))
     ring[s] = q
     if q >= 0:
-        _cs(cnt, q, _KL, _cg(cnt, q, _KL) | np.int64(_NEGHI))  # prev = -1
-        prefetch(cnt, np.uint64(q * _NKC))
+        _counter_set(cnt, q, _FIELD_LINK, _counter_get(cnt, q, _FIELD_LINK) | np.int64(_HIGH32_SIGNED))  # prev = -1
+        prefetch(cnt, np.uint64(q * _COUNTER_FIELDS))
     else:
         ring[s + np.uint64(1)] = -1
-    _cs(cnt, i, _KF, fpi)
-    _cs(cnt, i, _KE, vmin)
-    _cs(cnt, i, _KC, vmin + 1)
+    _counter_set(cnt, i, _FIELD_FP, fpi)
+    _counter_set(cnt, i, _FIELD_ERROR, vmin)
+    _counter_set(cnt, i, _FIELD_COUNT, vmin + 1)
     _append(cnt, ring, i, vmin + 1)  # vmin + 1 < TOP always (TOP - VMIN >= WIN / 2)
     if vmin == 0:
         meta[USED] += 1
@@ -409,39 +354,39 @@ def ss_offer(sk, fp):  # pragma: no cover - compiled
         # lazy deletion: the victim's table entry stays (stale) until the next rebuild
         st = meta[STALE] + 1
         meta[STALE] = st
-        if st >= cnt.size // _NKC:
+        if st >= cnt.size // _COUNTER_FIELDS:
             _rebuild_table(cnt, tab, meta)
     if q < 0:
         meta[VMIN] = vmin + 1
         if meta[TOP] - (vmin + 1) < WIN // 2:
-            _migrate(cnt, ring, sk[2], meta, sk[5])
+            _migrate(cnt, ring, sketch[2], meta, sketch[5])
     return i
 
 
 @njit(cache=True, _nrt=False)
-def ss_offer_batch(sk, fps):  # pragma: no cover - compiled
+def ss_offer_batch(sketch, fps):  # pragma: no cover - compiled
     """Offer every fingerprint of ``fps`` in order."""
     m = fps.size
     for x in range(m):
         if x + PF_SLOT < m:
-            ss_prefetch_slot(sk, fps[x + PF_SLOT])
+            ss_prefetch_slot(sketch, fps[x + PF_SLOT])
         if x + PF_COUNTER < m:
-            ss_prefetch_counter(sk, fps[x + PF_COUNTER])
-        ss_offer(sk, fps[x])
+            ss_prefetch_counter(sketch, fps[x + PF_COUNTER])
+        ss_offer(sketch, fps[x])
 
 
 @njit(cache=True)
-def ss_collect(sk, min_count):  # pragma: no cover - compiled
+def ss_collect(sketch, min_count):  # pragma: no cover - compiled
     """Counter ids with ``count >= min_count``: decreasing count; within a count, most recently
     updated first (overflow counters sorted by (count, last update), then the lists)."""
-    cnt, ring, ovf, tab, meta, scr, hot = sk
+    cnt, ring, ovf, tab, meta, scr, hot = sketch
     nv = meta[NOVF]
     ids = ovf[:nv].copy()
     c = np.empty(nv, np.int64)
     ts = np.empty(nv, np.int64)
     for r in range(nv):
-        c[r] = _cg(cnt, ids[r], _KC)
-        ts[r] = _cg(cnt, ids[r], _KL)
+        c[r] = _counter_get(cnt, ids[r], _FIELD_COUNT)
+        ts[r] = _counter_get(cnt, ids[r], _FIELD_LINK)
     o = np.argsort(-ts, kind="mergesort")
     o = o[np.argsort(-c[o], kind="mergesort")]
     out = np.empty(meta[USED], dtype=np.int64)
@@ -453,11 +398,11 @@ def ss_collect(sk, min_count):  # pragma: no cover - compiled
     v = meta[TOP] - 1
     lo = max(meta[VMIN], min_count, 1)
     while v >= lo:
-        i = ring[np.uint64((v & _WM) * 2 + 1)]
+        i = ring[np.uint64((v & _WIN_MASK) * 2 + 1)]
         while i >= 0:
             out[m] = i
             m += 1
-            i = _cg(cnt, i, _KL) >> 32
+            i = _counter_get(cnt, i, _FIELD_LINK) >> 32
         v -= 1
     return out[:m]
 
@@ -468,7 +413,7 @@ def _hot_rebuild(cnt, ovf, hot, meta, level):  # pragma: no cover - compiled
     m = 0
     for r in range(meta[NOVF]):
         i = ovf[r]
-        if _cg(cnt, i, _KC) >= level:
+        if _counter_get(cnt, i, _FIELD_COUNT) >= level:
             hot[m] = i
             m += 1
     meta[NHOT] = m
@@ -480,12 +425,12 @@ def _restore(cnt, ring, ovf, meta, fps, counts, errs):  # pragma: no cover - com
     """Reset one source's structure to hold exactly ``fps`` with ``counts``/``errs`` (count > 0),
     given in eviction order (ascending count, least recently updated first): counter r holds entry r,
     the free counters follow in the list of count 0 in id order; N = Σ counts."""
-    cap = cnt.size // _NKC
+    cap = cnt.size // _COUNTER_FIELDS
     k = fps.size
     for i in range(cap):
-        _cs(cnt, i, _KF, -1)
-        _cs(cnt, i, _KE, 0)
-        _cs(cnt, i, _KC, 0)
+        _counter_set(cnt, i, _FIELD_FP, -1)
+        _counter_set(cnt, i, _FIELD_ERROR, 0)
+        _counter_set(cnt, i, _FIELD_COUNT, 0)
     for j in range(ring.size):
         ring[j] = -1
     vmin = np.int64(0) if k < cap else counts[0]
@@ -495,15 +440,15 @@ def _restore(cnt, ring, ovf, meta, fps, counts, errs):  # pragma: no cover - com
     for r in range(k):
         c = counts[r]
         total += c
-        _cs(cnt, r, _KF, np.int64(fps[r]))
-        _cs(cnt, r, _KE, errs[r])
-        _cs(cnt, r, _KC, c)
+        _counter_set(cnt, r, _FIELD_FP, np.int64(fps[r]))
+        _counter_set(cnt, r, _FIELD_ERROR, errs[r])
+        _counter_set(cnt, r, _FIELD_COUNT, c)
         if c < top:
             _append(cnt, ring, r, c)
         else:
             ovf[nv] = r
             nv += 1
-            _cs(cnt, r, _KL, np.int64(r + 1))  # update times 1..k: all before the next update
+            _counter_set(cnt, r, _FIELD_LINK, np.int64(r + 1))  # update times 1..k: all before the next update
     for i in range(k, cap):
         _append(cnt, ring, i, np.int64(0))
     meta[USED] = k
@@ -512,23 +457,23 @@ def _restore(cnt, ring, ovf, meta, fps, counts, errs):  # pragma: no cover - com
     meta[STALE] = 0
     meta[TOTAL] = total
     meta[NOVF] = nv
-    meta[HL] = _NOHOT
+    meta[HL] = _NO_HOT_LEVEL
     meta[NHOT] = 0
 
 
 @njit(cache=True, inline="always")
-def ss_guaranteed(sk, threshold, out):  # pragma: no cover - compiled
+def ss_guaranteed(sketch, threshold, out):  # pragma: no cover - compiled
     """Write the guaranteed counts ``count − error`` that are ``>= threshold`` into ``out`` (float64,
     length >= capacity); return how many (in no particular order).  No allocation.
 
     Counters with count >= threshold are the hot list (overflow counters with count >= HL, kept
     while HL > TOP; rebuilt from the overflow counters when threshold < HL or threshold > 2·HL)
     if threshold > TOP, else all overflow counters plus the lists of counts in [threshold, TOP)."""
-    cnt = sk[0]
-    ring = sk[1]
-    ovf = sk[2]
-    meta = sk[4]
-    hot = sk[6]
+    cnt = sketch[0]
+    ring = sketch[1]
+    ovf = sketch[2]
+    meta = sketch[4]
+    hot = sketch[6]
     m = 0
     top = meta[TOP]
     if threshold > top:
@@ -538,26 +483,26 @@ def ss_guaranteed(sk, threshold, out):  # pragma: no cover - compiled
             _hot_rebuild(cnt, ovf, hot, meta, level)
         for r in range(meta[NHOT]):
             i = hot[r]
-            g = _cg(cnt, i, _KC) - _cg(cnt, i, _KE)
+            g = _counter_get(cnt, i, _FIELD_COUNT) - _counter_get(cnt, i, _FIELD_ERROR)
             if g >= threshold:
                 out[m] = g
                 m += 1
         return m
     for r in range(meta[NOVF]):
         i = ovf[r]
-        g = _cg(cnt, i, _KC) - _cg(cnt, i, _KE)
+        g = _counter_get(cnt, i, _FIELD_COUNT) - _counter_get(cnt, i, _FIELD_ERROR)
         if g >= threshold:
             out[m] = g
             m += 1
     v = top - 1
     while v >= meta[VMIN] and v >= threshold and v >= 1:
-        i = ring[np.uint64((v & _WM) * 2 + 1)]
+        i = ring[np.uint64((v & _WIN_MASK) * 2 + 1)]
         while i >= 0:
-            g = v - _cg(cnt, i, _KE)
+            g = v - _counter_get(cnt, i, _FIELD_ERROR)
             if g >= threshold:
                 out[m] = g
                 m += 1
-            i = _cg(cnt, i, _KL) >> 32
+            i = _counter_get(cnt, i, _FIELD_LINK) >> 32
         v -= 1
     return m
 
@@ -579,12 +524,12 @@ class SpaceSaving:
         self.n_sources = n_sources
         bits = _table_bits(capacity)
         s, c, t = n_sources, capacity, 1 << bits
-        self.cnt = _aligned_array((s, c, _NKC), np.int64, 0)
+        self.cnt = _aligned_array((s, c, _COUNTER_FIELDS), np.int64, 0)
         ids = np.arange(c, dtype=np.int64)
         nxt = np.where(ids + 1 < c, ids + 1, -1)
         prv = ids - 1
-        self.cnt[:, :, _KL] = (nxt & _LO) | (prv << 32)  # all counters in the list of count 0
-        self.cnt[:, :, _KF] = -1
+        self.cnt[:, :, _FIELD_LINK] = (nxt & _LOW32) | (prv << 32)  # all counters in the list of count 0
+        self.cnt[:, :, _FIELD_FP] = -1
         self.ring = np.full((s, 2 * WIN), -1, dtype=np.int64)
         self.ring[:, 0] = 0
         self.ring[:, 1] = c - 1
@@ -592,9 +537,9 @@ class SpaceSaving:
         self.scr = np.zeros((s, c), dtype=np.int64)
         self.hot = np.zeros((s, c), dtype=np.int64)
         self.table = _aligned_array((s, t), np.uint64, 0)
-        self.meta = np.zeros((s, _META), dtype=np.int64)
+        self.meta = np.zeros((s, _META_FIELDS), dtype=np.int64)
         self.meta[:, TOP] = WIN
-        self.meta[:, HL] = _NOHOT
+        self.meta[:, HL] = _NO_HOT_LEVEL
         self.meta[:, SHIFT] = 64 - bits
 
     # Pickling: the hash table is derived data (every used counter's fingerprint and id), left out
@@ -651,12 +596,12 @@ class SpaceSaving:
         before = int(self.meta[s, TOTAL])
         ids = ss_collect(self.arrays(s), 1)[::-1]  # eviction order
         rows = self.cnt[s][ids]
-        counts = rows[:, _KC]
+        counts = rows[:, _FIELD_COUNT]
         new = np.floor(counts * factor).astype(np.int64)
-        sure = np.floor((counts - rows[:, _KE]) * factor).astype(np.int64)
+        sure = np.floor((counts - rows[:, _FIELD_ERROR]) * factor).astype(np.int64)
         keep = new > 0
         _restore(self.cnt[s].reshape(-1), self.ring[s], self.ovf[s], self.meta[s],
-                 rows[keep, _KF].copy(), new[keep], (new - sure)[keep])
+                 rows[keep, _FIELD_FP].copy(), new[keep], (new - sure)[keep])
         self.rebuild_table(s)
         return before - int(self.meta[s, TOTAL])
 
@@ -665,7 +610,7 @@ class SpaceSaving:
         s = self._check(source)
         ids = ss_collect(self.arrays(s), max(int(min_count), 1))
         rows = self.cnt[s][ids]
-        return rows[:, _KF].view(np.uint64).copy(), rows[:, _KC].copy(), rows[:, _KE].copy()
+        return rows[:, _FIELD_FP].view(np.uint64).copy(), rows[:, _FIELD_COUNT].copy(), rows[:, _FIELD_ERROR].copy()
 
     def estimate(self, fps: np.ndarray, source: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """``(counts, errors)`` of each fingerprint (0, 0 for untracked keys); no side effects."""

@@ -13,26 +13,23 @@ invariant is what the tests check against the ground truth.
 Speed (issue #4: this runs on the Spark driver while every executor waits, once per micro-batch with
 ~100k-200k (key, worker) pairs, so it is kept linear in the number of pairs):
 
-* **Window totals are maintained incrementally.**  :meth:`KeyedWindowState.merged` used to re-sort the
-  concatenation of all ``window`` slots every interval (``np.unique`` of ~1M codes: 40-80 ms).  Now the
-  totals are a sorted array that :meth:`~KeyedWindowState.add_interval` updates with two linear merges
-  (numba kernels :func:`_merge_add` / :func:`_merge_sub`): add the new slot, subtract the expired one.
+* **Window totals are maintained incrementally**: a sorted array that
+  :meth:`~KeyedWindowState.add_interval` updates with two linear merges (numba kernels
+  :func:`_merge_add` / :func:`_merge_sub`): add the new slot, subtract the expired one.
   Each total also carries a *presence* count (in how many slots the code occurs), so a code stays in
   the totals exactly as long as some slot holds it, even with a zero count — the result is exactly what
-  aggregating the concatenated slots gives (the old definition, kept as the fallback and in the tests).
+  aggregating the concatenated slots gives (that definition is kept as the fallback and in the tests).
 * **Aggregation without a comparison sort.**  :func:`aggregate_pairs` returns sorted, strictly
   increasing input unchanged (an O(n) check); unsorted input with dense key ids (vocabulary ids, the
   per-(worker, key) aggregates Spark returns) is sorted by a two-pass counting sort in numba
-  (:func:`_sort_pairs`, O(n + K + W)); only sparse ids fall back to ``np.argsort`` (no longer
-  ``np.unique(return_inverse=True)`` + ``bincount``).  Integer weights are summed in int64: identical
-  to the old float ``bincount`` for every sum below 2**53 and exact beyond it; float weights keep the
-  old ``bincount`` path, so float sums are bit-identical too.
+  (:func:`_sort_pairs`, O(n + K + W)); only sparse ids fall back to ``np.argsort``.  Integer weights
+  are summed exactly in int64, float weights with ``np.bincount``.
 * **Migration keeps slots sorted without sorting.**  Relabelling workers keeps a slot sorted by key;
   :func:`_regroup` only reorders and merges the (at most ``n_workers``) entries of each key.
 * **Compact pickles.**  A snapshot (``engine.checkpoint``) pickles the controller every batch; raw
-  slots are 16 bytes per entry (~25 MB at 10 slots x 150k pairs).  :meth:`KeyedWindowState.__getstate__`
+  slots are 16 bytes per entry.  :meth:`KeyedWindowState.__getstate__`
   stores each slot as key deltas, workers and counts in one byte each where they fit
-  (:func:`pack_small`; larger values go to an overflow list), ~3 bytes per entry, and each slot is
+  (:func:`pack_small`; larger values go to an overflow list), and each slot is
   packed once (slots never change until a migration, so the packed form is cached).  The window totals
   are not pickled; they are rebuilt from the slots on load.
 """
@@ -106,7 +103,7 @@ def aggregate_pairs(codes: np.ndarray, weights: np.ndarray | None = None) -> tup
     most ~4 per input code), a two-pass counting sort (:func:`_sort_pairs`, linear); else one
     ``np.argsort`` and a run-length reduction.  Integer weights
     are summed exactly in int64; float weights are summed in float64 in input order (``np.bincount``)
-    and truncated to int64, as this function always did.
+    and truncated to int64.
     """
     codes = np.asarray(codes, dtype=np.int64)
     if codes.size == 0:
@@ -130,73 +127,74 @@ def aggregate_pairs(codes: np.ndarray, weights: np.ndarray | None = None) -> tup
 
 # ---------------------------------------------------------------------------------------------- kernels
 @numba.njit(cache=True)
-def _merge_add(ac, an, ap, bc, bn):  # pragma: no cover - compiled
-    """Union of sorted unique codes ``ac`` (counts ``an``, presence ``ap``) and ``bc`` (counts ``bn``):
-    counts of equal codes are summed and the presence of every code of ``b`` grows by one."""
-    n, m = ac.size, bc.size
-    oc = np.empty(n + m, np.int64)
-    on = np.empty(n + m, np.int64)
-    op = np.empty(n + m, np.int32)
+def _merge_add(a_codes, a_counts, a_presence, b_codes, b_counts):  # pragma: no cover - compiled
+    """Union of sorted unique codes ``a_codes`` (counts ``a_counts``, presence ``a_presence``) and
+    ``b_codes`` (counts ``b_counts``): counts of equal codes are summed and the presence of every
+    code of ``b_codes`` grows by one."""
+    n, m = a_codes.size, b_codes.size
+    out_codes = np.empty(n + m, np.int64)
+    out_counts = np.empty(n + m, np.int64)
+    out_presence = np.empty(n + m, np.int32)
     i = j = k = 0
     while i < n and j < m:
-        if ac[i] < bc[j]:
-            oc[k] = ac[i]
-            on[k] = an[i]
-            op[k] = ap[i]
+        if a_codes[i] < b_codes[j]:
+            out_codes[k] = a_codes[i]
+            out_counts[k] = a_counts[i]
+            out_presence[k] = a_presence[i]
             i += 1
-        elif ac[i] > bc[j]:
-            oc[k] = bc[j]
-            on[k] = bn[j]
-            op[k] = 1
+        elif a_codes[i] > b_codes[j]:
+            out_codes[k] = b_codes[j]
+            out_counts[k] = b_counts[j]
+            out_presence[k] = 1
             j += 1
         else:
-            oc[k] = ac[i]
-            on[k] = an[i] + bn[j]
-            op[k] = ap[i] + 1
+            out_codes[k] = a_codes[i]
+            out_counts[k] = a_counts[i] + b_counts[j]
+            out_presence[k] = a_presence[i] + 1
             i += 1
             j += 1
         k += 1
     while i < n:
-        oc[k] = ac[i]
-        on[k] = an[i]
-        op[k] = ap[i]
+        out_codes[k] = a_codes[i]
+        out_counts[k] = a_counts[i]
+        out_presence[k] = a_presence[i]
         i += 1
         k += 1
     while j < m:
-        oc[k] = bc[j]
-        on[k] = bn[j]
-        op[k] = 1
+        out_codes[k] = b_codes[j]
+        out_counts[k] = b_counts[j]
+        out_presence[k] = 1
         j += 1
         k += 1
-    return oc[:k].copy(), on[:k].copy(), op[:k].copy()
+    return out_codes[:k].copy(), out_counts[:k].copy(), out_presence[:k].copy()
 
 
 @numba.njit(cache=True)
-def _merge_sub(ac, an, ap, bc, bn):  # pragma: no cover - compiled
-    """Remove slot ``b`` from the totals ``a`` (``bc`` must be a subset of ``ac``): counts are subtracted,
-    presence drops by one, codes no slot holds any more (presence 0) disappear.  Returns
+def _merge_sub(a_codes, a_counts, a_presence, b_codes, b_counts):  # pragma: no cover - compiled
+    """Remove slot ``b`` from the totals ``a`` (``b_codes`` must be a subset of ``a_codes``): counts
+    are subtracted, presence drops by one, codes no slot holds any more (presence 0) disappear.  Returns
     ``(codes, counts, presence, ok)``; ``ok`` is False if ``b`` was not a subset (caller rebuilds)."""
-    n, m = ac.size, bc.size
-    oc = np.empty(n, np.int64)
-    on = np.empty(n, np.int64)
-    op = np.empty(n, np.int32)
+    n, m = a_codes.size, b_codes.size
+    out_codes = np.empty(n, np.int64)
+    out_counts = np.empty(n, np.int64)
+    out_presence = np.empty(n, np.int32)
     j = k = 0
     for i in range(n):
-        c = ac[i]
-        cnt = an[i]
-        p = ap[i]
-        if j < m and bc[j] == c:
-            cnt -= bn[j]
+        c = a_codes[i]
+        cnt = a_counts[i]
+        p = a_presence[i]
+        if j < m and b_codes[j] == c:
+            cnt -= b_counts[j]
             p -= 1
             j += 1
-        elif j < m and bc[j] < c:
-            return oc[:0].copy(), on[:0].copy(), op[:0].copy(), False
+        elif j < m and b_codes[j] < c:
+            return out_codes[:0].copy(), out_counts[:0].copy(), out_presence[:0].copy(), False
         if p > 0:
-            oc[k] = c
-            on[k] = cnt
-            op[k] = p
+            out_codes[k] = c
+            out_counts[k] = cnt
+            out_presence[k] = p
             k += 1
-    return oc[:k].copy(), on[:k].copy(), op[:k].copy(), j == m
+    return out_codes[:k].copy(), out_counts[:k].copy(), out_presence[:k].copy(), j == m
 
 
 @numba.njit(cache=True)
@@ -255,21 +253,21 @@ def _sort_pairs(keys, workers, weights, n_keys, n_workers, bits):  # pragma: no 
         k = keys[i]
         order[ck[k]] = i
         ck[k] += 1
-    oc = np.empty(n, np.int64)
-    on = np.empty(n, np.int64)
+    out_codes = np.empty(n, np.int64)
+    out_counts = np.empty(n, np.int64)
     m = -1
     last = np.int64(-1)
     for t in range(n):
         i = order[t]
         c = (keys[i] << bits) | workers[i]
         if m >= 0 and c == last:
-            on[m] += weights[i]
+            out_counts[m] += weights[i]
         else:
             m += 1
-            oc[m] = c
-            on[m] = weights[i]
+            out_codes[m] = c
+            out_counts[m] = weights[i]
             last = c
-    return oc[: m + 1].copy(), on[: m + 1].copy()
+    return out_codes[: m + 1].copy(), out_counts[: m + 1].copy()
 
 
 @numba.njit(cache=True)
@@ -293,8 +291,8 @@ def _regroup(keys, workers, counts, bits):  # pragma: no cover - compiled
     key's few entries, linear in the slot size for a bounded number of workers per key."""
     n = keys.size
     mask = (np.int64(1) << bits) - 1
-    oc = np.empty(n, np.int64)
-    on = np.empty(n, np.int64)
+    out_codes = np.empty(n, np.int64)
+    out_counts = np.empty(n, np.int64)
     k = 0
     i = 0
     while i < n:
@@ -307,9 +305,9 @@ def _regroup(keys, workers, counts, bits):  # pragma: no cover - compiled
             p = k
             merged = False
             for q in range(seg, k):
-                wq = oc[q] & mask
+                wq = out_codes[q] & mask
                 if wq == w:
-                    on[q] += c
+                    out_counts[q] += c
                     merged = True
                     break
                 if wq > w:
@@ -317,14 +315,14 @@ def _regroup(keys, workers, counts, bits):  # pragma: no cover - compiled
                     break
             if not merged:
                 for q in range(k, p, -1):
-                    oc[q] = oc[q - 1]
-                    on[q] = on[q - 1]
-                oc[p] = (key << bits) | w
-                on[p] = c
+                    out_codes[q] = out_codes[q - 1]
+                    out_counts[q] = out_counts[q - 1]
+                out_codes[p] = (key << bits) | w
+                out_counts[p] = c
                 k += 1
             j += 1
         i = j
-    return oc[:k].copy(), on[:k].copy()
+    return out_codes[:k].copy(), out_counts[:k].copy()
 
 
 def searchsorted_ascending(hay: np.ndarray, needles: np.ndarray) -> np.ndarray:

@@ -2,17 +2,14 @@
 
 Both structures keep their sorted arrays (the definition, and what is pickled); this module adds
 derived indexes so that routing a tuple costs a few nanoseconds instead of a binary search:
-``np.searchsorted`` of unsorted queries in a sorted array mispredicts at every level (~65 ns per key
-for a 6,000-entry routing table, ~75 ns for a 6,400-point ring, measured on the development
-machine), which made every routing-table rebalancer route ~35× slower than ``hash`` from fingerprints.
+``np.searchsorted`` of unsorted queries in a sorted array mispredicts at every level (timings:
+docs/design-notes.md, "engine/table_lookup.py").
 
 * :func:`build_key_index` / :func:`lookup_keys` — an open-addressing hash index (linear probing,
   power-of-two size >= 2 × entries, Fibonacci hashing of the fingerprint for the home slot, key and
-  value side by side in one 16-byte slot, the home slot of the key ``_PF`` tuples ahead prefetched)
-  of the explicit routing table A (Fang et al. Sec. III, Gedik Sec. 3's explicit hash): ``A[k]``
-  where k is in the table, else the base hash.  Exact: a key matches only itself.  A table of ~47,000
-  entries (Fang's plans on a 1e6-key stream) makes a 2 MB index, beyond the core's cache: ~20 ns per
-  tuple there, ~9 ns with 6,000 entries.
+  value side by side in one 16-byte slot, the home slot of the key ``_PREFETCH_AHEAD`` tuples ahead
+  prefetched) of the explicit routing table A (Fang et al. Sec. III, Gedik Sec. 3's explicit hash): ``A[k]``
+  where k is in the table, else the base hash.  Exact: a key matches only itself.
 * :func:`build_ring_index` / :func:`lookup_ring` — for a sorted ring of points, ``start[b]`` = the
   first point at or after ``b · 2^(64 − bits)`` with ``2^bits >= points``, so a key's successor is
   found from its bucket's start by a short forward scan (on average under one step).  The result is
@@ -29,15 +26,15 @@ from engine.sketches import pow2_bits, prefetch
 
 __all__ = ["build_key_index", "build_ring_index", "lookup_keys", "lookup_ring"]
 
-_FIB = 0x9E3779B97F4A7C15
-_PF = 16  # prefetch distance (tuples)
+_FIBONACCI = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: Fibonacci hashing of the home slot
+_PREFETCH_AHEAD = 16  # prefetch distance (tuples)
 
 
 @njit(cache=True, _nrt=False)
 def _fill_key_index(keys, values, slots, shift):  # pragma: no cover - compiled
     mask = np.uint64(slots.size // 2 - 1)
     for i in range(keys.size):
-        j = (keys[i] * np.uint64(_FIB)) >> np.uint64(shift)
+        j = (keys[i] * np.uint64(_FIBONACCI)) >> np.uint64(shift)
         while slots[j + j + np.uint64(1)] != 0:
             j = (j + np.uint64(1)) & mask
         slots[j + j] = keys[i]
@@ -65,11 +62,11 @@ def _lookup_keys(fps, slots, shift, out):  # pragma: no cover - compiled
     sh = np.uint64(shift)
     m = fps.size
     for x in range(m):
-        # the home slot of the key _PF tuples ahead (a large table does not fit the caches)
-        ahead = fps[min(x + _PF, m - 1)]
-        prefetch(slots, ((ahead * np.uint64(_FIB)) >> sh) * np.uint64(2))
+        # the home slot of the key _PREFETCH_AHEAD tuples ahead (a large table does not fit the caches)
+        ahead = fps[min(x + _PREFETCH_AHEAD, m - 1)]
+        prefetch(slots, ((ahead * np.uint64(_FIBONACCI)) >> sh) * np.uint64(2))
         fp = fps[x]
-        j = (fp * np.uint64(_FIB)) >> sh
+        j = (fp * np.uint64(_FIBONACCI)) >> sh
         while True:
             v = slots[j + j + np.uint64(1)]
             if v == 0:

@@ -1,4 +1,4 @@
-"""Tests of Dynamic Key Grouping (``dkg``; Dalabasmaz & Can, papers/dalabasmaz-dkg.txt)."""
+"""Tests of Dynamic Key Grouping (``dkg``; Dalabasmaz & Can, "Dynamic Key Grouping")."""
 
 from __future__ import annotations
 

@@ -1,136 +1,36 @@
-"""Dynamic Key Grouping (``dkg``): Dalabasmaz & Can, "Dynamic Key Grouping" (papers/dalabasmaz-dkg.txt).
+"""Dynamic Key Grouping (``dkg``): Dalabasmaz & Can, "Dynamic Key Grouping".
 
-DKG extends PKG: every key may be sent to a run of **consecutive** workers ``h, h+1, …, h+W−1
-(mod n)`` with ``h = hash(key) mod n`` (Sec. 4.4, Eq. 5; one hash only, so with ``n ≥ 2`` two *distinct*
-workers are guaranteed) and width ``W = 2`` by default; a tuple goes to the least loaded of them by
-the source's **local load estimate** (Sec. 3.3).  A hot key's width grows ("scale out", Sec. 4.5,
-Alg. 4–5) up to the Table-1 limit and shrinks again ("scale down", Sec. 4.6, Alg. 6).
+DKG extends PKG: a key may be sent to a run of **consecutive** workers ``h, h+1, …, h+W−1 (mod n)``
+with ``h = hash(key) mod n`` (Sec. 4.4, Eq. 5) and width ``W = 2`` by default; a tuple goes to the
+least loaded of them by the source's local load estimate (Sec. 3.3: tuples this source sent to each
+worker, as percentages).  A hot key's width grows (scale out, Sec. 4.5, Alg. 4–5) up to the
+"# of Max Machines" of Table 1, ``min(m, ⌊100/L_s⌋ + 1)``, and shrinks again (scale down, Sec. 4.6,
+Alg. 6).  Every source runs its own independent copy (``route(fps, source)``).
 
-What is implemented, per source (every source runs its own independent copy, the local view of the
-paper; ``route(fps, source)`` advances only that source's state):
+* Key Items and Key Spaces (Sec. 4.1): occurrence count, width and space per key; Baby / Teenage /
+  Old sized 50 / 40 / 10 % of ``expected_keys`` (paper: 100).  Key Space Manager (Alg. 1–3):
+  Baby→Teenage every ``teenage_cycle_tuples``, Teenage→Old every ``old_cycle_tuples``; Alg. 3
+  ``promoteToNextSpace`` literally (ties swap).
+* Thresholds (Sec. 4.3): ideal load ``L_i = 100/m`` (Eq. 3), scale-out ``L_s = L_i + √L_i`` (Eq. 4).
+* chooseBestTask (Alg. 4): scan candidates from ``h`` (ties → earliest); scale out (Alg. 5: warmed
+  up, all candidates ``≥ L_s``, key in Old) takes ``(h+W) mod n`` if it is less loaded; scale down
+  (Alg. 6: ``W > 2`` and two candidates below ``L_s``); the recursion of Alg. 4 is done in one pass.
 
-* **Key Items and Key Space** (Sec. 4.1.1–4.1.2): one Key Item per key (occurrence count, width,
-  space) in dense numpy arrays, found through a hash index keyed by the ``uint64`` fingerprint.
-  The paper's Key Item also holds "the last time the key was processed"; no rule (Alg. 1–6) reads
-  it, so it is not stored.  Each item is in Baby, Teenage or Old space.  The administrator's expected number of
-  keys ``expected_keys`` (paper: 100) sizes them: Old = 10 %, Teenage = 40 %, Baby = the remaining
-  50 % (paper: 10 / 40 / 50).  Old and Teenage are hard bounded; Baby is not (every new key gets an
-  item in Baby).  Looking a key up in Old, then Teenage, then Baby is one index probe here.
-* **Key Space Manager** (Sec. 4.1.3, Alg. 1–3): every ``teenage_cycle_tuples`` tuples (paper: 15 s)
-  Alg. 1 runs: sort Baby and Teenage by occurrences, *truncate Baby*, then Alg. 3
-  ``promoteToNextSpace(Baby, Teenage)``; every ``old_cycle_tuples`` tuples (paper: 60 s) Alg. 2 runs
-  ``promoteToNextSpace(Teenage, Old)``.  Alg. 3 is implemented literally: for each item of the
-  destination, the source's first (most frequent) item ``Fi`` and the destination's last (least
-  frequent) item ``Li`` are compared; ``if Lio > Fio`` the loop stops, else ``Fi`` moves to the head
-  of the destination and ``Li`` to the tail of the source (ties swap, as written).
-* **Thresholds** (Sec. 4.3): ideal load ``L_i = 100/m`` (Eq. 3), scale-out threshold
-  ``L_s = L_i + √L_i`` (Eq. 4), and the "# of Max Machines" column of Table 1, which equals
-  ``min(m, ⌊100/L_s⌋ + 1)`` for every row (5→5, 10→8, 20→14, 50→30, 100→51).  That is exactly the
-  largest width the scale-out rule can reach when loads are percentages summing to 100 (a width ``W``
-  grows only if all its ``W`` candidates are ``≥ L_s``, hence ``W·L_s ≤ 100``); we also enforce it
-  as an explicit cap ("we limit the number of machines that can be selected for a key").
-* **chooseBestTask** (Alg. 4) per tuple: ``findBestCandidate`` scans the key's candidates in order
-  ``h, h+1, …`` (strict ``<``, so ties go to the earliest), counting ``NLL`` = candidates below
-  ``L_s``; ``shouldScaleOut`` (Alg. 5) = warmed up ∧ ``LLmin ≥ L_s`` ∧ key in Old space; then the
-  next consecutive worker ``(h+W) mod n`` becomes the target and ``W ← W+1`` only if its load is
-  ``< LLmin``; else ``shouldScaleDown`` (Alg. 6) = ``W > 2 ∧ NLL ≥ 2``: ``W ← W−1`` and
-  chooseBestTask is called again.  The recursion of Alg. 4 can shrink ``W`` by several steps in one
-  tuple; it is computed in one pass: it stops at ``max(2, j₂)`` where ``j₂`` is the position of the
-  second candidate below ``L_s`` (there NLL = 1, so neither rule fires again).  A literal recursive
-  Python model in the tests checks this tuple by tuple.
-* **Local load** (Sec. 3.3, 4.3): the source's count of tuples it sent to each worker since the
-  start (or the last :meth:`resize`), as a percentage of all tuples it sent (the paper compares
-  "the load distribution over the percentage"; PKG's cumulative local estimate).  Before the first
-  tuple all loads are 0.
-* **Warm-up** (Alg. 5 ``isWarmUp``: running time > 15 s): scale-out is allowed once the source has
-  routed ``warmup_tuples`` tuples.
+Deviations and decisions (all tested in ``tests/test_dkg.py``): time is counted in tuples of the
+source, at :data:`NOMINAL_RATE` = 1,000 tuples/s per source (15 s / 60 s / 15 s warm-up →
+15,000 / 60,000 / 15,000 tuples), so runs are deterministic; cycles run before the tuple that
+reaches them, Baby→Teenage first.  Empty destination spaces are filled before Alg. 3's swap loop;
+Baby is truncated to ``expected_keys − |Old| − |Teenage|`` items at each Baby→Teenage cycle (keys
+wider than the default are kept); counts are never decayed; a key's width only shrinks when one of
+its tuples arrives; ``resize(n)`` keeps spaces, counts and widths (capped) and restarts loads and
+warm-up; ``seed`` is unused; ``default_width`` is also the floor of scale-down.  The last-processed
+time of the paper's Key Item is read by no rule and not stored.
 
-Time → tuple counts.  The paper's 15 s / 60 s cycles and 15 s warm-up are converted at a nominal
-rate of :data:`NOMINAL_RATE` = 1,000 tuples/s **per source** (Table 3: DKG ran twitter-election at
-4,529 rec/s with 5 spouts ≈ 900/s per spout), giving defaults 15,000 / 60,000 / 15,000 tuples.  The
-clock is the number of tuples the source has routed, so simulation is deterministic and independent
-of how sources are interleaved.  A cycle runs *before* routing the tuple whose clock value reaches
-it (clock = k·cycle, k ≥ 1; the paper's runs at time 0 act on empty spaces); when both cycles are
-due, Baby→Teenage runs first.
-
-Decisions where the paper is ambiguous (all tested in ``tests/test_dkg.py``):
-
-1. *Filling empty spaces.*  Alg. 3 loops "for each item in DS", so with an empty destination (the
-   initial state) nothing would ever be promoted.  Free destination places are first filled with the
-   source's most frequent items, then the literal swap loop runs.
-2. *Truncating Baby* ("truncate BS to discard quite new items", Alg. 1).  At each Baby→Teenage
-   cycle Baby keeps its ``expected_keys − |Old| − |Teenage|`` most frequent items (the nominal 50 %;
-   ties: smaller fingerprint first); the other Baby items are discarded (a discarded key that
-   reappears starts a new Key Item with count 0).  This is the minor-GC of the JVM analogy and
-   bounds memory to the distinct keys of one cycle.  Items whose width is above the default are
-   never discarded (their width is live state; the paper keeps keys wider than 2, Sec. 4.4).
-3. *Counts* are the total occurrences of the Key Item since it was created (Sec. 4.1.1); they are
-   not decayed, so a formerly hot key stays in Old space.  Scale-down does not need it to leave:
-   Alg. 6 looks only at loads.
-4. *Scale-down needs a tuple of the key* ("when a new data arrives"): a key that disappears keeps
-   its width until it shows up again.
-5. *Caps.*  A stored width above ``max_width`` (possible after :meth:`resize`) is read as
-   ``max_width``.  With one worker every width is 1 and every tuple goes to worker 0.
-6. *resize(n)*: ``h`` becomes ``fp mod n``; load estimates restart at 0 (the base-class contract)
-   and so does the warm-up (fresh estimates are too noisy to justify scaling out); Key Spaces,
-   counts and widths are kept (widths capped at the new Table-1 maximum).
-7. ``seed`` is unused: DKG has no randomness.  ``default_width`` (paper: 2) is the width of every
-   new key and the floor of scale-down (``W > 2`` in Alg. 6 reads ``W > default_width``); the cap is
-   ``max(Table-1 max, min(default_width, n))``.
-
-Behaviour that follows from the literal rules (seen in the tests): a hot key's width oscillates —
-it grows one worker at a time while all its candidates are ≥ ``L_s`` and drops back (often to 2 in
-one tuple) as soon as two of them fall below ``L_s``, so the hot key's workers hover around ``L_s``.
-A cold Old-space key whose candidates are the hot key's saturated workers may scale out too (Alg. 5
-has no per-key share condition).
-
-Hot keys flagged from their first few tuples (a pitfall of sketch-based detectors) cannot scale
-out here: counts are exact per Key Item, a key must be promoted at two cycle boundaries
-(Baby→Teenage, then Teenage→Old), the source must be warmed up, and all of the key's
-current candidates must already carry at least ``L_s`` percent of the source's traffic.
-
-Routing runs in a module-level numba kernel (:func:`_route_kernel`) over numpy arrays held by
-per-source :class:`_SourceState` objects, so the grouping pickles.  The kernel returns early only
-when the item arrays are full and a new key arrives; Python then doubles them and resumes at the
-same tuple.
-
-Data layout and speed (the literal reference in the tests checks the results tuple by tuple).
-Key Items live in dense arrays indexed by an item id ``1..size`` (``tkeys``, ``tcount``,
-``twidth``, ``tspace``); a linear-probing hash index of ``uint32`` item ids (0 = empty; home slot
-= top bits of the Fibonacci hash ``fp · 0x9E3779B97F4A7C15``, ≥ 8 slots per item place) finds them.  A lookup is a sentinel
-search (row 0 holds the fingerprint being looked up, so an empty entry stops the probe loop on the
-same fingerprint comparison as a hit); a new key takes the next row, which is kept *pristine*
-(count 0, width ``default_width``, Baby), so creating a Key Item is pure arithmetic on the probe
-result (``id = e | (−[e = 0] & (size + 1))``) with no branch: about half of the tuples of the
-benchmark stream create an item that the next Baby truncation discards, so a branch there
-mispredicts.  The cycles work on the live items only: ``_top_baby`` scans them once (one
-well-predicted branch per item: ``count − space·2^56 + wide·2^58 >= floor``), collecting the
-best Baby items and the wide Baby ones; truncation moves only the kept rows (Old, Teenage, best,
-wide: ~100) down to ids ``1..k`` in id order, refills the freed rows with the pristine values,
-rebuilds the index and remaps the id lists by binary search.  The routing loop runs in segments
-that need neither a capacity nor a cycle check per tuple.  Other details: indices are cast to
-unsigned (no negative-index wraparound code), counters live in locals, width 2 (the default) is
-scanned without data-dependent branches, ``inv = 100/max(total, 1)`` (all counts are 0 when
-``total`` is 0, so the loads are 0 as in the paper's start state).
-
-Measured (route from fingerprints, 1e7-tuple Zipf z = 1 stream over 1e6 keys, n = 50, best of 3,
-CPU clock, old and new files swapped in and out alternately on a shared 2-core machine): the
-former kernel (open-addressing struct-of-arrays table, ``tlast``, creation branch) 20.8–21.6 ns
-per tuple; dense items + sentinel probe + branch-free creation 14.3 ns; cycles on live items
-only 13.6 ns; segment loop without per-tuple cycle/capacity checks 12.8 ns; index 8 instead of 4
-slots per item place 12.0–12.5 ns (2 per place: 14.4; 16: no further gain); Fibonacci hashing
-(one multiply) for the home slot instead of SplitMix64 11.5–11.7 ns.  Tried without gain,
-hence not kept: storing both candidates' counters for width 2 (stores at addresses known from
-``fp``: +1.3 ns), comparing the integer counts instead of the loads to pick the least loaded
-(equal results; +0.1–0.4 ns), a branch-free integer scan for widths > 2 (+0.3–0.7 ns), one branch
-per rule instead of one per test (±0), prefetching the index slot 16 tuples ahead (+0.1–0.3 ns),
-a separate lookup pass per 256-tuple block before the routing pass (+1.5 ns), writing the
-fingerprint to the next free row instead of the item's row (±0), a constant ``fp mod 50`` (±0.3,
-i.e. the division is not the bottleneck), a ``uint64`` index with 32-bit fingerprint tags (the
-first dense version, whose creation LLVM still compiled to a branch: 19.9–20.6 ns).  Where the
-rest goes (timing-only ablations of the 14.3 ns version, not bit-identical): the loop with only
-``fp mod n`` 3.0 ns; plus lookup, creation and cycles 6.1 ns; without the scale-out rule (every
-width 2) 9.5 ns, i.e. the ~8 % of tuples of keys wider than 2 and the rule branches cost ~4.7 ns.
+Routing runs in the numba kernel :func:`_route_kernel` over numpy arrays held by per-source
+:class:`_SourceState` objects (the grouping pickles); it returns early only when the item arrays are
+full, Python doubles them and resumes at the same tuple.  The full reasoning behind each decision,
+the behaviour that follows from the literal rules, the data layout and the timings:
+docs/design-notes.md, "engine/groupings/dkg.py".
 """
 
 from __future__ import annotations
@@ -459,7 +359,7 @@ def _old_cycle(tkeys, tcount, tspace, old_list, teen_list, meta, old_cap):  # pr
 
 
 @numba.njit(cache=True)
-def _route_kernel(fps, out, trace_w, start, n, default_w, max_w, thr, warmup, cyc_teen, cyc_old,
+def _route_kernel(fps, out, trace_w, start, n, default_w, max_w, scale_out_load, warmup, teen_cycle, old_cycle,
                   old_cap, teen_cap, baby_keep, index, tkeys, tcount, twidth, tspace,
                   old_list, teen_list, sent, meta):  # pragma: no cover - compiled
     """Route ``fps[start:]`` tuple by tuple (Alg. 4); returns the index reached.
@@ -488,12 +388,12 @@ def _route_kernel(fps, out, trace_w, start, n, default_w, max_w, thr, warmup, cy
                 _teen_cycle(index, tkeys, tcount, twidth, tspace, old_list, teen_list, meta,
                             baby_keep, teen_cap, default_w)
                 while next_teen <= clock:
-                    next_teen += cyc_teen
+                    next_teen += teen_cycle
                 meta[_NEXT_TEEN] = next_teen
             if clock >= next_old:
                 _old_cycle(tkeys, tcount, tspace, old_list, teen_list, meta, old_cap)
                 while next_old <= clock:
-                    next_old += cyc_old
+                    next_old += old_cycle
                 meta[_NEXT_OLD] = next_old
             size = meta[_SIZE]
         # at most one new Key Item per tuple: the next `room` tuples need no capacity check, and
@@ -534,8 +434,8 @@ def _route_kernel(fps, out, trace_w, start, n, default_w, max_w, thr, warmup, cy
                     w1 = 0
                 c0 = _ug(sent, h) * inv
                 c1 = _ug(sent, w1) * inv
-                b0 = c0 < thr
-                b1 = c1 < thr
+                b0 = c0 < scale_out_load
+                b1 = c1 < scale_out_load
                 nll = np.int64(b0) + np.int64(b1)
                 j2 = 1  # only read when nll >= 2, i.e. both below L_s
                 lt = c1 < c0
@@ -552,7 +452,7 @@ def _route_kernel(fps, out, trace_w, start, n, default_w, max_w, thr, warmup, cy
                 w = h
                 for j in range(W):
                     cl = _ug(sent, w) * inv
-                    if cl < thr:
+                    if cl < scale_out_load:
                         nll += 1
                         if nll == 2:
                             j2 = j
@@ -563,7 +463,7 @@ def _route_kernel(fps, out, trace_w, start, n, default_w, max_w, thr, warmup, cy
                     if w == n:
                         w = 0
             # shouldScaleOut (Alg. 5): warmed up, LLmin >= L_s, key in Old space
-            if llmin >= thr and clock - warm_base >= warmup and _ug(tspace, s) == 2:
+            if llmin >= scale_out_load and clock - warm_base >= warmup and _ug(tspace, s) == 2:
                 if W < max_w and _ug(sent, w) * inv < llmin:  # w = normalize(h + W)
                     cm = w
                     W += 1

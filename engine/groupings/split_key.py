@@ -2,149 +2,41 @@
 
 Registry names: ``pkg``, ``dchoices``, ``wchoices``, ``rr-head``.  All four split a key over
 several workers (``single_owner = False``) and decide per tuple from the state of the emitting
-source only (Nasir et al. Sec. IV-B "Overhead on Sources": each source keeps its own load vector
-and its own SpaceSaving sketch).
+source only (Sec. IV-B "Overhead on Sources": each source keeps its own load vector ``loads[s]``,
+tuples sent to each worker, and, for the head-aware groupings, its own SpaceSaving sketch of
+:mod:`engine.sketches` with ``N_s`` = tuples seen).
 
-Per source ``s`` the state is
+Hash choices are those of :mod:`engine.keys`: ``F_0 = h(k) = fp mod n`` (computed division-free
+by :func:`_fastmod`, Lemire, Kaser & Kurz 2019, same value as ``%``) and
+``F_i = ⌊mix64(fp + i·GOLDEN) · n / 2^64⌋`` (the paper's F_1..F_d, numbered from 0 here).
 
-* ``loads[s]`` (int64, length n): tuples ``s`` has sent to each worker (the *local* load estimate);
-* for the head-aware groupings, a SpaceSaving sketch (:mod:`engine.sketches`), ``N_s`` = tuples seen.
-
-Hash choices are those of :mod:`engine.keys`: ``F_0 = h(k) = fp mod n`` and
-``F_i = ⌊mix64(fp + i·GOLDEN) · n / 2^64⌋`` (the paper's F_1..F_d, numbered from 0 here).  F_0 is
-computed in the kernels with an exact division-free remainder (Lemire, Kaser & Kurz, "Faster
-remainder by direct computation", 2019, 128-bit magic constant; see :func:`_fastmod`), which gives
-the same value as ``%`` and lets LLVM vectorise the F_0/F_1 pre-pass; F_i (i >= 1) with
-:func:`engine.keys.reduce_scalar`; the tests check equality with :func:`engine.keys.candidate` for
-every n used.
-
-Routing of one tuple with key k at source s (Alg. 1), sequential greedy: tuple i sees the loads after
-tuple i−1 of the same source, exactly; batches are processed tuple by tuple in numba kernels, so
-splitting a stream into batches never changes the result.
+Routing of one tuple (Alg. 1) is sequential greedy per source, tuple by tuple in numba kernels, so
+splitting a stream into batches never changes the result:
 
 * ``pkg`` — Partial Key Grouping (Sec. II-B): ``w = argmin(L[F_0], L[F_1])``, ties → F_0.
-* Head-aware groupings first count k in the sketch (Alg. 1 line 2, ``UPDATESPACESAVING``), then decide
-  whether k is in the head ``H = {k : p_k >= θ}`` (Sec. III-A), θ = ``head_threshold`` or 1/(5n):
+* Head-aware groupings count k in the sketch (Alg. 1 line 2), then test k ∈ H = {k : p_k >= θ}
+  (Sec. III-A), θ = ``head_threshold`` or 1/(5n).  Head keys: ``dchoices`` Greedy-d over the first
+  d **distinct** values of F_0, F_1, … (d from :func:`find_d`, Sec. IV-A, Eq. 3; W-Choices when
+  d >= n); ``wchoices`` the least loaded of all n workers (ties → lower id); ``rr-head`` round robin
+  from ``s mod n``.  Tail keys: PKG on the same load vector.
 
-  - ``dchoices`` — head keys: Greedy-d over d **distinct** workers, the first d different values of
-    ``F_0, F_1, F_2, …`` (ties → the earlier choice), with d from :func:`find_d` (Sec. IV-A); when
-    ``d >= n`` head keys use W-Choices.  Deviation: the paper's F_1..F_d are independent hash functions
-    whose values may coincide (so may those of the public simulator), leaving a head key on fewer
-    than d workers, and a hot key with p·n close to d then overloads them (docs/results.md, Nasir
-    section).
-    Drawing distinct choices only makes Eq. (3)'s b_h (which counts such collisions) pessimistic.
-    F_0, F_1 stay first whenever they differ, so a key's tail workers are among its head workers.
-  - ``wchoices`` — head keys: least loaded of all n workers (ties → lower worker id).
-  - ``rr-head`` — head keys: round robin over all n workers, one pointer per source starting at
-    ``s mod n`` (as ``shuffle``), load-oblivious; the loads it causes still count for the tail.
-  - tail keys (all three): PKG as above, on the same load vector.
+Deviations: (1) D-Choices draws *distinct* choices (the paper's F_i may collide, leaving a hot key
+on fewer than d workers; docs/results.md, Nasir section).  (2) Head membership uses the guaranteed
+count, ``N_s > warmup and count − error >= θ·N_s`` (warm-up default ``ceil(10/θ)``), not the public
+simulator's ``(count + error)/N``; keys within 1/capacity of θ may be missed.  (3) :func:`find_d`
+checks Eq. 3 for every head prefix h = 1..|H| (the simulator: h = 1 and |H| only) and d is
+recomputed per source at ``warmup`` and then every ``refresh`` tuples instead of per head tuple
+(before the first refresh d = 2).  (4) Recency (skewlab extension, issue #15): with ``decay`` < 1 the
+source's sketch is multiplied by ``decay`` every ``epoch`` tuples (as FISH's epoch decay, Chen et
+al., arXiv 1806.00760), so H holds the keys with recent frequency >= θ; ``decay = 1`` (default) is
+the paper.  Decays and refreshes depend on the source's tuple count only (``state[s, ST_LOST]``
+holds what the decays took off N_s), so routing stays independent of batching.
 
-Head membership (decision; the pitfall of papers/README.md "Notes for implementers"): the authors'
-public simulator (anisnasir/SLBSimulator, LBDChoice) flags k as hot when ``(count + error)/N``
-exceeds the threshold, so the very first tuples of a stream are all "hot" (count 1 of N = 1) and a
-key that just took over a counter inherits the victim's count.  skewlab uses the **guaranteed**
-count instead: k ∈ H iff
-
-    N_s > warmup   and   count_k − error_k >= θ · N_s         (both from the source's sketch),
-
-``count − error`` is a lower bound of the true count, so a newly inserted key (guaranteed count 1)
-is never hot, and ``warmup`` (the first ``warmup`` tuples of a source are all routed as tail;
-default ``ceil(10/θ)`` = 50n: a key exactly at the threshold has then been seen ~10 times) removes
-the small-N noise.  The price is that keys whose frequency is within ``1/capacity`` of θ may be
-missed (1e-4 with the default capacity).  Membership is evaluated for every tuple after its sketch
-update (Alg. 1 lines 2–4).  SpaceSaving ties (which counter to evict) follow the rule documented in
-:mod:`engine.sketches` (least recently updated among the minimum counts).
-
-Recency (skewlab extension, issue #15; parameters ``decay`` and ``epoch``): the paper's head is
-decided from counts since the start of the stream, so a key that became hot late needs
-``θ · N_s`` tuples to enter it and a key that cooled stays in it until N_s has grown by its count/θ.
-With ``decay`` < 1, every ``epoch`` tuples of a source its sketch is decayed
-(:meth:`engine.sketches.SpaceSaving.decay`: counts, guaranteed counts and N_s times ``decay``), as
-the epoch-based hotness decay of FISH (Chen et al., arXiv 1806.00760, which keeps per-epoch counts
-and decays the previous epochs' ones); skewlab decays the one SpaceSaving sketch instead of keeping
-a second per-epoch counter.  N_s in the head test is then the decayed total, so the head is the keys
-whose exponentially weighted recent frequency is >= θ.  The warm-up and the d refresh keep counting
-tuples (tuples seen = N_s + what the decays took off N_s, ``state[s, ST_LOST]``); the decay happens
-after tuple ``k · epoch`` of the source (and after a refresh due at the same tuple), a function of
-the tuple count only, so routing stays independent of batching; ``route`` runs the kernels up to
-each decay.  ``decay = 1`` (default) is the paper's behaviour; the decay rebuilds the sketch in
-Python and numpy (O(capacity) per epoch), which is why it is not on by default (measurements in
-docs/results.md, "Recency and the migration gate").
-
-d for D-Choices (``FINDOPTIMALCHOICES``, Sec. IV-A): :func:`find_d` searches d upward from
-``max(2, ceil(p_1 · n))`` for the first d satisfying Eq. (3) for **every** head prefix h = 1..|H|,
-
-    Σ_{i<=h} p_i + (b_h/n)^d Σ_{h<i<=|H|} p_i + (b_h/n)^2 Σ_{i>|H|} p_i <= b_h (1/n + ε),
-    b_h = n − n((n−1)/n)^{h·d}                                             (Eq. 10),
-
-and returns n (W-Choices) when no d < n qualifies.  (The public simulator checks only h = 1 and
-h = |H|, which the paper calls the tight ones; skewlab checks all prefixes, as Eq. 3 states.)
-Online, p_i is the guaranteed frequency ``(count − error)/N_s`` of the head keys of the source's
-sketch, and the tail mass is ``1 − Σ p_i``.  Alg. 1 calls FINDOPTIMALCHOICES for every head
-tuple; that costs O(|H|·d) per tuple, so skewlab recomputes d (per source) when the source's tuple
-count reaches ``warmup`` and then every ``refresh`` tuples, from the sketch after that tuple, and
-uses it from the next tuple on — a function of the source's tuple count only, hence deterministic
-and independent of batching; before the first refresh d = 2.  Per-tuple membership still uses the
-current sketch.  ``d_of(source)`` exposes d (n = any worker),
-``head(source)`` the current head with guaranteed frequencies.
-
-Implementation notes (speed only; results are those of the plain tuple-by-tuple algorithm, which
-the tests replay in pure Python): one compiled kernel per head mode and, for D-Choices, per kind of
-head pick (:data:`_HEAD_KERNELS`; the tests on both are compile-time constants: ~1.5 ns per tuple
-less than one kernel branching on the mode, and ~0.2–0.3 ns less for D-Choices than one D kernel
-branching on d >= n; a refresh that changes the kind ends the kernel call and ``route`` goes on with
-the other kernel).  D-Choices with d <= PRE_D (= 4) takes F_2, F_3 from the vectorised pre-pass,
-computed for every tuple with the multiply-shift reduction of :mod:`engine.keys`, and scans them
-inline: no cache lookup hanging off the sketch's counter id (17.5–18.2 → 15.75–16.2 ns per tuple at
-d = 4, together with the multiply-shift F_1 for all groupings, which took PKG 4.35 → 3.8–4.0 ns; with
-the exact 128-bit-magic remainder, the F_2/F_3 pre-pass had been ~1 ns slower than the cache); a
-head tuple whose F_0..F_{d-1} hold a repeat (a branch-free test) takes the cached path instead,
-which draws the key's d distinct choices once per key and d.
-The least loaded of all n workers (W-Choices, and D-Choices with d >= n) comes from a
-tracker of the minimum load and the *set* of workers holding it (a bit set: one register word for
-n <= 64, words above), valid because loads only grow by one: a bumped worker leaves the set with a
-branch-free bit clear, the head choice is the set's lowest bit, and the set is rebuilt in O(n) when it
-empties (the minimum is then one higher), once per load level; it is derived from the loads, so each
-kernel call builds it (O(n)), and D-Choices builds it only while d >= n (d changes only at
-refreshes).  This replaced a (min load, lowest worker) pair whose successor was found by scanning
-forward, an unpredictable loop on every head tuple: W-Choices 19.5 → 17 ns per tuple.  D-Choices
-with PRE_D < d < n caches, per head key, its d distinct choices (:func:`_dchoices_pick`) and prefetches
-the cache slot of the counter ``PF_COUNTER`` tuples ahead (~0.4 ns); kernels are compiled with
-``_nrt=False`` (no reference counting of the array arguments inside the per-tuple loop, which
-otherwise costs ~50 ns per tuple); data-dependent array indices are cast to unsigned
-(:func:`_ug`/:func:`_us`), which removes numba's negative-index wraparound code (with the same
-change in :mod:`engine.sketches`, ~45% fewer instructions per tuple); the sketch's table slot and
-counter row of the tuples ``PF_SLOT``/``PF_COUNTER`` ahead are prefetched.  Per-tuple cost, 1e6-key
-Zipf z = 1 stream, n = 50, capacity 1e4, one core of the development machine (shared, ±1 ns): ~4 ns
-PKG part (F_0/F_1 pre-pass, choice, load update); ~8.2 ns SpaceSaving update with the windowed
-Stream-Summary of :mod:`engine.sketches` (12.5 ns with the full one; hit or miss stays
-unpredictable: 60 % hits, 39 % evictions); ~3 ns head test and round-robin pointer; ~0.5–0.7 ns more for
-the W-Choices tracker or the D-Choices pre-pass, scan and refresh test (d = 4): in total ~15.5 ns
-(rr-head), ~16 ns (wchoices, dchoices), measured with ``bench/bench_routing.py`` (before the
-changes of the previous paragraph: ~17 and ~18 ns).  With d = 22 (z = 1.4) a D-Choices head tuple
-scans its 22 cached choices.  Tried without a measurable
-gain, hence not kept: selecting the W-Choices/Round-Robin head choice instead of branching to it
-(the PKG choice computed for every tuple); keeping the per-source state in locals; a branch-free
-argmin in the D-Choices scan; carrying the chosen worker's load instead of reloading it; a
-SpaceSaving table of 4 · or 16 · capacity slots instead of 8 · (both slower), or rebuilt after
-3 · capacity evictions instead of capacity (slower: longer probes); computing F_2, F_3 (with the
-remainder) for head tuples only, inside the loop, instead of the cache (no gain); the head test
-as an integer comparison with ceil(θ·N); routing in two passes per chunk (sketch and head flags
-first, then the choices); computing the fingerprints inside the routing loop (from the key bytes,
-to overlap hashing with the sketch's memory stalls: no gain, the mispredicted branches serialise
-both); deferring the load increments (the last 1-3 updates held in registers and read through, so
-the next tuples' load reads do not wait on a store whose address is computed late: PKG's kernel
-alone went 4.4 → 3.3 ns, but the head kernels got 1-2 ns slower, too many live values).
-
-Numba's on-disk cache does not see changes in other modules: the kernels here inline those of
-:mod:`engine.sketches`, so after editing that module delete the cached ``split_key*.nbi/.nbc``
-files in ``engine/groupings/__pycache__`` (a stale kernel would use the old array layout).
-
-``resize(n)``: the local loads restart at zero (``Router.resize`` contract), the sketches are
-kept, θ = 1/(5n) and the automatic warm-up follow the new n, and d is recomputed at the next tuple
-of each source.
-
-Imbalance reported in the tests and benchmarks is skewlab's headline ``max_w L_w / mean_w L_w − 1``.
+``resize(n)``: local loads restart at zero, sketches are kept, θ and warm-up follow the new n, d is
+recomputed at each source's next tuple.  Kernel layout, per-tuple timings and what was tried:
+docs/design-notes.md, "engine/groupings/split_key.py".  After editing :mod:`engine.sketches`,
+delete ``engine/groupings/__pycache__/split_key*.nbi/.nbc`` (numba's cache does not see the
+inlined kernels change).
 """
 
 from __future__ import annotations
@@ -196,10 +88,12 @@ MODE_D, MODE_W, MODE_RR = 1, 2, 3
 # how a head tuple picks its worker (see _head_body)
 KIND_PRE, KIND_CACHE, KIND_TRACK, KIND_RR = 0, 1, 2, 3
 PRE_D = 4  # D-Choices with d <= PRE_D: F_2, F_3 in the vectorised pre-pass instead of the cache
-# per-source state columns
+# per-source state columns (``src_state`` in the kernels): ST_D current d of D-Choices; ST_NEXT the
+# source's tuple count at the next d refresh; ST_RR round-robin pointer; ST_ROW next free row of the
+# D-Choices choice cache
 ST_D, ST_NEXT, ST_RR, ST_ROW = 0, 1, 2, 5  # (6: unused, kept for the state layout)
 ST_LOST, ST_EPOCH = 3, 4  # recency decay: N lost to decays so far; tuple count of the next decay
-_NST = 7
+_NST = 7  # number of state columns
 _CACHE_ENTRIES = 1 << 20  # bound on rows x n of the D-Choices candidate cache, per source
 
 
@@ -246,43 +140,43 @@ def _mulhi64(a, b):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
-def _fastmod(a, mhi, mlo, d):  # pragma: no cover - compiled
+def _fastmod(a, magic_hi, magic_lo, d):  # pragma: no cover - compiled
     """``a mod d`` (uint64 a, d < 2^32) by Lemire's direct computation with a 128-bit M."""
-    lo = mlo * a
-    hi = mhi * a + _mulhi64(mlo, a)
+    lo = magic_lo * a
+    hi = magic_hi * a + _mulhi64(magic_lo, a)
     h0 = hi * d
     total = h0 + reduce_scalar(lo, d)
     return reduce_scalar(hi, d) + np.uint64(total < h0)
 
 
 @njit(cache=True, inline="always")
-def _cand(fp, i, d, mhi, mlo):  # pragma: no cover - compiled
+def _cand(fp, i, d, magic_hi, magic_lo):  # pragma: no cover - compiled
     """``F_i(fp)`` in ``[0, n)``; equal to :func:`engine.keys.candidate_scalar` (d = uint64(n))."""
     if i == 0:
-        return np.int64(_fastmod(fp, mhi, mlo, d))
+        return np.int64(_fastmod(fp, magic_hi, magic_lo, d))
     return np.int64(reduce_scalar(mix64_scalar(fp + np.uint64(i) * np.uint64(_GOLDEN)), d))
 
 
 @njit(cache=True, _nrt=False)
-def _candidates_kernel(fps, i, n, mhi, mlo, out):  # pragma: no cover - compiled
+def _candidates_kernel(fps, i, n, magic_hi, magic_lo, out):  # pragma: no cover - compiled
     d = np.uint64(n)
     for x in range(fps.size):
-        out[x] = _cand(fps[x], i, d, mhi, mlo)
+        out[x] = _cand(fps[x], i, d, magic_hi, magic_lo)
 
 
 def fast_candidate(fps: np.ndarray, i: int, n: int) -> np.ndarray:
     """``F_i`` through the kernels' division-free path (tests compare it with ``keys.candidate``)."""
     fps = np.ascontiguousarray(fps, dtype=np.uint64)
-    mhi, mlo = _magic(n)
+    magic_hi, magic_lo = _magic(n)
     out = np.empty(fps.size, dtype=np.int64)
     if fps.size:
-        _candidates_kernel(fps, int(i), int(n), mhi, mlo, out)
+        _candidates_kernel(fps, int(i), int(n), magic_hi, magic_lo, out)
     return out
 
 
 @njit(cache=True, inline="always")
-def _prepass(f, d, mhi, mlo, c0, c1):  # pragma: no cover - compiled
-    """F_0, F_1 of the chunk ``f`` into c0, c1.
+def _prepass(f, d, magic_hi, magic_lo, chunk_f0, chunk_f1):  # pragma: no cover - compiled
+    """F_0, F_1 of the chunk ``f`` into ``chunk_f0``, ``chunk_f1``.
 
     No loop-carried dependency, so LLVM vectorises it; ``f`` must be a slice (a view starting at
     0): indexing ``fps[start + x]`` instead would keep numba's negative-index wraparound check
@@ -291,8 +185,8 @@ def _prepass(f, d, mhi, mlo, c0, c1):  # pragma: no cover - compiled
     g = np.uint64(_GOLDEN)
     for x in range(f.size):
         fp = f[x]
-        c0[x] = np.int64(_fastmod(fp, mhi, mlo, d))
-        c1[x] = np.int64(reduce_scalar(mix64_scalar(fp + g), d))
+        chunk_f0[x] = np.int64(_fastmod(fp, magic_hi, magic_lo, d))
+        chunk_f1[x] = np.int64(reduce_scalar(mix64_scalar(fp + g), d))
 
 
 @njit(cache=True, inline="always")
@@ -402,13 +296,13 @@ def _sift_min(a, i, m):  # pragma: no cover - compiled
 
 
 @njit(cache=True, _nrt=False)
-def _refresh_d(sk, theta, eps, n, probs):  # pragma: no cover - compiled
+def _refresh_d(sketch, theta, eps, n, probs):  # pragma: no cover - compiled
     """FINDOPTIMALCHOICES on the source's current head: keys with guaranteed count >= θ·N, their
     frequencies (count − error)/N sorted decreasingly, tail = 1 − Σ; ``probs`` is scratch space."""
-    total = sk[4][TOTAL]
+    total = sketch[4][TOTAL]
     if total <= 0:
         return np.int64(2) if n > 2 else np.int64(n)
-    m = ss_guaranteed(sk, theta * total, probs)
+    m = ss_guaranteed(sketch, theta * total, probs)
     for a in range(m):
         probs[a] = probs[a] / total
     _sort_desc(probs, m)
@@ -425,17 +319,17 @@ def _refresh_d(sk, theta, eps, n, probs):  # pragma: no cover - compiled
 # Routing kernels
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True, _nrt=False)
-def _pkg_kernel(fps, out, loads, mhi, mlo, c0, c1):  # pragma: no cover - compiled
+def _pkg_kernel(fps, out, loads, magic_hi, magic_lo, chunk_f0, chunk_f1):  # pragma: no cover - compiled
     n = loads.size
     d = np.uint64(n)
     m = fps.size
     for start in range(0, m, _CHUNK):
         stop = min(start + _CHUNK, m)
-        _prepass(fps[start:stop], d, mhi, mlo, c0, c1)
+        _prepass(fps[start:stop], d, magic_hi, magic_lo, chunk_f0, chunk_f1)
         o = out[start:stop]
         for x in range(stop - start):
-            a = _ug(c0, x)
-            b = _ug(c1, x)
+            a = _ug(chunk_f0, x)
+            b = _ug(chunk_f1, x)
             la = _ug(loads, a)
             lb = _ug(loads, b)
             if lb < la:
@@ -446,102 +340,106 @@ def _pkg_kernel(fps, out, loads, mhi, mlo, c0, c1):  # pragma: no cover - compil
 
 
 @njit(cache=True, inline="always")
-def _min_build(loads, tw, minv):  # pragma: no cover - compiled
-    """Bit set of the workers whose load is ``minv`` into ``tw`` (bit w of word w >> 6); returns
-    the lowest word index holding a set bit (``tw.size`` when none)."""
+def _min_build(loads, min_set_words, min_load):  # pragma: no cover - compiled
+    """Bit set of the workers whose load is ``min_load`` into ``min_set_words`` (bit w of word
+    w >> 6); returns the lowest word index holding a set bit (``min_set_words.size`` when none)."""
     n = loads.size
-    for k in range(tw.size):
-        tw[k] = np.uint64(0)
+    for k in range(min_set_words.size):
+        min_set_words[k] = np.uint64(0)
     for j in range(n):
         k = np.uint64(j) >> np.uint64(6)
-        tw[k] = tw[k] | (np.uint64(_ug(loads, j) == minv) << (np.uint64(j) & np.uint64(63)))
-    wi = 0
-    while wi < tw.size and _ug(tw, wi) == 0:
-        wi += 1
-    return wi
+        at_min = np.uint64(_ug(loads, j) == min_load)
+        min_set_words[k] = min_set_words[k] | (at_min << (np.uint64(j) & np.uint64(63)))
+    min_word = 0
+    while min_word < min_set_words.size and _ug(min_set_words, min_word) == 0:
+        min_word += 1
+    return min_word
 
 
 @njit(cache=True, inline="always")
-def _min_init(loads, tw):  # pragma: no cover - compiled
-    """Tracker of (min load, workers holding it) from scratch: returns (minv, wi) (O(n))."""
-    minv = _ug(loads, 0)
+def _min_init(loads, min_set_words):  # pragma: no cover - compiled
+    """Tracker of (min load, workers holding it) from scratch: returns (min_load, min_word) (O(n))."""
+    min_load = _ug(loads, 0)
     for j in range(1, loads.size):
-        if _ug(loads, j) < minv:
-            minv = _ug(loads, j)
-    return minv, _min_build(loads, tw, minv)
+        if _ug(loads, j) < min_load:
+            min_load = _ug(loads, j)
+    return min_load, _min_build(loads, min_set_words, min_load)
 
 
 @njit(cache=True, inline="always")
-def _min_worker(tw, wi):  # pragma: no cover - compiled
+def _min_worker(min_set_words, min_word):  # pragma: no cover - compiled
     """The lowest worker holding the minimum load."""
-    return np.int64(wi) * 64 + np.int64(trailing_zeros(_ug(tw, wi)))
+    return np.int64(min_word) * 64 + np.int64(trailing_zeros(_ug(min_set_words, min_word)))
 
 
 @njit(cache=True, inline="always")
-def _bump_tracked(loads, w, tw, minv, wi):  # pragma: no cover - compiled
-    """loads[w] += 1 keeping the tracker: ``minv`` = min(loads), ``tw`` = the workers at ``minv``,
-    ``wi`` = the lowest non-empty word of ``tw``; returns the new (minv, wi).
+def _bump_tracked(loads, w, min_set_words, min_load, min_word):  # pragma: no cover - compiled
+    """loads[w] += 1 keeping the tracker: ``min_load`` = min(loads), ``min_set_words`` = the
+    workers at ``min_load``, ``min_word`` = the lowest non-empty word of ``min_set_words``; returns
+    the new (min_load, min_word).
 
-    A worker leaves the set when its load was ``minv`` (branch-free bit clear).  When the set
-    empties, the worker that emptied it is now at ``minv + 1`` and no load is below, so the
-    minimum is ``minv + 1`` and the set is rebuilt (O(n), once per load level)."""
+    A worker leaves the set when its load was ``min_load`` (branch-free bit clear).  When the set
+    empties, the worker that emptied it is now at ``min_load + 1`` and no load is below, so the
+    minimum is ``min_load + 1`` and the set is rebuilt (O(n), once per load level)."""
     old = _ug(loads, w)
     _us(loads, w, old + 1)
     k = np.uint64(w) >> np.uint64(6)
-    bit = np.uint64(old == minv) << (np.uint64(w) & np.uint64(63))
-    tw[k] = tw[k] & ~bit
-    if _ug(tw, wi) == 0:
-        wi += 1
-        while wi < tw.size and _ug(tw, wi) == 0:
-            wi += 1
-        if wi == tw.size:
-            minv += 1
-            wi = _min_build(loads, tw, minv)
-    return minv, wi
+    bit = np.uint64(old == min_load) << (np.uint64(w) & np.uint64(63))
+    min_set_words[k] = min_set_words[k] & ~bit
+    if _ug(min_set_words, min_word) == 0:
+        min_word += 1
+        while min_word < min_set_words.size and _ug(min_set_words, min_word) == 0:
+            min_word += 1
+        if min_word == min_set_words.size:
+            min_load += 1
+            min_word = _min_build(loads, min_set_words, min_load)
+    return min_load, min_word
 
 
 @njit(cache=True, inline="always")
-def _word_build(loads, minv):  # pragma: no cover - compiled
-    """n <= 64: the bit set of the workers whose load is ``minv`` as one word (branch-free)."""
+def _word_build(loads, min_load):  # pragma: no cover - compiled
+    """n <= 64: the bit set of the workers whose load is ``min_load`` as one word (branch-free)."""
     word = np.uint64(0)
     for j in range(loads.size):
-        word |= np.uint64(_ug(loads, j) == minv) << np.uint64(j)
+        word |= np.uint64(_ug(loads, j) == min_load) << np.uint64(j)
     return word
 
 
 @njit(cache=True, inline="always")
-def _bump_word(loads, w, word, minv):  # pragma: no cover - compiled
-    """:func:`_bump_tracked` for n <= 64 with the set in one register word: returns (minv, word)."""
+def _bump_word(loads, w, word, min_load):  # pragma: no cover - compiled
+    """:func:`_bump_tracked` for n <= 64 with the set in one register word: returns (min_load, word)."""
     old = _ug(loads, w)
     _us(loads, w, old + 1)
-    word &= ~(np.uint64(old == minv) << np.uint64(w))
+    word &= ~(np.uint64(old == min_load) << np.uint64(w))
     if word == 0:
-        minv += 1
-        word = _word_build(loads, minv)
-    return minv, word
+        min_load += 1
+        word = _word_build(loads, min_load)
+    return min_load, word
 
 
 @njit(cache=True, inline="always")
-def _keep_less(loads, w, lw, c):  # pragma: no cover - compiled
-    """One Greedy-d step: candidate ``c`` replaces the best so far ``(w, lw)`` if strictly less
-    loaded (ties keep the earlier choice); returns the new ``(w, lw)``."""
+def _keep_less(loads, w, w_load, c):  # pragma: no cover - compiled
+    """One Greedy-d step: candidate ``c`` replaces the best so far ``(w, w_load)`` if strictly less
+    loaded (ties keep the earlier choice); returns the new ``(w, w_load)``."""
     lc = _ug(loads, c)
-    if lc < lw:
+    if lc < w_load:
         return c, lc
-    return w, lw
+    return w, w_load
 
 
 @njit(cache=True, inline="always")
-def _prefetch_cache_slot(sk, hslot, fp):  # pragma: no cover - compiled
-    """Prefetch the D-Choices cache slot (``hslot``) of the counter in ``fp``'s home table slot
+def _prefetch_cache_slot(sketch, counter_row, fp):  # pragma: no cover - compiled
+    """Prefetch the D-Choices cache slot (``counter_row``) of the counter in ``fp``'s home table slot
     (speed only, like :func:`engine.sketches.ss_prefetch_counter`)."""
-    e = sk[3][np.uint64(fp) >> np.uint64(sk[4][SHIFT])]
-    prefetch(hslot, (e & np.uint64(0xFFFFFFFF)) - np.uint64(1))
+    e = sketch[3][np.uint64(fp) >> np.uint64(sketch[4][SHIFT])]
+    prefetch(counter_row, (e & np.uint64(0xFFFFFFFF)) - np.uint64(1))
 
 
 @njit(cache=True, inline="always")
-def _distinct_choices(fp, d, f0, f1, crow, base, seen, dn, mhi, mlo):  # pragma: no cover - compiled
-    """``crow[base : base + d]`` = the first d **distinct** values of F_0, F_1, F_2, … (d < n).
+def _distinct_choices(  # pragma: no cover - compiled
+    fp, d, f0, f1, choice_rows, base, seen, n_u64, magic_hi, magic_lo
+):
+    """``choice_rows[base : base + d]`` = the first d **distinct** values of F_0, F_1, F_2, … (d < n).
 
     Greedy-d sampling without replacement by rejection: F_i is skipped when an earlier choice already
     named its worker, so a head key always has d different workers (with repeats kept it could land
@@ -553,157 +451,164 @@ def _distinct_choices(fp, d, f0, f1, crow, base, seen, dn, mhi, mlo):  # pragma:
     for k in range(seen.size):
         seen[k] = np.uint64(0)
     seen[np.uint64(f0) >> np.uint64(6)] |= np.uint64(1) << (np.uint64(f0) & np.uint64(63))
-    _us(crow, base, f0)
+    _us(choice_rows, base, f0)
     got = 1
     i = 1
     while got < d:
-        c = f1 if i == 1 else _cand(fp, i, dn, mhi, mlo)
+        c = f1 if i == 1 else _cand(fp, i, n_u64, magic_hi, magic_lo)
         k = np.uint64(c) >> np.uint64(6)
         bit = np.uint64(1) << (np.uint64(c) & np.uint64(63))
         if (_ug(seen, k) & bit) == np.uint64(0):
             seen[k] = _ug(seen, k) | bit
-            _us(crow, base + got, c)
+            _us(choice_rows, base + got, c)
             got += 1
         i += 1
 
 
 @njit(cache=True, inline="always")
-def _dchoices_pick(fp, cid, d, f0, f1, loads, st, hc, dn, mhi, mlo, seen):  # pragma: no cover - compiled
+def _dchoices_pick(  # pragma: no cover - compiled
+    fp, cid, d, f0, f1, loads, src_state, choice_cache, n_u64, magic_hi, magic_lo, seen
+):
     """Greedy-d for a head key: least loaded of its d distinct choices (:func:`_distinct_choices`),
     ties → the earlier choice.
 
-    The choices of a head key are cached per sketch counter (``hc``: counter → row, row →
+    The choices of a head key are cached per sketch counter (``choice_cache``: counter → row, row →
     fingerprint, row → d, workers), so a head tuple does not redraw up to n − 1 hash choices.  A row
     is rebuilt when it belongs to another key (counter reused, row reallocated) or d changed; the
     scan has a fixed trip count d.
     """
-    hslot, cfp, cmeta, crow = hc
-    rows = cfp.size
-    row = np.int64(_ug(hslot, cid))
-    if row < 0 or _ug(cfp, row) != fp:
-        row = st[ST_ROW]
-        st[ST_ROW] = row + 1 if row + 1 < rows else 0
-        _us(hslot, cid, row)
-        _us(cfp, row, fp)
-        _us(cmeta, row, -1)
+    counter_row, row_fp, row_d, choice_rows = choice_cache
+    rows = row_fp.size
+    row = np.int64(_ug(counter_row, cid))
+    if row < 0 or _ug(row_fp, row) != fp:
+        row = src_state[ST_ROW]
+        src_state[ST_ROW] = row + 1 if row + 1 < rows else 0
+        _us(counter_row, cid, row)
+        _us(row_fp, row, fp)
+        _us(row_d, row, -1)
     base = row * loads.size  # rows are n wide (_alloc_cache; d < n here)
-    if _ug(cmeta, row) != d:
-        _distinct_choices(fp, d, f0, f1, crow, base, seen, dn, mhi, mlo)
-        _us(cmeta, row, d)
-    w = np.int64(_ug(crow, base))
-    lw = _ug(loads, w)
+    if _ug(row_d, row) != d:
+        _distinct_choices(fp, d, f0, f1, choice_rows, base, seen, n_u64, magic_hi, magic_lo)
+        _us(row_d, row, d)
+    w = np.int64(_ug(choice_rows, base))
+    w_load = _ug(loads, w)
     for i in range(1, d):
-        w, lw = _keep_less(loads, w, lw, np.int64(_ug(crow, base + i)))
+        w, w_load = _keep_less(loads, w, w_load, np.int64(_ug(choice_rows, base + i)))
     return w
 
 
 @njit(cache=True, inline="always")
 def _head_body(  # pragma: no cover - compiled
-    mode, kind, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw
+    mode, kind, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+    magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
 ):
     """Alg. 1 for one batch of one source; returns how many tuples of ``fps`` it routed.
 
     ``mode`` (MODE_D, MODE_W or MODE_RR) and ``kind``, how a head tuple picks its worker
     (:func:`_d_kind`: KIND_PRE, the choices F_0..F_{d-1} come from the pre-pass, d <= PRE_D;
     KIND_CACHE, from the choice cache; KIND_TRACK, the least loaded of all n workers through the
-    tracker, ``tw`` its scratch words, >= ceil(n/64); KIND_RR, round robin) are compile-time
+    tracker, ``min_set_words`` its scratch words, >= ceil(n/64); KIND_RR, round robin) are compile-time
     constants: the body is inlined into one kernel per combination (:data:`_HEAD_KERNELS`).
     D-Choices runs the kernel of its current d; when a refresh changes the kind the kernel stops
     before the next tuple and the caller goes on with the other one (:meth:`_HeadRouter.route`)."""
     track = kind == KIND_TRACK
     n = loads.size
-    dn = np.uint64(n)
-    meta = sk[4]
-    dcur = st[ST_D]
-    nxt_refresh = st[ST_NEXT]
+    n_u64 = np.uint64(n)
+    meta = sketch[4]
+    dcur = src_state[ST_D]
+    nxt_refresh = src_state[ST_NEXT]
     small = n <= 64  # the worker set fits one register word
-    minv = np.int64(0)
-    wi = 0
+    min_load = np.int64(0)
+    min_word = 0
     word = np.uint64(0)
     if track:  # derived from the loads, so built per call (O(n))
-        minv, wi = _min_init(loads, tw)
-        word = _ug(tw, 0)
+        min_load, min_word = _min_init(loads, min_set_words)
+        word = _ug(min_set_words, 0)
     m = fps.size
     for start in range(0, m, _CHUNK):
         stop = min(start + _CHUNK, m)
         f = fps[start:stop]
         o = out[start:stop]
-        _prepass(f, dn, mhi, mlo, c0, c1)
+        _prepass(f, n_u64, magic_hi, magic_lo, chunk_f0, chunk_f1)
         if kind == KIND_PRE:
             if dcur > 2:
-                _prepass_choice(f, 2, dn, c2)
+                _prepass_choice(f, 2, n_u64, chunk_f2)
             if dcur > 3:
-                _prepass_choice(f, 3, dn, c3)
+                _prepass_choice(f, 3, n_u64, chunk_f3)
         for x in range(stop - start):
             # prefetch targets of the tuples PF_SLOT / PF_COUNTER ahead (clamped: no branch)
-            ss_prefetch_slot(sk, _ug(fps, min(start + x + PF_SLOT, m - 1)))
+            ss_prefetch_slot(sketch, _ug(fps, min(start + x + PF_SLOT, m - 1)))
             fpc = _ug(fps, min(start + x + PF_COUNTER, m - 1))
-            ss_prefetch_counter(sk, fpc)
+            ss_prefetch_counter(sketch, fpc)
             if kind == KIND_CACHE:
-                _prefetch_cache_slot(sk, hc[0], fpc)
+                _prefetch_cache_slot(sketch, choice_cache[0], fpc)
             if mode == MODE_D and meta[TOTAL] == nxt_refresh:
                 # FINDOPTIMALCHOICES on the sketch after the previous tuple (N_s = nxt_refresh)
-                dnew = _refresh_d(sk, theta, eps, n, probs)
+                dnew = _refresh_d(sketch, theta, eps, n, probs)
                 nxt_refresh += refresh
-                st[ST_D] = dnew
-                st[ST_NEXT] = nxt_refresh
+                src_state[ST_D] = dnew
+                src_state[ST_NEXT] = nxt_refresh
                 if _d_kind(dnew, n) != kind or (kind == KIND_PRE and dnew > dcur):
                     return start + x  # (KIND_PRE: the pre-pass of this chunk lacks F_2/F_3)
                 dcur = dnew
             fp = _ug(f, x)
-            cid = ss_offer(sk, fp)
+            cid = ss_offer(sketch, fp)
             total = meta[TOTAL]
-            head = total > warmup and (ss_count(sk, cid) - ss_error(sk, cid)) >= theta * total
+            head = total > warmup and (ss_count(sketch, cid) - ss_error(sketch, cid)) >= theta * total
             if head:
                 if mode == MODE_RR:
-                    w = st[ST_RR]
+                    w = src_state[ST_RR]
                     nxt = w + 1
-                    st[ST_RR] = nxt if nxt < n else 0
+                    src_state[ST_RR] = nxt if nxt < n else 0
                 elif track:
-                    w = np.int64(trailing_zeros(word)) if small else _min_worker(tw, wi)
+                    w = np.int64(trailing_zeros(word)) if small else _min_worker(min_set_words, min_word)
                 elif kind == KIND_PRE:
                     # Greedy-d over F_0..F_{d-1} (d <= PRE_D), ties → lower choice index; when two
                     # of them name the same worker, the cache path draws d distinct choices
-                    a0 = _ug(c0, x)
-                    a1 = _ug(c1, x)
+                    a0 = _ug(chunk_f0, x)
+                    a1 = _ug(chunk_f1, x)
                     a2 = a0
                     a3 = a0
                     rep = a0 == a1
                     if dcur > 2:
-                        a2 = _ug(c2, x)
+                        a2 = _ug(chunk_f2, x)
                         rep = rep | (a2 == a0) | (a2 == a1)
                     if dcur > 3:
-                        a3 = _ug(c3, x)
+                        a3 = _ug(chunk_f3, x)
                         rep = rep | (a3 == a0) | (a3 == a1) | (a3 == a2)
                     if rep:
-                        w = _dchoices_pick(fp, cid, dcur, a0, a1, loads, st, hc, dn, mhi, mlo, tw)
+                        w = _dchoices_pick(
+                            fp, cid, dcur, a0, a1, loads, src_state, choice_cache, n_u64, magic_hi, magic_lo,
+                            min_set_words,
+                        )
                     else:
-                        w, lw = _keep_less(loads, a0, _ug(loads, a0), a1)
+                        w, w_load = _keep_less(loads, a0, _ug(loads, a0), a1)
                         if dcur > 2:
-                            w, lw = _keep_less(loads, w, lw, a2)
+                            w, w_load = _keep_less(loads, w, w_load, a2)
                         if dcur > 3:
-                            w, lw = _keep_less(loads, w, lw, a3)
+                            w, w_load = _keep_less(loads, w, w_load, a3)
                 else:
                     w = _dchoices_pick(
-                        fp, cid, dcur, _ug(c0, x), _ug(c1, x), loads, st, hc, dn, mhi, mlo, tw
+                        fp, cid, dcur, _ug(chunk_f0, x), _ug(chunk_f1, x), loads, src_state, choice_cache, n_u64,
+                        magic_hi, magic_lo, min_set_words,
                     )
             else:
-                w = _ug(c0, x)
-                cand = _ug(c1, x)
+                w = _ug(chunk_f0, x)
+                cand = _ug(chunk_f1, x)
                 if _ug(loads, cand) < _ug(loads, w):
                     w = cand
             if track:
                 if small:
-                    minv, word = _bump_word(loads, w, word, minv)
+                    min_load, word = _bump_word(loads, w, word, min_load)
                 else:
-                    minv, wi = _bump_tracked(loads, w, tw, minv, wi)
+                    min_load, min_word = _bump_tracked(loads, w, min_set_words, min_load, min_word)
             else:
                 _us(loads, w, _ug(loads, w) + 1)
             _us(o, x, w)
     if mode == MODE_D and meta[TOTAL] == nxt_refresh:  # (so that the batch ends with d up to date)
-        dcur = _refresh_d(sk, theta, eps, n, probs)
-        st[ST_D] = dcur
-        st[ST_NEXT] = nxt_refresh + refresh
+        dcur = _refresh_d(sketch, theta, eps, n, probs)
+        src_state[ST_D] = dcur
+        src_state[ST_NEXT] = nxt_refresh + refresh
     return m
 
 
@@ -716,28 +621,58 @@ def _d_kind(d, n):  # pragma: no cover - compiled
 
 
 @njit(cache=True, _nrt=False)
-def _head_kernel_d_pre(fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw):  # pragma: no cover - compiled
-    return _head_body(MODE_D, KIND_PRE, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw)
+def _head_kernel_d_pre(  # pragma: no cover - compiled
+    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+    magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
+):
+    return _head_body(
+        MODE_D, KIND_PRE, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+        magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
+    )
 
 
 @njit(cache=True, _nrt=False)
-def _head_kernel_d_cache(fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw):  # pragma: no cover - compiled
-    return _head_body(MODE_D, KIND_CACHE, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw)
+def _head_kernel_d_cache(  # pragma: no cover - compiled
+    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+    magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
+):
+    return _head_body(
+        MODE_D, KIND_CACHE, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+        magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
+    )
 
 
 @njit(cache=True, _nrt=False)
-def _head_kernel_d_track(fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw):  # pragma: no cover - compiled
-    return _head_body(MODE_D, KIND_TRACK, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw)
+def _head_kernel_d_track(  # pragma: no cover - compiled
+    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+    magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
+):
+    return _head_body(
+        MODE_D, KIND_TRACK, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+        magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
+    )
 
 
 @njit(cache=True, _nrt=False)
-def _head_kernel_w(fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw):  # pragma: no cover - compiled
-    return _head_body(MODE_W, KIND_TRACK, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw)
+def _head_kernel_w(  # pragma: no cover - compiled
+    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+    magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
+):
+    return _head_body(
+        MODE_W, KIND_TRACK, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+        magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
+    )
 
 
 @njit(cache=True, _nrt=False)
-def _head_kernel_rr(fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw):  # pragma: no cover - compiled
-    return _head_body(MODE_RR, KIND_RR, fps, out, loads, st, sk, hc, theta, eps, warmup, refresh, mhi, mlo, c0, c1, c2, c3, probs, tw)
+def _head_kernel_rr(  # pragma: no cover - compiled
+    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+    magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
+):
+    return _head_body(
+        MODE_RR, KIND_RR, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+        magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
+    )
 
 
 #: one compiled kernel per (head mode, kind): D-Choices switches among the first three

@@ -41,12 +41,9 @@ discretisation error of the keys on that worker.  skewlab's default ``"mean"`` s
 their HLHE levels (so the records and their number are the paper's) but accounts each record at the
 mean exact cost and size of its keys, which makes the estimate exact until a record is split;
 ``"representative"`` is the paper's accounting.  Keys of a split record (Phase III step (ii)) are
-handed out so that every part's true cost matches its estimate — parts from the fewest keys to the
-most, a one-key part gets the key closest to its target, a larger part an evenly spaced sample of
-the remaining keys sorted by cost, the largest part the rest, and every worker's surplus carried
-over to the next record — instead of by ψ, which would systematically move the costliest keys of
-every record and bias the estimate (measured at K = 10^6 Zipf keys, N_D = 40: a load error of
-1.3 % of L̄ with representative values and ψ order, 0.005 % with mean values and this matching).
+handed out so that every part's true cost matches its estimate (:func:`expand_assignment`) instead of by ψ,
+which would systematically move the costliest keys of every record and bias the estimate
+(measurement: docs/design-notes.md, "engine/rebalancers/compact.py").
 
 The **load-estimation error** (Sec. V, Fig. 11(b): "the percentage of divergence between actual
 workload of a task instance and the estimated workload based on the discretised workload") is

@@ -1,95 +1,41 @@
 """Mixed routing rebalancers of Fang et al., "Parallel Stream Processing Against Workload Skewness
 and Variance", HPDC 2017: ``llfd``, ``mintable``, ``minmig``, ``mixed``, ``mixed-bf``.
 
-Routing is F(k) = A[k] if k ∈ A else h(k) (Eq. 1; done by :class:`RebalancingPlanner`).  The base
-hash h is consistent hashing (Sec. II-A: "a typical implementation of hash function is consistent
-hashing"; Sec. V: "we use the consistent hashing as our basic hash function"): the ring of the Gedik
-rebalancers (:class:`engine.groupings.basic.ConsistentHashRing`, ``replicas`` points per worker), so
-adding a worker re-homes only the keys its ring points take over; ``base=mod`` (h(k) = fp mod n) is
-kept for comparison.  Planner, compact records (d_h), routing, resize and the Spark routing snapshot
-(the pickled grouping) all use :meth:`RebalancingPlanner.base`.  Between
-intervals a plan solves (Eq. 3) min M = Σ_{k moved} S(k, w) s.t. θ(d) = |L(d) − L̄|/L̄ ≤ θmax for all
-d and |A| ≤ Amax, heuristically, in three phases (Sec. III):
+Routing is F(k) = A[k] if k ∈ A else h(k) (Eq. 1, :class:`~engine.grouping.TableRouter`); h is consistent
+hashing (Sec. II-A, V; the ring of :class:`engine.groupings.basic.ConsistentHashRing`), ``base=mod``
+(fp mod n) is kept for comparison.  A plan solves Eq. 3, min M = Σ_{k moved} S(k, w) s.t.
+θ(d) = |L(d) − L̄|/L̄ ≤ θmax and |A| ≤ Amax, heuristically in three phases (Sec. III):
 
-* **Phase I (cleaning)** — move table entries back to their home h(k) (virtually): none (LLFD,
-  MinMig), all (MinTable, Alg. 2 line 1), or the n entries with the smallest S(k, w) (Mixed, Alg. 4
-  line 7, criterion η).
-* **Phase II (preparing)** — from every overloaded worker (L(d) > Lmax = (1 + θmax)·L̄) disassociate
-  keys in the order of the selection criterion ψ until it is no longer overloaded, into the
-  candidate set C.  ψ = highest cost c(k) first (LLFD, MinTable) or highest γ(k, w) = c(k)^β / S(k, w)
-  first (MinMig, Mixed; Alg. 3 line 2).
-* **Phase III (assigning)** — LLFD (Alg. 1): keys of C in descending c(k); each goes to the worker of
-  least estimated load L̂(d) on which ``Adjust`` succeeds: directly when L̂(d) + c(k) ≤ Lmax, or by
-  disassociating an exchangeable set E from d (conditions (i) E ⊆ keys of d, (ii) every key of E
-  costs strictly less than k, (iii) L̂(d) + c(k) − Σ_E c ≤ Lmax), E chosen greedily in ψ order and
-  put back into C.
+* Phase I (cleaning): move table entries back home: none (LLFD, MinMig), all (MinTable, Alg. 2),
+  or the n with the smallest S(k, w) (Mixed, Alg. 4, criterion η).
+* Phase II (preparing): disassociate keys from every worker above Lmax = (1 + θmax)·L̄ in ψ order
+  (highest c(k) for LLFD/MinTable, highest γ = c(k)^β / S(k, w) for MinMig/Mixed, Alg. 3) into C.
+* Phase III (assigning, LLFD, Alg. 1): keys of C by descending c(k) to the least-loaded worker where
+  ``Adjust`` succeeds, directly or by displacing an exchangeable set E of cheaper keys.
 
-Algorithms: ``llfd`` = Phases II + III with ψ = cost and no cleaning (the left example of Fig. 4);
-``mintable`` (Alg. 2); ``minmig`` (Alg. 3); ``mixed`` (Alg. 4); ``mixed-bf`` (MixedBF: every n).
+``llfd`` = Phases II + III with ψ = cost; ``mintable`` (Alg. 2); ``minmig`` (Alg. 3); ``mixed``
+(Alg. 4); ``mixed-bf`` (MixedBF: every n).  Above ``compact_threshold`` keys the phases run over
+the HLHE records of :mod:`engine.rebalancers.compact` (Sec. IV), aiming at (1 − 0.02)·θmax
+(``extra["theta_plan"]``) and reporting ``load_error`` and ``discretisation_error``.
 
-Decisions where the paper is ambiguous, silent or inconsistent (each exercised in
-``tests/test_fang.py``):
+Decisions where the paper is ambiguous (each tested in ``tests/test_fang.py``; the reasoning is in
+docs/design-notes.md, "engine/rebalancers/fang.py"):
 
-1. **≤ in Adjust.**  Alg. 1 line 12 tests ``L(d) + c(k) < Lmax`` but the text says ``≤`` and the
-   Fig. 4 toy examples only reach L(d1) = L(d2) = 10 with ``≤`` (the last key of cost 1 goes to a
-   worker at 9 with Lmax = 10).  We use ``≤`` (with a relative tolerance of 1e-9·L̄).
-2. **Worker order.**  Line 4 orders workers by L_{i−1}(d); the text ("moves the heaviest key to the
-   task instance with minimal workload so far") and the toy need the running estimate L̂(d), which
-   we use; ties by worker id (the toy's "d1 has less total workload" is a 9–9 tie).
-3. **Phase II stops as soon as the worker is no longer overloaded** (the toy removes k1 from d1:
-   16 → 9).  Keys whose cost alone exceeds Lmax are never disassociated: moving them cannot make any
-   worker feasible, they stay where they are and their worker sheds all its other keys instead;
-   the plan is reported infeasible with the key named in ``note``.
-4. **E only from keys that were on d when Phase III started**, never from keys LLFD placed itself.
-   Condition (i) is satisfied either way; this choice makes every key displaceable at most once, so
-   LLFD terminates after at most |C| + K placements (the paper gives no termination argument).
-   Keys of cost 0 are never put into E (they cannot help).  A key for which Adjust fails on every
-   worker goes to the least-loaded worker (LLFD's own choice) and the plan is reported infeasible.
-   Ties: keys of C with equal cost in the order they entered C; keys with equal ψ by input order.
-5. **Underloaded workers (extension, ``fill_underloaded``).**  θ is two-sided but Phase II only
-   looks at overloaded workers, so a plan can end with a worker below (1 − θmax)·L̄ (or the
-   controller, which triggers on two-sided θ, can ask for a plan in which nothing is overloaded and
-   the paper's algorithms do nothing).  When the candidates C cannot cover the total deficit
-   Σ max(0, (1 − θmax)·L̄ − L(d)), we also disassociate keys (ψ order) from the currently most-loaded
-   workers, never taking one below (1 − θmax)·L̄, until C covers the deficit.  It is a no-op in the
-   Fig. 4 examples; set ``fill_underloaded=false`` for the paper's exact behaviour.
-6. **Mixed's n (Alg. 4 line 10).**  Read literally, ``n = N_A' − Amax`` replaces n by the overuse of
-   the last trial, which can move back *fewer* entries than the previous trial and cycle forever.
-   We accumulate: ``n ← min(n + (N_A' − Amax), N_A)`` (the overuse of the last trial is the number of
-   further entries moved back), so the loop is monotone and stops after at most N_A + 1 trials; when
-   even n = N_A (all entries moved back) overuses the table, the best trial is taken and Amax is
-   enforced on it (decision 11).  "Best" (also MixedBF's n*): feasible first, then smallest table
-   overuse, then balanced (θ ≤ θmax), then smallest migration cost, then smallest n; with
-   ``bound_priority=theta_max`` balanced comes before smallest overuse.
-7. **MixedBF** tries n = 0, 1, …, N_A (the paper writes 1…N_A; n = 0 is MinMig and is included),
-   or ``bf_max_trials`` evenly spaced values of n when that parameter is > 0.
-8. **No current owner** (``stats.worker`` = −1 or out of range): the key is treated as being at its
-   home (nothing to migrate).  Costs/sizes that are negative or not finite count as 0.
-9. **γ with S = 0** is +∞ (a key without state is the cheapest to move) when c > 0 and 0 when c = 0.
-10. **Degenerate intervals** (no keys, zero total cost, one worker) return the current assignment
-    unchanged with a note; feasibility is then decided by :func:`make_plan` (θ = 0 with one worker).
-    Never raises.
-11. **Amax is a hard limit of Mixed and MixedBF** (Eq. 3 states θmax and Amax as constraints; Alg. 4
-    loops until N_A′ ≤ Amax, but LLFD's placements can need more entries than Amax even after every
-    entry was moved back, e.g. when a hot key alone exceeds Lmax and its worker sheds all its other
-    keys).  When both bounds cannot hold, Amax holds (it bounds the routing table's memory): table
-    entries of the chosen trial go back to their home until |A| = Amax — first the ones whose return
-    adds no migration to the plan, each group by least cost c(k) (ties: least S(k, w), key order)
-    — θmax gives way, the plan is infeasible and its note says so.
-    ``bound_priority=theta_max`` keeps the trial as it is (Amax gives way, also named in the note).
-    The paper gives no rule for this case.  LLFD, MinTable and MinMig do not control the table.
-
-Compact representation (Sec. IV, :mod:`engine.rebalancers.compact`): when the interval has more than
-``compact_threshold`` keys the same three phases run over HLHE-discretised records
-(d', d, d_h, v_c, v_S, #) (Sec. IV-A/B, degree R = ``hlhe_degree``; record values
-``compact_values`` and the choice of the keys of split records: see that module).  ``plan.extra``
-then has ``compact=True``, ``records``, ``load_error`` = max_d |L̂(d) − L(d)|/L̄ between the
-planner's loads (``loads_estimated``) and the true loads of the final assignment,
-``load_error_initial`` (same for the current assignment) and ``discretisation_error`` =
-|Σ(c − φ(c))| / Σ c (all of the planner's assignment, before Amax entries are sent home, decision
-11).  Feasibility is always judged on the true loads; to keep the estimation
-error from pushing a worker that the planner filled up to exactly Lmax over the bound, compact
-plans aim at (1 − 0.02)·θmax (``extra["theta_plan"]``).
+1. Adjust tests ``L(d) + c(k) ≤ Lmax`` (Alg. 1 line 12 writes ``<``; text and Fig. 4 need ``≤``).
+2. Workers are ordered by the running estimate L̂(d), ties by id.
+3. Phase II stops once a worker is not overloaded; a key costing more than Lmax alone never moves
+   (the plan is infeasible and names it).
+4. E only holds keys that were on d when Phase III began, never cost-0 keys; a key no worker can
+   take goes to the least-loaded one (infeasible).
+5. ``fill_underloaded`` (extension, default on) also sheds keys from the most-loaded workers until
+   C covers the deficit of workers below (1 − θmax)·L̄.
+6. Mixed accumulates ``n ← min(n + (N_A' − Amax), N_A)`` (read literally, Alg. 4 line 10 can cycle).
+7. MixedBF tries n = 0 … N_A (or ``bf_max_trials`` values).
+8. A key with no current owner is at its home; negative or non-finite costs/sizes count as 0.
+9. γ with S = 0 is +∞ when c > 0, else 0.
+10. Degenerate intervals return the current assignment with a note; never raises.
+11. Amax is a hard limit of Mixed and MixedBF (θmax gives way, the note says so) unless
+    ``bound_priority=theta_max``.
 """
 
 from __future__ import annotations

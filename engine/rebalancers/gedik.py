@@ -1,93 +1,35 @@
 """Gedik's partitioning functions: ``scan``, ``redist``, ``readj`` (VLDB J. 2014).
 
 B. Gedik, "Partitioning functions for stateful data parallelism in stream processing",
-VLDB Journal 23(4), 2014.  Paper text: ``shared/papers/gedik-vldbj14-partitioning-functions.txt`` beside the repository.
+VLDB Journal 23(4), 2014.
 
-Partitioning function (Sec. 4.1, Alg. 1)
-    ``p = <H_p, H_c>``: the explicit hash ``H_p`` is the :class:`~engine.grouping.RoutingTable` of
-    the router (:class:`~engine.grouping.TableRouter`); the consistent hash ``H_c`` is
-    :class:`engine.groupings.basic.ConsistentHashRing` (``replicas`` points per channel, 1000 in the
-    paper's Sec. 5.5), re-created on :meth:`resize` (``CREATECONSISTENTHASH(N^(t+1))``).  Keys of
-    ``H_p`` that map to their ring home are not stored in the skewlab routing table (same routing);
-    ``plan.extra["explicit"]`` is the paper's ``|H_p| = |D_p^(t+1)|``.
+* Partitioning function (Sec. 4.1, Alg. 1): ``p = <H_p, H_c>``; ``H_p`` is the
+  :class:`~engine.grouping.RoutingTable`, ``H_c`` the ring of
+  :class:`engine.groupings.basic.ConsistentHashRing` (``replicas`` points per channel, rebuilt on
+  :meth:`resize`).  Keys of ``H_p`` that map to their ring home are not stored (same routing).
+* Frequencies (Sec. 4.1.2): :class:`~engine.rebalancers.lossy_counting.SlidingLossyCounter` fed by
+  :meth:`observe`; ``D_p^(t+1) = {d : c_a(d) >= (δ − ε)·M}`` are the candidates of ``H_p``;
+  ε = ``epsilon_ratio``·δ.
+* Resource functions (Sec. 3.1, 4.4, Table 1): ``resources = XYZ`` from ``{C,L,Q}{C,L,Q}L``
+  (default LCL); ρ is the geometric mean over the non-constant resources (Eq. 20 with 1/K).
+* δ (Sec. 4.1.3): θ_k of Eq. 15, δ_k of Eq. 17, δ = min_k δ_k, with the quadratic post-step of
+  Eq. 16.
+* Construction (Sec. 4.2, Alg. 2–4): scan, redist and readj; readj applies at most ``max_moves``
+  moves per item (the paper's c).
+* Reported in ``plan.extra``: ``b`` (Eq. 11) with ``b_s``, ``b_c``, ``b_n``; ``m`` (Eq. 12) and
+  ``m_state`` (Eq. 12 with measured sizes); δ, ε, θ, ``explicit`` = |H_p|, ρ, γ, readj's steps.
+* Trigger: ``theta_max`` (default 0.2, near the paper's θ_k of Eq. 15 for α = 1.2, N = 10).
 
-Frequencies (Sec. 4.1.2)
-    :class:`~engine.rebalancers.lossy_counting.SlidingLossyCounter`, fed by :meth:`observe` with
-    ``stats.keys`` / ``stats.count`` (one interval = one tumbling step of ``lc_step`` intervals;
-    3 counters).  ``f(d) = c_a(d) / M`` of the counter in use.  The tracked keys
-    ``D_p^(t+1) = {d : c_a(d) >= (δ − ε)·M}`` are the candidates of the explicit hash; every other
-    key stays on the consistent hash.  ε = ``epsilon_ratio``·δ (the "typical ε = 0.1" of Sec. 4.1.2
-    read as Manku & Motwani's rule of thumb ε = s/10); a counter's ε is fixed when it starts, for the
-    N at that time (N = 1 sizes it as for N = 2, so tracking is ready when the region scales out).
-
-Resource functions (Sec. 3.1, 4.4, Table 1)
-    ``resources = XYZ`` gives β_s (state/memory), β_c (computation), β_n (communication) as
-    C(onstant) 1, L(inear) x, Q(uadratic) x²; β_n is always linear (Sec. 3.1, 5.1), so the choices
-    are ``{C,L,Q}{C,L,Q}L`` (paper: CCL, LCL — default —, LLL, LQL).
-    **Decision (paper inconsistency):** the per-key load of resource k is ``β_k(f(d))`` — Eq. 1, 5,
-    16 and 17 and the prose "C(d) ∝ β_c(f(d))" — not Eq. 3's ``f(d)·β_c(f(d))`` (which contradicts
-    the join example, where β_c(x) = x² already is ``f·β_s(f)``, and Eq. 17's constant case).
-    Constant resources are balanced by the consistent hash and left out of the balance penalty ρ
-    (Sec. 4.4); ρ is the geometric mean over the K non-constant resources (Eq. 20 with 1/K).
-
-δ (Sec. 4.1.3)
-    θ_k = (α − 1)·(1 + α/(N − 1))⁻¹ (Eq. 15, one α for all resources as in Table 1);
-    δ_k = 1 (C), σθ_k/N (L), sqrt(σθ_k/(|D|·N)) (Q) (Eq. 17); δ = min_k δ_k.  Quadratic post-step:
-    with I = keys returned for δ, ``L̄_k = [Σ_I β_k(f) + (|D|−|I|)·β_k((1 − Σ_I f)/(|D|−|I|))] / N``
-    and δ'_k = sqrt(σθ_k·L̄_k) (Eq. 16 solved for β = x²); the paper writes the bracket without
-    "/N", but only with /N does I = ∅ give back Eq. 17, so /N it is.  |D| (domain size) is estimated
-    as the number of distinct keys known (statistics keys or counter entries, whichever is larger).
-
-Construction (Sec. 4.2, Alg. 2–4), as in the paper with these readings of the pseudo-code:
-    * Initial migration ``m`` sums over ``D_o = D_p^(t) \\ D_p^(t+1)`` (Eq. 18, the prose and
-      Alg. 4; Alg. 2/3 print ``D_p^(t+1)`` under the comment "items not being tracked anymore").
-    * Ideal migration ``m̄ = Σ_{D_a} β_s(f)/N`` with ``D_a = D_p^(t) ∪ D_p^(t+1)`` (Eq. 18 and the
-      prose "considering all items tracked for time periods t and t+1"; Alg. 2/3 print
-      ``D_p^(t+1)``, Alg. 4 ``D_n``).
-    * ρ_k (Eq. 19) uses only the loads of the (partial) explicit hash; ρ_k = 0 when its L̄_k = 0.
-    * ``p^(t)(d)`` is ``stats.worker`` (the key's real owner).  Keys without an owner (−1) cost
-      nothing to place; keys on a removed channel (after a scale-in) always migrate.
-    * redist's ``D_c`` starts as ``D_p^(t+1)`` and loses each placed item.
-    * readj: ``u`` is the utility of the current explicit hash (the pseudo-code's ``u ← 0`` and
-      in-loop ``u ← u'`` mix "last utility" with "best candidate"; the prose defines the gain as the
-      reduction of the utility between steps).  "break ▷ Move on to next option" is read as
-      *continue* (skip the candidate).  Only readjustments with lower ρ are candidates; by default
-      the best gain is applied even if negative (``g ← −∞``: "only considers readjustments that
-      reduce the imbalance, and only uses the utility function for picking the best among those");
-      ``readj_stop=utility`` instead stops when no candidate improves the utility ("continues until
-      there are no readjustments that improve the utility").  The per-item move limit ``c``
-      mentioned in Sec. 4.2.4 (c = 5 in the paper's experiments) is ``max_moves``; with ρ strictly
-      decreasing and at most ``c·R`` steps readj always terminates.  Tracked items on a removed
-      channel start on their new ring home (their migration is added to ``m``).
-    * Ties are broken by scan order: items by decreasing frequency (then fingerprint), channels
-      ascending, moves before swaps (strict ``<`` / ``>`` as in the pseudo-code); candidates within
-      a relative 1e-9 of the best count as ties, so floating-point noise never decides (with U^A
-      and linear resources many gains are mathematically equal).
-    * Known property of Eq. 19 + Alg. 4 (not a skewlab choice): ρ sees only the largest and the
-      smallest explicit load, so readj stalls on a plateau when several channels tie for the
-      maximum (or the minimum) and no single move or swap lowers all of them — e.g. when many
-      tracked keys start on one channel and many channels are empty (N jumping from 1 to 50: readj
-      fills channels 1, 2, … and stops).  The paper's use, N → N + 1 from a balanced function,
-      rarely meets it, but Zipf frequencies can tie exactly (f ∝ 1/rank: 1/8 + 1/10 = 1/5 + 1/40;
-      docs/results.md, Gedik section, Fig. 7a); scan and redist, which rebuild H_p, do not have it.  ``make_plan``'s θmax check flags such plans.
-
-Reported (``plan.extra``)
-    ``b`` (Eq. 11, geometric mean of b_k = r_k/α over s, c, n, with r_k = max/min channel load;
-    ``inf`` when a channel has no load of a resource) and ``b_s``, ``b_c``, ``b_n``; ``m`` (Eq. 12,
-    M/L̄_s with β_s); both evaluated over all statistics keys with the interval frequencies
-    ``f = count/Σ count`` (the paper's evaluation uses true frequencies).  ``m_state`` is Eq. 12 with
-    the measured state sizes (``stats.size``).  Also δ, ε, θ, |D_p|, counter sizes, ρ and γ of the
-    explicit hash, and readj's step count.  skewlab's own figures (``plan.imbalance()``, θ(d) for
-    ``theta_max``, ``migration_cost``) use ``stats.cost`` / ``stats.size`` via ``make_plan``.
-
-Trigger: ``theta_max`` (base-class ``should_rebalance``: max_d |L(d) − L̄|/L̄ of the measured loads
-``stats.cost``); the paper's own bound is θ_k of Eq. 15 (≈ 0.18 for α = 1.2, N = 10, → α − 1 as N
-grows), hence the default 0.2.  ``make_plan`` checks the plan against ``theta_max``.
-
-Degenerate input never raises: no keys / an interval with no tuples (keep the current owners,
-``feasible=False``), one channel (everything on channel 0; θ = 0 is met exactly), more channels
-than keys and a hottest key heavier than (1 + θmax)·L̄ (best plan, ``feasible=False`` with a note).
-More than ``max_tracked`` candidates keeps the most frequent ones (noted).
+Decisions and deviations (the reasoning, with the paper's quotes: docs/design-notes.md,
+"engine/rebalancers/gedik.py"): the per-key load of resource k is ``β_k(f(d))`` (Eq. 1, 5, 16, 17),
+not Eq. 3's ``f(d)·β_c(f(d))``; the quadratic post-step divides by N (only then does I = ∅ give
+back Eq. 17); |D| is the number of distinct keys known; the initial migration sums over
+``D_p^(t) \\ D_p^(t+1)`` and the ideal migration over ``D_p^(t) ∪ D_p^(t+1)`` (Eq. 18, the prose);
+readj starts from the utility of the current explicit hash, reads "break" as *continue*, applies the
+best gain even if negative unless ``readj_stop=utility``; ties follow scan order within a relative
+1e-9.  Known property of Eq. 19 + Alg. 4: readj can stall when several channels tie for the
+extreme load (docs/results.md, Gedik section, Fig. 7a).  Degenerate input never raises (the plan is
+``feasible=False`` with a note); more than ``max_tracked`` candidates keeps the most frequent.
 """
 
 from __future__ import annotations
@@ -220,7 +162,11 @@ def relative_migration(moved: np.ndarray, weight: np.ndarray, n: int) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-# Compiled kernels (module level, operate on numpy arrays)
+# Compiled kernels (module level, operate on numpy arrays).  Arguments carry the paper's symbols
+# (Sec. 4.2): ``w[k, i]`` load β_k(f) of tracked item i for resource k; ``f`` item frequencies;
+# ``L[k, c]`` load of channel c; ``theta[k]`` θ_k (Eq. 15); ``ms[i]`` migration cost β_s(f) of item i
+# (0 without an owner); ``h[i]`` the item's current channel p^(t)(d); ``m0`` initial migration m and
+# ``mbar`` ideal migration m̄ (Eq. 18); ``n`` channels N; ``utility_code`` index into UTILITIES.
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True)
 def _utility(code, rho, gamma):  # pragma: no cover - compiled
@@ -277,7 +223,7 @@ def _rho_full(L, tot, theta, n):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _top2(L, mx1, mx1i, mx2, mn1, mn1i, mn2):  # pragma: no cover - compiled
+def _top2(L, max1, max1_channel, max2, min1, min1_channel, min2):  # pragma: no cover - compiled
     """Per resource: largest, its channel, second largest; smallest, its channel, second smallest."""
     K, n = L.shape
     for k in range(K):
@@ -301,16 +247,16 @@ def _top2(L, mx1, mx1i, mx2, mn1, mn1i, mn2):  # pragma: no cover - compiled
                 b1i = i
             elif v < b2:
                 b2 = v
-        mx1[k] = a1
-        mx1i[k] = a1i
-        mx2[k] = a2
-        mn1[k] = b1
-        mn1i[k] = b1i
-        mn2[k] = b2
+        max1[k] = a1
+        max1_channel[k] = a1i
+        max2[k] = a2
+        min1[k] = b1
+        min1_channel[k] = b1i
+        min2[k] = b2
 
 
 @njit(cache=True)
-def _rho_add(L, tot, theta, n, w, d, l, mx1, mx1i, mx2, mn1, mn1i, mn2):  # pragma: no cover
+def _rho_add(L, tot, theta, n, w, d, l, max1, max1_channel, max2, min1, min1_channel, min2):  # pragma: no cover
     """ρ(H_p ∪ {d ⇒ l}) in O(K) from the top-2 / bottom-2 summaries of ``L``."""
     K = L.shape[0]
     r = 1.0
@@ -320,8 +266,8 @@ def _rho_add(L, tot, theta, n, w, d, l, mx1, mx1i, mx2, mn1, mn1i, mn2):  # prag
         if t <= 0.0:
             return 0.0
         nv = L[k, l] + x
-        other_hi = mx2[k] if l == mx1i[k] else mx1[k]
-        other_lo = mn2[k] if l == mn1i[k] else mn1[k]
+        other_hi = max2[k] if l == max1_channel[k] else max1[k]
+        other_lo = min2[k] if l == min1_channel[k] else min1[k]
         hi = nv if nv > other_hi else other_hi
         lo = nv if nv < other_lo else other_lo
         r *= (hi - lo) / (theta[k] * t / n)
@@ -331,29 +277,29 @@ def _rho_add(L, tot, theta, n, w, d, l, mx1, mx1i, mx2, mn1, mn1i, mn2):  # prag
 
 
 @njit(cache=True)
-def _scan_kernel(w, theta, ms, h, m0, mbar, n, ucode):  # pragma: no cover - compiled
+def _scan_kernel(w, theta, ms, h, m0, mbar, n, utility_code):  # pragma: no cover - compiled
     """Alg. 2 (SCAN) over items already sorted by decreasing frequency; returns the placements."""
     K, R = w.shape
     L = np.zeros((K, n))
     tot = np.zeros(K)
-    mx1 = np.empty(K)
-    mx2 = np.empty(K)
-    mn1 = np.empty(K)
-    mn2 = np.empty(K)
-    mx1i = np.empty(K, dtype=np.int64)
-    mn1i = np.empty(K, dtype=np.int64)
+    max1 = np.empty(K)
+    max2 = np.empty(K)
+    min1 = np.empty(K)
+    min2 = np.empty(K)
+    max1_channel = np.empty(K, dtype=np.int64)
+    min1_channel = np.empty(K, dtype=np.int64)
     out = np.empty(R, dtype=np.int64)
     m = m0
     for d in range(R):
-        _top2(L, mx1, mx1i, mx2, mn1, mn1i, mn2)
+        _top2(L, max1, max1_channel, max2, min1, min1_channel, min2)
         j = -1
         u = np.inf
         hd = h[d]
         for l in range(n):
-            a = _rho_add(L, tot, theta, n, w, d, l, mx1, mx1i, mx2, mn1, mn1i, mn2)
+            a = _rho_add(L, tot, theta, n, w, d, l, max1, max1_channel, max2, min1, min1_channel, min2)
             mig = m + (ms[d] if l != hd else 0.0)
             g = mig / mbar if mbar > 0.0 else 0.0
-            uu = _utility(ucode, a, g)
+            uu = _utility(utility_code, a, g)
             if _better_low(uu, u):
                 j = l
                 u = uu
@@ -369,23 +315,23 @@ def _scan_kernel(w, theta, ms, h, m0, mbar, n, ucode):  # pragma: no cover - com
 
 
 @njit(cache=True)
-def _redist_kernel(w, f, theta, ms, h, m0, mbar, n, ucode):  # pragma: no cover - compiled
+def _redist_kernel(w, f, theta, ms, h, m0, mbar, n, utility_code):  # pragma: no cover - compiled
     """Alg. 3 (REDIST); returns the placements and the order in which items were placed."""
     K, R = w.shape
     L = np.zeros((K, n))
     tot = np.zeros(K)
-    mx1 = np.empty(K)
-    mx2 = np.empty(K)
-    mn1 = np.empty(K)
-    mn2 = np.empty(K)
-    mx1i = np.empty(K, dtype=np.int64)
-    mn1i = np.empty(K, dtype=np.int64)
+    max1 = np.empty(K)
+    max2 = np.empty(K)
+    min1 = np.empty(K)
+    min2 = np.empty(K)
+    max1_channel = np.empty(K, dtype=np.int64)
+    min1_channel = np.empty(K, dtype=np.int64)
     out = np.full(R, -1, dtype=np.int64)
     placed_order = np.empty(R, dtype=np.int64)
     todo = np.ones(R, dtype=np.bool_)
     m = m0
     for step in range(R):
-        _top2(L, mx1, mx1i, mx2, mn1, mn1i, mn2)
+        _top2(L, max1, max1_channel, max2, min1, min1_channel, min2)
         j = -1
         best_d = -1
         u = np.inf
@@ -395,10 +341,10 @@ def _redist_kernel(w, f, theta, ms, h, m0, mbar, n, ucode):  # pragma: no cover 
             hc = h[c]
             fc = f[c] if f[c] > 0.0 else 1e-300
             for l in range(n):
-                a = _rho_add(L, tot, theta, n, w, c, l, mx1, mx1i, mx2, mn1, mn1i, mn2)
+                a = _rho_add(L, tot, theta, n, w, c, l, max1, max1_channel, max2, min1, min1_channel, min2)
                 mig = m + (ms[c] if l != hc else 0.0)
                 g = mig / mbar if mbar > 0.0 else 0.0
-                uu = _utility(ucode, a, g) / fc
+                uu = _utility(utility_code, a, g) / fc
                 if _better_low(uu, u):
                     j = l
                     best_d = c
@@ -493,7 +439,7 @@ def _rho_pair(tot, theta, n, i, li, j, lj, hi_v, hi_i, lo_v, lo_i):  # pragma: n
 
 
 @njit(cache=True)
-def _readj_kernel(w, f, theta, ms, h, init, m0, mbar, n, ucode, max_moves, stop_on_utility):  # pragma: no cover
+def _readj_kernel(w, f, theta, ms, h, init, m0, mbar, n, utility_code, max_moves, stop_on_utility):  # pragma: no cover
     """Alg. 4 (READJ): moves and swaps that lower ρ, best gain (u − u')/|f(d1) − f(d2)| first.
 
     Returns (placements, steps, moves applied, swaps applied).
@@ -515,7 +461,7 @@ def _readj_kernel(w, f, theta, ms, h, init, m0, mbar, n, ucode, max_moves, stop_
     lj = np.empty(K)
     m = m0
     rho_cur = _rho_full(L, tot, theta, n)
-    u_cur = _utility(ucode, rho_cur, m / mbar if mbar > 0.0 else 0.0)
+    u_cur = _utility(utility_code, rho_cur, m / mbar if mbar > 0.0 else 0.0)
     steps = 0
     n_moves = 0
     n_swaps = 0
@@ -559,7 +505,7 @@ def _readj_kernel(w, f, theta, ms, h, init, m0, mbar, n, ucode, max_moves, stop_
                     dm += ms[d1]
                 if h[d1] == j:
                     dm -= ms[d1]
-                uu = _utility(ucode, a, (m + dm) / mbar if mbar > 0.0 else 0.0)
+                uu = _utility(utility_code, a, (m + dm) / mbar if mbar > 0.0 else 0.0)
                 g = (u_cur - uu) / f[d1]
                 if _better_high(g, best_g):
                     best_g = g
@@ -596,7 +542,7 @@ def _readj_kernel(w, f, theta, ms, h, init, m0, mbar, n, ucode, max_moves, stop_
                     dm += ms[d2]
                 if h[d2] == i:
                     dm -= ms[d2]
-                uu = _utility(ucode, a, (m + dm) / mbar if mbar > 0.0 else 0.0)
+                uu = _utility(utility_code, a, (m + dm) / mbar if mbar > 0.0 else 0.0)
                 g = (u_cur - uu) / df
                 if _better_high(g, best_g):
                     best_g = g

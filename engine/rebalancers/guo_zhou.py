@@ -1,152 +1,41 @@
 """Stateful load balancing over substreams: ``elb``, ``clb``, ``uhlb`` (Guo & Zhou, Euro-Par 2017 workshops).
 
 Paper: Y. Guo, Z. Zhou, "Stateful load balancing for parallel stream processing", Euro-Par 2017
-workshops (``shared/papers/guo-zhou-europar17-elb-clb.txt`` beside the repository).  **The text we have lacks the
-pseudo-code figures (Algorithm 1 = ELB, Algorithm 2 = CLB); both are reconstructed from the prose of
-Sec. 3 and Sec. 4.**  Every place where the prose is ambiguous, contradictory or silent is listed
-below with the decision taken.
+workshops.  The text lacks the pseudo-code figures, so Algorithm 1 (ELB) and Algorithm 2 (CLB) are
+reconstructed from the prose of Sec. 3 and Sec. 4.
 
-Model (Sec. 2.1 – 2.2)
-----------------------
-* Keys are split into ``p`` substreams (``p ≫ n``) by a hash ``H: D → [p]``.  skewlab uses
-  ``H(k) = mix64(fp + 977 · GOLDEN) mod p`` (:data:`SUBSTREAM_HASH_INDEX` = 977; the SplitMix64
-  salt of :mod:`engine.keys`), independent of the key-grouping hash ``fp mod n`` and of the
-  d-choices hashes ``F_i`` (small i).  H keeps the remainder where the ``F_i`` now use a
-  multiply-shift range reduction (a speed change of the routing kernels): the substream layout, and
-  with it the published ELB/CLB results, stay as they were.
-* An assignment ``F: S → I`` is a **substream table** of ``p`` entries (``sub_table[s]`` = worker).
-  Routing is vectorised: ``sub_table[H(k)]``.  The default (static) table, also the initial one of
-  all three algorithms, is ``s ↦ s mod n``.
-* Per-substream load ``y_s`` of a window = Σ cost(k) over the stats keys of substream ``s``; state
-  ``d_s`` = Σ size(k).  Imbalance is the variance of the instance loads ``var(L) = (1/n) Σ (l_i − l̄)²``
-  (Eq. 1, population variance; reported as ``extra["var_load"]``), state movement is
-  ``ψ = Σ_s x_s d_s`` over substreams whose worker changes (Eq. 2) — identical to the plan's
-  ``state_moved`` when ``stats.worker`` agrees with the current table, because every key of a moved
-  substream moves with it and no other key moves.
+Model (Sec. 2): keys are split into ``p ≫ n`` substreams by ``H(k) = mix64(fp + 977·GOLDEN) mod p``
+(:data:`SUBSTREAM_HASH_INDEX`, independent of ``fp mod n`` and of the d-choices hashes); a plan
+decides a substream table ``sub_table[s]`` = worker (initially ``s mod n``).  Imbalance is
+``var(L)`` (Eq. 1, population variance, ``extra["var_load"]``), state movement ``ψ = Σ x_s d_s``
+(Eq. 2, ``extra["substream_state_moved"]``).  Keys go to :func:`engine.grouping.make_plan` with
+``home`` = the worker under the default table (``stats.home`` is ignored); ``plan.extra`` carries
+``substream_table``, ``substreams_moved``, ``substream_table_size`` and ``var_load_before`` /
+``var_load_static``; :meth:`routing_table_size` counts substreams off their default worker.
 
-Plans (skewlab contract)
-------------------------
-Each plan decides a new substream table, then the per-key assignment ``new_table[H(k)]`` goes to
-:func:`engine.grouping.make_plan`, whose ``home`` is the key's worker under the **default** table
-(:meth:`_SubstreamRebalancer.base`), so the plan's key-level routing table = keys whose worker differs
-from the default.  ``stats.home`` is ignored on purpose: in the substream model a key's default worker
-is fixed by ``H`` and the default table, and a caller-supplied ``h(k)`` (``skewlab plan`` snapshots fill
-in ``fp mod n``) would make every key of a remapped substream look like a table entry.  ``plan.extra`` carries
-``substream_table`` (adopted by :meth:`apply`), ``substreams_moved`` (entries changed vs the current
-table), ``substream_state_moved`` (ψ of Eq. 2), ``substream_table_size`` (entries off the default
-table), ``var_load`` / ``var_load_before`` / ``var_load_static`` (Eq. 1 under the new, the current and
-the default table, on the planning loads).  :meth:`routing_table_size` returns the number of
-**substreams** off their default worker (the size of the explicit part of the partition function;
-the key-level count is ``plan.routing_table_size``).
+* ELB (Sec. 3): every window, phase 1 computes ``π = ⌈2w/(u+v)⌉`` and drains the ``n − π``
+  least-loaded instances; phase 2 moves from each overloaded instance its largest substream below
+  ``θ = min(l_j − l̄, (u−v)/2)``; phase 3 gives queued substreams, largest first, to the least-loaded
+  kept instance.
+* CLB (Sec. 4): every ``m`` windows, splits the substreams into ``n`` sets by repeatedly moving the
+  partners (correlation ``≥ θ``) of the substream with the largest ω (Σ cov with partners, Eq. 5) to
+  a new set, maximising the cross covariance; sets go to the instances already holding most of their
+  state.
+* UHLB (Sec. 5 baseline): a Carter–Wegman member ``((a·s + b) mod (2³¹−1)) mod n``, starting at
+  ``a = 1, b = 0`` (the default table).
 
-ELB — eager load balancing (Sec. 3, Algorithm 1 reconstructed)
---------------------------------------------------------------
-Runs every statistic window on the latest histogram ``Y_t``:
-
-1. Phase 1: ``L = Aᵀ Y_t``, ``w = Σ y``, ``π = ⌈2w/(u+v)⌉``.  If ``π < n`` the ``n − π``
-   least-loaded instances form ``R``; all their substreams go into the priority queue PQ.
-   ``l̄ = w/π``.  OI = instances with load above ``u``.
-2. Phase 2 (the prose's "Line 15–23"): for each overloaded instance (descending load), traverse its
-   substreams in descending load and move to PQ the largest one with load ``< θ = min(l_j − l̄, (u−v)/2)``,
-   update ``l_j`` and θ, repeat (one traversal, as the paper notes).
-3. Phase 3: take PQ substreams largest first and give each to "the least-loaded instance of UI that
-   can hold it" (first-fit).  The least-loaded instance is also the one most able to hold it, so this
-   is implemented as: give it to the least-loaded kept instance; if even that one exceeds ``u`` the
-   substream still goes there (it must go somewhere) and the plan is marked infeasible.
-
-Decisions where the paper is silent or does not fit skewlab:
-
-* ``v``/``u`` are declared as **fractions of the current mean load** ``w/n`` (skewlab has no
-  absolute per-window capacity).  Then ``π = ⌈2n/(v+u)⌉``; with a symmetric range (``v + u = 2``,
-  the default 0.8/1.2) ``π = n``.  The paper adds ``π − n`` empty instances when ``π > n``; the
-  controller fixes ``n``, so ELB plans on ``n`` instances and reports ``extra["instances_wanted"]``.
-  When ``π < n`` the ``R`` instances are drained (they keep their ids, with no substreams).
-* Substreams with zero load in the window are never moved by phase 2 (moving them balances nothing
-  and costs their state); those of ``R`` are moved regardless.
-* The paper only drains OI.  When nothing is above ``u`` but some instance is below ``v`` (e.g. a
-  worker added by scale-out), the paper's procedure moves nothing; with ``fill=true`` (default,
-  **skewlab extension**) instances above ``l̄`` are drained by the same rule (θ additionally capped
-  by the remaining deficit Σ_{l_j < v}(l̄ − l_j)) until the deficit is covered.  ``fill=false`` is the
-  paper's procedure only.
-* The paper assumes every substream load ``≤ (u−v)/2``; hot substreams above that cap are never
-  moved (paper rule) and the plan notes how many violate the assumption.
-* Trigger: the paper runs ELB every window; it changes nothing while all instances are within
-  ``[v, u]``, so :meth:`ELB.should_rebalance` asks for a plan only when a kept instance is outside
-  ``[v, u]`` (or an ``R`` instance still carries load).  ELB therefore declares no ``theta_max``;
-  its range plays that role.
-
-CLB — correlation-based load balancing (Sec. 4, Algorithm 2 reconstructed)
---------------------------------------------------------------------------
-Runs every ``m`` windows on the load series ``X_s = (y_s1 … y_sm)`` of the last ``m`` windows
-(accumulated by :meth:`CLB.observe`):
-
-* Lines 2–7: covariance matrix ``Σ = [cov(X_i, X_j)]`` (population, ``1/m``).
-* Lines 8–23: start from one set holding all substreams.  ``s_j`` is a *partner* of ``s_i`` when
-  ``corr(X_i, X_j) ≥ θ``.  ``ω_i`` = Σ of ``cov(X_i, X_j)`` over the partners of ``s_i`` in its own set
-  (its contribution to the cross covariance of Eq. 5 if split off).  Each run picks ``s_k`` with the
-  largest ``ω``, moves the partners of ``s_k`` from its set ``S_h`` to a new set ``S_r`` (``s_k`` stays),
-  and updates ``ω`` of the members of ``S_h`` and ``S_r``.  Repeat until ``n`` sets exist.
-  Positively correlated substreams (peaks together) are thus separated and negatively correlated ones
-  stay together, which is what maximising the cross covariance (a max-cut with weights ``2 cov``) asks.
-
-Decisions:
-
-* The prose's two definitions of the split contradict each other ("S₁ keeps s₁ and any s_i with
-  cov ≥ θ" vs. "S₁ = {s₁} ∪ {s_i | cov < θ}" and "each s_i with cov(X_k, X_i) ≥ θ will be moved to
-  S_r"); we follow the latter two, which agree with each other and with max-cut.
-* ``0 ≤ θ < 1`` only makes sense for a normalised covariance, so the partner test uses the
-  correlation coefficient; ω sums covariances (Eq. 5).  Substreams with constant load (σ = 0) have no
-  partners.  Default ``θ = 0`` (the paper's value is lost): partners = non-negatively correlated, which
-  makes each run roughly a bisection; a high θ peels off tiny sets.
-* If no substream has a partner left (ω = 0 everywhere) splitting stops with fewer than ``n`` sets
-  ("stalled"); the remaining instances are empty and the plan is marked infeasible unless repaired.
-* Which set goes to which instance is not specified; sets are matched to instances greedily by the
-  state (then the number of substreams) they already hold there, which minimises state movement
-  without changing the imbalance objective.
-* The paper claims (after Eq. 4) that minimising Σ_j var(L_j) is equivalent to minimising
-  Σ_i var(N_i).  It is not: Σ_j var(L_j) = (m/n)·Σ_i [var(N_i) + η_i²] − Σ_j l̄_j², and the η_i² term
-  (differences of mean load between instances) depends on the partition and is ignored by the
-  covariance split, which can leave one instance with most of the load.  With ``repair=true``
-  (**skewlab extension**, off by default) the split is followed by ELB phases 2–3 on the mean window loads
-  with the range ``[1 − repair_range, 1 + repair_range]·l̄`` and without ELB's cap ``(u−v)/2`` (hot
-  substreams that the split put together are exactly what must move; a donor still never drops below
-  l̄ because θ ≤ l_j − l̄).  ``repair=false`` (the default) is the paper's CLB.
-* With fewer than 2 windows of history there is no covariance; the plan keeps the current table.
-* Trigger: :meth:`CLB.should_rebalance` is an interval counter, true once ``m`` windows have been
-  observed since the last applied CLB plan.  ``m`` default 30: the paper's value is lost from the
-  text, but its amortised movement (48.4 % per balancing → 1.6 % per window) implies m ≈ 30.
-* Memory: Σ is ``p × p`` float64 (8·p² bytes, 128 MB at p = 4096); ``substreams`` is capped at 8192
-  and ``m`` at 1000 for CLB (the load series are an ``m × p`` ring buffer).
-
-UHLB — universal-hash load balancing (Sec. 5 baseline)
-------------------------------------------------------
-"It returns h(t), where h: [p] → [n] is chosen at random from a family of 2-universal hash
-functions."  We use Carter–Wegman ``h_{a,b}(s) = ((a·s + b) mod P) mod n`` with ``P = 2³¹ − 1``,
-``a ∈ [1, P)``, ``b ∈ [0, P)``.  The initial member is ``a = 1, b = 0`` (= the default table ``s mod n``,
-so all three algorithms start from the same assignment).  The paper says neither when UHLB
-rebalances nor what it does with a draw; decisions:
-
-* Trigger: ``theta_max`` through the base class (θ = max |L − L̄|/L̄ of the window above it).
-* Redraw: a member drawn at random from the grouping's seeded generator, oblivious of state, is
-  **adopted only if it lowers var(L) (Eq. 1) on the planning window** below the current member's;
-  otherwise the plan keeps the current member and moves nothing.  The paper's UHLB is a load
-  *balancer* under the MCLB objectives (Sec. 2.2: lower Eq. 1, move little, Eq. 2), and a redraw
-  that raises Eq. 1 while moving ≈ (n−1)/n of the state is worse on both; its reported movement
-  (24.2 % per window at n = 10, Sec. 5.1) is also far below the ≈ 90 % of a redraw in every window,
-  which is what adopting every draw does on a stream where θ_max is out of a random member's reach
-  (e.g. 100 keys on 10 instances; docs/results.md, Guo & Zhou section).
-* ``draws > 1`` (skewlab extension; the paper: 1) draws several members and keeps the best by
-  var(L) on the window (then compared with the current member as above).
-
-Resize (all three)
-------------------
-Worker ids are ``[0, n)``, so shrinking removes ids ``≥ n_new`` (the controller's choice; the paper's
-ELB would remove the least-loaded instances).  ELB and CLB keep every substream of a surviving worker
-where it is and reassign the removed workers' substreams (plus the surplus of any overloaded worker)
-with ELB phases 2–3 (``fill`` on, so that added workers, which start empty, receive substreams from the
-most loaded ones), using the last window's substream loads (CLB: the mean over its history; before
-any statistics: one unit per substream).  ELB uses its own ``[v, u]``, CLB ``1 ± repair_range``.
-UHLB keeps its hash member ``(a, b)`` and re-evaluates it modulo the new ``n`` (state oblivious).
+Deviations and decisions: ``v``/``u`` are fractions of the mean load and ``n`` is fixed
+(``extra["instances_wanted"]`` reports π); zero-load substreams are not moved; ``fill=true``
+(skewlab extension) also drains instances above l̄ when one is below ``v``; ELB asks for a plan
+only when an instance is outside ``[v, u]``.  CLB follows the prose's "moved to S_r" reading of the
+split, tests partners by correlation, defaults ``θ = 0`` and ``m = 30`` (the paper's values are
+lost), stops early when no partner is left ("stalled"), and with ``repair=true`` (skewlab extension,
+off by default) follows the split with ELB phases 2–3, because the paper's claim after Eq. 4 omits
+the mean-load term.  UHLB triggers on ``theta_max`` and adopts a redraw only if it lowers Eq. 1
+(``draws > 1``: best of several).  Resize keeps surviving workers' substreams and redistributes
+the removed ones with ELB phases 2–3 (UHLB re-evaluates ``(a, b)`` modulo the new ``n``).  The full
+reasoning for each point, with the paper's quotes: docs/design-notes.md,
+"engine/rebalancers/guo_zhou.py".
 """
 
 from __future__ import annotations
@@ -189,26 +78,26 @@ def _substreams_param(high: int) -> Param:
 # Kernels
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _drain(j, y, new, order, inpq, L, lbar, cap, limit):  # pragma: no cover - compiled
+def _drain(j, y, new, order, in_queue, loads, lbar, cap, limit):  # pragma: no cover - compiled
     """ELB phase 2 for instance ``j``: move to PQ the largest substream of load < θ, repeatedly.
 
     θ = min(L_j − l̄, cap, limit − taken); one traversal of the substreams in descending load.
     Returns the load moved to PQ.
     """
     taken = 0.0
-    theta = min(L[j] - lbar, cap, limit)
+    theta = min(loads[j] - lbar, cap, limit)
     if theta <= 0.0:
         return 0.0
     for idx in range(order.size):
         s = order[idx]
-        if new[s] != j or inpq[s]:
+        if new[s] != j or in_queue[s]:
             continue
         ys = y[s]
         if ys > 0.0 and ys < theta:
-            inpq[s] = True
-            L[j] -= ys
+            in_queue[s] = True
+            loads[j] -= ys
             taken += ys
-            theta = min(L[j] - lbar, cap, limit - taken)
+            theta = min(loads[j] - lbar, cap, limit - taken)
             if theta <= 0.0:
                 break
     return taken
@@ -224,94 +113,97 @@ def _elb_kernel(y, table, n, v, u, removed, fill, cap):  # pragma: no cover - co
     """
     p = y.size
     new = table.copy()
-    L = np.zeros(n)
+    loads = np.zeros(n)
     for s in range(p):
-        L[new[s]] += y[s]
+        loads[new[s]] += y[s]
     kept = 0
     for j in range(n):
         if not removed[j]:
             kept += 1
     if kept == 0 or p == 0:
-        return new, L
+        return new, loads
     w = 0.0
     for j in range(n):
-        w += L[j]
+        w += loads[j]
     lbar = w / kept
     order = np.argsort(-y, kind="mergesort")  # descending load, ties by substream id
-    inpq = np.zeros(p, np.bool_)
+    in_queue = np.zeros(p, np.bool_)
     pq = 0.0
     # Phase 1: every substream of an instance in R goes to PQ.
     for s in range(p):
         j = new[s]
         if removed[j]:
-            inpq[s] = True
-            L[j] -= y[s]
+            in_queue[s] = True
+            loads[j] -= y[s]
             pq += y[s]
     # Phase 2: drain the overloaded instances OI (descending load) towards l̄.
     drained = np.zeros(n, np.bool_)
-    inst = np.argsort(-L, kind="mergesort")
+    inst = np.argsort(-loads, kind="mergesort")
     for t in range(n):
         j = inst[t]
-        if removed[j] or L[j] <= u:
+        if removed[j] or loads[j] <= u:
             continue
         drained[j] = True
-        pq += _drain(j, y, new, order, inpq, L, lbar, cap, np.inf)
+        pq += _drain(j, y, new, order, in_queue, loads, lbar, cap, np.inf)
     # skewlab extension: underloaded instances (< v) whose deficit PQ cannot cover take load from the
     # instances above l̄ (descending), drained by the same rule.
     if fill:
         deficit = 0.0
         for j in range(n):
-            if not removed[j] and L[j] < v:
-                deficit += lbar - L[j]
+            if not removed[j] and loads[j] < v:
+                deficit += lbar - loads[j]
         if deficit > pq + _EPS * max(w, 1.0):
-            inst = np.argsort(-L, kind="mergesort")
+            inst = np.argsort(-loads, kind="mergesort")
             for t in range(n):
                 j = inst[t]
-                if removed[j] or drained[j] or L[j] <= lbar:
+                if removed[j] or drained[j] or loads[j] <= lbar:
                     continue
-                pq += _drain(j, y, new, order, inpq, L, lbar, cap, deficit - pq)
+                pq += _drain(j, y, new, order, in_queue, loads, lbar, cap, deficit - pq)
                 if pq >= deficit:
                     break
     # Phase 3: PQ largest first to the least-loaded kept instance (the least-loaded one of UI).
     for idx in range(p):
         s = order[idx]
-        if not inpq[s]:
+        if not in_queue[s]:
             continue
         best = -1
         for j in range(n):
             if removed[j]:
                 continue
-            if best < 0 or L[j] < L[best]:
+            if best < 0 or loads[j] < loads[best]:
                 best = j
         new[s] = best
-        L[best] += y[s]
-    return new, L
+        loads[best] += y[s]
+    return new, loads
 
 
 @njit(cache=True)
-def _clb_partners(S, sd, theta):  # pragma: no cover - compiled
+def _clb_partners(cov, stddev, theta):  # pragma: no cover - compiled
     """In place: keep ``cov(i, j)`` where ``corr(i, j) ≥ θ`` (i ≠ j, both σ > 0); else −1 (no partner)."""
-    p = S.shape[0]
+    p = cov.shape[0]
     for i in range(p):
         for j in range(p):
-            if i == j or sd[i] <= 0.0 or sd[j] <= 0.0 or S[i, j] < theta * sd[i] * sd[j] or S[i, j] < 0.0:
-                S[i, j] = -1.0
+            if (
+                i == j or stddev[i] <= 0.0 or stddev[j] <= 0.0
+                or cov[i, j] < theta * stddev[i] * stddev[j] or cov[i, j] < 0.0
+            ):
+                cov[i, j] = -1.0
 
 
 @njit(cache=True)
-def _clb_split_kernel(W, n):  # pragma: no cover - compiled
+def _clb_split_kernel(partner_cov, n):  # pragma: no cover - compiled
     """Greedy max-cut splitting (Guo & Zhou Sec. 4, Alg. 2 lines 8–23 reconstructed).
 
-    ``W[i, j] ≥ 0`` is cov(X_i, X_j) for partners, −1 otherwise.  Returns the set of every substream
+    ``partner_cov[i, j] ≥ 0`` is cov(X_i, X_j) for partners, −1 otherwise.  Returns the set of every substream
     (0 … n_sets−1) and ``n_sets`` (< n when splitting stalled).
     """
-    p = W.shape[0]
+    p = partner_cov.shape[0]
     group = np.zeros(p, np.int64)
     omega = np.zeros(p)
     for i in range(p):
         acc = 0.0
         for j in range(p):
-            x = W[i, j]
+            x = partner_cov[i, j]
             if x > 0.0:
                 acc += x
         omega[i] = acc
@@ -333,7 +225,7 @@ def _clb_split_kernel(W, n):  # pragma: no cover - compiled
         for i in range(p):
             if group[i] != h:
                 continue
-            if i != k and W[k, i] >= 0.0:
+            if i != k and partner_cov[k, i] >= 0.0:
                 buf_r[nr] = i
                 nr += 1
             else:
@@ -349,7 +241,7 @@ def _clb_split_kernel(W, n):  # pragma: no cover - compiled
             i = buf_h[a]
             acc = 0.0
             for b in range(nr):
-                x = W[i, buf_r[b]]
+                x = partner_cov[i, buf_r[b]]
                 if x > 0.0:
                     acc += x
             omega[i] = max(omega[i] - acc, 0.0)
@@ -357,7 +249,7 @@ def _clb_split_kernel(W, n):  # pragma: no cover - compiled
             i = buf_r[b]
             acc = 0.0
             for a in range(nh):
-                x = W[i, buf_h[a]]
+                x = partner_cov[i, buf_h[a]]
                 if x > 0.0:
                     acc += x
             omega[i] = max(omega[i] - acc, 0.0)

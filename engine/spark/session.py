@@ -16,24 +16,19 @@ Settings and why:
 * Arrow enabled for pandas conversions / ``applyInPandas``; the Python data sources of
   :mod:`engine.spark.sources` return Arrow record batches anyway.
 * ``spark.sql.execution.arrow.maxBytesPerBatch`` = 2147483647 (``Int.MaxValue``): with any other
-  value (default 64 MiB) Spark's ``BatchedPythonArrowInput.writeSizedBatch`` (the JVM → Python
-  side of ``mapInArrow``) calls ``ArrowWriter.sizeInBytes()`` after *every row*, which walks the
-  struct vector's children: 20-28 % of the JVM's CPU in a Java Flight Recorder profile of the
-  engine.  ``Int.MaxValue`` is the value Spark special-cases to skip the check; batches stay bounded
-  by ``maxRecordsPerBatch``.
+  value Spark's ``BatchedPythonArrowInput.writeSizedBatch`` calls ``ArrowWriter.sizeInBytes()``
+  after *every row*; ``Int.MaxValue`` is the value Spark special-cases to skip the check; batches
+  stay bounded by ``maxRecordsPerBatch``.
 * ``spark.sql.execution.arrow.maxRecordsPerBatch`` = 100000 (default 10000): rows per Arrow batch
   handed to a Python function (the stateful worker operator's frames) and collected by ``toArrow``.
-  The per-batch Python overhead (IPC framing, pyarrow/numpy calls) is paid 10x less often, while
-  a 500k-row partition still arrives in several batches, so the JVM writer and the Python function
-  overlap.  Our rows are small (keys <= a few hundred bytes): ~10-50 MB per batch at most.
+  The per-batch Python overhead is paid 10x less often, while a 500k-row partition
+  still arrives in several batches (rows are small: ~10-50 MB per batch at most).
+  Measurements behind these settings: docs/design-notes.md, "engine/spark/session.py".
 * ``spark.sql.streaming.checkpointFileManagerClass`` = Spark's ``FileSystemBasedCheckpointFileManager``
   (set by :func:`get_session` when the class exists, unless given in ``**conf``).  The default
   FileContext-based manager creates every offset/commit-log file with explicit permissions, and
   without Hadoop's native library (the usual pip install) Hadoop applies them by forking
-  ``chmod``/``stat`` processes from the JVM — several per micro-batch.  Measured: the time between
-  two micro-batches fell from ~0.15 s to ~0.065 s, ~4 % → ~1.5 % of a 1M-tuple batch, and
-  end-to-end ``hash`` throughput rose ~20 % (fewer forks of a large JVM competing for the two
-  cores).  It still writes each log file to a temporary file and renames it, refusing to overwrite
+  ``chmod``/``stat`` processes from the JVM — several per micro-batch.  It still writes each log file to a temporary file and renames it, refusing to overwrite
   an existing batch file: atomic on local and HDFS paths, which is what exactly-once needs (a
   checkpoint has a single writer, the running query).
 * The driver's accumulator server (a Python socket server thread) does not print a traceback when

@@ -2,24 +2,26 @@
 no JAR, no Scala).
 
 Three sources, registered on a session by :func:`register` (``engine.spark.session.get_session``
-does it):
+does it): ``skewlab-generator`` (a seeded workload of :mod:`engine.workloads` replayed at a target
+rate by ``partitions`` parallel source instances), ``skewlab-file`` (a text/CSV file replayed at a
+target rate; line ``i`` belongs to instance ``i mod P``) and ``skewlab-kafka`` (one instance per
+Kafka partition; offsets carried in Spark's checkpoint).
 
-``skewlab-generator``
-    A seeded workload of :mod:`engine.workloads` replayed at a target rate by ``partitions``
-    parallel source instances.
-``skewlab-file``
-    A text/CSV file replayed at a target rate; line ``i`` belongs to source instance ``i mod P``.
-``skewlab-kafka``
-    A Kafka topic; one source instance per Kafka partition; offsets carried in Spark's checkpoint.
+One Spark input partition of a micro-batch is one upstream *source instance* (column ``source``),
+and a micro-batch is a half-open offset range ``[start, end)`` per instance; every ``read`` returns
+exactly the records of its range, so a replayed micro-batch yields identical records.  Columns
+(:data:`SCHEMAS`): ``key`` (NULL exactly when ``error`` is set), ``source``, ``seq`` (position in
+the instance's stream; Kafka offset), ``error`` (dead-letter reason: ``no_key``, ``bad_utf8``,
+``oversized``, and for files ``empty_line``, ``missing_column``, ``empty_key`` by the rules of
+:mod:`engine.workloads.key_file`), ``raw`` (file, kafka: hex of the first 32 bytes
+of a bad key) and ``ts`` (kafka: record timestamp, ms).  Bad records are emitted, never raised.
 
-In all three, one Spark input partition of a micro-batch is one upstream *source instance*
-(column ``source``), and a micro-batch is a half-open offset range ``[start, end)`` per instance.
-Every ``read`` returns exactly the records of its range, so a micro-batch replayed after a failure
-(same offsets from the checkpoint's offset log) yields identical records.
+Admission control (generator and file): offsets are JSON ``{"0": n0, ...}``, tuples consumed per
+instance; at time ``t`` the source has emitted ``total0 + ⌊rate · (t − t0)⌋`` tuples
+(``rate <= 0``: unlimited) and ``latestOffset`` admits at most the engine's read limit
+(``max_per_batch``) more, so a backlog drains as from a real queue.  A total is split over the
+instances by :func:`fair_split` (water-filling).  ``Trigger.AvailableNow`` ignores ``rate``.
 
-Output schema (columns in this order; :data:`SCHEMAS` holds the DDL):
-
-==========  ========  =============================================================================
 column      type      meaning
 ==========  ========  =============================================================================
 ``key``     STRING    the grouping key; NULL exactly when ``error`` is set
@@ -96,6 +98,19 @@ live across micro-batches in each worker process:
   of an instance is a pure function of the configuration.
 * file: the parsed key column of the whole file per ``(path, size, mtime, column, sep, header)``
   (memory ~ the file's keys per worker process).  The file must not change while a query runs.
+=======
+Routing inside the source (option ``route_dir``, set by the engine): each instance routes its own
+tuples through :func:`engine.spark.topology.make_router`, as the sources of the papers do (Nasir
+et al. Sec. II), and emits :data:`engine.spark.topology.ROUTED_SCHEMA` (or
+:data:`~engine.spark.topology.ROUTED_VALUES_SCHEMA` with ``route_values=true``).  The routing
+snapshot of batch ``v`` is the file ``route-<v>.snap`` named in ``route_dir/NEXT``
+(:class:`RouteFiles`); ``latestOffset`` records ``v`` in the batch's end offset, so a replayed batch
+uses the snapshot it was planned with.  Executor-side caches (the generator's iterator, the file's
+parsed keys) live across micro-batches in reused Python workers.  Details of each of these
+mechanisms: docs/design-notes.md, "engine/spark/sources.py".
+Options: each source declares its options as :class:`~engine.params.Param` (:data:`GENERATOR_OPTIONS`,
+:data:`FILE_OPTIONS`, :data:`KAFKA_OPTIONS`; run settings among them from :mod:`engine.settings`)
+and parses them with :func:`source_options`, with the CLI's ranges and one-line messages.
 """
 
 from __future__ import annotations
