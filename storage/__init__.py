@@ -13,7 +13,7 @@ default with WAL + busy timeout + foreign keys, PostgreSQL by URL) and the repos
                                               workers=[WorkerRow(worker=0, tuples=1000)]))
 """
 
-from storage.db import connect, default_url, make_engine, normalize_url, safe_url
+from storage.db import connect, default_url, make_engine, normalize_url, open_store, safe_url
 from storage.models import COMMAND_KINDS, COMMAND_STATUSES, INTERVAL_METRIC_COLUMNS, RUN_STATUSES, SCHEMA_VERSION
 from storage.records import (
     DeadLetterRow,
@@ -48,5 +48,6 @@ __all__ = [
     "default_url",
     "make_engine",
     "normalize_url",
+    "open_store",
     "safe_url",
 ]
