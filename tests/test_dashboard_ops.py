@@ -99,7 +99,7 @@ def test_the_engine_keeps_shadowing_every_algorithm_the_run_switched_away_from(t
         assert eng.shadow.controllers["mixed"].grouping.p == MIXED
         line = eng._status_line(0, {"algorithm": "dkg", "workers": 4, "tuples": 0, "imbalance": 0.0,
                                     "replication": 0.0, "routing_table_size": 0, "migration_cost": 0.0},
-                                {"throughput": 850.0, "batch_latency_ms": 12.0}, {})
+                                IntervalRecord(0, 0, throughput=850.0, batch_latency_ms=12.0), {})
         assert "850 tuples/s" in line and "repl=–" in line and "0k" not in line
     finally:
         eng.store.close()
