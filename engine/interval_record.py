@@ -11,9 +11,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from storage.records import (
-    DeadLetterRow, EventRow, HotKeyRow, IntervalRecord, MigrationRow, RoutingRow, ShadowRow, WorkerRow,
-)
+from storage.records import DeadLetterRow, EventRow, HotKeyRow, IntervalRecord, MigrationRow, RoutingRow, ShadowRow, WorkerRow
 
 __all__ = ["interval_record", "rebalance_events", "worker_rows"]
 
@@ -67,7 +65,8 @@ def interval_record(
         migrations=[MigrationRow(**m) for m in migrations],
         routing=RoutingRow(entries=row["routing_table_size"], amax=amax),
         events=[EventRow(**e) for e in events],
-        dead_letters=[DeadLetterRow(reason, count, samples) for reason, (count, samples) in (dead_letters or {}).items()],
+        dead_letters=[DeadLetterRow(reason, count, samples)
+                      for reason, (count, samples) in (dead_letters or {}).items()],
     )
 
 
