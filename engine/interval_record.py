@@ -11,7 +11,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from storage.records import DeadLetterRow, EventRow, HotKeyRow, IntervalRecord, MigrationRow, RoutingRow, ShadowRow, WorkerRow
+from storage.records import (
+    DeadLetterRow, EventRow, HotKeyRow, IntervalRecord, MigrationRow, RoutingRow, ShadowRow, WorkerRow,
+)
 
 __all__ = ["interval_record", "rebalance_events", "worker_rows"]
 
