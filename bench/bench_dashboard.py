@@ -45,7 +45,7 @@ from sqlalchemy import insert  # noqa: E402
 
 from dashboard.app import create_app  # noqa: E402
 from dashboard.data import DashboardData  # noqa: E402
-from storage import connect  # noqa: E402
+from storage import IntervalRecord, connect  # noqa: E402
 from storage.models import (  # noqa: E402
     Event,
     HotKey,
@@ -114,7 +114,7 @@ def fill(store: Any, intervals: int, workers: int, seed: int = 0) -> int:
 def append(store: Any, run: int, i: int, workers: int, rng: np.random.Generator) -> None:
     loads = rng.gamma(30.0, 40.0, workers)
     store.record_interval(
-        run, i, i, {"tuples": int(loads.sum()), "algorithm": "mixed", "n_workers": workers,
+        run, IntervalRecord.from_parts(i, i, {"tuples": int(loads.sum()), "algorithm": "mixed", "n_workers": workers,
                     "imbalance": float(loads.max() / loads.mean() - 1), "throughput": 5000.0, "batch_latency_ms": 800.0},
         workers=[{"worker": w, "tuples": int(v), "cost": float(v)} for w, v in enumerate(loads)],
         hot_keys=[{"key": f"k{r}", "count": 500 - r, "share": 0.05, "workers": [r % workers]} for r in range(10)],
@@ -122,7 +122,7 @@ def append(store: Any, run: int, i: int, workers: int, rng: np.random.Generator)
         routing={"entries": 120, "amax": 3000},
         migrations=[{"keys_moved": 3, "state_moved": 100.0}] if i % 5 == 0 else None,
         events=[{"kind": "rebalance", "detail": {"keys": 3}}] if i % 5 == 0 else None,
-    )
+    ))
 
 
 def stats(ms: list[float]) -> dict[str, float]:

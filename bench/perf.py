@@ -200,7 +200,7 @@ def _metrics_row(i: int, rng: np.random.Generator) -> dict[str, Any]:
 def _store(ctx: Context, S) -> dict[str, Any]:
     from sqlalchemy import insert
 
-    from storage import connect
+    from storage import IntervalRecord, connect
     from storage.models import IntervalMetric
 
     tmp = tempfile.mkdtemp(prefix="skewlab-bench-store-")
@@ -216,7 +216,7 @@ def _store(ctx: Context, S) -> dict[str, Any]:
         t_base = time.time()
         for i in range(engine_path):  # the engine's own write path
             t0 = time.perf_counter()
-            store.record_interval(run_id, i, i, _metrics_row(i, rng), wall_time=t_base + i)
+            store.record_interval(run_id, IntervalRecord.from_parts(i, i, _metrics_row(i, rng), wall_time=t_base + i))
             writes.append(time.perf_counter() - t0)
         stored = engine_path
         table = IntervalMetric.__table__

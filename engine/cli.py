@@ -89,10 +89,20 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         bar.total = max(total, 1)
         bar.update(done)
 
+    store = None
+    if args.db is not None:
+        from storage import open_store
+
+        try:
+            store = open_store(args.db)
+        except ValueError as exc:
+            raise UsageError(f"--db: {exc}") from None
     try:
-        result = run_simulation(cfg, tick)
+        result = run_simulation(cfg, tick, store=store)
     finally:
         bar.close()
+        if store is not None:
+            store.close()
     if args.json:
         json.dump(result, sys.stdout, default=_json_default)
         sys.stdout.write("\n")
@@ -316,6 +326,8 @@ def _print_simulation(r: dict[str, Any]) -> None:
               f"{it['replication']:>6.2f} {it['routing_table_size']:>6} {it['migration_cost']:>7.4f} {it['plan_seconds']:>7.3f}")
     for ev in r["events"]:
         print(f"  event @{ev['interval']}: {ev['kind']} " + ", ".join(f"{k}={v}" for k, v in ev.items() if k not in ("interval", "kind")))
+    if r.get("run_id") is not None:
+        print(f"  saved as run {r['run_id']} (see 'skewlab dashboard --db ...')")
 
 
 # ------------------------------------------------------------------------------------- parser
@@ -348,6 +360,9 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--change", action="append", metavar="I:workers=N|I:algorithm=NAME",
                    help="operator action before interval I (repeatable)")
     s.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    s.add_argument("--db", default=None, metavar="URL",
+                   help="also save the run in this database (sqlite:///PATH or postgresql://…) for the dashboard; "
+                        "default: not saved")
     s.set_defaults(func=cmd_simulate)
 
     pl = sub.add_parser("plan", help="what would an algorithm do with this snapshot?")

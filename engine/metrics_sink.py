@@ -16,6 +16,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from storage.records import IntervalRecord
+
 __all__ = ["MetricsSink", "PendingInterval"]
 
 try:  # errors that mean "the database is not available now"; anything else is a bug and raises
@@ -29,12 +31,24 @@ except ImportError:  # pragma: no cover
 
 @dataclass
 class PendingInterval:
-    batch_id: int
-    interval: int
-    metrics: dict[str, Any]
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    """One interval waiting to be written: its record and the operator commands to mark with it."""
+
+    record: IntervalRecord
     #: (id, status, reason[, applied batch]): the batch from which the command takes effect, by default this one
     commands: list[tuple] = field(default_factory=list)
+
+    @property
+    def batch_id(self) -> int:
+        return self.record.batch_id
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickle; a snapshot written before :class:`IntervalRecord` existed held the parts as
+        ``batch_id, interval, metrics, kwargs``: they become the record."""
+        if "record" not in state:
+            state = {"record": IntervalRecord.from_parts(state["batch_id"], state["interval"], state["metrics"],
+                                                         **state.get("kwargs", {})),
+                     "commands": state.get("commands", [])}
+        self.__dict__.update(state)
 
 
 class MetricsSink:
@@ -93,7 +107,7 @@ class MetricsSink:
         while self.queue:
             item = self.queue[0]
             try:
-                self.store.record_interval(self.run_id, item.batch_id, item.interval, item.metrics, **item.kwargs)
+                self.store.record_interval(self.run_id, item.record)
                 for cid, status, reason, *applied in item.commands:
                     self.store.mark_command(cid, status, reason=reason, run_id=self.run_id,
                                             applied_batch=applied[0] if applied else item.batch_id)

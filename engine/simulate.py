@@ -1,6 +1,8 @@
 """``skewlab simulate`` as a function: workload → local runtime → JSON-ready result.
 
-Used by the CLI, the benchmarks and the tests, so all three run exactly the same code.
+Used by the CLI, the benchmarks and the tests, so all three run exactly the same code.  Given a
+store (``--db``), the run is also saved there, one :class:`~storage.records.IntervalRecord` per
+interval, so the dashboard can show it like an engine run.
 """
 
 from __future__ import annotations
@@ -105,10 +107,18 @@ def stream_messages(messages: int | None, workload: Any) -> int:
     return DEFAULT_MESSAGES if length is None else int(length)
 
 
-def run_simulation(cfg: SimulationConfig, progress: Callable[[int, int, int], None] | None = None) -> dict[str, Any]:
+def run_simulation(
+    cfg: SimulationConfig,
+    progress: Callable[[int, int, int], None] | None = None,
+    *,
+    store: Any = None,
+    run_name: str = "",
+) -> dict[str, Any]:
     """Run one simulation and return the result dict (the CLI's ``--json`` contract).
 
-    ``progress(interval, messages_done, messages_total)`` is called after every interval.
+    ``progress(interval, messages_done, messages_total)`` is called after every interval.  With
+    ``store`` (a :class:`storage.store.Store`) the run is saved: a new run (named ``run_name``) with
+    one record per interval, finished (or failed) at the end; the result then has ``run_id``.
     """
     cfg.validate()
     wparams = dict(cfg.workload_params)
@@ -121,7 +131,20 @@ def run_simulation(cfg: SimulationConfig, progress: Callable[[int, int, int], No
     runtime = LocalRuntime(grouping, workload.vocab, window=cfg.window, cost_model=cfg.cost_model)
     total = stream_messages(cfg.messages, workload)
     tick = None if progress is None else (lambda i, done: progress(i, done, total))
-    out = runtime.run(workload.batches(total, cfg.interval_messages), cfg.changes, tick)
+    run_id = None
+    record = None
+    if store is not None:
+        run_id = store.create_run(grouping.name, dict(grouping.p), seed=cfg.seed, n_workers=cfg.workers,
+                                  workload=cfg.workload, config=_run_config(cfg), name=run_name)
+        record = lambda rec: store.record_interval(run_id, rec)  # noqa: E731
+    try:
+        out = runtime.run(workload.batches(total, cfg.interval_messages), cfg.changes, tick, record)
+    except BaseException as exc:
+        if run_id is not None:
+            store.finish_run(run_id, "failed", note=f"{type(exc).__name__}: {exc}"[:500])
+        raise
+    if run_id is not None:
+        store.finish_run(run_id)
     result: dict[str, Any] = {
         "algorithm": cfg.algorithm,
         "final_algorithm": runtime.grouping.name,
@@ -139,5 +162,17 @@ def run_simulation(cfg: SimulationConfig, progress: Callable[[int, int, int], No
     out.pop("algorithm", None)
     out.pop("workers", None)
     result.update(out)
+    if run_id is not None:
+        result["run_id"] = run_id
     return result
+
+
+def _run_config(cfg: SimulationConfig) -> dict[str, Any]:
+    """The run's config snapshot: the simulation's settings (the changes as text)."""
+    return {
+        "runtime": "local", "workload": cfg.workload, "workload_params": dict(cfg.workload_params),
+        "messages": cfg.messages, "interval_messages": cfg.interval_messages, "sources": cfg.sources,
+        "window": cfg.window, "cost_model": cfg.cost_model,
+        "changes": [{"at": ch.at, "kind": ch.kind, "payload": ch.payload} for ch in cfg.changes],
+    }
 

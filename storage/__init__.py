@@ -2,31 +2,53 @@
 
 SQLAlchemy 2 models (:mod:`storage.models`), URL / engine handling (:mod:`storage.db`: SQLite by
 default with WAL + busy timeout + foreign keys, PostgreSQL by URL) and the repository API
-(:class:`storage.store.Store`).  Typical use::
+(:class:`storage.store.Store`, composed of :mod:`storage.writing`, :mod:`storage.reading`,
+:mod:`storage.commands` and :mod:`storage.export`) and the typed record one interval writes
+(:class:`storage.records.IntervalRecord`).  Typical use::
 
-    from storage import connect
+    from storage import IntervalRecord, WorkerRow, connect
     store = connect()                       # ./data/skewlab.db, or $SKEWLAB_DB_URL
     run = store.create_run("mixed", {"theta_max": 0.1}, seed=7, n_workers=8)
-    store.record_interval(run, batch_id=0, interval=0, metrics={"imbalance": 0.2, "tuples": 1000})
+    store.record_interval(run, IntervalRecord(batch_id=0, interval=0, imbalance=0.2, tuples=1000,
+                                              workers=[WorkerRow(worker=0, tuples=1000)]))
 """
 
 from skewlab.shared import COMMAND_KINDS
-from storage.db import connect, default_url, make_engine, normalize_url, safe_url
+from storage.db import connect, default_url, make_engine, normalize_url, open_store, safe_url
 from storage.models import COMMAND_STATUSES, INTERVAL_METRIC_COLUMNS, RUN_STATUSES, SCHEMA_VERSION
+from storage.records import (
+    DeadLetterRow,
+    EventRow,
+    HotKeyRow,
+    IntervalRecord,
+    MigrationRow,
+    RoutingRow,
+    ShadowRow,
+    WorkerRow,
+)
 from storage.store import Store, UnknownCommand, UnknownRun
 
 __all__ = [
     "COMMAND_KINDS",
     "COMMAND_STATUSES",
+    "DeadLetterRow",
+    "EventRow",
+    "HotKeyRow",
     "INTERVAL_METRIC_COLUMNS",
+    "IntervalRecord",
+    "MigrationRow",
     "RUN_STATUSES",
+    "RoutingRow",
     "SCHEMA_VERSION",
+    "ShadowRow",
     "Store",
     "UnknownCommand",
     "UnknownRun",
+    "WorkerRow",
     "connect",
     "default_url",
     "make_engine",
     "normalize_url",
+    "open_store",
     "safe_url",
 ]

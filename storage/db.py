@@ -52,6 +52,7 @@ __all__ = [
     "default_url",
     "make_engine",
     "normalize_url",
+    "open_store",
     "safe_url",
 ]
 
@@ -182,3 +183,13 @@ def connect(
     if create:
         store.create_schema()
     return store
+
+
+def open_store(url: str | URL | None = None) -> "Store":
+    """:func:`connect` for a user-given URL: any failure becomes a one-line ``ValueError`` (password hidden)."""
+    try:
+        return connect(url)
+    except ValueError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - driver / sqlalchemy errors: one line, no password
+        raise ValueError(f"cannot open database {safe_url(url)}: {type(exc).__name__}") from None

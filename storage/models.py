@@ -180,7 +180,8 @@ class IntervalMetric(Base):
     __table_args__ = (Index("ix_interval_metrics_run_interval", "run_id", "interval"),)
 
 
-#: Metric columns a caller may pass in ``record_interval(metrics=...)`` (besides the key columns).
+#: Metric columns of ``interval_metrics`` (besides the key columns): the metric fields of
+#: :class:`storage.records.IntervalRecord`.
 INTERVAL_METRIC_COLUMNS: tuple[str, ...] = (
     "tuples",
     "algorithm",

@@ -248,3 +248,42 @@ def test_plan_snapshot_home_defaults_to_the_algorithms_base_hash(capsys, tmp_pat
     home = ConsistentHashRing(5, 1000, 2).lookup(fps) if base == "consistent" else keys_home(fps, 5)
     assert [plan["assignment"][k] for k in names] == list(home)
     assert plan["routing_table"] == {} and plan["migrated_count"] == 0
+
+
+def test_simulate_saves_its_run_for_the_dashboard(tmp_path, capsys):
+    """--db: one IntervalRecord per interval; the dashboard's data layer reads back the --json numbers."""
+    from dashboard.data import DashboardData
+    from storage import connect
+
+    url = f"sqlite:///{tmp_path / 'sim.db'}"
+    code, out, err = run(capsys, "simulate", "--algorithm", "mixed", "--workers", "4", "--keys", "800",
+                         "--zipf", "1.4", "--messages", "20000", "--interval-messages", "5000", "--seed", "2",
+                         "--change", "2:workers=5", "--json", "--db", url)
+    assert code == 0, err
+    r = json.loads(out)
+    store = connect(url)
+    try:
+        run_row = store.get_run(r["run_id"])
+        assert run_row["status"] == "finished" and run_row["algorithm"] == "mixed" and run_row["seed"] == 2
+        rows = store.interval_metrics(r["run_id"])
+        assert [m["interval"] for m in rows] == [it["interval"] for it in r["intervals"]] == [0, 1, 2, 3]
+        assert [m["tuples"] for m in rows] == [it["tuples"] for it in r["intervals"]]
+        assert [m["imbalance"] for m in rows] == pytest.approx([it["imbalance"] for it in r["intervals"]])
+        assert [m["n_workers"] for m in rows] == [4, 4, 5, 5]
+        workers = store.worker_metrics(r["run_id"], interval=3)
+        assert [w["cost"] for w in workers] == pytest.approx(r["intervals"][3]["worker_loads"])
+        assert sum(w["tuples"] for w in workers) == 5000
+        rebalances = [it for it in r["intervals"] if it.get("rebalanced")]
+        assert len([e for e in store.events(r["run_id"]) if e["kind"] == "rebalance"]) == len(rebalances) > 0
+        series = DashboardData(store).run_series(r["run_id"])["series"]
+        assert series["imbalance"] == pytest.approx([it["imbalance"] for it in r["intervals"]])
+        assert series["tuples"] == [it["tuples"] for it in r["intervals"]]
+    finally:
+        store.close()
+
+
+def test_simulate_db_errors_are_one_line(tmp_path, capsys):
+    code, _, err = run(capsys, "simulate", "--messages", "100", "--db", "bogus://x")
+    assert code == 2 and err.count("\n") == 1 and "--db: unsupported database" in err
+    code, _, err = run(capsys, "simulate", "--messages", "100", "--db", f"sqlite:///{tmp_path}/")
+    assert code == 2 and err.count("\n") == 1 and "cannot open database" in err

@@ -31,7 +31,7 @@ from dashboard.data import DashboardData, load_bands, window_for  # noqa: E402
 from engine import registry  # noqa: E402
 from engine.commands import CommandError  # noqa: E402
 from engine.params import ParamError  # noqa: E402
-from storage import connect  # noqa: E402
+from storage import IntervalRecord, connect  # noqa: E402
 
 MIXED = registry.validate_params("mixed", {})
 TOKEN = "s3cret-operator-token"
@@ -51,7 +51,7 @@ def record(store, run, i, n_workers=4, *, algorithm="mixed", events=None, seed=0
                        "pause_ms": 1.5, "detail": {"reason": "rebalance"}}]
         evs.append({"kind": "rebalance", "detail": {"keys": 3, "state_moved": 120.0, "migration_cost": 0.01}})
     store.record_interval(
-        run, batch_id=i, interval=i,
+        run, IntervalRecord.from_parts(batch_id=i, interval=i,
         metrics={"tuples": int(loads.sum()), "algorithm": algorithm, "n_workers": n_workers,
                  "imbalance": loads.max() / mean - 1, "theta_max_observed": loads.max() / mean - 1,
                  "seeds_imbalance": 0.01, "replication": 1.0, "routing_table_size": 10 + i, "migration_cost": 0.0,
@@ -65,7 +65,7 @@ def record(store, run, i, n_workers=4, *, algorithm="mixed", events=None, seed=0
         migrations=migrations,
         routing={"entries": 10 + i, "amax": 3000},
         events=evs,
-    )
+    ))
     return loads
 
 
@@ -553,8 +553,8 @@ def test_a_run_without_tuples_says_why_and_draws_once_data_arrives(store):
     client = app.server.test_client()
     page = json.dumps(client.get("/_dash-layout").get_json())
     assert f"waiting for the first batch of run {rid}" in page and "--shadow" not in page
-    store.record_interval(rid, batch_id=0, interval=0, metrics={"tuples": 0, "algorithm": "mixed", "n_workers": 4},
-                          workers=[{"worker": w, "tuples": 0, "cost": 0.0} for w in range(4)])
+    store.record_interval(rid, IntervalRecord.from_parts(batch_id=0, interval=0, metrics={"tuples": 0, "algorithm": "mixed", "n_workers": 4},
+                          workers=[{"worker": w, "tuples": 0, "cost": 0.0} for w in range(4)]))
     app.skewlab.data.cache.clear()
     page = json.dumps(client.get("/_dash-layout").get_json())
     assert f"run {rid}: 1 batch(es) so far, no tuples yet" in page

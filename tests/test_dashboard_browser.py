@@ -54,7 +54,7 @@ _require(f"Chromium at {CHROMIUM} ('apt-get install chromium')", os.access(CHROM
 pytest.importorskip("pyspark")
 
 from dashboard.app import create_app  # noqa: E402
-from storage import connect  # noqa: E402
+from storage import IntervalRecord, connect  # noqa: E402
 
 
 def _shots_dir(tmp: Path) -> Path:
@@ -314,7 +314,7 @@ def test_roll_up_at_128_workers(browser, workdir):
         loads[[5, 77, 101]] *= (1.6, 1.35, 1.2)  # three hot workers
         mean = loads.mean()
         moved = i % 4 == 0
-        store.record_interval(run, i, i, {
+        store.record_interval(run, IntervalRecord.from_parts(i, i, {
             "tuples": int(loads.sum()), "n_workers": 128, "imbalance": loads.max() / mean - 1,
             "theta_max_observed": np.abs(loads - mean).max() / mean, "seeds_imbalance": (loads.max() - mean) / loads.sum(),
             "replication": 1.0, "routing_table_size": 200 + 5 * i, "migration_cost": 0.01 if moved else 0.0,
@@ -329,7 +329,7 @@ def test_roll_up_at_128_workers(browser, workdir):
             migrations=[{"algorithm": "mixed", "keys_moved": 12, "state_moved": 900.0, "migration_cost": 0.01,
                          "pause_ms": 2.0, "detail": {"reason": "rebalance"}}] if moved else None,
             events=[{"kind": "rebalance", "detail": {"keys": 12, "state_moved": 900.0, "migration_cost": 0.01}}]
-            if moved else None)
+            if moved else None))
     store.close()
     served = Served(create_app(f"sqlite:///{workdir}/w128.sqlite"))
     page = browser.new_page(viewport=VIEWPORT)

@@ -32,7 +32,7 @@ _require(f"Chromium at {CHROMIUM} ('apt-get install chromium')", os.access(CHROM
 
 from dashboard.app import create_app  # noqa: E402
 from engine import registry  # noqa: E402
-from storage import connect  # noqa: E402
+from storage import IntervalRecord, connect  # noqa: E402
 
 WIDTHS = (1400, 1000, 760)
 HEIGHT = 900
@@ -54,7 +54,7 @@ def _fill(db: str, intervals: int, events: dict[int, list[dict]] | None = None, 
         mean = loads.mean()
         moved = i % 3 == 0
         store.record_interval(
-            run, batch_id=i, interval=i,
+            run, IntervalRecord.from_parts(batch_id=i, interval=i,
             metrics={"tuples": int(loads.sum()), "algorithm": "mixed", "n_workers": n_workers,
                      "imbalance": loads.max() / mean - 1, "theta_max_observed": loads.max() / mean - 1,
                      "seeds_imbalance": 0.01, "replication": 1.0, "routing_table_size": 100 + i,
@@ -72,7 +72,7 @@ def _fill(db: str, intervals: int, events: dict[int, list[dict]] | None = None, 
                          "pause_batches": 1}] if moved else None,
             routing={"entries": 100 + i, "amax": 3000},
             events=(events or {}).get(i),
-        )
+        ))
     store.close()
 
 
@@ -274,9 +274,9 @@ def test_forms_in_the_browser(browser, workdir):
         expect(page.locator("#control-msg")).to_contain_text("pause submitted: pending")
         cid = store.recent_commands(1)[0]["id"]
         store.mark_command(cid, "applied", applied_batch=12)
-        store.record_interval(int(run["id"]), batch_id=12, interval=12,
+        store.record_interval(int(run["id"]), IntervalRecord.from_parts(batch_id=12, interval=12,
                               metrics={"tuples": 10, "algorithm": "mixed", "n_workers": 8, "imbalance": 0.1},
-                              events=[{"kind": "pause", "detail": {}, "command_id": cid}])
+                              events=[{"kind": "pause", "detail": {}, "command_id": cid}]))
         expect(page.locator("#control-msg")).to_have_text(f"command #{cid} pause applied at interval 12",
                                                           timeout=30_000)
         page.click("#pause-btn")

@@ -19,7 +19,7 @@ from dashboard.layout import commands_view, kpi_cards, migration_table  # noqa: 
 from engine import registry  # noqa: E402
 from skewlab.cli import main  # noqa: E402
 from engine.metrics import format_rate  # noqa: E402
-from storage import connect  # noqa: E402
+from storage import IntervalRecord, connect  # noqa: E402
 from tests.pg import pg_server, pg_url  # noqa: E402,F401  (pytest fixtures)
 from tests.test_dashboard import _call, record, run, store  # noqa: E402,F401  (fixtures: 30 intervals of mixed)
 
@@ -39,11 +39,11 @@ def _kpi(cards, metric):
 def _amax_run(store, *, feasible, note, entries=245, amax=50):
     rid = store.create_run("mixed", {**MIXED, "theta_max": 0.02, "amax": amax}, n_workers=12)
     detail = {"keys": 40, "state_moved": 10.0, "migration_cost": 0.1, "feasible": feasible, "note": note}
-    store.record_interval(rid, 0, 0, {"tuples": 100, "n_workers": 12, "routing_table_size": entries,
+    store.record_interval(rid, IntervalRecord.from_parts(0, 0, {"tuples": 100, "n_workers": 12, "routing_table_size": entries,
                                       "feasible": feasible, "note": note},
                           routing={"entries": entries, "amax": amax},
                           workers=[{"worker": w, "tuples": 10, "cost": 10.0} for w in range(12)],
-                          events=[{"kind": "rebalance", "detail": detail}])
+                          events=[{"kind": "rebalance", "detail": detail}]))
     return rid
 
 
@@ -99,7 +99,7 @@ def test_the_engine_keeps_shadowing_every_algorithm_the_run_switched_away_from(t
         assert eng.shadow.controllers["mixed"].grouping.p == MIXED
         line = eng._status_line(0, {"algorithm": "dkg", "workers": 4, "tuples": 0, "imbalance": 0.0,
                                     "replication": 0.0, "routing_table_size": 0, "migration_cost": 0.0},
-                                {"throughput": 850.0, "batch_latency_ms": 12.0}, {})
+                                IntervalRecord(0, 0, throughput=850.0, batch_latency_ms=12.0), {})
         assert "850 tuples/s" in line and "repl=–" in line and "0k" not in line
     finally:
         eng.store.close()
@@ -141,8 +141,8 @@ def test_export_and_applied_interval_queries_on_both_backends(any_store):
     rid = s.create_run("mixed", MIXED, n_workers=4)
     cid = s.submit_command("pause")
     for i in range(3):
-        s.record_interval(rid, 7 + i, i, {"tuples": 1}, events=[{"kind": "pause", "detail": {}, "command_id": cid}]
-                          if i == 1 else None)
+        s.record_interval(rid, IntervalRecord.from_parts(7 + i, i, {"tuples": 1}, events=[{"kind": "pause", "detail": {}, "command_id": cid}]
+                          if i == 1 else None))
     s.mark_command(cid, "applied", applied_batch=8)
     later = s.submit_command("resume")
     s.mark_command(later, "applied", applied_batch=12, run_id=rid)
@@ -156,9 +156,9 @@ def test_a_command_event_is_numbered_with_the_interval_it_takes_effect(any_store
     s = any_store
     rid = s.create_run("mixed", MIXED, n_workers=4)
     cid = s.submit_command("set-workers", {"workers": 5})
-    s.record_interval(rid, 7, 0, {"tuples": 1}, events=[
+    s.record_interval(rid, IntervalRecord.from_parts(7, 0, {"tuples": 1}, events=[
         {"kind": "workers", "detail": {"previous": 4, "workers": 5}, "command_id": cid, "interval": 1},
-        {"kind": "rebalance", "detail": {}}])
+        {"kind": "rebalance", "detail": {}}]))
     s.mark_command(cid, "applied", applied_batch=8, run_id=rid)
     assert [(e["kind"], e["interval"]) for e in s.events(rid)] == [("workers", 1), ("rebalance", 0)]
     assert s.recent_commands(run_id=rid)[0]["applied_interval"] == 1
@@ -174,11 +174,11 @@ def _db(tmp_path):
 def test_control_status_shows_the_live_settings_not_the_start_ones(tmp_path, capsys):
     s = connect(_db(tmp_path))
     rid = s.create_run("mixed", MIXED, n_workers=8)
-    s.record_interval(rid, 0, 0, {"tuples": 10, "n_workers": 8})
-    s.record_interval(rid, 1, 1, {"tuples": 10, "n_workers": 8}, events=[
+    s.record_interval(rid, IntervalRecord.from_parts(0, 0, {"tuples": 10, "n_workers": 8}))
+    s.record_interval(rid, IntervalRecord.from_parts(1, 1, {"tuples": 10, "n_workers": 8}, events=[
         {"kind": "algorithm", "detail": {"previous": "mixed", "algorithm": "pkg", "params": {}}},
         {"kind": "workers", "detail": {"previous": 8, "workers": 6}},
-    ])
+    ]))
     s.close()
     assert main(["control", "--db", _db(tmp_path), "status"]) == 0
     head = capsys.readouterr().out.splitlines()[0]
@@ -204,7 +204,7 @@ def test_one_interval_numbering_for_the_cli_and_the_page(tmp_path, capsys):
     s = connect(_db(tmp_path))
     rid = s.create_run("mixed", MIXED, n_workers=4)
     for i in range(5):  # a restarted query: Spark's batch ids run ahead of the run's intervals
-        s.record_interval(rid, 20 + i, i, {"tuples": 10, "n_workers": 4})
+        s.record_interval(rid, IntervalRecord.from_parts(20 + i, i, {"tuples": 10, "n_workers": 4}))
     done = s.submit_command("set-workers", {"workers": 5})
     nxt = s.submit_command("set-workers", {"workers": 6})
     s.mark_command(done, "applied", applied_batch=22, run_id=rid)  # took effect from batch 22 = interval 2
@@ -226,9 +226,9 @@ def test_one_interval_numbering_for_the_cli_and_the_page(tmp_path, capsys):
 def test_worker_heat_map_of_load_and_task_time(store):
     rid = store.create_run("mixed", MIXED, n_workers=3)
     for i in range(4):
-        store.record_interval(rid, i, i, {"tuples": 60, "n_workers": 3}, workers=[
+        store.record_interval(rid, IntervalRecord.from_parts(i, i, {"tuples": 60, "n_workers": 3}, workers=[
             {"worker": w, "tuples": 10 * (w + 1), "cost": 10.0 * (w + 1), "processing_seconds": 0.01 * (w + 1)}
-            for w in range(3)])
+            for w in range(3)]))
     D = DashboardData(store)
     d = D.load(rid)
     heat = d["heat"]
@@ -243,8 +243,8 @@ def test_worker_heat_map_of_load_and_task_time(store):
     assert fig["data"][1]["base"][:3] == [-0.5, 0.5, 1.5] and "not reported" not in json.dumps(fig["layout"])
     json.dumps(fig)
     cursor = {"run_id": rid, "last_interval": 3, "last_event_id": d["last_event_id"], "points": 4}
-    store.record_interval(rid, 4, 4, {"tuples": 30, "n_workers": 3},
-                          workers=[{"worker": w, "tuples": 10, "cost": 10.0} for w in range(3)])  # no timings
+    store.record_interval(rid, IntervalRecord.from_parts(4, 4, {"tuples": 30, "n_workers": 3},
+                          workers=[{"worker": w, "tuples": 10, "cost": 10.0} for w in range(3)]))  # no timings
     D.cache.clear()
     ops = F.worker_heat_patch(D.load(rid, cursor)).to_plotly_json()["operations"]
     ext = {tuple(o["location"]): o["params"]["value"] for o in ops}
@@ -283,11 +283,11 @@ def _state_run(store, intervals=4):
         if i == 2:
             migrations.append({"keys_moved": 1, "state_moved": 1.0, "pause_ms": 0.5, "bytes_moved": 300_000,
                                "pause_batches": 3})
-        store.record_interval(rid, i, i, {"tuples": 60, "n_workers": 3}, workers=[
+        store.record_interval(rid, IntervalRecord.from_parts(i, i, {"tuples": 60, "n_workers": 3}, workers=[
             {"worker": w, "tuples": 10 * (w + 1), "cost": 10.0 * (w + 1), "processing_seconds": 0.01,
              "state_bytes": [1500, 3_000_000, None][w]} for w in range(3)],
             migrations=migrations,
-            events=[{"kind": "rebalance", "detail": {"keys": 2, "state_moved": 4.0}}] if migrations else None)
+            events=[{"kind": "rebalance", "detail": {"keys": 2, "state_moved": 4.0}}] if migrations else None))
     return rid
 
 
@@ -322,8 +322,8 @@ def test_state_bytes_map_next_to_load_and_task_time(store):
     assert fig["layout"]["height"] == 520
 
     cursor = {"run_id": rid, "last_interval": 3, "last_event_id": d["last_event_id"], "points": 4}
-    store.record_interval(rid, 4, 4, {"tuples": 30, "n_workers": 3},
-                          workers=[{"worker": w, "tuples": 10, "cost": 10.0, "state_bytes": 9_000_000} for w in range(3)])
+    store.record_interval(rid, IntervalRecord.from_parts(4, 4, {"tuples": 30, "n_workers": 3},
+                          workers=[{"worker": w, "tuples": 10, "cost": 10.0, "state_bytes": 9_000_000} for w in range(3)]))
     D.cache.clear()
     delta = D.load(rid, cursor)
     ext = {tuple(o["location"]): o["params"]["value"]
@@ -364,7 +364,7 @@ def test_migrations_show_bytes_moved_and_batches_held(store):
 
     cursor = {"run_id": rid, "last_interval": 3, "last_event_id": d["last_event_id"], "points": 4}
     migration = {"keys_moved": 1, "state_moved": 1.0, "pause_ms": 1.0, "bytes_moved": 42, "pause_batches": 2}
-    store.record_interval(rid, 4, 4, {"tuples": 30, "n_workers": 3}, migrations=[migration])
+    store.record_interval(rid, IntervalRecord.from_parts(4, 4, {"tuples": 30, "n_workers": 3}, migrations=[migration]))
     ops = F.time_patch("migrations", DashboardData(store).load(rid, cursor)).to_plotly_json()["operations"]
     ext = {tuple(o["location"]): o["params"]["value"] for o in ops}
     assert ext[("data", 0, "hovertext")] == ["<br>42 B of serialized state"]
@@ -391,8 +391,8 @@ def test_a_tick_extends_the_state_map_with_the_scale_it_was_drawn_with(store):
                   {"cursor.data": None, "imb-metrics.value": ["imbalance"], "tick.interval": 1000}, "run-select.value")
     cursor = first.get_json()["response"]["cursor"]["data"]
     assert cursor["state_top"] == 5e6
-    store.record_interval(rid, 4, 4, {"tuples": 30, "n_workers": 3},
-                          workers=[{"worker": w, "tuples": 10, "cost": 10.0, "state_bytes": 2_500_000} for w in range(3)])
+    store.record_interval(rid, IntervalRecord.from_parts(4, 4, {"tuples": 30, "n_workers": 3},
+                          workers=[{"worker": w, "tuples": 10, "cost": 10.0, "state_bytes": 2_500_000} for w in range(3)]))
     app.skewlab.data.cache.clear()
     r = _call(client, "fig-heat.figure", {"tick.n_intervals": 1, "run-select.value": rid, "worker-view.value": "auto"},
               {"cursor.data": cursor, "imb-metrics.value": ["imbalance"], "tick.interval": 1000}, "tick.n_intervals")
@@ -446,10 +446,10 @@ def test_rebalance_marker_shows_the_migration_recorded_when_its_import_completed
     rid = store.create_run("mixed", MIXED, n_workers=3)
     for i in range(4):
         store.record_interval(
-            rid, i, i, {"tuples": 60, "n_workers": 3},
+            rid, IntervalRecord.from_parts(i, i, {"tuples": 60, "n_workers": 3},
             events=[{"kind": "rebalance", "detail": {"keys": 2, "state_moved": 4.0}}] if i == 1 else None,
             migrations=[{"keys_moved": 2, "state_moved": 4.0, "pause_ms": 900.0, "bytes_moved": 2_500_000,
-                         "pause_batches": 1, "detail": {"planned_interval": 1}}] if i == 3 else None)
+                         "pause_batches": 1, "detail": {"planned_interval": 1}}] if i == 3 else None))
     d = DashboardData(store).load(rid)
     assert d["migrations"]["planned_interval"] == [None, None, None, 1]
     markers = F.time_figure("imbalance", d)["data"][4]

@@ -14,6 +14,7 @@ from engine.checkpoint import SnapshotStore
 from engine.metrics_sink import MetricsSink, PendingInterval
 from engine.keys import fingerprint, fingerprint_keys
 from engine.spark.topology import RoutingSnapshot, make_router
+from storage.records import IntervalRecord
 
 
 def test_snapshots_keep_latest_and_skip_torn_files(tmp_path):
@@ -32,12 +33,12 @@ class FlakyStore:
         self.rows = {}
         self.marks = []
 
-    def record_interval(self, run_id, batch_id, interval, metrics, **kw):
+    def record_interval(self, run_id, record):
         if self.down:
             raise OperationalError("INSERT", {}, Exception("connection refused"))
-        if (run_id, batch_id) in self.rows:
+        if (run_id, record.batch_id) in self.rows:
             return False
-        self.rows[(run_id, batch_id)] = metrics
+        self.rows[(run_id, record.batch_id)] = record.metrics()
         return True
 
     def mark_command(self, cid, status, reason="", applied_batch=None, run_id=None):
@@ -51,7 +52,7 @@ def test_sink_buffers_during_outage_and_loses_nothing():
     logs = []
     sink = MetricsSink(store, 1, clock=lambda: clock[0], log=logs.append)
     for b in range(5):
-        sink.put(PendingInterval(b, b, {"tuples": b}, {}, [(b, "applied", None)]))
+        sink.put(PendingInterval(IntervalRecord(b, b, tuples=b), [(b, "applied", None)]))
         clock[0] += 10
     assert sink.backlog == 5 and "DOWN" in sink.status and store.rows == {}
     store.down = False
@@ -62,7 +63,7 @@ def test_sink_buffers_during_outage_and_loses_nothing():
     assert [m[0] for m in store.marks] == list(range(5))
     assert any("buffering" in m for m in logs) and any("nothing lost" in m for m in logs)
     # a replayed row (e.g. after a restart) is written idempotently
-    sink.put(PendingInterval(4, 4, {"tuples": 4}))
+    sink.put(PendingInterval(IntervalRecord(4, 4, tuples=4)))
     assert len(store.rows) == 5 and sink.backlog == 0
 
 
@@ -73,7 +74,19 @@ def test_sink_raises_on_programming_errors():
 
     sink = MetricsSink(Broken(), 1)
     with pytest.raises(ValueError):
-        sink.put(PendingInterval(0, 0, {"bogus": 1}))
+        sink.put(PendingInterval(IntervalRecord(0, 0)))
+
+
+def test_pending_interval_of_an_older_snapshot_becomes_a_record():
+    """Snapshots written before IntervalRecord held (batch_id, interval, metrics, kwargs)."""
+    old = {"batch_id": 3, "interval": 2, "metrics": {"tuples": 7}, "kwargs": {"workers": [{"tuples": 7}]},
+           "commands": [(1, "applied", "")]}
+    item = PendingInterval.__new__(PendingInterval)
+    item.__setstate__(old)  # what pickle does with the old state
+    assert item.batch_id == 3 and item.record.interval == 2 and item.record.tuples == 7
+    assert item.record.workers[0].tuples == 7 and item.commands == [(1, "applied", "")]
+    again = pickle.loads(pickle.dumps(item))
+    assert again.record.batch_id == 3 and again.commands == item.commands
 
 
 @pytest.mark.parametrize("name, params", [("hash", {}), ("pkg", {}), ("dchoices", {}), ("dkg", {}), ("mixed", {}),

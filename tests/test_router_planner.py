@@ -10,7 +10,7 @@ from engine.grouping import IntervalStats, Plan, Planner, Router
 from engine.keys import Vocabulary
 from engine.params import ParamError
 from engine.rebalancers.lossy_counting import LossyCounter, SlidingLossyCounter
-from engine.runtime.local import route_sources
+from engine.source_routing import route_sources
 from engine.spark.topology import RoutingSnapshot
 
 K = 400

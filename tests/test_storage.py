@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import pickle
 import threading
 import time
 from pathlib import Path
@@ -18,10 +19,18 @@ from sqlalchemy import event, inspect, select
 
 from storage import (
     COMMAND_KINDS,
+    DeadLetterRow,
+    EventRow,
+    HotKeyRow,
+    IntervalRecord,
+    MigrationRow,
+    RoutingRow,
+    ShadowRow,
     INTERVAL_METRIC_COLUMNS,
     SCHEMA_VERSION,
     UnknownCommand,
     UnknownRun,
+    WorkerRow,
     connect,
     default_url,
     make_engine,
@@ -54,8 +63,7 @@ def store(url):
 
 def _full_interval(store, run, batch, interval, scale=1.0):
     """One complete record_interval call; returns its result."""
-    return store.record_interval(
-        run,
+    record = IntervalRecord.from_parts(
         batch,
         interval,
         {
@@ -99,6 +107,7 @@ def _full_interval(store, run, batch, interval, scale=1.0):
         dead_letters={"bad-json": {"count": 2, "samples": ["{oops", "]"]}},
         extra={"note": "x"},
     )
+    return store.record_interval(run, record)
 
 
 def _counts(store, run):
@@ -289,6 +298,51 @@ def test_record_interval_writes_everything(store):
     assert dl["count"] == 2 and dl["sample"] == ["{oops", "]"]
 
 
+def test_typed_record_equals_loose_parts(store):
+    """A record built from typed rows writes exactly what the same rows as mappings write."""
+    loose = store.create_run("mixed")
+    typed = store.create_run("mixed")
+    assert _full_interval(store, loose, batch=5, interval=2) is True
+    parts = IntervalRecord.from_parts(5, 2)
+    assert parts.workers == [] and parts.routing is None and parts.note == ""
+    record = IntervalRecord(
+        batch_id=5, interval=2, tuples=np.int64(1000), algorithm="mixed", n_workers=4, imbalance=0.25,
+        theta_max_observed=0.3, seeds_imbalance=0.1, load_variance=4.0, load_stddev=2.0, replication=1.0,
+        migration_cost=0.05, plan_seconds=0.01, tuples_per_second=1e6, throughput=5e4, batch_latency_ms=12.5,
+        feasible=True, extra={"note": "x"},
+        workers=[WorkerRow(worker=w, tuples=t, cost=float(t), distinct_keys=10 * (w + 1), state_size=float(w + 1),
+                           processing_seconds=0.1 if w == 0 else 0.05, state_bytes=b)
+                 for w, (t, b) in enumerate(zip([400, 200, 200, 200], [4096, 0, BIG, np.int64(12)]))],
+        hot_keys=[HotKeyRow(key="the", fingerprint=np.uint64(2**64 - 5), count=300, share=0.3, workers=[0]),
+                  HotKeyRow(key="of", fingerprint=17, count=100, share=0.1, workers=np.array([1, 2]))],
+        shadow=[ShadowRow(algorithm="hash", imbalance=0.9, replication=1.0, migration_cost=0.0),
+                ShadowRow(algorithm="pkg", imbalance=0.01, replication=1.7, migration_cost=0.0)],
+        migrations=[MigrationRow(algorithm="mixed", keys_moved=3, state_moved=12.0, migration_cost=0.05,
+                                 pause_ms=4.0, detail={"from": [0], "to": [1]}, bytes_moved=BIG, pause_batches=2)],
+        routing=RoutingRow(entries=42, memory_bytes=672, amax=100),
+        events=[EventRow(kind="param", detail={"theta_max": 0.1})],
+        dead_letters=[DeadLetterRow(reason="bad-json", count=2, samples=["{oops", "]"])],
+    )
+    assert pickle.loads(pickle.dumps(record)).migrations == record.migrations  # the engine keeps unwritten records in its snapshot
+    assert store.record_interval(typed, record) is True
+    assert store.record_interval(typed, record) is False
+    a, b = store.export_run(loose), store.export_run(typed)
+    for name in ("interval_metrics", "worker_metrics", "hot_keys", "shadow_results", "migration_events",
+                 "routing_sizes", "events", "dead_letters"):
+        strip = {"id", "wall_time", "first_seen", "last_seen"}
+        assert [{k: v for k, v in r.items() if k not in strip} for r in a[name]] == \
+               [{k: v for k, v in r.items() if k not in strip} for r in b[name]], name
+    with pytest.raises(ValueError, match="expects an IntervalRecord"):
+        store.record_interval(typed, {"batch_id": 6, "interval": 3})
+
+
+def test_interval_record_has_every_metric_column():
+    record = IntervalRecord(batch_id=0, interval=0)
+    assert set(record.metrics()) == set(INTERVAL_METRIC_COLUMNS)
+    with pytest.raises(TypeError):
+        IntervalRecord(batch_id=0, interval=0, imbalanse=0.1)
+
+
 def test_record_interval_replay_is_idempotent(store):
     run = store.create_run("mixed")
     assert _full_interval(store, run, 1, 0) is True
@@ -296,7 +350,7 @@ def test_record_interval_replay_is_idempotent(store):
     # an identical replay and a replay with different numbers both write nothing
     assert _full_interval(store, run, 1, 0) is False
     assert _full_interval(store, run, 1, 0, scale=3.0) is False
-    assert store.record_interval(run, 1, 0, {"imbalance": 99.0}) is False
+    assert store.record_interval(run, IntervalRecord.from_parts(1, 0, {"imbalance": 99.0})) is False
     assert store.export_run(run) == before
     assert _full_interval(store, run, 2, 1) is True
     counts = _counts(store, run)
@@ -336,19 +390,19 @@ def test_concurrent_replays_write_once(url):
 def test_record_interval_validation_writes_nothing(store):
     run = store.create_run("hash")
     with pytest.raises(ValueError, match="unknown interval metric"):
-        store.record_interval(run, 1, 1, {"imbalanse": 0.1})
+        store.record_interval(run, IntervalRecord.from_parts(1, 1, {"imbalanse": 0.1}))
     with pytest.raises(ValueError, match="unknown field"):
-        store.record_interval(run, 1, 1, {"imbalance": 0.1}, workers=[{"worker": 0, "tupels": 1}])
+        store.record_interval(run, IntervalRecord.from_parts(1, 1, {"imbalance": 0.1}, workers=[{"worker": 0, "tupels": 1}]))
     with pytest.raises(ValueError, match="duplicate worker"):
-        store.record_interval(run, 1, 1, {}, workers=[{"worker": 0}, {"worker": 0}])
+        store.record_interval(run, IntervalRecord.from_parts(1, 1, {}, workers=[{"worker": 0}, {"worker": 0}]))
     with pytest.raises(ValueError, match="differs"):
-        store.record_interval(run, 1, 1, {"interval": 2})
+        store.record_interval(run, IntervalRecord.from_parts(1, 1, {"interval": 2}))
     with pytest.raises(UnknownRun):
-        store.record_interval(run + 1000, 1, 1, {"imbalance": 0.1})
+        store.record_interval(run + 1000, IntervalRecord.from_parts(1, 1, {"imbalance": 0.1}))
     assert store.interval_metrics(run) == []
     # the batch was not consumed by the failed attempts
-    assert store.record_interval(run, 1, 1, {"imbalance": float("nan"), "throughput": float("inf"),
-                                              "tuples": np.float64(3.0)}) is True
+    assert store.record_interval(run, IntervalRecord.from_parts(1, 1, {"imbalance": float("nan"), "throughput": float("inf"),
+                                              "tuples": np.float64(3.0)})) is True
     (m,) = store.interval_metrics(run)
     assert m["imbalance"] is None and m["throughput"] is None and m["tuples"] == 3
     assert m["algorithm"] == "hash"  # defaults to the run's algorithm
@@ -356,15 +410,15 @@ def test_record_interval_validation_writes_nothing(store):
 
 def test_state_and_migration_bytes_are_null_when_absent(store):
     run = store.create_run("hash")
-    assert store.record_interval(run, 1, 1, {}, workers=[{"tuples": 5}, {"tuples": 6, "state_bytes": None}],
-                                 migrations=[{"keys_moved": 1, "pause_ms": 2.0}])
+    assert store.record_interval(run, IntervalRecord.from_parts(1, 1, {}, workers=[{"tuples": 5}, {"tuples": 6, "state_bytes": None}],
+                                 migrations=[{"keys_moved": 1, "pause_ms": 2.0}]))
     assert [r["state_bytes"] for r in store.worker_metrics(run)] == [None, None]
     (mig,) = store.migration_events(run)
     assert (mig["bytes_moved"], mig["pause_batches"], mig["pause_ms"]) == (None, None, 2.0)
     with pytest.raises(ValueError, match="expected an integer"):
-        store.record_interval(run, 2, 2, {}, workers=[{"state_bytes": 1.5}])
+        store.record_interval(run, IntervalRecord.from_parts(2, 2, {}, workers=[{"state_bytes": 1.5}]))
     with pytest.raises(ValueError, match="unknown field"):
-        store.record_interval(run, 2, 2, {}, migrations=[{"moved_bytes": 1}])
+        store.record_interval(run, IntervalRecord.from_parts(2, 2, {}, migrations=[{"moved_bytes": 1}]))
     assert len(store.interval_metrics(run)) == 1
 
 
@@ -372,10 +426,10 @@ def test_incremental_reads_and_run_listing(store):
     a = store.create_run("hash", n_workers=2)
     b = store.create_run("pkg", n_workers=2)
     for i in range(10):
-        store.record_interval(a, 100 + i, i, {"imbalance": i / 10, "algorithm": "hash"},
+        store.record_interval(a, IntervalRecord.from_parts(100 + i, i, {"imbalance": i / 10, "algorithm": "hash"},
                               workers=[{"tuples": i}, {"tuples": 2 * i}],
-                              hot_keys=[{"key": f"k{i}", "count": i, "share": 0.5, "workers": [i % 2]}])
-    store.record_interval(b, 0, 0, {"imbalance": 0.0})
+                              hot_keys=[{"key": f"k{i}", "count": i, "share": 0.5, "workers": [i % 2]}]))
+    store.record_interval(b, IntervalRecord.from_parts(0, 0, {"imbalance": 0.0}))
     assert [m["interval"] for m in store.interval_metrics(a, since_interval=6)] == [7, 8, 9]
     assert [m["interval"] for m in store.interval_metrics(a, limit=3)] == [0, 1, 2]
     assert [m["interval"] for m in store.interval_metrics(a, since_interval=2, limit=3)] == [3, 4, 5]
@@ -448,7 +502,7 @@ def test_open_read_transaction_does_not_block_writer(url):
     reader = connect(url)
     try:
         run = writer.create_run("hash")
-        writer.record_interval(run, 0, 0, {"imbalance": 0.0})
+        writer.record_interval(run, IntervalRecord.from_parts(0, 0, {"imbalance": 0.0}))
         t = IntervalMetric.__table__
         with reader.engine.connect() as conn:
             with conn.begin():
@@ -456,7 +510,7 @@ def test_open_read_transaction_does_not_block_writer(url):
                 # the writer commits while the reader's transaction is open (rollback-journal
                 # SQLite would fail here with "database is locked" after 300 ms)
                 for b in range(1, 4):
-                    assert writer.record_interval(run, b, b, {"imbalance": 0.0}) is True
+                    assert writer.record_interval(run, IntervalRecord.from_parts(b, b, {"imbalance": 0.0})) is True
                 still = conn.execute(select(t.c.batch_id).where(t.c.run_id == run)).all()
                 if reader.dialect == "sqlite":  # snapshot isolation within the read transaction
                     assert still == before
@@ -574,8 +628,8 @@ def test_injection_strings_stored_verbatim(store):
         store.mark_command(cid, "rejected", reason=INJECTION)
         store.record_dead_letters(run, INJECTION, 1, [INJECTION], batch_id=1)
         store.record_event(run, "param", {"value": INJECTION})
-        store.record_interval(run, 1, 1, {"note": INJECTION},
-                              hot_keys=[{"key": INJECTION, "count": 1, "share": 1.0, "workers": [0]}])
+        store.record_interval(run, IntervalRecord.from_parts(1, 1, {"note": INJECTION},
+                              hot_keys=[{"key": INJECTION, "count": 1, "share": 1.0, "workers": [0]}]))
     finally:
         event.remove(store.engine, "before_cursor_execute", capture)
     assert statements and not any("DROP" in s or "jndi" in s for s in statements)
@@ -676,8 +730,8 @@ def test_property_first_write_wins(batches):
         run = s.create_run("hash")
         first: dict[int, float] = {}
         for batch, value in batches:
-            wrote = s.record_interval(run, batch, batch, {"imbalance": value},
-                                      workers=[{"tuples": 1}, {"tuples": 2}])
+            wrote = s.record_interval(run, IntervalRecord.from_parts(batch, batch, {"imbalance": value},
+                                      workers=[{"tuples": 1}, {"tuples": 2}]))
             assert wrote == (batch not in first)
             first.setdefault(batch, value)
         rows = s.interval_metrics(run)

@@ -19,13 +19,18 @@ Changes between intervals (algorithm switch, parameter change, worker count) are
 by :func:`~engine.commands.apply_command`, the function the Spark engine applies its commands with;
 they go through the controller's migration path.  The local runtime has no pause: it processes a
 given sequence of batches, so ``pause``/``resume`` are refused.
+
+With ``record`` (``skewlab simulate --db``), every interval is also handed over as the
+:class:`~storage.records.IntervalRecord` the Spark engine would store for it
+(:mod:`engine.interval_record`): batch id = interval number, throughput and latency over the whole
+step (routing + controller), migrations complete within the interval they are planned in.
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -35,6 +40,9 @@ from engine.grouping import Planner, Router
 from engine.keys import Vocabulary
 from engine.source_routing import route_sources
 from engine.settings import MAX_WORKERS
+
+if TYPE_CHECKING:
+    from storage.records import IntervalRecord
 
 __all__ = ["CompileClock", "LocalRuntime", "WARMUP_KEYS"]
 
@@ -98,7 +106,10 @@ class LocalRuntime:
     def step(self, key_ids: np.ndarray) -> dict[str, Any]:
         """Route and process one interval of key ids; returns the interval's metrics, with
         ``warmup_seconds``: numba compilation / cache loading inside ``route`` (not routing time)."""
-        key_ids = np.asarray(key_ids, dtype=np.int64)
+        return self._step(np.asarray(key_ids, dtype=np.int64))[0]
+
+    def _step(self, key_ids: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
+        """:meth:`step` on int64 key ids; also the worker of every tuple."""
         fps = self.vocab.fps[key_ids]
         router = self.grouping.router
         warmup = self._warm_up(fps) if self._warmed is not router else 0.0
@@ -110,7 +121,28 @@ class LocalRuntime:
         row = self.controller.end_interval(key_ids, workers, route_seconds=max(spent - clock.seconds, 0.0),
                                            rebalance=self.rebalance)
         row["warmup_seconds"] = warmup
-        return row
+        return row, workers
+
+    def interval_record(self, row: dict[str, Any], key_ids: np.ndarray, workers: np.ndarray,
+                        seconds: float) -> "IntervalRecord":
+        """The record of the interval :meth:`step` just closed (``row``), its tuples' ``key_ids`` and
+        ``workers``, and the step's ``seconds``."""
+        from engine.interval_record import interval_record, rebalance_events, worker_rows
+
+        c = self.controller
+        n = int(row["workers"])
+        pairs = np.unique(key_ids * n + workers) if key_ids.size else key_ids
+        workers_rows = worker_rows(np.bincount(workers, minlength=n)[:n], np.bincount(pairs % n, minlength=n)[:n],
+                                   row["worker_loads"], c.state.per_worker(n))
+        migrations = [
+            {"algorithm": row["algorithm"], "keys_moved": m.keys, "state_moved": m.state_moved,
+             "migration_cost": m.migration_cost, "pause_ms": m.pause_seconds * 1000.0,
+             "detail": {"reason": m.reason, "total_state": m.total_state}}
+            for m in c.migrations if m.interval == row["interval"]
+        ]
+        return interval_record(row, int(row["interval"]), batch_seconds=seconds, amax=self.grouping.p.get("amax"),
+                               workers=workers_rows, migrations=migrations,
+                               events=rebalance_events(c.events, row["interval"]))
 
     def _warm_up(self, fps: np.ndarray) -> float:
         """Route the first :data:`WARMUP_KEYS` of ``fps`` with a copy of the router; its seconds."""
@@ -126,15 +158,24 @@ class LocalRuntime:
         batches: Iterable[np.ndarray],
         changes: Iterable[ScheduledCommand] = (),
         progress: Callable[[int, int], None] | None = None,
+        record: Callable[["IntervalRecord"], None] | None = None,
     ) -> dict[str, Any]:
-        """Process every batch; apply the scheduled commands; return the run summary with its intervals."""
+        """Process every batch; apply the scheduled commands; return the run summary with its intervals.
+
+        ``record`` is called with each interval's :meth:`interval_record` (``skewlab simulate --db``).
+        """
         schedule = sorted(changes, key=lambda ch: ch.at)
         started = time.perf_counter()
         seen = 0
         for i, batch in enumerate(batches):
             while schedule and schedule[0].at <= i:
                 self.apply(schedule.pop(0))
-            self.step(batch)
+            key_ids = np.asarray(batch, dtype=np.int64)
+            t0 = time.perf_counter()
+            row, workers = self._step(key_ids)
+            if record is not None:
+                seconds = max(time.perf_counter() - t0 - row["warmup_seconds"], 0.0)  # without numba's one-off work
+                record(self.interval_record(row, key_ids, workers, seconds))
             seen += len(batch)
             if progress is not None:
                 progress(i + 1, seen)

@@ -62,6 +62,7 @@ from engine import registry
 from engine.checkpoint import STREAM_FIELDS, SnapshotStore, stream_mismatch
 from engine.commands import apply_command
 from engine.controller import Controller, compose_orders
+from engine.interval_record import interval_record, rebalance_events, worker_rows
 from engine.keys import FingerprintVocabulary
 from engine.spark.driver_memory import limit_retained_memory, release_unused
 from engine.metrics import format_rate
@@ -71,6 +72,7 @@ from engine import settings as run_settings
 from engine.settings import MAX_WORKERS, check
 from engine.shadow import ShadowEvaluator, default_shadow_names
 from engine.spark.result_sink import open_sink, restore_sink
+from storage.records import IntervalRecord
 
 __all__ = ["EngineConfig", "SparkEngine", "OPERATORS", "SOURCES"]
 
@@ -631,51 +633,24 @@ class SparkEngine:
         hot = self._hot_keys(uk, per_key, key_ids, u["workers"], row["tuples"])
 
         batch_seconds = time.perf_counter() - t0
-        metrics = {k: row[k] for k in (
-            "tuples", "algorithm", "imbalance", "theta_max_observed", "seeds_imbalance", "load_variance", "load_stddev",
-            "replication", "routing_table_size", "migration_cost", "plan_seconds", "tuples_per_second")}
-        metrics["n_workers"] = row["workers"]
-        if not row["tuples"]:
-            metrics["replication"] = None  # no keys: workers per key is undefined (the controller says 0)
-        metrics["throughput"] = row["tuples"] / batch_seconds if batch_seconds > 0 else 0.0
-        metrics["batch_latency_ms"] = batch_seconds * 1000.0
-        if row.get("rebalanced"):
-            metrics["feasible"] = row.get("plan_feasible")
-            metrics["note"] = row.get("plan_note", "")
-        self._latencies = [*self._latencies[-19:], metrics["batch_latency_ms"]]  # the reference of migrations
-        state_per_worker = c.state.per_worker(c.n_workers)
+        batch_latency_ms = batch_seconds * 1000.0
+        self._latencies = [*self._latencies[-19:], batch_latency_ms]  # the reference of migrations
         task_seconds = self._task_seconds(df, batch_id)
-        loads = row["worker_loads"]
-        tuples_w = np.bincount(u["workers"], weights=u["counts"], minlength=n)[:n]
-        keys_w = np.bincount(u["workers"], minlength=n)[:n]
-        workers_rows = [
-            {"worker": w, "tuples": int(tuples_w[w]), "cost": float(loads[w]) if w < len(loads) else 0.0,
-             "distinct_keys": int(keys_w[w]), "state_size": int(state_per_worker[w]) if w < state_per_worker.size else 0,
-             "state_bytes": self.worker_bytes.get(w, 0),
-             "processing_seconds": task_seconds.get(w)}
-            for w in range(n)
-        ]
-        migrations = self._track_migrations(batch_id, u["exports"], metrics["batch_latency_ms"])
-        for ev in c.events:
-            if ev["interval"] == row["interval"] and ev["kind"] in ("rebalance", "rebalance_skipped"):
-                events.append({"kind": ev["kind"], "detail": {k: v for k, v in ev.items() if k not in ("interval", "kind")}})
+        workers_rows = worker_rows(
+            np.bincount(u["workers"], weights=u["counts"], minlength=n)[:n], np.bincount(u["workers"], minlength=n)[:n],
+            row["worker_loads"], c.state.per_worker(c.n_workers), state_bytes=self.worker_bytes,
+            task_seconds=task_seconds)
+        migrations = self._track_migrations(batch_id, u["exports"], batch_latency_ms)
+        events.extend(rebalance_events(c.events, row["interval"]))
         # Operator commands take effect from the next batch: its routing snapshot is published below.
         marks, cmd_events = self._apply_commands(batch_id + 1)
         events.extend({**e, "interval": row["interval"] + 1} for e in cmd_events)  # the interval they start
-        amax = c.grouping.p.get("amax")
-        kwargs = {
-            "workers": workers_rows,
-            "hot_keys": hot,
-            "shadow": shadow_rows,
-            "migrations": migrations,
-            "routing": {"entries": row["routing_table_size"], "amax": amax},
-            "events": events,
-            "dead_letters": {r: {"count": v[0], "samples": v[1]} for r, v in dead.items()} or None,
-        }
+        record = interval_record(
+            row, batch_id, batch_seconds=batch_seconds, amax=c.grouping.p.get("amax"), workers=workers_rows,
+            hot_keys=hot, shadow=shadow_rows, migrations=migrations, events=events, dead_letters=dead)
         self.last_batch = batch_id
         self.batches_done += 1
-        item = PendingInterval(batch_id, row["interval"], metrics, kwargs,
-                               [(cid, status, reason, batch_id + 1) for cid, status, reason in marks])
+        item = PendingInterval(record, [(cid, status, reason, batch_id + 1) for cid, status, reason in marks])
         self.sink.enqueue(item)
         # The next batch's routing snapshot, then our snapshot (it holds the unwritten rows, so
         # nothing is lost on a crash; rows already written are re-sent idempotently after a
@@ -695,7 +670,7 @@ class SparkEngine:
         for m in self.migrating:  # the planning batch's whole time, commands and publication included
             if m["export_batch"] == batch_id + 1:
                 m["latency_plan_ms"] = (time.perf_counter() - t0) * 1000.0
-        self.log(self._status_line(batch_id, row, metrics, dead))
+        self.log(self._status_line(batch_id, row, record, dead))
 
     def _task_seconds(self, df: Any, batch_id: int) -> dict[int, float]:
         """Run time of each worker's task in this batch from Spark's task metrics
@@ -724,12 +699,12 @@ class SparkEngine:
                         "share": float(per_key[i] / total), "workers": dest, "rank": rank})
         return out
 
-    def _status_line(self, batch_id: int, row: dict[str, Any], metrics: dict[str, Any], dead: dict) -> str:
+    def _status_line(self, batch_id: int, row: dict[str, Any], record: IntervalRecord, dead: dict) -> str:
         parts = [
             f"batch {batch_id}", f"{row['algorithm']}", f"n={row['workers']}", f"tuples={row['tuples']}",
             f"imbalance={row['imbalance']:.3f}", f"repl={row['replication']:.2f}" if row["tuples"] else "repl=–",
             f"|A|={row['routing_table_size']}", f"migr={row['migration_cost']:.3f}",
-            format_rate(metrics["throughput"]), f"latency={metrics['batch_latency_ms']:.0f}ms",
+            format_rate(record.throughput), f"latency={record.batch_latency_ms:.0f}ms",
         ]
         if dead:
             parts.append(f"dead={sum(v[0] for v in dead.values())}")
