@@ -81,14 +81,13 @@ def _check_port(port: int) -> None:
 
 
 def _open_store(db: str | None) -> Any:
-    from storage import connect, safe_url
+    """:func:`storage.open_store` with its one-line error as a :class:`UsageError` (exit status 2)."""
+    from storage import open_store
 
     try:
-        return connect(db)
+        return open_store(db)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - sqlalchemy errors: one line, no password
-        raise UsageError(f"cannot open database {safe_url(db)}: {type(exc).__name__}") from None
 
 
 def _make_server(app: Any, host: str, port: int) -> Any:
