@@ -66,7 +66,7 @@ def run_targets(targets: Sequence[str], out: str, quick: bool = False, seed: int
     others still run and the page says what went wrong.
     """
     from bench.common import Check, Context, Section, stderr_is_tty, write_results
-    from engine.progress import Progress
+    from engine.cli.progress import Progress
 
     unknown = [t for t in targets if t not in TARGETS]
     if unknown:

@@ -5,14 +5,14 @@ Simulation helpers
 * :func:`zipf_stream` / :func:`workload_stream` draw a whole stream from a registered workload
   (:mod:`engine.workloads`) with the given seed: the same key ids ``skewlab simulate`` would see
   (one interval holding every message).
-* :func:`route` routes a stream with :func:`engine.source_routing.route_sources` — the local runtime's own
+* :func:`route` routes a stream with :func:`engine.algorithms.source_routing.route_sources` — the local runtime's own
   routing step (tuple ``i`` belongs to source ``i mod S``, each source routes its sub-sequence in
-  order) — and :func:`stream_metrics` measures it with :mod:`engine.metrics`.  For the streaming
+  order) — and :func:`stream_metrics` measures it with :mod:`engine.control.metrics`.  For the streaming
   groupings (no plans, no migration) this is exactly what ``skewlab simulate`` computes for the whole
   run (routing is batch-size invariant); ``tests/test_bench_quick.py`` checks the equality.  It lets a
   reproduction reuse one generated stream for dozens of (algorithm, n) configurations.
-* :func:`simulate` is :func:`engine.simulate.run_simulation` (same workload set-up, same
-  :class:`~engine.runtime.local.LocalRuntime`) that also records every plan the controller asks for
+* :func:`simulate` is :func:`engine.cli.simulate.run_simulation` (same workload set-up, same
+  :class:`~engine.runtimes.local.LocalRuntime`) that also records every plan the controller asks for
   (the plan's own imbalance, feasibility, table size, ``extra``), which the run summary does not keep.
 
 Results page
@@ -41,9 +41,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from engine import registry
-from engine.metrics import load_metrics
-from engine.progress import Progress
+from engine.algorithms import registry
+from engine.control.metrics import load_metrics
+from engine.cli.progress import Progress
 
 __all__ = [
     "ALGO_STYLE",
@@ -225,20 +225,20 @@ def zipf_stream(z: float, keys: int, messages: int, seed: int):
 
 def route(name: str, n: int, sources: int, fps: np.ndarray, seed: int = 0,
           params: Mapping[str, Any] | None = None, router=None) -> tuple[np.ndarray, float]:
-    """Workers of every tuple under grouping ``name`` (or the given :class:`~engine.grouping.Router`)
+    """Workers of every tuple under grouping ``name`` (or the given :class:`~engine.algorithms.grouping.Router`)
     with ``sources`` sources.
 
-    Uses the local runtime's :func:`~engine.source_routing.route_sources`; returns (workers, seconds
+    Uses the local runtime's :func:`~engine.algorithms.source_routing.route_sources`; returns (workers, seconds
     inside ``route``).
     """
-    from engine.source_routing import route_sources
+    from engine.algorithms.source_routing import route_sources
 
     r = router if router is not None else registry.create(name, n, sources, seed, params or {}).router
     return route_sources(r, np.asarray(fps, dtype=np.uint64), r.n_sources, 0)
 
 
 def stream_metrics(key_ids: np.ndarray, workers: np.ndarray, n: int) -> dict[str, float]:
-    """:func:`engine.metrics.load_metrics` of the routed stream plus replication and (key, worker) pairs."""
+    """:func:`engine.control.metrics.load_metrics` of the routed stream plus replication and (key, worker) pairs."""
     loads = np.bincount(np.asarray(workers, dtype=np.int64), minlength=n)[:n].astype(np.float64)
     out = load_metrics(loads)
     key_ids = np.asarray(key_ids, dtype=np.int64)
@@ -263,7 +263,7 @@ def stream_metrics(key_ids: np.ndarray, workers: np.ndarray, n: int) -> dict[str
 
 
 def plan_summary(plan) -> dict[str, Any]:
-    """The fields of a :class:`~engine.grouping.Plan` the reproductions use (JSON-friendly)."""
+    """The fields of a :class:`~engine.algorithms.grouping.Plan` the reproductions use (JSON-friendly)."""
     extra = {k: v for k, v in plan.extra.items() if isinstance(v, (int, float, str, bool)) or v is None}
     return {
         "imbalance": plan.imbalance(),
@@ -278,14 +278,14 @@ def plan_summary(plan) -> dict[str, Any]:
 
 
 def simulate(cfg, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """:func:`engine.simulate.run_simulation` plus ``result["plans"]``: a summary of every plan.
+    """:func:`engine.cli.simulate.run_simulation` plus ``result["plans"]``: a summary of every plan.
 
     Same workload set-up as ``run_simulation`` (Fang's ``instances`` default to the worker count),
-    same :class:`~engine.runtime.local.LocalRuntime`; the grouping's ``plan`` is wrapped on the
+    same :class:`~engine.runtimes.local.LocalRuntime`; the grouping's ``plan`` is wrapped on the
     instance to record what it returned.
     """
-    from engine.runtime.local import LocalRuntime
-    from engine.simulate import stream_messages
+    from engine.runtimes.local import LocalRuntime
+    from engine.cli.simulate import stream_messages
     from engine.workloads import WORKLOADS, create_workload, workload_names
 
     cfg.validate()

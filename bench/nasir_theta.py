@@ -69,7 +69,7 @@ def key_replication(key_ids: np.ndarray, workers: np.ndarray, n: int, keys: np.n
 
 def run_q1(ctx: Context, S: dict[str, Any], sources: int, seed: int) -> list[dict[str, Any]]:
     """Every (z, n, θ, grouping) of the sweep on the section's Zipf streams of ``seed`` (|K| = ``S["keys"][0]``)."""
-    from engine.groupings.split_key import DChoicesGrouping
+    from engine.algorithms.groupings.split_key import DChoicesGrouping
     from engine.workloads.synthetic import zipf_probabilities
 
     K, m = S["keys"][0], S["messages"]
@@ -100,7 +100,7 @@ def run_q1(ctx: Context, S: dict[str, Any], sources: int, seed: int) -> list[dic
 
 def run_fig8(ctx: Context, S: dict[str, Any], sources: int, seed: int) -> dict[str, Any]:
     """Head and tail load per worker (fractions of m) at n = min(q1_ns), θ = 1/(8n), z = max(q1_zs), one seed."""
-    from engine.keys import candidates
+    from engine.algorithms.keys import candidates
     from engine.workloads.synthetic import zipf_probabilities
 
     K, m = S["keys"][0], S["messages"]

@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 
 from bench.common import Context, Section, check, legend_once, md_table, new_figure, save_figure, style
-from engine import registry
-from engine.keys import Vocabulary
+from engine.algorithms import registry
+from engine.algorithms.keys import Vocabulary
 
 KEY = "perf"
 TITLE = "Performance — routing, plan generation, Spark end-to-end, store queries"
@@ -110,7 +110,7 @@ def _routing(ctx: Context, S) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------------------------
 def _plans(ctx: Context, S) -> list[dict[str, Any]]:
     from bench.bench_plan import fluctuate, measure, zipf_costs
-    from engine.keys import mix64
+    from engine.algorithms.keys import mix64
 
     names = [n for n in registry.names() if registry.get(n).rebalancing]
     rows: list[dict[str, Any]] = []
@@ -152,7 +152,7 @@ def _spark(ctx: Context, S) -> dict[str, Any]:
         return {"skipped": "no Java runtime"}
     try:
         from bench.bench_spark import perf_args, run_baseline, run_engine
-        from engine.spark.session import get_session
+        from engine.runtimes.spark.session import get_session
     except Exception as exc:  # pyspark missing
         return {"skipped": f"Spark unavailable: {exc}"}
     args = perf_args(cfg)

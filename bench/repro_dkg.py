@@ -16,7 +16,7 @@ scale) and **DistCost** = Σ keys per machine / distinct keys = skewlab's replic
 throughput of the Storm deployment are not simulated.
 
 Sizes: the paper's data sets have 10⁷ tuples; the full run uses 2·10⁶ per data set, quick 10⁵.  DKG's
-time-based rules run in tuple counts (15 000 / 60 000 tuples per source, see ``engine.groupings.dkg``),
+time-based rules run in tuple counts (15 000 / 60 000 tuples per source, see ``engine.algorithms.groupings.dkg``),
 so every source passes several promotion cycles in both sizes.
 """
 

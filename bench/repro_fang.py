@@ -49,7 +49,7 @@ import numpy as np
 
 from bench.common import (Context, Section, Spread, check, fmt, legend_once, md_table, new_figure, plot_band, save_figure,
                           simulate, spread, style)
-from engine.simulate import SimulationConfig
+from engine.cli.simulate import SimulationConfig
 
 KEY = "fang"
 TITLE = "Fang et al. HPDC 2017 — Mixed routing vs MinTable / MixedBF / Readj / PKG"
@@ -224,7 +224,7 @@ def _compact(ctx: Context, S) -> list[dict[str, Any]]:
     over seeds plus ``KEY_per_seed``; ``compact`` true when every seed's plan used the compact form.
     """
     from bench.bench_plan import fluctuate, measure, zipf_costs
-    from engine.keys import mix64
+    from engine.algorithms.keys import mix64
 
     K, n = S["compact_keys"], BASE["n"]
     base = {"theta_max": BASE["theta"], "amax": BASE["amax"]}
@@ -299,7 +299,7 @@ def _scale_out(ctx: Context, S) -> list[dict[str, Any]]:
 
 def _scale_out_seed(S, seed: int) -> list[dict[str, Any]]:
     """The :data:`SCALE_RUNS` of one seed (stream and grouping seeded with ``seed``)."""
-    from engine.simulate import parse_change
+    from engine.cli.simulate import parse_change
 
     n, before, per = BASE["n"], S["scale_before"], S["per"]
     out = []

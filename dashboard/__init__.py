@@ -8,7 +8,7 @@
 * :mod:`dashboard.commands` — ``skewlab dashboard`` and ``skewlab demo``.
 
 Importing this package is cheap (Dash is imported by :mod:`dashboard.app` only), so the CLI can add
-the subcommands without loading the web stack; nothing here imports ``engine.spark`` or pyspark.
+the subcommands without loading the web stack; nothing here imports ``engine.runtimes.spark`` or pyspark.
 """
 
 from __future__ import annotations

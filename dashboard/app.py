@@ -55,8 +55,8 @@ from dashboard.layout import (
     param_form,
     runs_table,
 )
-from engine.commands import CommandError
-from engine.params import ParamError
+from engine.control.commands import CommandError
+from engine.config.params import ParamError
 from storage.run_state import REBALANCE_EVENT_KINDS
 
 __all__ = ["create_app", "server"]

@@ -314,7 +314,7 @@ def _data_flows(store: Any, since: float) -> int | None:
 def _resumable_run(checkpoint: Path) -> dict[str, Any] | None:
     """The run the demo's checkpoint would resume: id, algorithm, workers, last batch; ``None`` when
     the checkpoint holds no engine snapshot (a new run starts)."""
-    from engine.checkpoint import SnapshotStore
+    from engine.io.checkpoint import SnapshotStore
 
     latest = SnapshotStore(checkpoint / "skewlab").latest() if (checkpoint / "skewlab").is_dir() else None
     if latest is None:

@@ -362,7 +362,7 @@ def _rebalance_points(data: Mapping[str, Any]) -> dict[str, list]:
         d = ev.get("detail") or {}
         xs.append(ev["interval"])
         ys.append(at.get(ev["interval"]) or 0.0)
-        if ev["kind"] == "rebalance_skipped":  # the migration gate (engine.gate) kept the routing
+        if ev["kind"] == "rebalance_skipped":  # the migration gate (engine.control.gate) kept the routing
             texts.append(f"rebalance skipped: plan of {d.get('keys', 0)} keys, cost {_fmt(d.get('migration_cost'))} "
                          f"> predicted gain {_fmt(d.get('gate_gain'))} × {d.get('gate_horizon', 1)} interval(s)")
             continue

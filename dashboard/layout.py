@@ -320,7 +320,7 @@ def event_log(events: Sequence[Mapping[str, Any]], limit: int = 12) -> list[Any]
 
 def param_form(algorithm: str, declarations: Sequence[Mapping[str, Any]], values: Mapping[str, Any],
                disabled: bool) -> list[Any]:
-    """One field per declared parameter (from :func:`engine.registry.describe`), pre-filled with ``values``."""
+    """One field per declared parameter (from :func:`engine.algorithms.registry.describe`), pre-filled with ``values``."""
     if not declarations:
         return [html.Div(f"{algorithm} has no parameters", className="muted small")]
     out = []

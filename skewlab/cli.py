@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``skewlab`` command; returns its exit status."""
-    from engine.params import ParamError
+    from engine.config.params import ParamError
 
     parser = build_parser()
     try:

@@ -1,7 +1,7 @@
 """One typed record per interval, from the controller to storage: :class:`IntervalRecord`.
 
-The engine (Spark, :mod:`engine.spark.engine`) and the local runtime (``skewlab simulate --db``,
-:mod:`engine.runtime.local`) build one :class:`IntervalRecord` per closed interval from the
+The engine (Spark, :mod:`engine.runtimes.spark.engine`) and the local runtime (``skewlab simulate --db``,
+:mod:`engine.runtimes.local`) build one :class:`IntervalRecord` per closed interval from the
 controller's output; :meth:`storage.store.Store.record_interval` writes it in one transaction.
 Records are plain dataclasses (picklable: the engine keeps unwritten ones in its checkpoint).
 

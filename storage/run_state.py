@@ -18,7 +18,7 @@ __all__ = ["OPERATOR_EVENT_KINDS", "REBALANCE_EVENT_KINDS", "RunState", "current
 
 #: Operator actions among the event kinds (rebalances are the other kind a run records).
 OPERATOR_EVENT_KINDS = ("algorithm", "params", "workers", "pause", "resume")
-#: Rebalances: executed plans, and plans the controller's migration gate skipped (engine.gate).
+#: Rebalances: executed plans, and plans the controller's migration gate skipped (engine.control.gate).
 REBALANCE_EVENT_KINDS = ("rebalance", "rebalance_skipped")
 _REBALANCE_KEEP = 5_000
 _PAGE = 5_000

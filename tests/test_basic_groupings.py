@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import registry
-from engine.keys import GOLDEN, Vocabulary, candidate, candidates, fingerprint, home, mix64, reduce_range
+from engine.algorithms import registry
+from engine.algorithms.keys import GOLDEN, Vocabulary, candidate, candidates, fingerprint, home, mix64, reduce_range
 
 
 @pytest.fixture(scope="module")

@@ -162,7 +162,7 @@ def test_fang_gedik_dkg_guo_zhou_invariants(quick_run):
     assert gz["gaussian/pkg"]["move_mean"] == 0.0 and gz["zipf/pkg"]["move_mean"] == 0.0
     assert gz["gaussian/uhlb"]["move_per_balancing"] > gz["gaussian/elb"]["move_per_balancing"]
 
-    from engine import registry
+    from engine.algorithms import registry
 
     cuts = s["trace"].data["cuts"]
     assert [c["name"] for c in cuts] == ["hour", "day"]
@@ -180,7 +180,7 @@ def test_fang_gedik_dkg_guo_zhou_invariants(quick_run):
 def test_bench_route_equals_simulate():
     """The reproductions' shortcut (route the whole stream once) gives exactly `skewlab simulate`'s loads."""
     from bench.common import route, stream_metrics, zipf_stream
-    from engine.simulate import SimulationConfig, run_simulation
+    from engine.cli.simulate import SimulationConfig, run_simulation
 
     for alg in ("pkg", "dchoices", "dkg"):
         sim = run_simulation(SimulationConfig(algorithm=alg, workers=7, sources=3, workload="zipf",

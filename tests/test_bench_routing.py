@@ -56,7 +56,7 @@ def test_same_routing_from_either_start():
     import numpy as np
     import pyarrow as pa
 
-    from engine.keys import Vocabulary
+    from engine.algorithms.keys import Vocabulary
 
     args = argparse.Namespace(workers=5, sources=2, batch=1000, repeat=1, seed=3, clock="wall")
     ranks = bench_routing.zipf_ranks(8000, 300, 1.2, 0)

@@ -2,9 +2,9 @@
 
 import pytest
 
-from engine import registry
-from engine.class_registry import ClassRegistry
-from engine.params import ParamError
+from engine.algorithms import registry
+from engine.config.class_registry import ClassRegistry
+from engine.config.params import ParamError
 from engine.workloads import UnknownWorkload, create_workload, workload_class, workload_names
 
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from engine import registry
+from engine.algorithms import registry
 from skewlab.cli import main
 
 
@@ -130,10 +130,10 @@ def test_simulate_input_replays_the_whole_file_unless_messages_caps_it(tmp_path,
 
 
 def test_long_simulate_reports_progress_on_stderr_never_in_json(capsys, monkeypatch):
-    import engine.progress
+    from engine.cli import progress
 
     # stderr is not a terminal here: a plain progress line once a run has lasted LOG_EVERY seconds
-    monkeypatch.setattr(engine.progress, "LOG_EVERY", 0.0)  # every run is "long"
+    monkeypatch.setattr(progress, "LOG_EVERY", 0.0)  # every run is "long"
     code, out, err = run(capsys, "simulate", "--algorithm", "hash", "--keys", "100", "--messages", "4000",
                          "--interval-messages", "1000", "--json")
     assert code == 0, err
@@ -146,7 +146,7 @@ def test_long_simulate_reports_progress_on_stderr_never_in_json(capsys, monkeypa
 def test_short_run_prints_no_progress_off_a_terminal():
     import io
 
-    from engine.progress import Progress
+    from engine.cli.progress import Progress
 
     stream = io.StringIO()
     bar = Progress(10, "short", stream=stream)
@@ -232,9 +232,9 @@ def test_mixed_summary_describes_mixed():
 @pytest.mark.parametrize("base", ["consistent", "mod"])
 def test_plan_snapshot_home_defaults_to_the_algorithms_base_hash(capsys, tmp_path, base):
     """Keys without "home" sit on the chosen algorithm's h(k): Mixed's consistent-hash ring (or fp mod n)."""
-    from engine.groupings.basic import ConsistentHashRing
-    from engine.keys import fingerprints
-    from engine.keys import home as keys_home
+    from engine.algorithms.groupings.basic import ConsistentHashRing
+    from engine.algorithms.keys import fingerprints
+    from engine.algorithms.keys import home as keys_home
 
     names = [f"k{i}" for i in range(200)]
     snap = tmp_path / "s.json"

@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import registry
-from engine.commands import apply_command
-from engine.controller import Controller
-from engine.keys import Vocabulary
+from engine.algorithms import registry
+from engine.control.commands import apply_command
+from engine.control.controller import Controller
+from engine.algorithms.keys import Vocabulary
 
 
 @pytest.fixture

@@ -314,7 +314,7 @@ def test_topic_service_creates_the_topic_the_producer_and_engine_use(compose, py
 
 
 def test_producer_command_is_a_valid_skewlab_produce(compose, python_on_path, tmp_path, monkeypatch):
-    import engine.kafka_io
+    from engine.io import kafka_io
     from skewlab.cli import build_parser
 
     argv = final_argv(compose, "producer", python_on_path, tmp_path)
@@ -327,7 +327,7 @@ def test_producer_command_is_a_valid_skewlab_produce(compose, python_on_path, tm
         calls.append((bootstrap, topic, workload.name if hasattr(workload, "name") else workload, rate, messages, kw))
         return {"topic": topic, "messages": messages, "partitions": kw.get("partitions"), "seconds": 1.0, "rate": rate}
 
-    monkeypatch.setattr(engine.kafka_io, "produce", fake_produce)
+    monkeypatch.setattr(kafka_io, "produce", fake_produce)
     assert args.func(args) == 0  # validates the workload and its parameters with the real code
     (bootstrap, topic, _, rate, messages, kw), = calls
     assert bootstrap == "kafka:9092" and rate > 0 and messages > 0 and kw["partitions"] >= 1
@@ -340,7 +340,7 @@ def test_producer_command_is_a_valid_skewlab_produce(compose, python_on_path, tm
     {"SKEWLAB_ALGORITHM": "mixed", "SKEWLAB_ALGORITHM_PARAMS": "theta_max=0.05 amax=500", "SKEWLAB_OPERATOR": "join"},
 ])
 def test_engine_command_is_a_valid_skewlab_engine(overrides, python_on_path, tmp_path, monkeypatch):
-    import engine.spark.engine as spark_engine
+    import engine.runtimes.spark.engine as spark_engine
     from skewlab.cli import build_parser
 
     compose, _ = load_compose(overrides)
@@ -364,7 +364,7 @@ def test_engine_command_is_a_valid_skewlab_engine(overrides, python_on_path, tmp
     assert args.func(args) == 0
     cfg = captured[0]
     if overrides.get("SKEWLAB_ALGORITHM_PARAMS"):
-        from engine import registry
+        from engine.algorithms import registry
 
         assert registry.validate_params(cfg.algorithm, cfg.params) == {
             **registry.validate_params(cfg.algorithm, {}), "theta_max": 0.05, "amax": 500}

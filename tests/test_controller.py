@@ -1,6 +1,6 @@
-"""Controller (engine/controller.py) after the driver speed-up: statistics, metric rows and summaries
+"""Controller (engine/control/controller.py) after the driver speed-up: statistics, metric rows and summaries
 equal the straightforward recomputation from the keyed state; the controller, its state and its
-vocabulary survive a snapshot (engine/checkpoint.py) bit for bit and keep running identically."""
+vocabulary survive a snapshot (engine/io/checkpoint.py) bit for bit and keep running identically."""
 
 import pickle
 
@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import registry
-from engine.checkpoint import SnapshotStore
-from engine.controller import Controller
-from engine.keys import Vocabulary
-from engine.state import decode, encode
+from engine.algorithms import registry
+from engine.io.checkpoint import SnapshotStore
+from engine.control.controller import Controller
+from engine.algorithms.keys import Vocabulary
+from engine.control.state import decode, encode
 
 K = 300
 

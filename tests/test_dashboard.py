@@ -28,9 +28,9 @@ from dashboard.controls import (  # noqa: E402
     validate_fields,
 )
 from dashboard.data import DashboardData, load_bands, window_for  # noqa: E402
-from engine import registry  # noqa: E402
-from engine.commands import CommandError  # noqa: E402
-from engine.params import ParamError  # noqa: E402
+from engine.algorithms import registry  # noqa: E402
+from engine.control.commands import CommandError  # noqa: E402
+from engine.config.params import ParamError  # noqa: E402
 from storage import IntervalRecord, connect  # noqa: E402
 
 MIXED = registry.validate_params("mixed", {})
@@ -685,7 +685,7 @@ def test_warm_up_serves_the_first_page_in_process_and_never_raises(store, run, m
 
 def test_importing_the_dashboard_does_not_import_pyspark():
     code = ("import sys, dashboard.app, dashboard.commands; "
-            "bad = [m for m in sys.modules if m.startswith(('pyspark', 'engine.spark'))]; "
+            "bad = [m for m in sys.modules if m.startswith(('pyspark', 'engine.runtimes.spark'))]; "
             "print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr

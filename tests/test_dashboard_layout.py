@@ -31,7 +31,7 @@ _require("Playwright ('pip install playwright')", sync_playwright is not None)
 _require(f"Chromium at {CHROMIUM} ('apt-get install chromium')", os.access(CHROMIUM, os.X_OK))
 
 from dashboard.app import create_app  # noqa: E402
-from engine import registry  # noqa: E402
+from engine.algorithms import registry  # noqa: E402
 from storage import IntervalRecord, connect  # noqa: E402
 
 WIDTHS = (1400, 1000, 760)

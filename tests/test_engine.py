@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from skewlab.cli import main  # noqa: E402
-from engine.spark.engine import EngineConfig, SparkEngine  # noqa: E402
+from engine.runtimes.spark.engine import EngineConfig, SparkEngine  # noqa: E402
 from storage import connect  # noqa: E402
 from tests.engine_helpers import by_fingerprint, generator_keys_of, generator_truth  # noqa: E402
 from tests.spark_truth import (batch_keys, batch_values, committed_ranges, join_truth, only,  # noqa: E402
@@ -182,7 +182,7 @@ def test_kafka_sink_through_a_migration_equals_the_ground_truth(spark, tmp_path,
     start-up with one partition per state partition); through a worker change (state moved between
     tasks) and a restart from the snapshot, the results read back equal the windowed counts recomputed
     from the offsets, each once."""
-    from engine.kafka_io import read_topic
+    from engine.io.kafka_io import read_topic
 
     sink = f"kafka://{kafka_broker}/engine-results"
     cfg = gen_cfg(tmp_path, algorithm="mixed", params={"theta_max": 0.05}, window=3, max_batches=5, shadow=[],
@@ -211,7 +211,7 @@ def test_kafka_sink_through_a_migration_equals_the_ground_truth(spark, tmp_path,
 def test_sources_route_with_the_snapshot_published_for_the_batch(spark, tmp_path):
     """The sources route each batch with the routing snapshot the engine published for it; the offset log
     names it, so a replay uses the same one.  A batch routed with another batch's snapshot is refused."""
-    from engine.spark.topology import RoutingSnapshot, control_payloads
+    from engine.runtimes.spark.topology import RoutingSnapshot, control_payloads
 
     cfg = gen_cfg(tmp_path, shadow=[], max_batches=3)
     engine = SparkEngine(cfg, log=lambda m: None)
@@ -253,7 +253,7 @@ def test_file_source_counts_dead_letters(spark, tmp_path):
 def test_kafka_source_end_to_end_with_malformed_records(spark, tmp_path, kafka_broker):
     from kafka import KafkaProducer
 
-    from engine.kafka_io import produce
+    from engine.io.kafka_io import produce
 
     topic = "engine-e2e"
     produce(kafka_broker, topic, "zipf", {"keys": 50}, seed=1, rate=0, messages=3000, partitions=2)
@@ -351,7 +351,7 @@ def test_worker_labels_land_on_their_own_partition(spark):
     """Spark's hash partitioning (the stateful operator's exchange) puts worker w's label in partition w."""
     from pyspark.sql import functions as F
 
-    from engine.spark.labels import worker_labels
+    from engine.runtimes.spark.labels import worker_labels
 
     for P in (3, 8, 16):
         labels = worker_labels(P)

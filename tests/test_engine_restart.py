@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.checkpoint import STREAM_FIELDS, stream_mismatch
-from engine.params import ParamError
-from engine.spark.engine import EngineConfig, SparkEngine
+from engine.io.checkpoint import STREAM_FIELDS, stream_mismatch
+from engine.config.params import ParamError
+from engine.runtimes.spark.engine import EngineConfig, SparkEngine
 
 
 def _engine(tmp_path, logs, **kw):

@@ -1,4 +1,4 @@
-"""The Spark driver's key ids (engine/keys.py ``FingerprintVocabulary``): the same ids as a dict from
+"""The Spark driver's key ids (engine/algorithms/keys.py ``FingerprintVocabulary``): the same ids as a dict from
 fingerprint to id in order of first appearance, across table growth, duplicates and pickling."""
 
 import pickle
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.keys import FingerprintVocabulary, fingerprints
+from engine.algorithms.keys import FingerprintVocabulary, fingerprints
 
 
 def _reference(ref: dict[int, int], fps: np.ndarray) -> list[int]:

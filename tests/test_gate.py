@@ -1,12 +1,12 @@
-"""The controller's migration gate (engine/gate.py, parameter ``gate`` of every rebalancer): a plan is
+"""The controller's migration gate (engine/control/gate.py, parameter ``gate`` of every rebalancer): a plan is
 executed only when its predicted gain pays for its migration; skipped plans are recorded."""
 
 import numpy as np
 import pytest
 
-from engine import registry
-from engine.keys import Vocabulary
-from engine.runtime.local import LocalRuntime
+from engine.algorithms import registry
+from engine.algorithms.keys import Vocabulary
+from engine.runtimes.local import LocalRuntime
 
 N = 4
 BACKGROUND = 400  # keys 0..399: uniform background load
@@ -83,7 +83,7 @@ def test_gate_lets_a_paying_plan_through():
 
 
 def test_gate_is_declared_by_every_rebalancer_and_off_by_default():
-    from engine.grouping import GATE_PARAMS
+    from engine.algorithms.grouping import GATE_PARAMS
 
     names = {p.name for p in GATE_PARAMS}
     for name in registry.names():

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import registry
-from engine.grouping import IntervalStats
-from engine.groupings.basic import ConsistentHashRing
-from engine.keys import fingerprints
-from engine.params import ParamError
-from engine.rebalancers.gedik import (
+from engine.algorithms import registry
+from engine.algorithms.grouping import IntervalStats
+from engine.algorithms.groupings.basic import ConsistentHashRing
+from engine.algorithms.keys import fingerprints
+from engine.config.params import ParamError
+from engine.algorithms.rebalancers.gedik import (
     RESOURCE_CHOICES,
     UTILITIES,
     delta_thresholds,
@@ -25,7 +25,7 @@ from engine.rebalancers.gedik import (
     theta_k,
     utility,
 )
-from engine.rebalancers.lossy_counting import LossyCounter, SlidingLossyCounter
+from engine.algorithms.rebalancers.lossy_counting import LossyCounter, SlidingLossyCounter
 
 ALGOS = ("scan", "redist", "readj")
 

@@ -1,4 +1,4 @@
-"""engine.kafka_io against a real Kafka-protocol broker (tansu; fixture ``kafka_broker`` from
+"""engine.io.kafka_io against a real Kafka-protocol broker (tansu; fixture ``kafka_broker`` from
 tests/kafka_fixtures.py via tests/conftest.py)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from engine import kafka_io
+from engine.io import kafka_io
 from engine.workloads import create_workload
 
 ZIPF = {"keys": 100, "z": 1.0}

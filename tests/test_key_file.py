@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from engine.params import ParamError
+from engine.config.params import ParamError
 from engine.workloads import create_workload
 from engine.workloads.key_file import parse_separator, read_key_file
 
@@ -89,7 +89,7 @@ def test_missing_file_and_directory(tmp_path):
     ],
 )
 def test_simulate_and_spark_file_source_read_the_same_keys(tmp_path, data, column):
-    from engine.spark import sources as S
+    from engine.runtimes.spark import sources as S
 
     path = write(tmp_path, data, "same.csv")
     w = create_workload("file", 0, {"path": path, "column": column})

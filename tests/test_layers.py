@@ -116,7 +116,7 @@ def _violations(layer: str, forbidden: set[str]) -> list[str]:
 def test_the_module_graph_is_read():
     graph = _graph()
     assert "engine.cli" in graph and "skewlab.cli" in graph and "skewlab.shared" in graph
-    assert "engine.params" in graph["engine.cli"]
+    assert "engine.config.params" in graph["engine.cli"]
     # `from dashboard import figures` depends on the submodule, not on the package's __init__
     assert "dashboard.figures" in graph["dashboard.app"] and "dashboard" not in graph["dashboard.app"]
     assert {"engine.cli", "dashboard.commands", "bench.cli"} <= graph["skewlab.cli"]
@@ -129,8 +129,8 @@ def test_engine_imports_neither_dashboard_nor_bench():
 
 def test_the_shadow_evaluator_depends_on_no_runtime():
     graph = _graph()
-    assert "engine.source_routing" in graph["engine.shadow"]
-    assert not [t for t in graph["engine.shadow"] if t.startswith(("engine.runtime", "engine.spark"))]
+    assert "engine.algorithms.source_routing" in graph["engine.control.shadow"]
+    assert not [t for t in graph["engine.control.shadow"] if t.startswith(("engine.runtimes", "engine.runtimes.spark"))]
 
 
 def test_storage_imports_no_upper_layer():

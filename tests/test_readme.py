@@ -555,7 +555,7 @@ def test_spark_cluster_recipe(tmp_path, spark_cluster, kafka_broker, pg_url):
                     "--db postgresql+psycopg://USER@DBHOST/skewlab")
     short = readme("skewlab engine --master spark://host:7077 ...")
     assert recipe.startswith(short.replace("host", "HOST").replace(" ...", " "))
-    from engine.kafka_io import produce
+    from engine.io.kafka_io import produce
     from engine.workloads import create_workload
 
     produce(kafka_broker, "T", create_workload("zipf", 0, {"keys": 1000, "z": 1.1}), None, 0, 0, 20_000, partitions=2)

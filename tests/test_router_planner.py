@@ -1,17 +1,17 @@
-"""The Router / Planner split (engine/grouping.py, issue #16): what the Spark engine ships to its
+"""The Router / Planner split (engine/algorithms/grouping.py, issue #16): what the Spark engine ships to its
 executors every micro-batch is the router alone, and it routes exactly as the planner's router."""
 
 import numpy as np
 import pytest
 
-from engine import registry
-from engine.controller import Controller
-from engine.grouping import IntervalStats, Plan, Planner, Router
-from engine.keys import Vocabulary
-from engine.params import ParamError
-from engine.rebalancers.lossy_counting import LossyCounter, SlidingLossyCounter
-from engine.source_routing import route_sources
-from engine.spark.topology import RoutingSnapshot
+from engine.algorithms import registry
+from engine.control.controller import Controller
+from engine.algorithms.grouping import IntervalStats, Plan, Planner, Router
+from engine.algorithms.keys import Vocabulary
+from engine.config.params import ParamError
+from engine.algorithms.rebalancers.lossy_counting import LossyCounter, SlidingLossyCounter
+from engine.algorithms.source_routing import route_sources
+from engine.runtimes.spark.topology import RoutingSnapshot
 
 K = 400
 WORKERS = 4

@@ -1,11 +1,11 @@
-"""Run settings are declared once (engine.settings): every entry point rejects the same out-of-range value
+"""Run settings are declared once (engine.config.settings): every entry point rejects the same out-of-range value
 with the declaration's message and accepts the boundaries."""
 
 import pytest
 
-from engine import settings
-from engine.commands import CommandError, validate_command
-from engine.params import ParamError
+from engine.config import settings
+from engine.control.commands import CommandError, validate_command
+from engine.config.params import ParamError
 
 
 def simulate_cli(capsys, flag, value):
@@ -19,13 +19,13 @@ def simulate_cli(capsys, flag, value):
 
 
 def simulate_config(capsys, name, value):
-    from engine.simulate import SimulationConfig
+    from engine.cli.simulate import SimulationConfig
 
     SimulationConfig(algorithm="hash", **{name: value}).validate()
 
 
 def engine_config(capsys, name, value):
-    from engine.spark.engine import EngineConfig
+    from engine.runtimes.spark.engine import EngineConfig
 
     EngineConfig(algorithm="hash", shadow=[], **{name: value}).validate()
 
@@ -41,7 +41,7 @@ def dashboard_box(capsys, _name, value):
 
 
 def spark_generator(capsys, _name, value):
-    from engine.spark.sources import GeneratorStreamReader
+    from engine.runtimes.spark.sources import GeneratorStreamReader
 
     GeneratorStreamReader({"workload": "zipf", "partitions": str(value), "messages": "10"})
 
@@ -50,7 +50,7 @@ def spark_file(capsys, _name, value):
     import os
     import tempfile
 
-    from engine.spark.sources import FileStreamReader
+    from engine.runtimes.spark.sources import FileStreamReader
 
     fd, path = tempfile.mkstemp(suffix=".txt")
     os.write(fd, b"a\nb\n")

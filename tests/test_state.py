@@ -1,4 +1,4 @@
-"""Keyed window state (engine/state.py): the incremental window totals, the sort-free aggregation and
+"""Keyed window state (engine/control/state.py): the incremental window totals, the sort-free aggregation and
 migration paths and the compact pickles give exactly what the straightforward definitions give
 (aggregate the concatenated slots with ``np.unique``), on random operation sequences and edge cases."""
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.state import (KeyedWindowState, aggregate_pairs, decode, encode, pack_codes, pack_small,
+from engine.control.state import (KeyedWindowState, aggregate_pairs, decode, encode, pack_codes, pack_small,
                           searchsorted_ascending, segment_sums, union_sorted, unpack_codes, unpack_small)
 
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.keys import home
-from engine.params import ParamError
+from engine.algorithms.keys import home
+from engine.config.params import ParamError
 from engine.workloads import WORKLOADS, create_workload, workload_names
 from engine.workloads.synthetic import COUNTRIES, GaussianWorkload, interval_sizes, zipf_probabilities
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Iterator, Mapping
 
 import numpy as np
 
-from engine.params import Param, ParamError
+from engine.config.params import Param, ParamError
 from engine.workloads import Workload, register_workload
 from engine.workloads.synthetic import interval_sizes
 

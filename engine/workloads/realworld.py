@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Iterator, Mapping
 
 import numpy as np
 
-from engine.params import Param, ParamError
+from engine.config.params import Param, ParamError
 from engine.workloads import Workload, register_workload
 from engine.workloads.key_file import read_key_file
 from engine.workloads.synthetic import _cdf, _rngs, interval_sizes, sample_cdf

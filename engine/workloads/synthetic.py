@@ -26,8 +26,8 @@ from typing import Any, ClassVar, Iterator, Mapping
 import numpy as np
 from numba import njit
 
-from engine.keys import mix64, reduce_range
-from engine.params import Param, ParamError
+from engine.algorithms.keys import mix64, reduce_range
+from engine.config.params import Param, ParamError
 from engine.workloads import Workload, register_workload
 
 __all__ = [

@@ -1,0 +1,64 @@
+"""``python3 -m engine.cli.warmup``: compile skewlab's numba kernels into numba's on-disk cache once.
+
+Every kernel is compiled with ``cache=True``, so a process loads it from the cache in milliseconds
+once any process has compiled it; the first process pays the compilation.  Without this step that
+first process is the engine's first micro-batch after an install: its executors compile the live
+grouping's routing kernels and its driver compiles every shadow grouping's, which held the first
+batch of ``skewlab demo`` for minutes on a 2-core machine.  ``scripts/install`` runs this module after
+installing the packages, so the first batch only loads the cache.
+
+What runs: every registered grouping through the same path as ``skewlab simulate`` (routing,
+statistics, rebalancing plans, a worker-count change, window eviction), on small Zipf streams; then the key
+fingerprinting and the vocabulary index that the Spark engine's sources and driver use, and the join
+operator's pair probe.  The cache
+lives where numba puts it (``__pycache__`` beside the sources, or ``$NUMBA_CACHE_DIR``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+__all__ = ["main", "warm_up"]
+
+#: (workers, Zipf z) of the streams: few workers and mild skew, many workers and strong skew, so that
+#: every kind of head pick (D-Choices' d small, between 4 and n, and n) and every state path (window
+#: eviction: more intervals than the window) runs
+_SETTINGS = ((8, 1.0), (40, 1.6))
+
+
+def warm_up(progress: bool = False) -> float:
+    """Compile (or load) every kernel once; returns the seconds it took."""
+    import numpy as np
+    import pyarrow as pa
+
+    from engine.algorithms import registry
+    from engine.algorithms.keys import FingerprintVocabulary, fingerprint_keys
+    from engine.cli.simulate import SimulationConfig, parse_change, run_simulation
+    from engine.runtimes.spark.window_state import join_probe
+
+    started = time.monotonic()
+    names = registry.names()
+    for i, name in enumerate(names, start=1):
+        if progress:
+            print(f"\rcompiling routing kernels: {name} ({i}/{len(names)})\033[K", end="", file=sys.stderr, flush=True)
+        for workers, z in _SETTINGS:
+            run_simulation(SimulationConfig(algorithm=name, workers=workers, messages=30_000, interval_messages=2_000,
+                                            workload_params={"keys": 2_000, "z": z},
+                                            changes=[parse_change(f"5:workers={workers + 1}")]))
+    keys = pa.array([f"k{i % 97}" for i in range(1_000)])
+    FingerprintVocabulary().encode_fps(fingerprint_keys(keys))  # the Spark driver's statistics
+    join_probe(np.arange(3, dtype=np.int64), np.arange(2, dtype=np.int64))  # the join operator's workers
+    if progress:
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
+    return time.monotonic() - started
+
+
+def main() -> int:
+    seconds = warm_up(progress=sys.stderr.isatty())
+    print(f"skewlab: routing kernels compiled and cached ({seconds:.0f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

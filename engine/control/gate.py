@@ -1,0 +1,117 @@
+"""Migration gate: execute a rebalancing plan only when its expected gain pays for its migration.
+
+skewlab extension (issue #15), not in any of the papers: the rebalancers (Fang, Gedik, Guo & Zhou)
+plan from the interval that just ended and move state whenever the imbalance exceeds their trigger.
+On bursty keys the keys a plan moves are no longer the hot ones when the plan is in force: the run
+pays the migration and gains nothing (or loses: a plan that offsets a burst unbalances the rest).
+The gate is one check in the controller for every rebalancer (declared parameters ``gate`` and
+``gate_horizon`` of :class:`engine.algorithms.grouping.RebalancingPlanner`).  It learns, from the stream
+itself, how much of a plan's gain survives into the next interval:
+
+* **predicted gain** of a plan made after interval i: ``imbalance(L_i under the current owners) −
+  imbalance(L_i under the plan)``, both on interval i's key costs c_i (the interval the rebalancer
+  planned for; imbalance = max/mean − 1, the headline metric of :mod:`engine.control.metrics`);
+* **realised gain**, measured after interval i+1 for *every* plan, executed or skipped: the same
+  difference on c_{i+1}, between the owners with the plan's moves and without them (so a skipped
+  plan is judged too, and the gate can learn that plans became useful again);
+* **persistence** ρ = R / P with R, P the realised and predicted gains of the judged plans summed
+  with weight :data:`FORGET` = 0.9 per judged plan of age (recent plans count most, a large plan
+  more than a small one; with 0.5 a single lucky coincidence — a skipped plan whose unloaded worker
+  happened to receive the next burst — turned ρ positive on the burst stream of the tests); ρ = 0
+  before any plan was judged;
+* the plan is executed iff ``gate_horizon · ρ · predicted gain > migration cost`` (state moved /
+  total state, :attr:`~engine.algorithms.grouping.Plan.migration_cost`).  Both sides are in the units of the
+  per-interval record (``imbalance``, ``migration_cost``): the gate moves state only when the gain it
+  expects from the evidence so far exceeds what the move costs.
+
+So the first plan of a run is always skipped (no evidence yet) and judged on the next interval; on
+a persistent skew ρ ≈ 1 and plans pass from the second one on; on keys that burst and vanish the
+realised gains are ~0 or negative and every plan is skipped, which is exactly not rebalancing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.algorithms.grouping import IntervalStats, Plan
+from engine.control.metrics import load_metrics
+from engine.control.state import searchsorted_ascending
+
+__all__ = ["GateVerdict", "MigrationGate"]
+
+#: weight of a judged plan per judged plan of age in the persistence estimate
+FORGET = 0.9
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """A plan's predicted ``gain``, migration ``cost``, the persistence ``rho`` and ``horizon`` it was
+    judged with, and whether it pays (``horizon · rho · gain > cost``)."""
+
+    gain: float
+    cost: float
+    rho: float
+    horizon: int
+    pays: bool
+
+    def to_dict(self) -> dict[str, float]:
+        return {"gate_gain": self.gain, "gate_cost": self.cost, "gate_persistence": self.rho,
+                "gate_horizon": self.horizon}
+
+
+def _imbalance(workers: np.ndarray, cost: np.ndarray, n: int) -> float:
+    owned = workers >= 0
+    return load_metrics(np.bincount(workers[owned], weights=cost[owned], minlength=n)[:n])["imbalance"]
+
+
+class MigrationGate:
+    """State of the gate of one controller (plain floats and arrays: picklable)."""
+
+    def __init__(self) -> None:
+        self.realised = 0.0  # R
+        self.predicted = 0.0  # P
+        #: the last plan, to be judged on the next interval: (n, moved key ids ascending, their
+        #: owners before the plan, their targets, predicted gain)
+        self._pending: tuple[int, np.ndarray, np.ndarray, np.ndarray, float] | None = None
+
+    @property
+    def persistence(self) -> float:
+        """ρ = R / P (0 while nothing was judged; may be negative when plans made things worse)."""
+        return self.realised / self.predicted if self.predicted > 0 else 0.0
+
+    def forget_pending(self) -> None:
+        """Drop the plan awaiting judgement (its owners were changed by an operator action)."""
+        self._pending = None
+
+    def observe(self, stats: IntervalStats) -> None:
+        """Judge the pending plan on the interval of ``stats`` (before any new plan)."""
+        pending, self._pending = self._pending, None
+        if pending is None or stats.key_ids is None or pending[0] != stats.n_workers:
+            return
+        n, keys, before, after, gain = pending
+        ids = stats.key_ids
+        with_plan = stats.worker.copy()
+        without = stats.worker.copy()
+        if keys.size and ids.size:
+            pos = np.minimum(searchsorted_ascending(ids, keys), ids.size - 1)
+            hit = ids[pos] == keys
+            with_plan[pos[hit]] = after[hit]
+            without[pos[hit]] = before[hit]
+        realised = _imbalance(without, stats.cost, n) - _imbalance(with_plan, stats.cost, n)
+        self.realised = FORGET * self.realised + realised
+        self.predicted = FORGET * self.predicted + gain
+
+    def judge(self, stats: IntervalStats, plan: Plan, horizon: int) -> GateVerdict:
+        """The verdict on ``plan`` (see the module docstring); the plan is kept for judgement on the
+        next interval whatever the verdict."""
+        n = stats.n_workers
+        gain = _imbalance(stats.worker, stats.cost, n) - _imbalance(np.asarray(plan.assignment, np.int64), stats.cost, n)
+        rho = self.persistence
+        cost = float(plan.migration_cost)
+        if stats.key_ids is not None:
+            moved = np.asarray(plan.moved, dtype=bool)
+            self._pending = (n, stats.key_ids[moved], stats.worker[moved], np.asarray(plan.assignment, np.int64)[moved],
+                             max(float(gain), 0.0))
+        return GateVerdict(float(gain), cost, float(rho), int(horizon), bool(horizon * rho * gain > cost))

@@ -1,5 +1,0 @@
-"""Streaming groupings (key grouping baselines and split-key groupings).
-
-Every module here registers its classes with :func:`engine.registry.register`; the registry imports
-all of them on first use.
-"""

@@ -1,5 +1,0 @@
-"""Routing-table rebalancers with state migration (Fang, Gedik, Guo & Zhou).
-
-Every module here registers its classes with :func:`engine.registry.register`; the registry imports
-all of them on first use.
-"""

@@ -1,0 +1,889 @@
+"""``skewlab engine``: a PySpark Structured Streaming query with a swappable grouping and keyed
+state on the executors.
+
+The query (:meth:`SparkEngine._start_query`): the source routes each input partition with the
+routing snapshot published for the batch (:mod:`engine.runtimes.spark.sources`, :mod:`engine.runtimes.spark.topology`)
+→ ``groupBy(worker label).applyInPandasWithState``: every worker is one task and one state partition,
+its sliding-window keyed state is in Spark's RocksDB state store, checkpointed and restored by Spark
+with the offsets, and it writes its results to the sink — Parquet files or a Kafka topic
+(:mod:`engine.runtimes.spark.operator`, :mod:`engine.runtimes.spark.result_sink`) →
+``foreachBatch`` on the driver.  The number of state partitions is ``--max-workers``, fixed for the
+checkpoint's life.
+
+Per micro-batch ``b`` the driver (``foreachBatch``), which keeps statistics, not state:
+
+1. runs the batch's operator and collects only statistics: per-(worker, key fingerprint) tuple counts
+   (:class:`~engine.algorithms.keys.FingerprintVocabulary`), each worker's summary (keys and bytes of state, held
+   tuples), the task times from Spark's task metrics, the state blobs workers
+   exported and the sources' side rows; a batch the restored snapshot already applied is re-run (the
+   state must advance with Spark's batch; its exports and result files are identical) and nothing
+   is applied (exactly-once, see :mod:`engine.io.checkpoint`);
+2. the :class:`~engine.control.controller.Controller` closes the interval from those statistics: metrics,
+   rebalancing plans, and the move orders of the migration path;
+3. shadow what-if of the other groupings (:mod:`engine.control.shadow`), hot keys;
+4. pending operator commands (validated, :mod:`engine.control.commands`) are applied: they take effect from
+   batch ``b + 1`` (recorded as its ``applied_batch``), whose routing snapshot is published next, and
+   their events are numbered with its interval;
+5. publishes batch ``b + 1``'s routing snapshot: the grouping's router, every worker's orders (keys to export
+   and to whom, keys to expect) and the blobs exported in ``b`` for their new workers to import;
+6. snapshot to the checkpoint directory, then metrics to the database through the buffered sink
+   (:mod:`engine.io.metrics_sink`), then one status line.
+
+Migration therefore spans three batches: planned at the end of ``t``; in ``t + 1`` the sources route
+moved keys to their new workers, the old workers export the keys' windows and the new ones hold the
+keys' tuples; in ``t + 2`` the new workers import the windows, apply the held tuples and emit their
+results.  The migration row is recorded when the import completes, with the bytes that crossed and
+the pause (batches, milliseconds).
+
+Before a query starts the engine publishes the snapshot of the next batch; Spark's offset log names
+the snapshot each batch was planned with, so a replay after a crash routes identically.
+
+Pausing stops the streaming query after the current batch (offsets stay in Spark's checkpoint, no
+record is lost) and polls for ``resume``; resuming restarts the query from the checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from engine.algorithms import registry
+from engine.io.checkpoint import STREAM_FIELDS, SnapshotStore, stream_mismatch
+from engine.control.commands import apply_command
+from engine.control.controller import Controller, compose_orders
+from engine.io.interval_record import interval_record, rebalance_events, worker_rows
+from engine.algorithms.keys import FingerprintVocabulary
+from engine.runtimes.spark.driver_memory import limit_retained_memory, release_unused
+from engine.control.metrics import format_rate
+from engine.io.metrics_sink import MetricsSink, PendingInterval
+from engine.config.params import ParamError
+from engine.config import settings as run_settings
+from engine.config.settings import MAX_WORKERS, check
+from engine.control.shadow import ShadowEvaluator, default_shadow_names
+from engine.runtimes.spark.result_sink import open_sink, restore_sink
+from storage.records import IntervalRecord
+
+__all__ = ["EngineConfig", "SparkEngine", "OPERATORS", "SOURCES"]
+
+# py4j logs every exception our foreachBatch callback raises, with the whole traceback; the engine
+# logs its own failures in one line and refuses batches on purpose while stopping.
+logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
+
+
+#: fault injection for the reliability tests: "migration:<batch>" kills the process with SIGKILL
+#: right after the first rebalance that moves state at or after that batch, before its snapshot.
+_FAULT = os.environ.get("SKEWLAB_FAULT_INJECT", "")
+
+
+def _fault(phase: str, batch_id: int, *, exports: bool = False) -> None:
+    """Fault injection for the exactly-once tests: ``SKEWLAB_FAULT_INJECT=<phase>:<batch>[:export]``
+    kills the process with SIGKILL at ``phase`` of the first batch ``>= batch`` (with ``:export``:
+    the first such batch whose workers exported state).  Phases, in order: ``collected`` (the
+    operator ran and its state is committed, nothing applied), ``published`` (the next batch's routing
+    snapshot, with its imports, is written; our snapshot is not), ``saved`` (our snapshot is written;
+    Spark has not committed the batch)."""
+    parts = _FAULT.split(":")
+    if len(parts) < 2 or parts[0] != phase or batch_id < int(parts[1]):
+        return
+    if len(parts) > 2 and parts[2] == "export" and not exports:
+        return
+    print(f"fault injection: SIGKILL at {phase} of batch {batch_id}", file=sys.stderr, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class EngineFailed(RuntimeError):
+    """The streaming query died (a failed batch or source); the message is one line for the operator.
+    Nothing is lost: the failed batch was not committed and is replayed by the next start."""
+
+
+def _quiet_stream_errors(spark: Any) -> None:
+    """Silence Spark's multi-page ERROR for a foreachBatch failure; the engine logs it in one line."""
+    try:
+        jvm = spark.sparkContext._jvm
+        level = jvm.org.apache.logging.log4j.Level.OFF
+        for name in ("org.apache.spark.sql.execution.streaming.MicroBatchExecution",
+                     "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+                     "org.apache.spark.sql.execution.streaming.StreamExecution"):
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)
+    except Exception:  # noqa: BLE001 - logging is cosmetic
+        pass
+
+
+_PY_ERROR = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception)): (.+)$")
+
+
+def _first_line(exc: BaseException) -> str:
+    """One line for the operator.  A Spark error that wraps a Python traceback (a failed source or
+    batch function) gives the wrapped exception's own line (``ValueError: topic ... does not exist``),
+    prefixed by Spark's error class, instead of "Traceback (most recent call last):"."""
+    text = str(exc).strip()
+    if not text:
+        return type(exc).__name__
+    lines = text.splitlines()
+    first = lines[0]
+    if "Traceback (most recent call last)" in text:
+        inner = [m for m in map(_PY_ERROR.match, (x.strip() for x in lines[1:])) if m]
+        if inner:
+            head = first.split("Traceback (most recent call last)")[0].rstrip(": ")
+            cls = re.findall(r"\[([A-Z_]+)\]", head)
+            return f"{cls[-1] + ': ' if cls else ''}{inner[-1].group(1)}: {inner[-1].group(2)}"[:300]
+    return first[:300]
+
+OPERATORS = {"count": "linear", "join": "join"}
+#: --service-us above one second per tuple is a typo, not an experiment
+MAX_SERVICE_US = 1e6
+SOURCES = ("generator", "kafka", "file")
+
+
+@dataclass
+class EngineConfig:
+    source: str = "generator"
+    db: str | None = None
+    algorithm: str = "mixed"
+    params: dict[str, Any] = field(default_factory=dict)
+    workers: int = run_settings.WORKERS.default
+    sources: int = run_settings.SOURCES.default
+    interval: float = run_settings.INTERVAL.default
+    rate: float = run_settings.RATE.default
+    max_per_batch: int = run_settings.MAX_PER_BATCH.default
+    checkpoint: str | None = None
+    run_name: str = ""
+    duration: float | None = None
+    master: str = "local[*]"
+    window: int = run_settings.WINDOW.default
+    operator: str = "count"
+    workload: str = "zipf"
+    workload_params: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    bootstrap: str = ""
+    topic: str = ""
+    path: str = ""
+    column: str = ""
+    shadow: list[str] | None = None
+    shadow_max_tuples: int = 50_000
+    top_k: int = 10
+    max_batches: int | None = None
+    max_workers: int | None = None
+    sink: str | None = None
+    #: emulated service time per tuple in µs (0 = none): see :func:`engine.runtimes.spark.operator.make_handler`
+    service_us: float = 0.0
+
+    def validate(self) -> None:
+        """One-line :class:`ParamError` for every bad setting (before Spark starts)."""
+        if self.source not in SOURCES:
+            raise ParamError(f"--source must be one of {'|'.join(SOURCES)}, got {self.source!r}")
+        if self.operator not in OPERATORS:
+            raise ParamError(f"--operator must be one of {'|'.join(OPERATORS)}, got {self.operator!r}")
+        for name in ("workers", "sources", "interval", "rate", "max_per_batch", "window"):
+            check(name, getattr(self, name))
+        if self.max_workers is not None:
+            check(run_settings.MAX_WORKERS_SETTING, self.max_workers)
+            if self.max_workers < self.workers:
+                raise ParamError(f"--max-workers must be >= --workers ({self.workers}), got {self.max_workers}")
+        if not 0 <= self.service_us <= MAX_SERVICE_US:
+            raise ParamError(f"--service-us must be in [0, {MAX_SERVICE_US:g}] µs per tuple, got {self.service_us}")
+        if self.duration is not None and self.duration <= 0:
+            raise ParamError(f"--duration must be > 0 seconds, got {self.duration}")
+        cls = registry.get(self.algorithm)
+        registry.validate_params(self.algorithm, self.params)
+        if self.operator == "join" and not cls.single_owner:
+            raise ParamError(
+                f"{self.algorithm} splits keys over workers and cannot serve the join operator "
+                "(a join needs every tuple of a key on one worker); use a key grouping or a rebalancer"
+            )
+        if self.source == "kafka" and (not self.bootstrap or not self.topic):
+            raise ParamError("--source kafka needs --bootstrap HOST:PORT and --topic NAME")
+        if self.source == "file":
+            if not self.path:
+                raise ParamError("--source file needs --input FILE")
+            if not os.path.isfile(self.path) or not os.access(self.path, os.R_OK):
+                raise ParamError(f"cannot read input file {self.path!r}")
+        if self.source == "generator":
+            from engine.workloads import create_workload
+
+            create_workload(self.workload, self.seed, self.workload_params)  # validates params
+        for name in self.shadow or []:
+            registry.get(name)
+        if self.sink:
+            from engine.runtimes.spark.result_sink import parse_sink
+
+            parse_sink(self.sink)  # a malformed kafka:// URL
+
+    def checkpoint_dir(self) -> Path:
+        """``--checkpoint``, or ``data/checkpoints/<run name, else "default">``."""
+        return Path(self.checkpoint or default_data_dir() / "checkpoints" / (self.run_name or "default"))
+
+    def partitions(self) -> int:
+        """State partitions P = ``--max-workers``, default ``2 * workers`` (capped at MAX_WORKERS): the
+        most workers the run can grow to, fixed for the checkpoint's life."""
+        return int(self.max_workers) if self.max_workers is not None else min(2 * self.workers, MAX_WORKERS)
+
+    def sink_spec(self) -> str:
+        """``--sink`` (a directory or ``kafka://HOST:PORT/TOPIC``), or ``data/results/<checkpoint
+        directory name>``: where the operator's results go (:mod:`engine.runtimes.spark.result_sink`)."""
+        return str(self.sink or default_data_dir() / "results" / self.checkpoint_dir().name)
+
+    def source_options(self) -> tuple[str, dict[str, str]]:
+        if self.source == "generator":
+            return "skewlab-generator", {
+                "workload": self.workload,
+                "params": json.dumps(self.workload_params),
+                "seed": str(self.seed),
+                "partitions": str(self.sources),
+                "rate": str(self.rate),
+                "max_per_batch": str(self.max_per_batch),
+            }
+        if self.source == "file":
+            return "skewlab-file", {
+                "path": self.path,
+                "column": self.column,
+                "partitions": str(self.sources),
+                "rate": str(self.rate),
+                "max_per_batch": str(self.max_per_batch),
+            }
+        return "skewlab-kafka", {
+            "bootstrap": self.bootstrap,
+            "topic": self.topic,
+            "max_per_batch": str(self.max_per_batch),
+        }
+
+
+def _interrupt(*_: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _capture_library_warnings(path: Path) -> None:
+    """Send Python warnings (pyspark's and pandas' FutureWarnings, say) to ``path``, not the console.
+
+    The console carries the engine's status lines only; the warnings are kept in the Spark log.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    logging.captureWarnings(True)
+    logger = logging.getLogger("py.warnings")
+    if not any(getattr(h, "baseFilename", None) == str(path.resolve()) for h in logger.handlers):
+        handler = logging.FileHandler(path)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+    logger.propagate = False
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("SKEWLAB_DATA_DIR", "data"))
+
+
+class SparkEngine:
+    """Owns the Spark query, the controller, the snapshots and the metrics sink of one run."""
+
+    def __init__(self, cfg: EngineConfig, *, log: Callable[[str], None] | None = None,
+                 after_batch: Callable[["SparkEngine", int], None] | None = None,
+                 spark_log: Path | None = None) -> None:
+        """``spark_log``: file for the JVM's own output and for Python warnings, so that the console
+        carries the engine's lines only (``skewlab engine``); ``None`` leaves both where they are."""
+        cfg.validate()
+        self.spark_log = spark_log
+        self.after_batch = after_batch
+        self.cfg = cfg
+        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.checkpoint = cfg.checkpoint_dir()
+        self.snapshots = SnapshotStore(self.checkpoint / "skewlab")
+        from engine.runtimes.spark.sources import RouteFiles
+
+        self.routes = RouteFiles(self.checkpoint / "routes")
+        self.stop_requested = threading.Event()
+        self.in_batch = threading.Lock()
+        self.paused = False
+        self.batches_done = 0
+        self.started = time.monotonic()
+        self.store = None
+        self.sink: MetricsSink | None = None
+        self.run_id: int | None = None
+        self.last_batch = -1
+        self.applied_commands: list[int] = []
+        self.consumed: dict[int, int] = {}
+        self.dead_total = 0
+        self._carry_events: list[dict[str, Any]] = []
+        self._stopping = False
+        self._idle_since: float | None = None
+        self._backpressure = False
+        self._interrupted = False
+        self._batch_error: BaseException | None = None  # what failed in our own batch function
+        self._task_times: Any = None  # engine.runtimes.spark.task_metrics.TaskTimes, made at the first batch
+        #: names of keys the workers reported by name (their most frequent keys: the hot keys' names)
+        self.key_names: dict[int, str] = {}
+        #: keys in each worker's state and tuples it holds for state in flight, after the last batch
+        #: (from the workers' summary rows): a worker with either gets a control row even when it is no
+        #: longer among the controller's workers
+        self.worker_keys: dict[int, int] = {}
+        self.worker_held: dict[int, int] = {}
+        self.worker_bytes: dict[int, int] = {}
+        #: migrations whose state is in flight: planned, exported, imported (see _track_migrations)
+        self.migrating: list[dict[str, Any]] = []
+        self._migrations_seen = 0
+        #: what the next batch's routing snapshot carries besides the grouping: composed move orders
+        #: (key id -> (holders, target)) and export blobs per receiving worker
+        self.next_orders = compose_orders([])  # composed (key ids, holders, targets)
+        self.next_imports: dict[int, list[bytes]] = {}
+        #: a grouping that splits keys has run: the workers emit every change of their shares, so that
+        #: the latest shares add up to each key's windowed count (operator.merge_latest_shares)
+        self.shares_split = False
+        self._latencies: list[float] = []
+        limit_retained_memory()  # the driver's per-batch temporaries go back to the system when freed
+        self._restore_or_init()
+        self.controller.track_orders = True
+
+    # ------------------------------------------------------------------ state
+    def _restore_or_init(self) -> None:
+        from storage import connect
+
+        self.store = connect(self.cfg.db)
+        latest = self.snapshots.latest()
+        if latest is not None:
+            batch, snap = latest
+            diff = stream_mismatch(snap.get("stream"), self._stream())
+            if diff:
+                self.store.close()
+                raise ParamError(
+                    f"checkpoint {self.checkpoint} belongs to run {snap['run_id']} on another stream "
+                    f"({'; '.join(diff)}): restart with that run's settings to resume it, or start a new run "
+                    "with --run-name NAME or --checkpoint DIR"
+                )
+            self.controller: Controller = snap["controller"]
+            if not isinstance(self.controller.vocab, FingerprintVocabulary):
+                self.store.close()
+                raise ParamError(
+                    f"checkpoint {self.checkpoint} was written by an engine version whose driver kept key names; "
+                    "start a new run with --run-name NAME or --checkpoint DIR")
+            self.shadow: ShadowEvaluator | None = snap["shadow"]
+            self.run_id = snap["run_id"]
+            self.last_batch = batch
+            self.paused = snap.get("paused", False)
+            self.applied_commands = snap.get("applied_commands", [])
+            self.consumed = snap.get("consumed", {})
+            self.dead_total = snap.get("dead_total", 0)
+            if snap.get("partitions") is None:
+                self.store.close()
+                raise ParamError(
+                    f"checkpoint {self.checkpoint} was written by an engine that kept the state in the driver; "
+                    "start a new run with --run-name NAME or --checkpoint DIR")
+            self.partitions = int(snap["partitions"])
+            try:
+                self.results = restore_sink(snap["sink"], snap.get("sink_start"), self.partitions)
+            except ParamError:
+                self.store.close()
+                raise
+            if self.cfg.max_workers not in (None, self.partitions) or (self.cfg.sink and self.cfg.sink != self.results.url):
+                self.log(f"run {snap['run_id']} keeps its {self.partitions} state partitions and its sink {self.results.url}: "
+                         "--max-workers/--sink only set up new runs")
+            self.worker_keys = snap.get("worker_keys", {})
+            self.worker_held = snap.get("worker_held", {})
+            self.worker_bytes = snap.get("worker_bytes", {})
+            self.migrating = snap.get("migrating", [])
+            self.next_orders = snap.get("next_orders", compose_orders([]))
+            self.next_imports = snap.get("next_imports", {})
+            self._migrations_seen = snap.get("migrations_seen", len(self.controller.migrations))
+            self.shares_split = bool(snap.get("shares_split", False))
+            self._latencies = snap.get("latencies", [])
+            pending = snap.get("pending", [])
+            self.log(f"restored run {self.run_id} at batch {batch} from {self.snapshots.dir}")
+            g = self.controller.grouping
+            if (self.cfg.algorithm, self.cfg.workers) != (g.name, self.controller.n_workers) or any(
+                    g.p.get(k) != v for k, v in self.cfg.params.items()):
+                self.log(f"run {self.run_id} continues with its own grouping ({g.name} on {self.controller.n_workers} "
+                         "workers); --algorithm/--workers/--param only set up new runs — change a running one with "
+                         "'skewlab control'")
+        else:
+            vocab = FingerprintVocabulary()
+            grouping = registry.create(self.cfg.algorithm, self.cfg.workers, self.cfg.sources, self.cfg.seed, self.cfg.params)
+            self.controller = Controller(grouping, vocab, window=self.cfg.window, cost_model=OPERATORS[self.cfg.operator])
+            names = self.cfg.shadow if self.cfg.shadow is not None else default_shadow_names(grouping.name, self.cfg.operator)
+            self.shadow = (
+                ShadowEvaluator(names, vocab, n_workers=self.cfg.workers, n_sources=self.cfg.sources, seed=self.cfg.seed,
+                                window=self.cfg.window, cost_model=OPERATORS[self.cfg.operator],
+                                max_tuples=self.cfg.shadow_max_tuples)
+                if names else None
+            )
+            self.partitions = self.cfg.partitions()
+            try:  # before the run exists: an unusable sink is a start-up error
+                self.results = open_sink(self.cfg.sink_spec(), self.partitions, log=self.log)
+            except ParamError:
+                self.store.close()
+                raise
+            config = {k: v for k, v in asdict(self.cfg).items() if k != "db"}
+            config["max_workers"] = self.partitions  # the state partitions: set-workers' upper limit
+            self.run_id = self.store.create_run(
+                grouping.name, grouping.p, seed=self.cfg.seed, n_workers=self.cfg.workers,
+                workload=self.cfg.workload if self.cfg.source == "generator" else f"{self.cfg.source}",
+                config=config, name=self.cfg.run_name,
+            )
+            pending = []
+        self.sink = MetricsSink(self.store, self.run_id, log=self.log)
+        for item in pending:
+            self.sink.enqueue(item)
+        self.sink.flush(force=True)
+
+    def _stream(self) -> dict[str, Any]:
+        """The settings that identify this run's stream (:data:`engine.io.checkpoint.STREAM_FIELDS`)."""
+        out = {k: getattr(self.cfg, k) for k in STREAM_FIELDS if k != "db"}
+        out["db"] = self.store.url
+        return out
+
+    def _publish_route(self, batch_id: int) -> None:
+        """Publish the routing snapshot the sources use for ``batch_id`` (see engine.runtimes.spark.sources):
+        the grouping, the state partitions, every worker's control payload (exports, keys to expect:
+        the moves the controller ordered since the last publication, composed with those already
+        published for this batch) and the export blobs each worker imports in that batch.  With
+        state to export or import the batch runs even if no tuple arrives (``flush``)."""
+        from engine.runtimes.spark.topology import RoutingSnapshot, control_payloads
+
+        self.next_orders = compose_orders([self.next_orders, self.controller.drain_orders()])
+        fresh = self.controller.migrations[self._migrations_seen:]
+        self._migrations_seen = len(self.controller.migrations)
+        if fresh:
+            self.migrating.append({"export_batch": batch_id, "events": [m.to_dict() for m in fresh],
+                                   "latency_before_ms": float(np.median(self._latencies[-5:])) if self._latencies else None})
+        holding = ({w for w, n in self.worker_keys.items() if n} | {w for w, n in self.worker_held.items() if n}
+                   | set(self.next_imports))
+        control = control_payloads(self.next_orders, self.controller.vocab.fps,
+                                   set(range(self.controller.n_workers)) | holding, self.partitions)
+        self.shares_split = self.shares_split or not self.controller.grouping.single_owner
+        for payload in control.values():
+            payload["changes"] = self.shares_split
+        self.routes.publish(batch_id, RoutingSnapshot(batch_id, self.controller.grouping.router, self.partitions,
+                                                      control, self.next_imports,
+                                                      values=self.cfg.operator == "join").dumps(),
+                            flush=bool(self.next_imports or self.next_orders[0].size))
+
+    def _track_migrations(self, batch_id: int, exports: list[tuple[int, int, bytes]], latency_ms: float
+                          ) -> list[dict[str, Any]]:
+        """Follow each migration through its batches: the export batch (the old workers' state leaves
+        their tasks: bytes moved), then the import batch (the new workers merge it and release the held
+        tuples).  Returns the storage rows of the migrations that completed in ``batch_id``."""
+        done: list[dict[str, Any]] = []
+        now = time.time()
+        for m in list(self.migrating):
+            if m["export_batch"] == batch_id:
+                m["bytes_moved"] = sum(len(b) for _, _, b in exports)
+                m["latency_export_ms"] = latency_ms
+                m["export_end"] = now
+            elif m["export_batch"] < batch_id:
+                self.migrating.remove(m)
+                events = m["events"]
+                total = max((e["total_state"] for e in events), default=0.0)
+                moved = sum(e["state_moved"] for e in events)
+                done.append({  # the algorithm that planned it (a later switch may have replaced it since)
+                    "algorithm": next((e["algorithm"] for e in events if e.get("algorithm")), self.controller.grouping.name),
+                    "keys_moved": sum(e["keys"] for e in events),
+                    "state_moved": moved,
+                    "migration_cost": moved / total if total > 0 else 0.0,
+                    "bytes_moved": m.get("bytes_moved", 0),
+                    "pause_batches": batch_id - m["export_batch"],
+                    "pause_ms": (now - m["export_end"]) * 1000.0 if "export_end" in m else None,
+                    "detail": {"reason": "+".join(dict.fromkeys(e["reason"] for e in events)),
+                               "planned_interval": events[0]["interval"], "export_batch": m["export_batch"],
+                               "import_batch": batch_id, "latency_before_ms": m["latency_before_ms"],
+                               "latency_plan_ms": m.get("latency_plan_ms"),
+                               "moves": [{"reason": e["reason"], "interval": e["interval"], "keys": e["keys"],
+                                          "state_moved": e["state_moved"]} for e in events],
+                               "latency_export_ms": m.get("latency_export_ms"), "latency_import_ms": latency_ms},
+                })
+        return done
+
+    def _save(self, batch_id: int) -> None:
+        assert self.sink is not None
+        self.snapshots.save(batch_id, {
+            "run_id": self.run_id,
+            "stream": self._stream(),
+            "controller": self.controller,
+            "shadow": self.shadow,
+            "paused": self.paused,
+            "applied_commands": self.applied_commands[-1000:],
+            "consumed": self.consumed,
+            "dead_total": self.dead_total,
+            "pending": self.sink.pending(),
+            "partitions": self.partitions,
+            "sink": self.results.url,
+            "sink_start": self.results.start,
+            "worker_keys": self.worker_keys,
+            "worker_held": self.worker_held,
+            "worker_bytes": self.worker_bytes,
+            "migrating": self.migrating,
+            "next_orders": self.next_orders,
+            "next_imports": self.next_imports,
+            "migrations_seen": self._migrations_seen,
+            "shares_split": self.shares_split,
+            "latencies": self._latencies[-20:],
+        })
+
+    # ------------------------------------------------------------------ commands
+    def _apply_commands(self, batch_id: int) -> tuple[list[tuple[int, str, str | None]], list[dict[str, Any]]]:
+        """Apply the pending operator commands; they take effect from batch ``batch_id`` (the next one),
+        whose interval is the controller's next.  Returns (command marks, events without interval)."""
+        marks: list[tuple[int, str, str | None]] = []
+        events: list[dict[str, Any]] = []
+        try:
+            pending = self.store.pending_commands(self.run_id)
+        except Exception as exc:  # noqa: BLE001 - database down: no commands this batch
+            self.log(f"cannot read commands: {type(exc).__name__}")
+            return marks, events
+        for cmd in pending:
+            cid = int(cmd["id"])
+            if cid in self.applied_commands:
+                continue
+            before = self.controller.grouping.name, dict(self.controller.grouping.p)
+            res = apply_command(self.controller, cmd.get("kind"), cmd.get("payload"), operator=self.cfg.operator,
+                                max_workers=self.partitions, paused=None if self._backpressure else self.paused)
+            self.applied_commands.append(cid)
+            marks.append((cid, res.status, res.reason or None))
+            if res.status == "rejected":
+                self.log(f"command {cid} {cmd.get('kind')} rejected: {res.reason}")
+                continue
+            if res.action == "pause":
+                self.paused = True
+            elif res.action == "resume":
+                self.paused = False
+            if res.action == "workers" and self.shadow is not None:
+                self.shadow.resize(self.controller.n_workers)
+            if res.action == "switch" and self.shadow is not None:  # the what-if keeps every algorithm used
+                self.shadow.add(*before, like=self.controller)
+            kind = {"switch": "algorithm", "params": "params", "workers": "workers"}.get(res.action, res.action)
+            detail = {k: v for k, v in res.event.items() if k not in ("interval", "kind")}
+            events.append({"kind": kind, "detail": detail, "command_id": cid})
+            # numbered as the dashboard and 'skewlab control status' do: the first interval in effect
+            self.log(f"command {cid} {cmd.get('kind')} applied at interval {self.controller.interval} "
+                     f"(batch {batch_id}, {res.action})")
+        return marks, events
+
+    # ------------------------------------------------------------------ one micro-batch
+    def process_batch(self, df: Any, batch_id: int) -> None:
+        if self._stopping or self._done():
+            # Never return normally without applying: Spark would commit the batch. Failing leaves
+            # it uncommitted, so it is replayed (and applied once) on the next start.
+            raise RuntimeError("skewlab engine stopping; batch left for replay")
+        with self.in_batch:
+            if batch_id <= self.last_batch:
+                # The workers' state must still advance with Spark's batch: run the operator (its
+                # exports and result files are the same as the first time), apply nothing.
+                df.toArrow()
+                self.log(f"batch {batch_id} already applied (restored snapshot); operator re-run, nothing applied")
+                return
+            try:
+                self._process(df, batch_id)
+                release_unused()  # the batch's Arrow buffers are free once _process returned
+                if self.after_batch is not None:
+                    self.after_batch(self, batch_id)
+            except Exception as exc:
+                self._batch_error = exc
+                self.log(f"batch {batch_id} failed: {type(exc).__name__}: {_first_line(exc)}")
+                raise
+
+    def _process(self, df: Any, batch_id: int) -> None:
+        from engine.runtimes.spark.operator import unpack_output
+
+        t0 = time.perf_counter()
+        c = self.controller
+        events = self._carry_events
+        self._carry_events = []
+        n = c.n_workers
+        # The sources routed this batch with the snapshot published for it (route_dir); the workers'
+        # stateful operator ran on it (_start_query); only statistics, exports and side rows arrive.
+        u = unpack_output(df.toArrow())  # the collected table is freed here: only its numeric columns live on
+        _fault("collected", batch_id, exports=bool(u["exports"]))
+        used = {side.get("route_batch") for side in u["states"].values()} - {batch_id}
+        if used:
+            raise RuntimeError(
+                f"batch {batch_id} was routed with the snapshot of batch {sorted(used, key=str)[0]} (routing files in "
+                f"{self.routes.dir} do not match this checkpoint); start a new run with --run-name or --checkpoint"
+            )
+        for s, side in u["states"].items():
+            if side.get("source_state"):
+                c.grouping.router.set_source_state(s % c.grouping.n_sources, side["source_state"])
+            if side.get("consumed", -1) >= 0:
+                if side["first_seq"] != self.consumed.get(s, side["first_seq"]):
+                    self.log(f"warning: source {s} batch {batch_id} starts at {side['first_seq']}, "
+                             f"expected {self.consumed.get(s)} (gap or overlap in the source)")
+                self.consumed[s] = int(side["consumed"])
+        dead = u["dead_letters"]
+        self.dead_total += sum(v[0] for v in dead.values())
+        key_ids = c.vocab.encode_fps(u["fps"])
+        if len(self.key_names) > 100_000:  # a long run's drifting heads: keep the recent names
+            self.key_names = {}
+        self.key_names.update(u["names"])
+        route_seconds = sum(side.get("route_seconds", 0.0) for side in u["states"].values())
+        row = c.end_interval(key_ids, u["workers"], u["counts"], route_seconds=route_seconds)
+        for w, summary in u["summaries"].items():
+            self.worker_keys[w] = summary["keys"]
+            self.worker_held[w] = summary["held"]
+            self.worker_bytes[w] = summary["state_bytes"]
+
+        # shadow what-if and hot keys on the interval's per-key counts
+        uk, inv = np.unique(key_ids, return_inverse=True) if key_ids.size else (key_ids, key_ids)
+        per_key = np.bincount(inv, weights=u["counts"], minlength=uk.size).astype(np.int64) if key_ids.size else key_ids
+        shadow_rows = self.shadow.evaluate(uk, per_key) if self.shadow is not None else []
+        hot = self._hot_keys(uk, per_key, key_ids, u["workers"], row["tuples"])
+
+        batch_seconds = time.perf_counter() - t0
+        batch_latency_ms = batch_seconds * 1000.0
+        self._latencies = [*self._latencies[-19:], batch_latency_ms]  # the reference of migrations
+        task_seconds = self._task_seconds(df, batch_id)
+        workers_rows = worker_rows(
+            np.bincount(u["workers"], weights=u["counts"], minlength=n)[:n], np.bincount(u["workers"], minlength=n)[:n],
+            row["worker_loads"], c.state.per_worker(c.n_workers), state_bytes=self.worker_bytes,
+            task_seconds=task_seconds)
+        migrations = self._track_migrations(batch_id, u["exports"], batch_latency_ms)
+        events.extend(rebalance_events(c.events, row["interval"]))
+        # Operator commands take effect from the next batch: its routing snapshot is published below.
+        marks, cmd_events = self._apply_commands(batch_id + 1)
+        events.extend({**e, "interval": row["interval"] + 1} for e in cmd_events)  # the interval they start
+        record = interval_record(
+            row, batch_id, batch_seconds=batch_seconds, amax=c.grouping.p.get("amax"), workers=workers_rows,
+            hot_keys=hot, shadow=shadow_rows, migrations=migrations, events=events, dead_letters=dead)
+        self.last_batch = batch_id
+        self.batches_done += 1
+        item = PendingInterval(record, [(cid, status, reason, batch_id + 1) for cid, status, reason in marks])
+        self.sink.enqueue(item)
+        # The next batch's routing snapshot, then our snapshot (it holds the unwritten rows, so
+        # nothing is lost on a crash; rows already written are re-sent idempotently after a
+        # restart), then the database.
+        self.next_orders = compose_orders([])
+        self.next_imports = {}
+        for _, target, blob in u["exports"]:
+            self.next_imports.setdefault(target, []).append(blob)
+        self._publish_route(batch_id + 1)
+        _fault("published", batch_id, exports=bool(u["exports"]))
+        self._save(batch_id)
+        _fault("saved", batch_id, exports=bool(u["exports"]))
+        if not self.sink.flush() and self.sink.full and not self.paused:
+            # Back-pressure: never drop metric rows; stop consuming until the database is back.
+            self.paused = self._backpressure = True
+            self.log(f"metrics buffer full ({self.sink.backlog} intervals): pausing consumption until the database is back")
+        for m in self.migrating:  # the planning batch's whole time, commands and publication included
+            if m["export_batch"] == batch_id + 1:
+                m["latency_plan_ms"] = (time.perf_counter() - t0) * 1000.0
+        self.log(self._status_line(batch_id, row, record, dead))
+
+    def _task_seconds(self, df: Any, batch_id: int) -> dict[int, float]:
+        """Run time of each worker's task in this batch from Spark's task metrics
+        (:mod:`engine.runtimes.spark.task_metrics`); empty when Spark has not recorded them."""
+        from engine.runtimes.spark.task_metrics import TaskTimes
+
+        if self._task_times is None:
+            self._task_times = TaskTimes(df.sparkSession, f"skewlab-{self.run_id}")
+        times = self._task_times.of_batch(batch_id)
+        if times is None:
+            self.log(f"batch {batch_id}: Spark has not recorded its task metrics in time; worker task times left empty")
+            return {}
+        return times
+
+    def _hot_keys(self, uk, per_key, key_ids, workers, total) -> list[dict[str, Any]]:
+        if uk.size == 0 or total <= 0:
+            return []
+        top = np.argsort(-per_key, kind="stable")[: self.cfg.top_k]
+        fps = self.controller.vocab.fps
+        out = []
+        for rank, i in enumerate(top):
+            k = int(uk[i])
+            fp = int(fps[k])
+            dest = sorted(set(workers[key_ids == k].tolist()))
+            out.append({"key": self.key_names.get(fp, f"#{fp:016x}"), "fingerprint": fp, "count": int(per_key[i]),
+                        "share": float(per_key[i] / total), "workers": dest, "rank": rank})
+        return out
+
+    def _status_line(self, batch_id: int, row: dict[str, Any], record: IntervalRecord, dead: dict) -> str:
+        parts = [
+            f"batch {batch_id}", f"{row['algorithm']}", f"n={row['workers']}", f"tuples={row['tuples']}",
+            f"imbalance={row['imbalance']:.3f}", f"repl={row['replication']:.2f}" if row["tuples"] else "repl=–",
+            f"|A|={row['routing_table_size']}", f"migr={row['migration_cost']:.3f}",
+            format_rate(record.throughput), f"latency={record.batch_latency_ms:.0f}ms",
+        ]
+        if dead:
+            parts.append(f"dead={sum(v[0] for v in dead.values())}")
+        parts.append(self.sink.status if self.sink else "")
+        if self.paused:
+            parts.append("PAUSED")
+        return " | ".join(parts)
+
+    # ------------------------------------------------------------------ the query
+    def _start_query(self, spark: Any) -> Any:
+        """Source (routing in the scan) → ``groupBy(worker label).applyInPandasWithState`` (each
+        worker's keyed state in its own state partition, :mod:`engine.runtimes.spark.operator`) →
+        ``foreachBatch`` (the driver's statistics and planning)."""
+        from pyspark.sql import functions as F
+
+        from engine.runtimes.spark.labels import worker_labels
+        from engine.runtimes.spark.operator import OUT_SCHEMA, STATE_SCHEMA, make_handler
+        from engine.runtimes.spark.session import configure_state_store
+
+        fmt, opts = self.cfg.source_options()
+        opts["route_dir"] = str(self.routes.dir)  # the sources route (engine.runtimes.spark.sources)
+        join = self.cfg.operator == "join"
+        if join:
+            opts["route_values"] = "true"  # each tuple's value, for the join function
+        self._publish_route(self.last_batch + 1)
+        P = self.partitions
+        configure_state_store(spark, P)
+        labels = F.array(*[F.lit(v) for v in worker_labels(P)])
+        routed = spark.readStream.format(fmt).options(**opts).load()
+        out = (routed.withColumn("label", F.element_at(labels, (F.col("worker") % P) + 1))
+               .groupBy("label")
+               .applyInPandasWithState(make_handler(P, self.cfg.window, self.results, join, named=self.cfg.top_k,
+                                                    service_us=self.cfg.service_us),
+                                       OUT_SCHEMA, STATE_SCHEMA, "append", "NoTimeout"))
+        return (
+            out.writeStream.outputMode("append").foreachBatch(self.process_batch)
+            .option("checkpointLocation", str(self.checkpoint / "spark"))
+            .trigger(processingTime=f"{self.cfg.interval} seconds")
+            .queryName(f"skewlab-{self.run_id}")
+            .start()
+        )
+
+    def request_stop(self, *_: Any) -> None:
+        self._interrupted = True
+        if not self.stop_requested.is_set():
+            self.log("stopping: finishing the current batch and flushing metrics (Ctrl-C again to force)")
+            self.stop_requested.set()
+        else:
+            raise KeyboardInterrupt
+
+    def run(self) -> int:
+        """Run until ``--duration`` passes, ``max_batches`` are done or Ctrl-C; returns an exit status."""
+        from engine.runtimes.spark.session import get_session
+
+        if self.spark_log is not None:
+            _capture_library_warnings(self.spark_log)
+        previous_handlers = {}
+        main_thread = threading.current_thread() is threading.main_thread()
+        if main_thread:  # while Spark starts, SIGTERM stops like Ctrl-C does (the run is marked stopped)
+            previous_handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, _interrupt)
+        status = "finished"
+        reason = None
+        query = None
+        try:
+            spark = get_session(self.cfg.master, f"skewlab-engine-{self.run_id}", jvm_output=self.spark_log)
+            _quiet_stream_errors(spark)
+            # After the session: SparkContext installs its own SIGINT handler (cancel jobs + raise),
+            # which would interrupt a batch; ours finishes the batch and flushes metrics first.
+            if main_thread:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    previous_handlers.setdefault(sig, signal.signal(sig, self.request_stop))
+            try:
+                self.store.update_run(self.run_id, status="running")  # a restored run is running again
+            except Exception:  # noqa: BLE001 - the database may be down; metrics are buffered anyway
+                pass
+            self.log(f"run {self.run_id}: {self.controller.grouping.name} on {self.cfg.source}, "
+                     f"{self.controller.n_workers} workers, checkpoint {self.checkpoint}, db {self.store.url}"
+                     + (f", Spark log {self.spark_log}" if self.spark_log is not None else ""))
+            while not self._done():
+                if self.paused:
+                    self._wait_resume()
+                    continue
+                query = self._start_query(spark)
+                while not self._done() and not self.paused:
+                    try:
+                        terminated = query.awaitTermination(0.5)
+                    except Exception as exc:  # noqa: BLE001 - StreamingQueryException from a failed batch
+                        if self._done():
+                            break  # the batch refused while stopping; it is replayed on the next start
+                        if self._batch_error is not None:  # our own message, not Spark's wrapper of it
+                            raise EngineFailed(f"streaming query failed: {_first_line(self._batch_error)}") from None
+                        raise EngineFailed(f"streaming query failed: {_first_line(exc)}") from None
+                    if terminated:
+                        break
+                    if self.sink is not None:
+                        self.sink.flush()
+                    if self.cfg.source == "file" and self._file_exhausted(query):
+                        self.log("input file fully replayed; stopping")
+                        self.stop_requested.set()
+                self._stop_query(query)
+                query = None
+        except KeyboardInterrupt:
+            status = "stopped"
+        except BaseException as exc:
+            status, reason = "failed", _first_line(exc)
+            raise
+        finally:
+            if self._interrupted and status != "failed":
+                status = "stopped"
+            if query is not None:
+                self._stop_query(query)
+            if self.sink is not None and not self.sink.flush(force=True):
+                self.log(f"warning: {self.sink.backlog} interval(s) not yet written; they are kept in the snapshot "
+                         "and written on the next start")
+            try:
+                self.store.finish_run(self.run_id, status, note=reason)
+            except Exception:  # noqa: BLE001
+                pass
+            for sig, handler in previous_handlers.items():
+                signal.signal(sig, handler)
+        self.log(f"run {self.run_id} {status} after {self.batches_done} batch(es)")
+        return 0
+
+    def _file_exhausted(self, query: Any) -> bool:
+        """A finite file is done when the query has had no data for a few trigger intervals."""
+        status = query.status or {}
+        busy = status.get("isDataAvailable") or status.get("isTriggerActive") or self.batches_done == 0
+        now = time.monotonic()
+        if busy:
+            self._idle_since = None
+            return False
+        if self._idle_since is None:
+            self._idle_since = now
+        return now - self._idle_since > max(3 * self.cfg.interval, 3.0)
+
+    def _stop_query(self, query: Any) -> None:
+        """Stop between batches: new batches refuse to start, the running one finishes first."""
+        self._stopping = True
+        try:
+            with self.in_batch:
+                pass
+            query.stop()
+        except Exception:  # noqa: BLE001 - the query may already have failed on the refused batch
+            pass
+        finally:
+            self._stopping = False
+
+    def _done(self) -> bool:
+        if self.stop_requested.is_set():
+            return True
+        if self.cfg.duration is not None and time.monotonic() - self.started >= self.cfg.duration:
+            return True
+        return self.cfg.max_batches is not None and self.batches_done >= self.cfg.max_batches
+
+    def _wait_resume(self) -> None:
+        """Paused: the query is stopped; poll commands until ``resume`` (or stop)."""
+        self.log("paused: query stopped, polling for resume")
+        try:
+            self.store.update_run(self.run_id, status="paused")
+        except Exception:  # noqa: BLE001
+            pass
+        while self.paused and not self._done():
+            time.sleep(0.5)
+            if self._backpressure:
+                if self.sink is not None and self.sink.flush(force=True):
+                    self.paused = self._backpressure = False
+                    self.log("metrics database back: resuming consumption")
+                continue
+            marks, events = self._apply_commands(self.last_batch + 1)
+            self._carry_events.extend(events)
+            for cid, status, reason in marks:
+                try:
+                    self.store.mark_command(cid, status, reason=reason or "", applied_batch=self.last_batch + 1,
+                                            run_id=self.run_id)
+                except Exception:  # noqa: BLE001
+                    pass
+            if marks:
+                self._save(self.last_batch)
+        try:
+            self.store.update_run(self.run_id, status="running")
+        except Exception:  # noqa: BLE001
+            pass

@@ -1,0 +1,371 @@
+"""Where the workers of the Spark engine write their results: Parquet files or a Kafka topic.
+
+``--sink`` selects it (:func:`parse_sink`): a directory (the default, ``data/results/<checkpoint
+name>``) or ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC``.  The handler of worker ``w``
+(:func:`engine.runtimes.spark.operator.make_handler`) calls ``write(batch, w, table)`` once per micro-batch
+with its result rows (:data:`SINK_SCHEMA`); ``read()`` returns every result row of the run in the
+same columns.  Both sinks are exactly once from the same two facts: a replayed
+micro-batch produces the same rows (Spark restores the state version before it), and one writer —
+the worker's task — owns each (batch, worker) output.
+
+* :class:`ParquetSink`: one file per (batch, worker), written atomically and rewritten identically on
+  a replay (:func:`sink_file`, :func:`write_atomic_parquet`).
+* :class:`KafkaSink`: worker ``w`` writes to partition ``w`` of the topic (the topic has at least
+  P = ``--max-workers`` partitions).  Kafka offers no way to replace records, and a Kafka transaction
+  would not commit atomically with Spark's batch, so the task makes its write idempotent itself: the
+  rows are put in a canonical order (sorted by row content, since the order of the rows reaching a
+  task is not fixed) and numbered ``seq = 0 .. n-1``; before writing, the task reads the tail of its
+  partition and writes only the ``seq`` of its batch not already there (a replay after a complete
+  write writes nothing, one after a crash mid-write completes the batch).  The records of a (batch,
+  worker) are contiguous at the partition's tail while the task runs: Spark starts batch ``b + 1``
+  only after every task of ``b`` finished, and a task flushes (``acks=all``, idempotent producer)
+  before it returns.  A worker without results writes nothing.
+
+Kafka record format: key = the result key (UTF-8), value = JSON ``{"batch", "count", "checksum",
+"worker", "out_batch", "seq", "n"}`` — the result row (``batch`` is the row's own batch: held tuples
+released after an import report their arrival batch) and its place in the output of micro-batch
+``out_batch`` of ``worker`` (``seq`` of ``n``).  A reader takes a (out_batch, worker) group once all
+``n`` records are there (:func:`read_kafka_sink`), ignoring duplicates of a ``seq``.
+
+A new run (:func:`open_sink`) must not mix with an earlier run's records: the Parquet sink deletes the
+``batch=N`` directories it finds; the Kafka sink creates the topic if missing, refuses one with fewer
+than P partitions, and records each partition's end offset as the run's *start* (kept in the
+engine's snapshot, :func:`restore_sink`): the writers look back and the readers read only from there.
+One run writes to a topic at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+
+from engine.config.params import ParamError
+
+__all__ = ["KafkaSink", "ParquetSink", "SINK_SCHEMA", "open_sink", "parse_sink", "read_kafka_sink", "read_sink",
+           "restore_sink", "sink_file", "write_atomic_parquet"]
+
+KAFKA_SCHEME = "kafka://"
+_ORDER = [("batch", "ascending"), ("key", "ascending"), ("count", "ascending"), ("checksum", "ascending")]
+#: one result per (batch, key): ``count`` = the windowed count (count operator) or the pairs joined
+#: (join operator), ``checksum`` = NULL (count) or the sum of the joined pairs' values (join)
+SINK_SCHEMA = pa.schema([("batch", pa.int64()), ("key", pa.string()), ("count", pa.int64()),
+                         ("checksum", pa.int64()), ("worker", pa.int32())])
+
+
+def sink_file(sink_dir: str, batch: int, worker: int) -> str:
+    """Where worker ``worker`` writes its results of micro-batch ``batch``."""
+    return os.path.join(sink_dir, f"batch={int(batch)}", f"worker-{int(worker)}.parquet")
+
+
+def write_atomic_parquet(path: str, table: pa.Table) -> None:
+    """Write ``table`` to ``path`` through a hidden temporary file and a rename (readers see the whole
+    file or none; Parquet readers skip names starting with ``.``)."""
+    import pyarrow.parquet as pq
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def read_sink(sink_dir: str) -> pa.Table:
+    """Every result row in ``sink_dir`` (columns of :data:`SINK_SCHEMA`)."""
+    import pyarrow.parquet as pq
+
+    tables = []
+    if os.path.isdir(sink_dir):
+        for sub in sorted(os.listdir(sink_dir)):
+            d = os.path.join(sink_dir, sub)
+            if not sub.startswith("batch=") or not os.path.isdir(d):
+                continue
+            for name in sorted(os.listdir(d)):
+                if name.endswith(".parquet") and not name.startswith("."):
+                    tables.append(pq.read_table(os.path.join(d, name), schema=SINK_SCHEMA))
+    return pa.concat_tables(tables) if tables else SINK_SCHEMA.empty_table()
+
+
+def parse_sink(spec: str) -> tuple[str, ...]:
+    """``("parquet", directory)`` or ``("kafka", bootstrap, topic)`` for a ``--sink`` value;
+    :class:`ParamError` (one line) for a malformed Kafka URL."""
+    spec = str(spec)
+    if not spec.lower().startswith("kafka:"):
+        return ("parquet", spec)
+    from engine.io.kafka_io import _check_args
+
+    url = urlsplit(spec)
+    topic = url.path[1:] if url.path.startswith("/") else ""
+    if not spec.lower().startswith(KAFKA_SCHEME) or not url.netloc or url.query or url.fragment:
+        raise ParamError(f"--sink {spec!r}: expected kafka://HOST:PORT[,HOST:PORT...]/TOPIC")
+    try:
+        _check_args(url.netloc, topic)
+    except ValueError as exc:
+        raise ParamError(f"--sink {spec!r}: {exc}") from None
+    return ("kafka", url.netloc, topic)
+
+
+def open_sink(spec: str, partitions: int, *, log: Callable[[str], None] = lambda m: None,
+              timeout_s: float = 10.0) -> "ParquetSink | KafkaSink":
+    """The sink of a new run, emptied of an earlier run's results (see the module docstring)."""
+    kind, *where = parse_sink(spec)
+    if kind == "parquet":
+        sink = ParquetSink(where[0])
+        sink.clear(log)
+        return sink
+    bootstrap, topic = where
+    _check_partitions(bootstrap, topic, partitions, timeout_s, create=True)
+    start = _end_offsets(bootstrap, topic, partitions, timeout_s)
+    if any(start.values()):
+        log(f"new run: results go to kafka topic {topic!r} after the records already there (start offsets {start})")
+    return KafkaSink(bootstrap, topic, start)
+
+
+def restore_sink(spec: str, start: dict[int, int] | None, partitions: int, *,
+                 timeout_s: float = 10.0) -> "ParquetSink | KafkaSink":
+    """The sink of a restored run (``spec`` and ``start`` from its snapshot); a Kafka broker that is
+    unreachable or a topic with too few partitions is a :class:`ParamError` before the query starts."""
+    kind, *where = parse_sink(spec)
+    if kind == "parquet":
+        return ParquetSink(where[0])
+    bootstrap, topic = where
+    _check_partitions(bootstrap, topic, partitions, timeout_s, create=False)
+    return KafkaSink(bootstrap, topic, {int(p): int(o) for p, o in (start or {}).items()})
+
+
+class ParquetSink:
+    """Results as ``DIR/batch=B/worker-W.parquet`` (:func:`sink_file`)."""
+
+    def __init__(self, directory: str) -> None:
+        self.url = str(directory)
+        self.start: dict[int, int] | None = None
+
+    def write(self, batch: int, worker: int, table: pa.Table) -> None:
+
+        write_atomic_parquet(sink_file(self.url, batch, worker), table)
+
+    def read(self) -> pa.Table:
+
+        return read_sink(self.url)
+
+    def clear(self, log: Callable[[str], None]) -> None:
+        """Delete the ``batch=N`` directories an earlier run with this sink left."""
+        if not os.path.isdir(self.url):
+            return
+        old = [e.path for e in os.scandir(self.url) if e.is_dir() and re.fullmatch(r"batch=\d+", e.name)]
+        for d in old:
+            shutil.rmtree(d, ignore_errors=True)
+        if old:
+            log(f"new run: removed {len(old)} result batch(es) of an earlier run from {self.url}")
+
+
+class KafkaSink:
+    """Results as records of ``topic``, worker ``w`` on partition ``w``, from offsets ``start``."""
+
+    def __init__(self, bootstrap: str, topic: str, start: dict[int, int], *, timeout_s: float = 30.0) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.start = dict(start)
+        self.timeout_s = float(timeout_s)
+        self.url = f"{KAFKA_SCHEME}{bootstrap}/{topic}"
+
+    def write(self, batch: int, worker: int, table: pa.Table) -> int:
+        """Write the rows of ``table`` (the results of micro-batch ``batch`` on ``worker``) that the
+        partition does not hold yet; returns how many records were sent.  Any failure is a one-line
+        :class:`RuntimeError` (the task fails, the batch is not committed and is replayed)."""
+        from kafka import TopicPartition
+
+        tp = TopicPartition(self.topic, int(worker))
+        rows = table.sort_by(_ORDER).to_pydict()
+        n = len(rows["key"])
+        key = (self.bootstrap, self.timeout_s)
+        try:
+            present = self._present(tp, int(batch), n)
+            todo = [s for s in range(n) if s not in present]
+            if not todo:
+                return 0
+            producer = _PRODUCERS.get(key, lambda: _producer(self.bootstrap, self.timeout_s))
+            failure: list[BaseException] = []
+            for s in todo:
+                value = json.dumps({"batch": rows["batch"][s], "count": rows["count"][s],
+                                    "checksum": rows["checksum"][s], "worker": int(worker),
+                                    "out_batch": int(batch), "seq": s, "n": n}, separators=(",", ":"))
+                producer.send(self.topic, key=rows["key"][s].encode("utf-8"), value=value.encode("ascii"),
+                              partition=int(worker)).add_errback(failure.append)
+            producer.flush(timeout=self.timeout_s)
+            if failure:
+                raise failure[0]
+            return len(todo)
+        except _Refused:
+            raise
+        except Exception as exc:  # noqa: BLE001 - KafkaTimeoutError, broker errors, a killed send
+            _PRODUCERS.drop(key)  # clients in error are not reused
+            _CONSUMERS.drop(key)
+            raise RuntimeError(f"kafka sink: writing batch {batch} of worker {worker} to {self.topic!r} at "
+                               f"{self.bootstrap} failed: {type(exc).__name__}: {exc}") from None
+
+    def _present(self, tp, batch: int, n: int) -> set[int]:
+        """The ``seq`` of micro-batch ``batch`` already in partition ``tp`` after the run's start: read
+        the last record, and if it is of ``batch``, back far enough to see where ``batch`` begins."""
+        from engine.io.kafka_io import end_offsets, read_records
+
+        consumer = _CONSUMERS.get((self.bootstrap, self.timeout_s), lambda: _consumer(self.bootstrap, self.timeout_s))
+        floor = self.start.get(tp.partition, 0)
+        end = end_offsets(consumer, [tp], timeout_s=min(self.timeout_s, 5.0))[tp.partition]
+        span = 1
+        while end > floor:
+            lo = max(floor, end - span)
+            metas = [_meta(self.topic, tp.partition, r.offset, r.key, r.value)
+                     for r in read_records(consumer, tp, lo, end, timeout_s=self.timeout_s)]
+            last = metas[-1]["out_batch"] if metas else -1
+            if last < batch:
+                return set()
+            if last > batch:
+                raise _Refused(f"kafka sink: partition {tp.partition} of {self.topic!r} already holds results of "
+                                   f"batch {last} while writing batch {batch}: another run writes to this topic")
+            if lo == floor or metas[0]["out_batch"] < batch:
+                return {m["seq"] for m in metas if m["out_batch"] == batch}
+            span = max(2 * span, n + 1)
+        return set()
+
+    def read(self) -> pa.Table:
+        return read_kafka_sink(self.bootstrap, self.topic, self.start, timeout_s=self.timeout_s)
+
+
+def read_kafka_sink(bootstrap: str, topic: str, start: dict[int, int] | None = None, *,
+                    timeout_s: float = 30.0) -> pa.Table:
+    """Every result row a :class:`KafkaSink` wrote to ``topic`` from offsets ``start`` (default: each
+    partition's beginning), in the columns of :data:`SINK_SCHEMA`: one row per
+    (out_batch, worker, seq) of the groups whose ``n`` records are all there; an incomplete group (a
+    write cut short, completed by the replay) is left out, like a Parquet file not yet renamed."""
+    from engine.io.kafka_io import read_topic
+
+    groups: dict[tuple[int, int], dict[int, tuple[str, dict]]] = {}
+    for part, recs in read_topic(bootstrap, topic, start=start, timeout_s=timeout_s).items():
+        for offset, key, value in recs:
+            m = _meta(topic, part, offset, key, value)
+            groups.setdefault((m["out_batch"], m["worker"]), {}).setdefault(m["seq"], (key.decode("utf-8"), m))
+    cols: dict[str, list] = {name: [] for name in SINK_SCHEMA.names}
+    for (_, _), recs in sorted(groups.items()):
+        n = next(iter(recs.values()))[1]["n"]
+        if set(recs) != set(range(n)):
+            continue
+        for s in range(n):
+            key, m = recs[s]
+            for name in ("batch", "count", "checksum", "worker"):
+                cols[name].append(m[name])
+            cols["key"].append(key)
+    return pa.table(cols, schema=SINK_SCHEMA)
+
+
+class _Refused(RuntimeError):
+    """The topic holds records this run must not write after (a later batch, not a skewlab record)."""
+
+
+def _meta(topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None) -> dict[str, Any]:
+    """The decoded value of a result record; :class:`_Refused` for anything else."""
+    try:
+        m = json.loads(value)
+        if not all(isinstance(m.get(f), int) for f in ("out_batch", "seq", "n", "worker", "batch")) or key is None:
+            raise ValueError("fields missing")
+        return m
+    except (ValueError, TypeError, AttributeError):
+        raise _Refused(f"kafka sink: record {topic}[{partition}]@{offset} is not a skewlab result "
+                           "record: the topic is written by something else") from None
+
+
+def _check_partitions(bootstrap: str, topic: str, partitions: int, timeout_s: float, *, create: bool) -> int:
+    from engine.io.kafka_io import ensure_topic
+
+    try:
+        if create:
+            count = ensure_topic(bootstrap, topic, partitions, timeout_s=timeout_s)
+        else:
+            count = _partition_count(bootstrap, topic, timeout_s)
+    except ValueError as exc:
+        raise ParamError(f"--sink kafka: {exc}") from None
+    if count < partitions:
+        raise ParamError(f"--sink kafka: topic {topic!r} has {count} partition(s), the run needs one per state "
+                         f"partition ({partitions}, --max-workers): use another topic or recreate it")
+    return count
+
+
+def _partition_count(bootstrap: str, topic: str, timeout_s: float) -> int:
+    from kafka import KafkaConsumer
+
+    from engine.io.kafka_io import _client
+
+    consumer = _client(KafkaConsumer, bootstrap, timeout_s, group_id=None, client_id="skewlab-sink-check")
+    try:
+        return len(consumer.partitions_for_topic(topic) or ())
+    finally:
+        consumer.close()
+
+
+def _end_offsets(bootstrap: str, topic: str, partitions: int, timeout_s: float) -> dict[int, int]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    from engine.io.kafka_io import _client, end_offsets
+
+    consumer = _client(KafkaConsumer, bootstrap, timeout_s, group_id=None, enable_auto_commit=False,
+                       client_id="skewlab-sink-check")
+    try:
+        return end_offsets(consumer, [TopicPartition(topic, p) for p in range(partitions)], timeout_s=timeout_s)
+    except Exception as exc:  # noqa: BLE001 - KafkaTimeoutError, broker errors
+        raise ParamError(f"--sink kafka: cannot read the end offsets of {topic!r} at {bootstrap}: "
+                         f"{type(exc).__name__}: {exc}") from None
+    finally:
+        consumer.close()
+
+
+def _producer(bootstrap: str, timeout_s: float):
+    from kafka import KafkaProducer
+
+    from engine.io.kafka_io import kafka_config
+
+    ms = int(timeout_s * 1000)
+    return KafkaProducer(**kafka_config(
+        KafkaProducer, bootstrap_servers=bootstrap, client_id="skewlab-sink", acks="all", enable_idempotence=True,
+        linger_ms=5, batch_size=256 * 1024, max_block_ms=ms, request_timeout_ms=min(ms, 30_000),
+        delivery_timeout_ms=min(ms, 30_000) + ms + 5, bootstrap_timeout_ms=ms))
+
+
+def _consumer(bootstrap: str, timeout_s: float):
+    from kafka import KafkaConsumer
+
+    from engine.io.kafka_io import kafka_config
+
+    ms = int(timeout_s * 1000)
+    return KafkaConsumer(**kafka_config(
+        KafkaConsumer, bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+        auto_offset_reset="none", fetch_max_wait_ms=20, client_id="skewlab-sink",
+        request_timeout_ms=max(ms, 1000), bootstrap_timeout_ms=ms))
+
+
+class _Clients:
+    """Per-process cache of the executors' Kafka clients (one producer and one consumer per broker)."""
+
+    def __init__(self, close: Callable[[Any], None]) -> None:
+        self.items: dict[Any, Any] = {}
+        self.close = close
+
+    def get(self, key: Any, make: Callable[[], Any]) -> Any:
+        if key not in self.items:
+            self.items[key] = make()
+        return self.items[key]
+
+    def drop(self, key: Any) -> None:
+        client = self.items.pop(key, None)
+        if client is not None:
+            try:
+                self.close(client)
+            except Exception:  # noqa: BLE001 - closing must not mask the real error
+                pass
+
+
+_PRODUCERS = _Clients(lambda p: p.close(timeout=1))
+_CONSUMERS = _Clients(lambda c: c.close())
