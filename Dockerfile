@@ -31,11 +31,11 @@ COPY bench ./bench
 COPY assets ./assets
 # Editable install: the code runs from /app, the dashboard's static files from /app/assets (also
 # declared as package data skewlab.assets in pyproject.toml).
-# The numba kernels are compiled into the image's cache at build time (python -m engine.cli.warmup), so
+# The numba kernels are compiled into the image's cache at build time (python -m skewlab.engine.cli.warmup), so
 # the engine's first micro-batch loads them instead of compiling for minutes.
 RUN pip install -e . \
-    && python -c "import skewlab.cli, engine.cli, storage, dashboard.app, pyspark, psycopg" \
-    && python -m engine.cli.warmup
+    && python -c "import skewlab.cli, skewlab.engine.cli, skewlab.storage, skewlab.dashboard.app, pyspark, psycopg" \
+    && python -m skewlab.engine.cli.warmup
 
 COPY docker/entrypoint.sh /usr/local/bin/skewlab-entrypoint
 RUN chmod 0755 /usr/local/bin/skewlab-entrypoint \

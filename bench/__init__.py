@@ -2,17 +2,17 @@
 
 Modules
 -------
-* :mod:`bench.cli` — the ``bench`` subcommand (``add_commands``), targets ``all``, ``nasir``, ``fang``,
+* :mod:`skewlab.bench.cli` — the ``bench`` subcommand (``add_commands``), targets ``all``, ``nasir``, ``fang``,
   ``gedik``, ``dkg``, ``guo-zhou``, ``trace``, ``perf``; options ``--out DIR`` (default ``docs``), ``--quick``,
   ``--seed``.
-* :mod:`bench.common` — run context, progress, simulation helpers shared by the reproductions,
+* :mod:`skewlab.bench.common` — run context, progress, simulation helpers shared by the reproductions,
   figure/table/results-page writers.
-* ``bench.repro_nasir``, ``bench.repro_fang``, ``bench.repro_gedik``, ``bench.repro_dkg``,
-  ``bench.repro_guo_zhou`` — one module per paper; each has ``run(ctx) -> Section``
-  (``bench.nasir_theta``: the θ sweep of Nasir Q1 / Fig. 7 and Fig. 8, part of ``repro_nasir``).
-* ``bench.repro_trace`` — every grouping per interval on a real timestamped trace (``flights``).
-* :mod:`bench.perf` — routing throughput, plan time, Spark end-to-end, store query time.
-* ``bench.bench_routing``, ``bench.bench_plan``, ``bench.bench_gedik``, ``bench.bench_spark`` — the
+* ``skewlab.bench.repro_nasir``, ``skewlab.bench.repro_fang``, ``skewlab.bench.repro_gedik``, ``skewlab.bench.repro_dkg``,
+  ``skewlab.bench.repro_guo_zhou`` — one module per paper; each has ``run(ctx) -> Section``
+  (``skewlab.bench.nasir_theta``: the θ sweep of Nasir Q1 / Fig. 7 and Fig. 8, part of ``repro_nasir``).
+* ``skewlab.bench.repro_trace`` — every grouping per interval on a real timestamped trace (``flights``).
+* :mod:`skewlab.bench.perf` — routing throughput, plan time, Spark end-to-end, store query time.
+* ``skewlab.bench.bench_routing``, ``skewlab.bench.bench_plan``, ``skewlab.bench.bench_gedik``, ``skewlab.bench.bench_spark`` — the
   stand-alone benchmark scripts; their functions are reused by the modules above.
 
 Nothing here is imported by the engine; importing :mod:`bench` is cheap (no numba compilation, no

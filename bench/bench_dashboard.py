@@ -43,10 +43,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from sqlalchemy import insert  # noqa: E402
 
-from dashboard.app import create_app  # noqa: E402
-from dashboard.data import DashboardData  # noqa: E402
-from storage import IntervalRecord, connect  # noqa: E402
-from storage.models import (  # noqa: E402
+from skewlab.dashboard.app import create_app  # noqa: E402
+from skewlab.dashboard.data import DashboardData  # noqa: E402
+from skewlab.storage import IntervalRecord, connect  # noqa: E402
+from skewlab.storage.models import (  # noqa: E402
     Event,
     HotKey,
     IntervalMetric,

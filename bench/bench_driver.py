@@ -2,10 +2,10 @@
 
 ``skewlab engine`` (``engine/runtimes/spark/engine.py``, ``SparkEngine._process``) collects the workers' output
 of a micro-batch with ``toArrow`` — per-(worker, key) tuple counts, export blobs, the sources' side
-rows and one summary row per worker (:mod:`engine.runtimes.spark.operator`) — and then, on the driver, while
+rows and one summary row per worker (:mod:`skewlab.engine.runtimes.spark.operator`) — and then, on the driver, while
 the executors wait for the next batch's routing snapshot:
 
-1. :func:`engine.runtimes.spark.operator.unpack_output` splits the Arrow table;
+1. :func:`skewlab.engine.runtimes.spark.operator.unpack_output` splits the Arrow table;
 2. ``FingerprintVocabulary.encode_fps`` turns the key fingerprints into ids;
 3. ``Controller.end_interval`` merges the counts into the windowed keyed statistics, computes the
    metrics and lets a rebalancing grouping plan (its moves become the next batch's control rows);
@@ -14,10 +14,10 @@ the executors wait for the next batch's routing snapshot:
 
 This benchmark times those four steps on batches produced the way the executors produce them:
 ``--tuples`` tuples per batch of a Zipf(``--zipf``) stream over ``--keys`` keys, split over
-``--sources`` source instances, each routed by :func:`engine.runtimes.spark.topology.make_router` with the
-batch's :class:`~engine.runtimes.spark.topology.RoutingSnapshot` (the grouping, one control row per worker
+``--sources`` source instances, each routed by :func:`skewlab.engine.runtimes.spark.topology.make_router` with the
+batch's :class:`~skewlab.engine.runtimes.spark.topology.RoutingSnapshot` (the grouping, one control row per worker
 with the controller's move orders, the previous batch's export blobs as imports), then grouped by
-worker and handed to the real :func:`engine.runtimes.spark.operator.make_handler` with an in-memory stand-in
+worker and handed to the real :func:`skewlab.engine.runtimes.spark.operator.make_handler` with an in-memory stand-in
 for Spark's ``GroupState`` (as ``tests/test_spark_operator.py`` does); results go to a temporary
 sink.  The concatenated handler outputs are the table ``toArrow`` returns.  The handlers' own time
 (executor side) is reported for scale, outside ``total``: ``handler`` (wall time of all workers),
@@ -27,7 +27,7 @@ Spark's scheduling and the machine's other load.
 
 Checks, per batch: the unpacked counts sum to the batch's tuples and the controller saw them all.
 
-Run: ``python -m bench.bench_driver [--batches 6] [--groupings hash,dkg,mixed]`` (prints a table of
+Run: ``python -m skewlab.bench.bench_driver [--batches 6] [--groupings hash,dkg,mixed]`` (prints a table of
 per-batch milliseconds, median over batches after the first, and the load average).
 """
 
@@ -45,12 +45,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from engine.algorithms import registry
-from engine.io.checkpoint import SnapshotStore
-from engine.control.controller import Controller
-from engine.algorithms.keys import FingerprintVocabulary
-from engine.runtimes.spark.operator import OUT_ARROW, make_handler, unpack_output
-from engine.runtimes.spark.topology import RoutingSnapshot, control_payloads, make_router
+from skewlab.engine.algorithms import registry
+from skewlab.engine.io.checkpoint import SnapshotStore
+from skewlab.engine.control.controller import Controller
+from skewlab.engine.algorithms.keys import FingerprintVocabulary
+from skewlab.engine.runtimes.spark.operator import OUT_ARROW, make_handler, unpack_output
+from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, control_payloads, make_router
 
 STAGES = ("unpack", "vocab_encode", "end_interval", "per_worker", "snapshot_save", "total")
 

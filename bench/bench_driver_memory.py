@@ -7,7 +7,7 @@ Usage::
                                         [--algorithm mixed] [--workers 8] [--json PATH|-]
 
 For every ``--keys`` value one engine run in a fresh Python process (so one run's memory never
-counts in the next): :class:`engine.runtimes.spark.engine.SparkEngine` on the ``skewlab-generator`` stream
+counts in the next): :class:`skewlab.engine.runtimes.spark.engine.SparkEngine` on the ``skewlab-generator`` stream
 (uniform keys, Zipf z = 0, so nearly every key appears: 5 batches of 500,000 tuples over 1e6 keys
 touch ~92 % of them), ``--algorithm`` on ``--workers`` workers (= state partitions), window 10,
 shadows off, ``local[2]``.  After every batch the driver process's resident set (``VmRSS`` in
@@ -45,7 +45,7 @@ def _status() -> dict[str, int]:
 
 def run_one(keys: int, args: argparse.Namespace) -> dict[str, Any]:
     """One engine run in this process; returns per-batch RSS and the peak."""
-    from engine.runtimes.spark.engine import EngineConfig, SparkEngine
+    from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine
 
     tmp = tempfile.mkdtemp(prefix="skewlab-mem-")
     batches: list[dict[str, Any]] = []

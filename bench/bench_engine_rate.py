@@ -6,7 +6,7 @@ Usage (from the root of the checkout to measure)::
     python bench/bench_engine_rate.py ALGORITHM [--keys 100000] [--zipf 1.2] [--per-batch 200000]
                                       [--warmup 2] [--batches 4] [--workers 8]
 
-One :class:`engine.runtimes.spark.engine.SparkEngine` run on the ``skewlab-generator`` stream (2 source
+One :class:`skewlab.engine.runtimes.spark.engine.SparkEngine` run on the ``skewlab-generator`` stream (2 source
 instances, unlimited rate), window 10, shadows off, ``local[2]``; prints one JSON line with the
 tuples/s over the measured batches (from the end of the last warm-up batch to the end of the last
 one).  Settings an older checkout's ``EngineConfig`` lacks are left out, so the same file measures an
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.warmup < 1 or args.batches < 1:
         ap.error("--warmup and --batches must be >= 1")
-    from engine.runtimes.spark.engine import EngineConfig, SparkEngine
+    from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine
 
     tmp = tempfile.mkdtemp(prefix="skewlab-rate-")
     settings = dict(

@@ -31,9 +31,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.algorithms import registry  # noqa: E402
-from engine.algorithms.grouping import IntervalStats  # noqa: E402
-from engine.algorithms.keys import fingerprints  # noqa: E402
+from skewlab.engine.algorithms import registry  # noqa: E402
+from skewlab.engine.algorithms.grouping import IntervalStats  # noqa: E402
+from skewlab.engine.algorithms.keys import fingerprints  # noqa: E402
 
 ALGOS = ("scan", "redist", "readj")
 LIGHT_KEYS, LIGHT_COUNT, HEAVY_TUPLES = 5000, 100, 500_000

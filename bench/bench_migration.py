@@ -8,7 +8,7 @@ Usage::
                                     [--window 6] [--workers 8] [--warmup 8] [--settle 5] [--reps 2]
                                     [--quick] [--json PATH|-]
 
-One :class:`engine.runtimes.spark.engine.SparkEngine` run (``skewlab-generator`` source, seed 0, 2 source
+One :class:`skewlab.engine.runtimes.spark.engine.SparkEngine` run (``skewlab-generator`` source, seed 0, 2 source
 instances, rate 0, exactly ``--per-batch`` tuples per micro-batch, Zipf ``--zipf`` over ``--keys``
 keys, windowed count over ``--window`` micro-batches, ``--workers`` workers = ``max_workers`` state
 partitions, shadows off, trigger interval 1 ms).  It starts with ``consistent`` hashing (128 ring
@@ -27,7 +27,7 @@ The number of workers never changes, so the steady batches before every migratio
 A command submitted after batch ``b`` is applied at the end of batch ``b + 1`` (the *plan* batch:
 the controller computes the moves, the driver publishes the orders), the old workers export in
 ``b + 2`` (*export* batch), the new ones import in ``b + 3`` (*import* batch; see
-:mod:`engine.runtimes.spark.engine`).  Per migration the bench reports, from the engine's migration row:
+:mod:`skewlab.engine.runtimes.spark.engine`).  Per migration the bench reports, from the engine's migration row:
 keys moved, bytes moved, ``latency_before_ms`` (median ``batch_latency_ms`` of the 5 batches before
 the plan), the export and import batches' ``batch_latency_ms`` and their ratios, the pause (batches,
 ms); and from its own clock the *period* of each batch — wall time from the end of the previous
@@ -121,8 +121,8 @@ def _progress(spark: Any, into: dict[int, dict[str, Any]]) -> None:
 
 def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
     """One engine run with the migrations of :func:`schedule`; returns per-batch and per-migration rows."""
-    import engine.runtimes.spark.operator as operator_mod
-    from engine.runtimes.spark.engine import EngineConfig, SparkEngine
+    import skewlab.engine.runtimes.spark.operator as operator_mod
+    from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine
 
     plan = schedule(args.reps, getattr(args, "big_only", False))
     cfg = EngineConfig(
@@ -230,11 +230,11 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
     # of publish_ms is building and pickling the RoutingSnapshot)
     # (on the class: the controller is pickled into every checkpoint snapshot, a wrapper in its __dict__ is not
     # picklable; restored below)
-    from engine.control.controller import Controller
+    from skewlab.engine.control.controller import Controller
 
     orig_drain = Controller.drain_orders
     Controller.drain_orders = timed("orders_ms", orig_drain)
-    import engine.runtimes.spark.topology as topology
+    import skewlab.engine.runtimes.spark.topology as topology
 
     orig_control = topology.control_payloads
     topology.control_payloads = timed("control_ms", orig_control)  # read by _publish_route at each call
@@ -319,7 +319,7 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
 
     # ---- what carrying the blobs costs in Python, offline: unpickle the import batch's routing snapshot
     carry = []
-    from engine.runtimes.spark.topology import RoutingSnapshot, encode_side
+    from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, encode_side
 
     for b, data in st["route_copies"].items():
         t = time.perf_counter()
@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.warmup < args.window + 1 or args.settle < 5:
         p.error("--warmup must exceed --window (a full window before the first migration) and --settle be >= 5 "
                 "(the steady figures are the 5 batches before a plan)")
-    from engine.runtimes.spark.session import get_session
+    from skewlab.engine.runtimes.spark.session import get_session
 
     spark = get_session(args.master, "skewlab-bench-migration")
     tmp = tempfile.mkdtemp(prefix="skewlab-bench-mig-")

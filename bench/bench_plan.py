@@ -36,9 +36,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from engine.algorithms import registry  # noqa: E402
-from engine.algorithms.grouping import IntervalStats  # noqa: E402
-from engine.algorithms.keys import mix64  # noqa: E402
+from skewlab.engine.algorithms import registry  # noqa: E402
+from skewlab.engine.algorithms.grouping import IntervalStats  # noqa: E402
+from skewlab.engine.algorithms.keys import mix64  # noqa: E402
 
 
 def zipf_costs(K: int, z: float, avg: float, rng: np.random.Generator) -> np.ndarray:

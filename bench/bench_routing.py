@@ -9,7 +9,7 @@ Usage::
 
 The stream: ``M`` keys drawn from a Zipf distribution with exponent ``Z`` over ``K`` ranks (inverse
 CDF over ranks, seeded numpy generator), rank r → key ``str(r)`` → fingerprint through
-:class:`engine.algorithms.keys.Vocabulary`.  Every grouping in :func:`engine.algorithms.registry.names` that is not
+:class:`skewlab.engine.algorithms.keys.Vocabulary`.  Every grouping in :func:`skewlab.engine.algorithms.registry.names` that is not
 rebalancing is measured (a rebalancing one only when named in ``--only``: each instance first applies
 one plan computed from the whole stream's statistics, untimed, so that its routing table is used): a
 throw-away instance first routes a small warm-up batch (numba JIT
@@ -23,7 +23,7 @@ workers per key).
 
 Two columns (``--start``): *from fingerprints* times ``route`` on the precomputed uint64 fingerprints
 (the routing kernel alone; ``hash`` is then one vectorised ``fp mod n``); *from key strings* times
-what the engine's executors do per batch — :func:`engine.algorithms.keys.fingerprint_keys` (murmur3 of
+what the engine's executors do per batch — :func:`skewlab.engine.algorithms.keys.fingerprint_keys` (murmur3 of
 the key bytes, numba over the Arrow buffers) and then ``route`` — on a pyarrow string array of the
 same stream.
 
@@ -51,8 +51,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from engine.algorithms import registry  # noqa: E402
-from engine.algorithms.keys import Vocabulary  # noqa: E402
+from skewlab.engine.algorithms import registry  # noqa: E402
+from skewlab.engine.algorithms.keys import Vocabulary  # noqa: E402
 
 
 def zipf_ranks(messages: int, keys: int, z: float, seed: int) -> np.ndarray:
@@ -71,16 +71,16 @@ def measure(name: str, fps: np.ndarray, ranks: np.ndarray, args: argparse.Namesp
     """Time ``route`` over the stream (see the module docstring) and return one result row.
 
     ``prepare(g)``, if given, is called (untimed) on every fresh instance — the warm-up one and each
-    repeat's — before it routes; ``bench.perf`` uses it to apply a plan to rebalancing groupings.
+    repeat's — before it routes; ``skewlab.bench.perf`` uses it to apply a plan to rebalancing groupings.
     ``extra(g, workers)``, if given, returns more fields for the row, from the last repeat's instance
     and the workers it routed the stream to.  ``keys`` (a pyarrow string array, the stream's keys as
     they arrive) makes every timed batch start from the key strings: the engine's own executor path
-    :func:`engine.algorithms.keys.fingerprint_keys` (murmur3 of the key bytes) and then ``route``.
+    :func:`skewlab.engine.algorithms.keys.fingerprint_keys` (murmur3 of the key bytes) and then ``route``.
     Without them the row is exactly this script's.
     """
     n, s, b = args.workers, args.sources, args.batch
     if keys is not None:
-        from engine.algorithms.keys import fingerprint_keys
+        from skewlab.engine.algorithms.keys import fingerprint_keys
 
         head = keys.slice(0, min(fps.size, 4096))
         assert np.array_equal(fingerprint_keys(head), fps[: len(head)]), "fingerprint_keys != Vocabulary fingerprints"
@@ -134,7 +134,7 @@ def measure_rebalancer(name: str, fps: np.ndarray, ranks: np.ndarray, args: Any,
     """:func:`measure` for a rebalancing grouping: before it routes, every instance applies one plan
     from the whole stream's statistics (not timed), so the routing-table lookup is timed; ``kw`` go
     to :func:`measure` (``keys=...`` for the from-key-strings column)."""
-    from engine.algorithms.grouping import IntervalStats
+    from skewlab.engine.algorithms.grouping import IntervalStats
 
     n = args.workers
     keys, counts = np.unique(fps, return_counts=True)

@@ -11,13 +11,13 @@ Usage::
 Every variant reads the same ``skewlab-generator`` stream (Zipf ``--zipf`` over ``--keys`` keys,
 seed 0, 2 source instances, unlimited rate, exactly ``--per-batch`` tuples per micro-batch) and runs
 a windowed per-key count (window ``--window`` micro-batches) whose results go to Parquet files
-(``--service-us``: plus an emulated service time per tuple, :func:`engine.runtimes.spark.operator.make_handler`):
+(``--service-us``: plus an emulated service time per tuple, :func:`skewlab.engine.runtimes.spark.operator.make_handler`):
 
 * **baseline (a), keyed state by key** (:func:`run_baseline` with ``kind="stateful"``) — what a
   PySpark user writes for a custom keyed stateful operator:
   ``groupBy("key").applyInPandasWithState(`` :func:`make_window_count` ``)``, per key the counts of
   its last W batches in Spark's state store (RocksDB provider with changelog checkpointing, as the
-  engine configures it: :func:`engine.runtimes.spark.session.configure_state_store`), ``--workers`` shuffle
+  engine configures it: :func:`skewlab.engine.runtimes.spark.session.configure_state_store`), ``--workers`` shuffle
   (= state) partitions, results written with ``df.write.parquet`` in ``foreachBatch``.  Spark
   hash-partitions by key; a hot key's partition is the straggler, nothing can rebalance it.  The
   tuple's micro-batch is derived from its sequence number (``seq // (per-batch / sources)``: with
@@ -25,7 +25,7 @@ a windowed per-key count (window ``--window`` micro-batches) whose results go to
 * **baseline (b), JVM aggregation** (``kind="jvm"``) — ``groupBy("key").count()`` of each
   micro-batch in ``foreachBatch``, written to Parquet: no Python, no state, no window; the ceiling a
   JVM operator gets on this stream.
-* **skewlab** (:func:`run_engine`) — :class:`engine.runtimes.spark.engine.SparkEngine` with the grouping:
+* **skewlab** (:func:`run_engine`) — :class:`skewlab.engine.runtimes.spark.engine.SparkEngine` with the grouping:
   routing inside the source scan, ``groupBy(worker label).applyInPandasWithState`` with one task
   and one state partition per worker (``max_workers = workers``, so as many state partitions as
   baseline (a)), controller, snapshots and SQLite metrics on the driver; shadows off, trigger
@@ -37,7 +37,7 @@ of the last warm-up batch to the end of the last measured batch (the first ``--w
 include Python worker start-up and JIT compilation).
 
 Per grouping the engine's worker rows (``worker_metrics.processing_seconds``: the run time of the
-worker's task from Spark's task metrics, :mod:`engine.runtimes.spark.task_metrics`) give, over the measured batches:
+worker's task from Spark's task metrics, :mod:`skewlab.engine.runtimes.spark.task_metrics`) give, over the measured batches:
 ``straggler`` = Σ_b max_w t / Σ_b mean_w t (1.0 = every worker busy for the same time) and
 ``one_core_per_worker_tps`` = tuples / Σ_b max_w t, the throughput if every worker had a core of its
 own and the slowest worker set the pace.  ``max_worker_seconds`` is Σ_b max_w t.  From the controller's
@@ -71,7 +71,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 SOURCES = 2
-#: defaults of the optional fields of ``args`` (callers such as :mod:`bench.perf` may omit them)
+#: defaults of the optional fields of ``args`` (callers such as :mod:`skewlab.bench.perf` may omit them)
 DEFAULTS = {"window": 10, "master": "local[2]", "operator": "count", "service_us": 0.0}
 
 BASE_OUT = "key string, batch long, count long"
@@ -132,7 +132,7 @@ def run_baseline(spark: Any, args: Any, tmp: str, tag: str = "base", kind: str =
     micro-batches; returns the rate (:func:`_rate`) and ``first_batch_ok`` (the check above)."""
     from pyspark.sql import functions as F
 
-    from engine.runtimes.spark.session import configure_state_store
+    from skewlab.engine.runtimes.spark.session import configure_state_store
 
     if kind not in ("stateful", "jvm"):
         raise ValueError(f"kind must be 'stateful' or 'jvm', got {kind!r}")
@@ -193,9 +193,9 @@ def _input_rows(q: Any, batch_ids: list[int], timeout: float = 10.0) -> dict[int
 def run_engine(name: str, args: Any, tmp: str) -> dict[str, Any]:
     """Run :class:`SparkEngine` with grouping ``name`` for ``warmup + batches`` micro-batches; returns
     the rate, the per-worker figures of the measured batches (module docstring) and ``first_batch_ok``."""
-    from engine.runtimes.spark.engine import EngineConfig, SparkEngine
-    from engine.runtimes.spark.result_sink import read_sink
-    from storage import connect
+    from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine
+    from skewlab.engine.runtimes.spark.result_sink import read_sink
+    from skewlab.storage import connect
 
     stamps: list[tuple[float, int, int]] = []
     db = f"sqlite:///{tmp}/{name}.sqlite"
@@ -341,15 +341,15 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.warmup < 1 or args.batches < 1:
         p.error("--warmup and --batches must be >= 1")
-    from engine.runtimes.spark.engine import MAX_SERVICE_US
+    from skewlab.engine.runtimes.spark.engine import MAX_SERVICE_US
 
     if not 0 <= args.service_us <= MAX_SERVICE_US:
         p.error(f"--service-us must be in [0, {MAX_SERVICE_US:g}] µs per tuple")
     if args.per_batch % SOURCES:
         p.error(f"--per-batch must be a multiple of {SOURCES} (the source instances)")
-    from engine.algorithms import registry
-    from engine.config.params import ParamError, parse_assignments
-    from engine.runtimes.spark.session import get_session
+    from skewlab.engine.algorithms import registry
+    from skewlab.engine.config.params import ParamError, parse_assignments
+    from skewlab.engine.runtimes.spark.session import get_session
 
     names = registry.names() if args.only == "all" else [n for n in args.only.split(",") if n]
     for n in names:
@@ -441,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def perf_args(cfg: dict[str, Any]) -> types.SimpleNamespace:
-    """The ``args`` of :func:`run_baseline` / :func:`run_engine` from a :mod:`bench.perf` config dict."""
+    """The ``args`` of :func:`run_baseline` / :func:`run_engine` from a :mod:`skewlab.bench.perf` config dict."""
     return types.SimpleNamespace(**{k: cfg.get(k, DEFAULTS.get(k)) for k in
                                     ("master", "batches", "warmup", "per_batch", "workers", "keys", "zipf", "window",
                                      "operator", "service_us")})

@@ -7,7 +7,7 @@ Usage::
                                      [--batches 3] [--warmup 1] [--workers 8] [--keys 100000] [--zipf 1.2]
                                      [--json PATH]
 
-For every (batch size, grouping) a fresh :class:`engine.runtimes.spark.engine.SparkEngine` runs the ``count``
+For every (batch size, grouping) a fresh :class:`skewlab.engine.runtimes.spark.engine.SparkEngine` runs the ``count``
 operator on the ``skewlab-generator`` stream (Zipf, seed 0, 2 sources, unlimited rate) on
 ``local[2]`` with ``--workers`` workers and as many state partitions.  Over the measured batches it
 reports, from the engine's worker rows (``worker_metrics``: tuples and Spark's ``executorRunTime``
@@ -103,8 +103,8 @@ def last_execution(spark: Any) -> int:
 
 
 def run_one(spark: Any, name: str, per_batch: int, args: argparse.Namespace, tmp: str) -> dict[str, Any]:
-    from engine.runtimes.spark.engine import EngineConfig, SparkEngine
-    from storage import connect
+    from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine
+    from skewlab.storage import connect
 
     tag = f"{name}-{per_batch}"
     cfg = EngineConfig(
@@ -163,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--per-batch: every size must be an even number >= 2 (2 source instances)")
     if args.batches < 1 or args.warmup < 1:
         p.error("--batches and --warmup must be >= 1")
-    from engine.algorithms import registry
-    from engine.runtimes.spark.session import get_session
+    from skewlab.engine.algorithms import registry
+    from skewlab.engine.runtimes.spark.session import get_session
 
     names = [n for n in args.groupings.split(",") if n]
     for n in names:

@@ -12,7 +12,7 @@ invariants of its results (shapes and properties, never speeds); the exit status
 1 when a check failed or a target raised, 2 for usage errors.
 
 The composition root (:mod:`skewlab.cli`) adds the subcommand with :func:`add_commands`;
-``python -m bench.cli ...`` runs the same thing stand-alone.
+``python -m skewlab.bench.cli ...`` runs the same thing stand-alone.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import time
 import traceback
 from typing import Any, Sequence
 
-from bench import TARGETS
+from skewlab.bench import TARGETS
 
 __all__ = ["LAST_RUN", "add_commands", "cmd_bench", "main", "run_targets"]
 
-#: the :class:`~bench.common.Section` objects of the most recent :func:`cmd_bench` call in this process
+#: the :class:`~skewlab.bench.common.Section` objects of the most recent :func:`cmd_bench` call in this process
 #: (for in-process callers such as ``tests/test_bench_quick.py``, which check the data behind the page)
 LAST_RUN: list = []
 
@@ -65,8 +65,8 @@ def run_targets(targets: Sequence[str], out: str, quick: bool = False, seed: int
     A target that raises yields a section whose single check failed (with the error), so the
     others still run and the page says what went wrong.
     """
-    from bench.common import Check, Context, Section, stderr_is_tty, write_results
-    from engine.cli.progress import Progress
+    from skewlab.bench.common import Check, Context, Section, stderr_is_tty, write_results
+    from skewlab.engine.cli.progress import Progress
 
     unknown = [t for t in targets if t not in TARGETS]
     if unknown:
@@ -124,7 +124,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry point: ``python -m bench.cli bench all --quick --out /tmp/b``."""
+    """Stand-alone entry point: ``python -m skewlab.bench.cli bench all --quick --out /tmp/b``."""
     parser = argparse.ArgumentParser(prog="skewlab")
     sub = parser.add_subparsers(dest="command", required=True)
     add_commands(sub)

@@ -3,16 +3,16 @@
 Simulation helpers
 ------------------
 * :func:`zipf_stream` / :func:`workload_stream` draw a whole stream from a registered workload
-  (:mod:`engine.workloads`) with the given seed: the same key ids ``skewlab simulate`` would see
+  (:mod:`skewlab.engine.workloads`) with the given seed: the same key ids ``skewlab simulate`` would see
   (one interval holding every message).
-* :func:`route` routes a stream with :func:`engine.algorithms.source_routing.route_sources` — the local runtime's own
+* :func:`route` routes a stream with :func:`skewlab.engine.algorithms.source_routing.route_sources` — the local runtime's own
   routing step (tuple ``i`` belongs to source ``i mod S``, each source routes its sub-sequence in
-  order) — and :func:`stream_metrics` measures it with :mod:`engine.control.metrics`.  For the streaming
+  order) — and :func:`stream_metrics` measures it with :mod:`skewlab.engine.control.metrics`.  For the streaming
   groupings (no plans, no migration) this is exactly what ``skewlab simulate`` computes for the whole
   run (routing is batch-size invariant); ``tests/test_bench_quick.py`` checks the equality.  It lets a
   reproduction reuse one generated stream for dozens of (algorithm, n) configurations.
-* :func:`simulate` is :func:`engine.cli.simulate.run_simulation` (same workload set-up, same
-  :class:`~engine.runtimes.local.LocalRuntime`) that also records every plan the controller asks for
+* :func:`simulate` is :func:`skewlab.engine.cli.simulate.run_simulation` (same workload set-up, same
+  :class:`~skewlab.engine.runtimes.local.LocalRuntime`) that also records every plan the controller asks for
   (the plan's own imbalance, feasibility, table size, ``extra``), which the run summary does not keep.
 
 Results page
@@ -41,9 +41,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from engine.algorithms import registry
-from engine.control.metrics import load_metrics
-from engine.cli.progress import Progress
+from skewlab.engine.algorithms import registry
+from skewlab.engine.control.metrics import load_metrics
+from skewlab.engine.cli.progress import Progress
 
 __all__ = [
     "ALGO_STYLE",
@@ -210,7 +210,7 @@ def machine_line(info: Mapping[str, Any] | None = None) -> str:
 # ---------------------------------------------------------------------------------------------
 def workload_stream(name: str, params: Mapping[str, Any], messages: int, seed: int):
     """``(workload, key_ids, fps)`` of the whole stream of a registered workload, drawn as ONE interval."""
-    from engine.workloads import create_workload
+    from skewlab.engine.workloads import create_workload
 
     wl = create_workload(name, seed, dict(params))
     parts = list(wl.batches(int(messages), max(int(messages), 1)))
@@ -225,20 +225,20 @@ def zipf_stream(z: float, keys: int, messages: int, seed: int):
 
 def route(name: str, n: int, sources: int, fps: np.ndarray, seed: int = 0,
           params: Mapping[str, Any] | None = None, router=None) -> tuple[np.ndarray, float]:
-    """Workers of every tuple under grouping ``name`` (or the given :class:`~engine.algorithms.grouping.Router`)
+    """Workers of every tuple under grouping ``name`` (or the given :class:`~skewlab.engine.algorithms.grouping.Router`)
     with ``sources`` sources.
 
-    Uses the local runtime's :func:`~engine.algorithms.source_routing.route_sources`; returns (workers, seconds
+    Uses the local runtime's :func:`~skewlab.engine.algorithms.source_routing.route_sources`; returns (workers, seconds
     inside ``route``).
     """
-    from engine.algorithms.source_routing import route_sources
+    from skewlab.engine.algorithms.source_routing import route_sources
 
     r = router if router is not None else registry.create(name, n, sources, seed, params or {}).router
     return route_sources(r, np.asarray(fps, dtype=np.uint64), r.n_sources, 0)
 
 
 def stream_metrics(key_ids: np.ndarray, workers: np.ndarray, n: int) -> dict[str, float]:
-    """:func:`engine.control.metrics.load_metrics` of the routed stream plus replication and (key, worker) pairs."""
+    """:func:`skewlab.engine.control.metrics.load_metrics` of the routed stream plus replication and (key, worker) pairs."""
     loads = np.bincount(np.asarray(workers, dtype=np.int64), minlength=n)[:n].astype(np.float64)
     out = load_metrics(loads)
     key_ids = np.asarray(key_ids, dtype=np.int64)
@@ -263,7 +263,7 @@ def stream_metrics(key_ids: np.ndarray, workers: np.ndarray, n: int) -> dict[str
 
 
 def plan_summary(plan) -> dict[str, Any]:
-    """The fields of a :class:`~engine.algorithms.grouping.Plan` the reproductions use (JSON-friendly)."""
+    """The fields of a :class:`~skewlab.engine.algorithms.grouping.Plan` the reproductions use (JSON-friendly)."""
     extra = {k: v for k, v in plan.extra.items() if isinstance(v, (int, float, str, bool)) or v is None}
     return {
         "imbalance": plan.imbalance(),
@@ -278,15 +278,15 @@ def plan_summary(plan) -> dict[str, Any]:
 
 
 def simulate(cfg, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """:func:`engine.cli.simulate.run_simulation` plus ``result["plans"]``: a summary of every plan.
+    """:func:`skewlab.engine.cli.simulate.run_simulation` plus ``result["plans"]``: a summary of every plan.
 
     Same workload set-up as ``run_simulation`` (Fang's ``instances`` default to the worker count),
-    same :class:`~engine.runtimes.local.LocalRuntime`; the grouping's ``plan`` is wrapped on the
+    same :class:`~skewlab.engine.runtimes.local.LocalRuntime`; the grouping's ``plan`` is wrapped on the
     instance to record what it returned.
     """
-    from engine.runtimes.local import LocalRuntime
-    from engine.cli.simulate import stream_messages
-    from engine.workloads import WORKLOADS, create_workload, workload_names
+    from skewlab.engine.runtimes.local import LocalRuntime
+    from skewlab.engine.cli.simulate import stream_messages
+    from skewlab.engine.workloads import WORKLOADS, create_workload, workload_names
 
     cfg.validate()
     wparams = dict(cfg.workload_params)

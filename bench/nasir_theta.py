@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import (
+from skewlab.bench.common import (
     Context,
     Section,
     check,
@@ -69,8 +69,8 @@ def key_replication(key_ids: np.ndarray, workers: np.ndarray, n: int, keys: np.n
 
 def run_q1(ctx: Context, S: dict[str, Any], sources: int, seed: int) -> list[dict[str, Any]]:
     """Every (z, n, θ, grouping) of the sweep on the section's Zipf streams of ``seed`` (|K| = ``S["keys"][0]``)."""
-    from engine.algorithms.groupings.split_key import DChoicesGrouping
-    from engine.workloads.synthetic import zipf_probabilities
+    from skewlab.engine.algorithms.groupings.split_key import DChoicesGrouping
+    from skewlab.engine.workloads.synthetic import zipf_probabilities
 
     K, m = S["keys"][0], S["messages"]
     out: list[dict[str, Any]] = []
@@ -100,8 +100,8 @@ def run_q1(ctx: Context, S: dict[str, Any], sources: int, seed: int) -> list[dic
 
 def run_fig8(ctx: Context, S: dict[str, Any], sources: int, seed: int) -> dict[str, Any]:
     """Head and tail load per worker (fractions of m) at n = min(q1_ns), θ = 1/(8n), z = max(q1_zs), one seed."""
-    from engine.algorithms.keys import candidates
-    from engine.workloads.synthetic import zipf_probabilities
+    from skewlab.engine.algorithms.keys import candidates
+    from skewlab.engine.workloads.synthetic import zipf_probabilities
 
     K, m = S["keys"][0], S["messages"]
     n, z = min(S["q1_ns"]), max(S["q1_zs"])
@@ -130,7 +130,7 @@ def run_fig8(ctx: Context, S: dict[str, Any], sources: int, seed: int) -> dict[s
 
 def merge_fig8(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """One Fig. 8 result from the per-seed ``run_fig8`` results (same n, z, θ): per-worker loads and
-    numbers are means over seeds (:func:`bench.common.mean_rows`), ``per_seed`` keeps the runs.
+    numbers are means over seeds (:func:`skewlab.bench.common.mean_rows`), ``per_seed`` keeps the runs.
 
     Worker w is the same worker in every seed: the hash choices do not depend on the seed (key names
     and hash functions are fixed; the seed draws the stream), so per-worker means are meaningful."""

@@ -1,25 +1,25 @@
 """Performance benchmarks (``skewlab bench perf``): how each cost grows as the work grows.
 
 1. **Routing throughput** of every registered grouping vs ``hash`` on the same Zipf stream
-   (:func:`bench.bench_routing.zipf_ranks`; streaming groupings measured by
-   :func:`bench.bench_routing.measure`, rebalancers by :func:`bench.bench_routing.measure_rebalancer` — the same loop after
+   (:func:`skewlab.bench.bench_routing.zipf_ranks`; streaming groupings measured by
+   :func:`skewlab.bench.bench_routing.measure`, rebalancers by :func:`skewlab.bench.bench_routing.measure_rebalancer` — the same loop after
    one plan from the stream's own statistics has been applied, so their routing-table lookups are
    exercised).  CPU seconds (``time.process_time``; the machine is shared, and wall-clock time would also
    count time spent waiting for a core) of ``route`` calls only, best of the repeats, for growing stream
    lengths (log-log: time should grow linearly).
 2. **Plan generation time** of every rebalancer vs key count K and workers, with
-   :func:`bench.bench_plan.measure` (Zipf costs z = 0.85, 10 % of the costs permuted between the two
+   :func:`skewlab.bench.bench_plan.measure` (Zipf costs z = 0.85, 10 % of the costs permuted between the two
    intervals; the second plan is timed).  Once a plan takes longer than ``BUDGET`` seconds, larger K for
    that algorithm are skipped (reported).
 3. **Spark end-to-end** tuples/s of the stateful engine per grouping vs what a PySpark user writes for
    the same windowed per-key count (``groupBy(key).applyInPandasWithState``, one state per key), with
-   :func:`bench.bench_spark.run_baseline` / ``run_engine`` (skipped in ``--quick`` and with
+   :func:`skewlab.bench.bench_spark.run_baseline` / ``run_engine`` (skipped in ``--quick`` and with
    ``--skip-spark``; a few groupings and batches so ``bench all`` stays within 30 minutes).
 4. **Store query time vs stored rows** — the per-tick read a dashboard does: ``Store.interval_metrics(run,
    since_interval=last − 1)`` (incremental: one new row), the initial window (``limit=500, latest=True``)
    and a full read, on a SQLite store holding 10³ … 10⁵ interval rows of one run (the first rows written
    with ``Store.record_interval``, the engine's path, whose per-row cost is also reported; the rest
-   bulk-inserted).  **Hook:** if a module ``bench.bench_dashboard`` exists and defines
+   bulk-inserted).  **Hook:** if a module ``skewlab.bench.bench_dashboard`` exists and defines
    ``measure_for_bench(quick: bool, seed: int) -> list[dict]`` (rows with ``stored_rows``, ``query``,
    ``seconds``), its rows are added to the same figure and table.
 
@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import Context, Section, check, legend_once, md_table, new_figure, save_figure, style
-from engine.algorithms import registry
-from engine.algorithms.keys import Vocabulary
+from skewlab.bench.common import Context, Section, check, legend_once, md_table, new_figure, save_figure, style
+from skewlab.engine.algorithms import registry
+from skewlab.engine.algorithms.keys import Vocabulary
 
 KEY = "perf"
 TITLE = "Performance — routing, plan generation, Spark end-to-end, store queries"
@@ -75,7 +75,7 @@ def _in_range(workers: np.ndarray, n: int) -> bool:
 
 
 def _routing(ctx: Context, S) -> list[dict[str, Any]]:
-    from bench.bench_routing import measure, measure_rebalancer, zipf_ranks
+    from skewlab.bench.bench_routing import measure, measure_rebalancer, zipf_ranks
 
     K, n = S["route_keys"], S["route_workers"]
     mmax = max(S["route_messages"])
@@ -109,8 +109,8 @@ def _routing(ctx: Context, S) -> list[dict[str, Any]]:
 # 2. plan time
 # ---------------------------------------------------------------------------------------------
 def _plans(ctx: Context, S) -> list[dict[str, Any]]:
-    from bench.bench_plan import fluctuate, measure, zipf_costs
-    from engine.algorithms.keys import mix64
+    from skewlab.bench.bench_plan import fluctuate, measure, zipf_costs
+    from skewlab.engine.algorithms.keys import mix64
 
     names = [n for n in registry.names() if registry.get(n).rebalancing]
     rows: list[dict[str, Any]] = []
@@ -151,8 +151,8 @@ def _spark(ctx: Context, S) -> dict[str, Any]:
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         return {"skipped": "no Java runtime"}
     try:
-        from bench.bench_spark import perf_args, run_baseline, run_engine
-        from engine.runtimes.spark.session import get_session
+        from skewlab.bench.bench_spark import perf_args, run_baseline, run_engine
+        from skewlab.engine.runtimes.spark.session import get_session
     except Exception as exc:  # pyspark missing
         return {"skipped": f"Spark unavailable: {exc}"}
     args = perf_args(cfg)
@@ -200,8 +200,8 @@ def _metrics_row(i: int, rng: np.random.Generator) -> dict[str, Any]:
 def _store(ctx: Context, S) -> dict[str, Any]:
     from sqlalchemy import insert
 
-    from storage import IntervalRecord, connect
-    from storage.models import IntervalMetric
+    from skewlab.storage import IntervalRecord, connect
+    from skewlab.storage.models import IntervalMetric
 
     tmp = tempfile.mkdtemp(prefix="skewlab-bench-store-")
     rng = np.random.default_rng(ctx.seed)
@@ -267,22 +267,22 @@ def _dashboard(ctx: Context, S) -> tuple[list[dict[str, Any]], str]:
     filled with engine-shaped rows, then the median of ``DashboardData.load + commands`` per tick
     (``tick_query_ms``) and of the whole refresh callback over HTTP (``tick_callback_ms``).
     """
-    if importlib.util.find_spec("bench.bench_dashboard") is None:
+    if importlib.util.find_spec("skewlab.bench.bench_dashboard") is None:
         return [], "bench/bench_dashboard.py not present (hook unused)"
     try:
-        mod = importlib.import_module("bench.bench_dashboard")
+        mod = importlib.import_module("skewlab.bench.bench_dashboard")
     except Exception as exc:
-        return [], f"bench.bench_dashboard could not be imported ({type(exc).__name__}: {exc})"
+        return [], f"skewlab.bench.bench_dashboard could not be imported ({type(exc).__name__}: {exc})"
     rows: list[dict[str, Any]] = []
     try:
         fn = getattr(mod, "measure_for_bench", None)
         if fn is not None:
             for r in fn(ctx.quick, ctx.seed):
                 rows.append({**r, "query": f"dashboard: {r.get('query', 'tick')}"})
-            return rows, "bench.bench_dashboard.measure_for_bench"
+            return rows, "skewlab.bench.bench_dashboard.measure_for_bench"
         if not (hasattr(mod, "fill") and hasattr(mod, "bench_ticks")):
-            return [], "bench.bench_dashboard has neither measure_for_bench() nor fill()/bench_ticks()"
-        from storage import connect
+            return [], "skewlab.bench.bench_dashboard has neither measure_for_bench() nor fill()/bench_ticks()"
+        from skewlab.storage import connect
 
         ticks = 3 if ctx.quick else 10
         for n in sorted(S["store_rows"]):
@@ -299,10 +299,10 @@ def _dashboard(ctx: Context, S) -> tuple[list[dict[str, Any]], str]:
                          "seconds": r["tick_query_ms"]["median"] / 1e3, "rows_returned": 1})
             rows.append({"stored_rows": n, "query": "dashboard: tick callback over HTTP",
                          "seconds": r["tick_callback_ms"]["median"] / 1e3, "rows_returned": 1})
-        return rows, (f"bench.bench_dashboard.fill + bench_ticks ({ticks} ticks per size, 8 workers, engine-shaped "
+        return rows, (f"skewlab.bench.bench_dashboard.fill + bench_ticks ({ticks} ticks per size, 8 workers, engine-shaped "
                       "rows incl. per-worker, hot-key, shadow rows)")
     except Exception as exc:
-        return rows, f"bench.bench_dashboard failed: {type(exc).__name__}: {exc}"
+        return rows, f"skewlab.bench.bench_dashboard failed: {type(exc).__name__}: {exc}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -507,7 +507,7 @@ def _notes(routing, plans, spark, store, S) -> str:
             "routing-table rebalancers a hash-index lookup of the routing table for every tuple plus the base hash "
             "(the Gedik ones a consistent-hash ring of 1000 points per channel); ELB/CLB/UHLB one substream-table "
             "lookup.  (The issue's ≥ 0.5× target is measured from the key strings, as the executors route — "
-            "murmur3 of the key bytes, then `route` — with `python -m bench.bench_routing`: section \"Routing speed "
+            "murmur3 of the key bytes, then `route` — with `python -m skewlab.bench.bench_routing`: section \"Routing speed "
             "of the split-key groupings against `hash`\" below.)")
         slopes = []
         for a in last:

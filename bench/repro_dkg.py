@@ -7,7 +7,7 @@ with 5 sources (spouts) and 10 workers, the paper's first configuration.  Also, 
 synthetic stand-in for the paper's twitter-election data set, 68 % skew, which is not available):
 workers n ∈ {10, 50, 100} (Fig. 12) and sources s ∈ {5, 10, 15, 20} (Fig. 13).  Every data set is
 drawn once per seed of the run (``ctx.seeds``; the seed also picks the hot country) and routed by every
-grouping with that seed; results are merged with :func:`bench.common.mean_rows` (mean, ``*_per_seed``),
+grouping with that seed; results are merged with :func:`skewlab.bench.common.mean_rows` (mean, ``*_per_seed``),
 shown as mean (min–max) and min–max bands, checked on every seed, with a verdict per paper figure.
 
 Metrics (paper Sec. 4.7, Eq. 7–8): **StdDev** = population standard deviation of the workers' load
@@ -16,7 +16,7 @@ scale) and **DistCost** = Σ keys per machine / distinct keys = skewlab's replic
 throughput of the Storm deployment are not simulated.
 
 Sizes: the paper's data sets have 10⁷ tuples; the full run uses 2·10⁶ per data set, quick 10⁵.  DKG's
-time-based rules run in tuple counts (15 000 / 60 000 tuples per source, see ``engine.algorithms.groupings.dkg``),
+time-based rules run in tuple counts (15 000 / 60 000 tuples per source, see ``skewlab.engine.algorithms.groupings.dkg``),
 so every source passes several promotion cycles in both sizes.
 """
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bench.common import (
+from skewlab.bench.common import (
     Context,
     Section,
     check,

@@ -5,9 +5,9 @@ Set-up (paper Sec. V, Table II; defaults in bold there, partly lost in our text)
 over an integer key domain K with skew z = 0.85 and fluctuation rate f (workload ``zipf``: at every
 interval key frequencies are swapped until one task instance of the generator's own seeded hash, not of a
 grouping, had its load changed by f·L̄ — see
-:class:`engine.workloads.synthetic.ZipfWorkload`), N_D task instances, θmax = 0.08, β = 1.5, Amax = 3000,
+:class:`skewlab.engine.workloads.synthetic.ZipfWorkload`), N_D task instances, θmax = 0.08, β = 1.5, Amax = 3000,
 window w = 1 interval, linear cost (c(k) = tuples, S(k, w) = windowed tuples).  Each configuration is
-one :func:`bench.common.simulate` run (the local runtime of ``skewlab simulate``): at the end of every
+one :func:`skewlab.bench.common.simulate` run (the local runtime of ``skewlab simulate``): at the end of every
 interval the controller asks the rebalancer for a plan when θ > θmax and migrates.
 
 Compared (paper's baselines): ``mixed``, ``mintable``, ``mixed-bf`` (every n = 0..N_A, as the paper's
@@ -36,7 +36,7 @@ local simulation, so plan time stands in for the paper's response time.
 
 Also: routing-table size and migration cost vs Amax (Fig. 17/18) for Mixed, and the compact
 representation (Sec. IV): plan time and load-estimation error vs the HLHE degree R (Fig. 11), measured
-with :func:`bench.bench_plan.measure` (plan time of one interval's plan after a first plan, K keys with
+with :func:`skewlab.bench.bench_plan.measure` (plan time of one interval's plan after a first plan, K keys with
 Zipf costs, 10 % of the keys' costs permuted in between).
 """
 
@@ -47,9 +47,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import (Context, Section, Spread, check, fmt, legend_once, md_table, new_figure, plot_band, save_figure,
+from skewlab.bench.common import (Context, Section, Spread, check, fmt, legend_once, md_table, new_figure, plot_band, save_figure,
                           simulate, spread, style)
-from engine.cli.simulate import SimulationConfig
+from skewlab.engine.cli.simulate import SimulationConfig
 
 KEY = "fang"
 TITLE = "Fang et al. HPDC 2017 — Mixed routing vs MinTable / MixedBF / Readj / PKG"
@@ -223,8 +223,8 @@ def _compact(ctx: Context, S) -> list[dict[str, Any]]:
     speed-up over the exact key space is taken within the seed.  Rows: :data:`COMPACT_KEYS` as the mean
     over seeds plus ``KEY_per_seed``; ``compact`` true when every seed's plan used the compact form.
     """
-    from bench.bench_plan import fluctuate, measure, zipf_costs
-    from engine.algorithms.keys import mix64
+    from skewlab.bench.bench_plan import fluctuate, measure, zipf_costs
+    from skewlab.engine.algorithms.keys import mix64
 
     K, n = S["compact_keys"], BASE["n"]
     base = {"theta_max": BASE["theta"], "amax": BASE["amax"]}
@@ -299,7 +299,7 @@ def _scale_out(ctx: Context, S) -> list[dict[str, Any]]:
 
 def _scale_out_seed(S, seed: int) -> list[dict[str, Any]]:
     """The :data:`SCALE_RUNS` of one seed (stream and grouping seeded with ``seed``)."""
-    from engine.cli.simulate import parse_change
+    from skewlab.engine.cli.simulate import parse_change
 
     n, before, per = BASE["n"], S["scale_before"], S["per"]
     out = []
@@ -653,7 +653,7 @@ def _discussion(sweeps, readj, amax_rows, compact, S, scale) -> dict[str, str]:
         + ("holds everywhere." if max(max(get("theta", "mixed", t)["plan_seconds_per_seed"]) for t in ths) < 1
            else "does not hold in every run."))
     ns = sorted({r["n"] for r in sweeps["n"]})
-    from engine.workloads.synthetic import zipf_probabilities
+    from skewlab.engine.workloads.synthetic import zipf_probabilities
 
     p1 = float(zipf_probabilities(S["base_keys"], 0.85)[0])
     hot_n = [n for n in ns if p1 * n > 1 + BASE["theta"]]

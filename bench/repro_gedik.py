@@ -11,7 +11,7 @@ M·p_k with M = 10⁷ tuples, the lossy counters fed one tumbling step per adapt
 channels with p^(t) = the owners under N − 1 channels, and applies the plan.  The reported relative
 imbalance ``b`` (Eq. 11) and relative migration ``m`` (Eq. 12) are the plan's (``plan.extra``), computed
 over all keys with the true frequencies.  Baselines, with the same formulas
-(:func:`engine.algorithms.rebalancers.gedik.relative_imbalance` / ``relative_migration``): *uniform* hashing
+(:func:`skewlab.engine.algorithms.rebalancers.gedik.relative_imbalance` / ``relative_migration``): *uniform* hashing
 (fp mod N, skewlab's ``hash``) and *consistent* hashing (the same ring as the partitioning functions'
 H_c, 1000 points per channel).
 
@@ -40,14 +40,14 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import (Check, Context, Section, Spread, check, legend_once, md_table, new_figure, plot_band,
+from skewlab.bench.common import (Check, Context, Section, Spread, check, legend_once, md_table, new_figure, plot_band,
                           save_figure, spread, style)
-from engine.algorithms import registry
-from engine.algorithms.grouping import IntervalStats
-from engine.algorithms.groupings.basic import ConsistentHashRing
-from engine.algorithms.keys import home, mix64
-from engine.algorithms.rebalancers.gedik import beta, relative_imbalance, relative_migration
-from engine.workloads.synthetic import zipf_probabilities
+from skewlab.engine.algorithms import registry
+from skewlab.engine.algorithms.grouping import IntervalStats
+from skewlab.engine.algorithms.groupings.basic import ConsistentHashRing
+from skewlab.engine.algorithms.keys import home, mix64
+from skewlab.engine.algorithms.rebalancers.gedik import beta, relative_imbalance, relative_migration
+from skewlab.engine.workloads.synthetic import zipf_probabilities
 
 KEY = "gedik"
 TITLE = "Gedik VLDB J. 2014 — scan / redist / readj vs consistent and uniform hashing"

@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import (Context, Section, Spread, check, legend_once, md_table, mean_rows, new_figure, plot_band,
+from skewlab.bench.common import (Context, Section, Spread, check, legend_once, md_table, mean_rows, new_figure, plot_band,
                           save_figure, simulate, spread, style)
-from engine.cli.simulate import SimulationConfig
+from skewlab.engine.cli.simulate import SimulationConfig
 
 KEY = "guo-zhou"
 TITLE = "Guo & Zhou Euro-Par 2017 — ELB / CLB vs PKG / UHLB"
@@ -101,7 +101,7 @@ def run_one(S: dict[str, Any], wname: str, alg: str, seed: int) -> dict[str, Any
 
 #: per-window series of a run (averaged window by window over the seeds)
 def aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
-    """One run's results over seeds (:func:`bench.common.mean_rows`): the mean under each name (series:
+    """One run's results over seeds (:func:`skewlab.bench.common.mean_rows`): the mean under each name (series:
     per window), ``<name>_per_seed``; every seed must have the same number of windows."""
     merged = mean_rows(per_seed, by=("windows",))
     if len(merged) != 1:

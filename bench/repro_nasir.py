@@ -5,8 +5,8 @@ Set-up (paper Sec. V-A, Table I/III): synthetic Zipf streams (ZF) with exponent 
 Groupings: ``hash`` (KG), ``shuffle`` (SG), ``pkg``, ``dchoices`` (D-C), ``wchoices`` (W-C),
 ``rr-head`` (RR) and ``dkg``.  For every seed of the run (``ctx.seeds``) every (z, |K|) stream is drawn
 once from the ``zipf`` workload with that seed and routed by every (grouping, n), the grouping seeded
-alike, with the local runtime's ``route_sources`` (:func:`bench.common.route`), so all groupings see
-the same tuples.  Results are merged over seeds with :func:`bench.common.mean_rows` (mean under the
+alike, with the local runtime's ``route_sources`` (:func:`skewlab.bench.common.route`), so all groupings see
+the same tuples.  Results are merged over seeds with :func:`skewlab.bench.common.mean_rows` (mean under the
 plain key, ``*_per_seed`` lists); tables show mean (min–max), figures a min–max band, invariants are
 checked on every seed, and every figure gets a verdict.  The seed only draws the stream: key names
 (``k0`` …) and the hash functions are fixed, so a key's hash choices are the same in every seed.
@@ -19,13 +19,13 @@ What is reported
   PKG and to SG (the paper *estimates* them with Σ min(f_k, d); we count what the routing produced),
   and replication (pairs / distinct keys) for every grouping.
 * Fig. 9 / Q2 — the d chosen by D-Choices (``d_of`` per source after the stream; FINDOPTIMALCHOICES,
-  :func:`engine.algorithms.groupings.split_key.find_d`) vs the empirical minimum d: Greedy-d with a *fixed* d for
+  :func:`skewlab.engine.algorithms.groupings.split_key.find_d`) vs the empirical minimum d: Greedy-d with a *fixed* d for
   the head (same head detection, same PKG tail — :class:`FixedDGreedy`), the smallest d in 2..n−1 whose
   I is within ε = 10⁻⁴ of W-C's I on the same stream (n when none is).  The paper runs every d = 2..n;
   we binary-search d, which assumes I(d) is non-increasing in d (it is on every stream we looked at; a
   violation would only make the reported minimum slightly too large).
 * Q1 / Fig. 7 and Fig. 8 — the head threshold θ swept from 2/n to 1/(8n) for W-C, RR and D-C, and the
-  head / tail load per worker at n = 5, θ = 1/(8n), z = 2 (:mod:`bench.nasir_theta`).
+  head / tail load per worker at n = 5, θ = 1/(8n), z = 2 (:mod:`skewlab.bench.nasir_theta`).
 
 Sizes: the paper uses m = 10⁷ messages; the full run uses m = 2·10⁶ per stream (time budget of
 ``bench all``), quick mode 10⁵ with a reduced grid.
@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from bench import nasir_theta
-from bench.common import (
+from skewlab.bench import nasir_theta
+from skewlab.bench.common import (
     Context,
     Section,
     check,
@@ -57,8 +57,8 @@ from bench.common import (
     style,
     zipf_stream,
 )
-from engine.algorithms import registry
-from engine.algorithms.groupings.split_key import ST_D, ST_NEXT, DChoicesGrouping, DChoicesRouter
+from skewlab.engine.algorithms import registry
+from skewlab.engine.algorithms.groupings.split_key import ST_D, ST_NEXT, DChoicesGrouping, DChoicesRouter
 
 KEY = "nasir"
 TITLE = "Nasir et al. ICDE 2016 — D-Choices / W-Choices vs PKG"
@@ -116,7 +116,7 @@ def _memory_estimate(ids: np.ndarray, z: float, K: int, S, seed_rows) -> list[di
     """Nasir et al. Sec. IV-B estimates on one stream: mem = Σ_k min(f_k, c_k) with c_k = 2 (PKG, tail),
     d (D-C head, d = the largest d chosen by a source on this stream), n (W-C head, SG).  f_k = the
     key's count in the stream, head H = {k : p_k ≥ θ = 1/(5n)} from the true Zipf probabilities."""
-    from engine.workloads.synthetic import zipf_probabilities
+    from skewlab.engine.workloads.synthetic import zipf_probabilities
 
     f = np.bincount(ids, minlength=K).astype(np.float64)
     p = zipf_probabilities(K, z)  # key id r-1 has rank r at interval 0 (static stream)
@@ -230,7 +230,7 @@ def _distinct_choices_case(quick: bool) -> dict[str, Any]:
     ``bench/bench_routing.py`` name them), 10⁶ tuples (quick: 2·10⁵), n = 50, s = 5 sources: the
     hottest key "0" (p₁·n ≈ 5.1, d = 6) has F_0..F_5 naming only five workers.
     """
-    from engine.algorithms.keys import Vocabulary, candidates
+    from skewlab.engine.algorithms.keys import Vocabulary, candidates
 
     n, k, m = 50, 10_000, 200_000 if quick else 1_000_000
     w = np.arange(1, k + 1, dtype=np.float64) ** -1.0
@@ -647,7 +647,7 @@ def _discussion(rows, q2, S, mem, distinct, q1, fig8, seeds) -> dict[str, str]:
                f"{min(g for g in gaps if g >= 0) if above else 0} to {max(gaps)}; the large gaps are at z = 2 where "
                "D-C's d approaches n, i.e. W-C).")
         if below:
-            from engine.workloads.synthetic import zipf_probabilities
+            from skewlab.engine.workloads.synthetic import zipf_probabilities
 
             def start_d(r, i):
                 return r["chosen_max_per_seed"][i] == max(2, math.ceil(zipf_probabilities(K, r["z"])[0] * r["n"]))

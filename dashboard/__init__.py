@@ -1,14 +1,14 @@
 """skewlab dashboard: a Dash app that reads only :mod:`storage` and writes only operator commands.
 
-* :func:`dashboard.app.create_app` — the app (``app.server`` is the Flask server, for gunicorn);
-* :mod:`dashboard.data` — incremental queries (``since_interval``) with a small cache;
-* :mod:`dashboard.figures` — Plotly figures and the ``Patch`` objects that extend them;
-* :mod:`dashboard.controls` — forms from the registry's declarations, validation, authorisation;
-* :mod:`dashboard.layout` — the page;
-* :mod:`dashboard.commands` — ``skewlab dashboard`` and ``skewlab demo``.
+* :func:`skewlab.dashboard.app.create_app` — the app (``app.server`` is the Flask server, for gunicorn);
+* :mod:`skewlab.dashboard.data` — incremental queries (``since_interval``) with a small cache;
+* :mod:`skewlab.dashboard.figures` — Plotly figures and the ``Patch`` objects that extend them;
+* :mod:`skewlab.dashboard.controls` — forms from the registry's declarations, validation, authorisation;
+* :mod:`skewlab.dashboard.layout` — the page;
+* :mod:`skewlab.dashboard.commands` — ``skewlab dashboard`` and ``skewlab demo``.
 
-Importing this package is cheap (Dash is imported by :mod:`dashboard.app` only), so the CLI can add
-the subcommands without loading the web stack; nothing here imports ``engine.runtimes.spark`` or pyspark.
+Importing this package is cheap (Dash is imported by :mod:`skewlab.dashboard.app` only), so the CLI can add
+the subcommands without loading the web stack; nothing here imports ``skewlab.engine.runtimes.spark`` or pyspark.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ __all__ = ["create_app"]
 
 
 def create_app(*args: Any, **kwargs: Any) -> Any:
-    """See :func:`dashboard.app.create_app`."""
-    from dashboard.app import create_app as _create
+    """See :func:`skewlab.dashboard.app.create_app`."""
+    from skewlab.dashboard.app import create_app as _create
 
     return _create(*args, **kwargs)

@@ -1,7 +1,7 @@
 """The Dash app: :func:`create_app` wires the layout, the callbacks and the export routes.
 
 ``create_app(db_url, token=None, read_only=None, host="127.0.0.1")`` returns a ``dash.Dash``;
-``app.server`` is its Flask server (for gunicorn: ``gunicorn -w 2 -b 0.0.0.0:8050 'dashboard.app:server()'``
+``app.server`` is its Flask server (for gunicorn: ``gunicorn -w 2 -b 0.0.0.0:8050 'skewlab.dashboard.app:server()'``
 with ``SKEWLAB_DB_URL`` and ``SKEWLAB_DASHBOARD_TOKEN`` in the environment, see ``dashboard/README.md``).
 
 Modes (issue, "Security"):
@@ -13,8 +13,8 @@ Modes (issue, "Security"):
   so, and the server refuses actions even if a request reaches the callback.
 
 Refresh: one ``dcc.Interval`` per tab at the run's interval (``--interval`` of the engine, clamped to
-[0.5 s, 10 s]); each tick asks :meth:`dashboard.data.DashboardData.load` for the delta since the
-tab's cursor and *extends* the figures with ``dash.Patch`` (see :mod:`dashboard.figures`).
+[0.5 s, 10 s]); each tick asks :meth:`skewlab.dashboard.data.DashboardData.load` for the delta since the
+tab's cursor and *extends* the figures with ``dash.Patch`` (see :mod:`skewlab.dashboard.figures`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from typing import Any, Mapping
 from dash import ALL, Dash, Input, Output, Patch, State, ctx, html, no_update
 from flask import Response, abort, request
 
-from dashboard import figures as F
-from dashboard.controls import (
+from skewlab.dashboard import figures as F
+from skewlab.dashboard.controls import (
     TOKEN_ENV,
     TOKEN_MIN_LENGTH,
     Authorizer,
@@ -45,8 +45,8 @@ from dashboard.controls import (
     submit,
     validate_fields,
 )
-from dashboard.data import DEFAULT_WINDOW, MIGRATION_TABLE_ROWS, DashboardData, status_text, waiting_message
-from dashboard.layout import (
+from skewlab.dashboard.data import DEFAULT_WINDOW, MIGRATION_TABLE_ROWS, DashboardData, status_text, waiting_message
+from skewlab.dashboard.layout import (
     build_layout,
     commands_view,
     event_log,
@@ -55,9 +55,9 @@ from dashboard.layout import (
     param_form,
     runs_table,
 )
-from engine.control.commands import CommandError
-from engine.config.params import ParamError
-from storage.run_state import REBALANCE_EVENT_KINDS
+from skewlab.engine.control.commands import CommandError
+from skewlab.engine.config.params import ParamError
+from skewlab.storage.run_state import REBALANCE_EVENT_KINDS
 
 __all__ = ["create_app", "server"]
 
@@ -98,10 +98,10 @@ def create_app(
     ``host`` is the address the server binds to (None: unknown, e.g. under gunicorn — treated as
     non-loopback).  ``read_only`` None means: read-only iff bound to a non-loopback address without a
     token.  A non-loopback address without a token is always read-only.  Raises ``ParamError`` for a
-    token shorter than :data:`~dashboard.controls.TOKEN_MIN_LENGTH` characters.
+    token shorter than :data:`~skewlab.dashboard.controls.TOKEN_MIN_LENGTH` characters.
     """
     if store is None:
-        from storage import connect
+        from skewlab.storage import connect
 
         store = connect(db_url)
     token = token or None
@@ -193,7 +193,7 @@ def index_string(prefix: str) -> str:
 
 
 def server() -> Any:
-    """WSGI factory for gunicorn: ``gunicorn 'dashboard.app:server()'``.
+    """WSGI factory for gunicorn: ``gunicorn 'skewlab.dashboard.app:server()'``.
 
     Reads ``SKEWLAB_DB_URL`` (storage default otherwise) and ``SKEWLAB_DASHBOARD_TOKEN``; the bind
     address is not known here, so without a token the dashboard is read-only.
@@ -203,7 +203,7 @@ def server() -> Any:
 
 # ------------------------------------------------------------------------------------ routes
 def _register_routes(app: Dash, store: Any, *, loopback_open: bool) -> None:
-    from storage import UnknownRun
+    from skewlab.storage import UnknownRun
 
     srv = app.server
     prefix = app.config.routes_pathname_prefix

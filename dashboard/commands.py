@@ -44,7 +44,7 @@ DEFAULT_PORT = 8050
 
 def add_commands(subparsers: Any) -> None:
     """Add ``dashboard`` and ``demo`` to ``skewlab``'s argparse subparsers."""
-    from dashboard.controls import TOKEN_ENV
+    from skewlab.dashboard.controls import TOKEN_ENV
 
     d = subparsers.add_parser("dashboard", help="serve the live dashboard over a metrics database")
     d.add_argument("--db", default=None, help="database URL (default: $SKEWLAB_DB_URL or SQLite data/skewlab.db)")
@@ -82,7 +82,7 @@ def _check_port(port: int) -> None:
 
 def _open_store(db: str | None) -> Any:
     """:func:`storage.open_store` with its one-line error as a :class:`UsageError` (exit status 2)."""
-    from storage import open_store
+    from skewlab.storage import open_store
 
     try:
         return open_store(db)
@@ -125,9 +125,9 @@ def _url(host: str, port: int) -> str:
 
 # ------------------------------------------------------------------------------------ dashboard
 def cmd_dashboard(args: argparse.Namespace) -> int:
-    from dashboard.app import create_app
-    from dashboard.controls import TOKEN_ENV, is_loopback
-    from storage import safe_url
+    from skewlab.dashboard.app import create_app
+    from skewlab.dashboard.controls import TOKEN_ENV, is_loopback
+    from skewlab.storage import safe_url
 
     _check_port(args.port)
     if args.window < 10:
@@ -182,7 +182,7 @@ def _data_dir() -> Path:
 def _demo_checkpoint(db: str | None, url: str) -> Path:
     """``data/checkpoints/demo`` for the default database; one per database otherwise (a checkpoint
     belongs to the run of one database)."""
-    from storage import normalize_url
+    from skewlab.storage import normalize_url
 
     if db is None and not os.environ.get("SKEWLAB_DB_URL"):
         return _data_dir() / "checkpoints" / "demo"
@@ -198,8 +198,8 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from dashboard.app import create_app
-    from storage import default_url, safe_url
+    from skewlab.dashboard.app import create_app
+    from skewlab.storage import default_url, safe_url
 
     _check_port(args.port)
     if args.duration is not None and args.duration <= 0:
@@ -314,7 +314,7 @@ def _data_flows(store: Any, since: float) -> int | None:
 def _resumable_run(checkpoint: Path) -> dict[str, Any] | None:
     """The run the demo's checkpoint would resume: id, algorithm, workers, last batch; ``None`` when
     the checkpoint holds no engine snapshot (a new run starts)."""
-    from engine.io.checkpoint import SnapshotStore
+    from skewlab.engine.io.checkpoint import SnapshotStore
 
     latest = SnapshotStore(checkpoint / "skewlab").latest() if (checkpoint / "skewlab").is_dir() else None
     if latest is None:

@@ -1,15 +1,15 @@
 """Operator controls: forms from the registry's declarations, validation, authorisation, commands.
 
 The dashboard never changes the engine directly: every action becomes a row of the ``commands``
-table (:meth:`storage.store.Store.submit_command`) that the engine validates again and marks
+table (:meth:`skewlab.storage.store.Store.submit_command`) that the engine validates again and marks
 ``applied`` (with the batch) or ``rejected`` (with its reason).
 
-* **Forms** come from :func:`engine.algorithms.registry.describe`: one field per declared parameter, typed by its
+* **Forms** come from :func:`skewlab.engine.algorithms.registry.describe`: one field per declared parameter, typed by its
   ``kind`` (numbers and text as text fields, ``bool`` and ``choice`` as drop-downs), labelled with its
   range and help.
 * **Validation** uses the same declarations as the CLI and the engine: each field through
-  :meth:`engine.config.params.Param.coerce` (message: the valid range), then the whole command through
-  :func:`engine.control.commands.validate_command`.  An invalid form is refused here, before any command
+  :meth:`skewlab.engine.config.params.Param.coerce` (message: the valid range), then the whole command through
+  :func:`skewlab.engine.control.commands.validate_command`.  An invalid form is refused here, before any command
   exists.
 * **Authorisation** (:class:`Authorizer`) is checked on the server, inside the callback that submits,
   not only by hiding buttons: a read-only dashboard refuses every action, and one with an operator
@@ -25,10 +25,10 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
-from engine.algorithms import registry
-from engine.control.commands import CommandError, validate_command
-from engine.config.params import Param, ParamError
-from engine.config.settings import MAX_WORKERS, WORKERS, check
+from skewlab.engine.algorithms import registry
+from skewlab.engine.control.commands import CommandError, validate_command
+from skewlab.engine.config.params import Param, ParamError
+from skewlab.engine.config.settings import MAX_WORKERS, WORKERS, check
 
 __all__ = [
     "Authorizer",
@@ -96,7 +96,7 @@ class Authorizer:
 # ------------------------------------------------------------------------------------ declarations
 @lru_cache(maxsize=1)
 def algorithm_catalog() -> tuple[dict[str, Any], ...]:
-    """:func:`engine.algorithms.registry.describe`, computed once per process."""
+    """:func:`skewlab.engine.algorithms.registry.describe`, computed once per process."""
     return tuple(registry.describe())
 
 
@@ -140,7 +140,7 @@ def build_algorithm_command(
     operator: str = "count",
 ) -> tuple[str, dict[str, Any]]:
     """``set-param`` (only the changed values) when the form is for the live algorithm, else
-    ``set-algorithm``; validated with :func:`engine.control.commands.validate_command`.  Raises CommandError."""
+    ``set-algorithm``; validated with :func:`skewlab.engine.control.commands.validate_command`.  Raises CommandError."""
     if form_algorithm == current_algorithm:
         changed = {k: v for k, v in params.items() if current_params.get(k) != v}
         if not changed:
@@ -153,7 +153,7 @@ def build_algorithm_command(
     return kind, payload
 
 
-#: The worker count of the form: the run setting :data:`engine.config.settings.WORKERS` (same notations, same messages).
+#: The worker count of the form: the run setting :data:`skewlab.engine.config.settings.WORKERS` (same notations, same messages).
 WORKERS_PARAM = WORKERS
 
 

@@ -1,7 +1,7 @@
 """The dashboard's queries: incremental reads through :class:`storage.Store` and a small cache.
 
-Everything the dashboard shows comes from the reader API of :mod:`storage.store`; the only write is
-:meth:`storage.store.Store.submit_command` (in :mod:`dashboard.controls`).
+Everything the dashboard shows comes from the reader API of :mod:`skewlab.storage.store`; the only write is
+:meth:`skewlab.storage.store.Store.submit_command` (in :mod:`skewlab.dashboard.controls`).
 
 Incremental protocol (one browser tab = one *cursor*)
 ----------------------------------------------------
@@ -18,7 +18,7 @@ tick, and rows of the other per-interval tables beyond it (written by the engine
 queries) are dropped, to be read by the next tick — the engine writes all rows of a batch in one
 transaction, so nothing is seen half-written.
 
-Shared per-run state (:class:`storage.run_state.RunState`, one per run and process, behind a lock): the parameters in
+Shared per-run state (:class:`skewlab.storage.run_state.RunState`, one per run and process, behind a lock): the parameters in
 force (the run row keeps the *start* configuration; algorithm and parameter changes are events), the
 operator events and recent rebalances (events are ordered by id, not by interval, so they are scanned
 once and then followed with ``since_id``).
@@ -38,7 +38,7 @@ from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 
-from storage.run_state import OPERATOR_EVENT_KINDS, RunState, current_run
+from skewlab.storage.run_state import OPERATOR_EVENT_KINDS, RunState, current_run
 
 __all__ = [
     "DEFAULT_THETA",
@@ -348,7 +348,7 @@ class DashboardData:
     # ------------------------------------------------------------------ commands
     def commands(self, run_id: int, limit: int = 8) -> list[dict[str, Any]]:
         """Recent commands of the run (and global ones), newest first, with the interval from which each is
-        in effect (:meth:`storage.store.Store.recent_commands`: the numbering ``skewlab control status`` uses)."""
+        in effect (:meth:`skewlab.storage.store.Store.recent_commands`: the numbering ``skewlab control status`` uses)."""
         rows = self.store.recent_commands(limit, run_id=int(run_id))
         out = []
         for c in rows:

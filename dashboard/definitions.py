@@ -1,6 +1,6 @@
 """Metric definitions shown one hover away (panel titles, KPI cards, legend entries).
 
-The load-balance metrics come from :data:`engine.control.metrics.METRIC_DEFINITIONS` (one source of truth for
+The load-balance metrics come from :data:`skewlab.engine.control.metrics.METRIC_DEFINITIONS` (one source of truth for
 the CLI, the engine and the dashboard); this module adds the *window* each one is computed over and
 defines the quantities only the dashboard shows (throughput, batch latency, worker-load bands, hot-key
 share, the tolerance line, migration pause).
@@ -8,7 +8,7 @@ share, the tolerance line, migration pause).
 
 from __future__ import annotations
 
-from engine.control.metrics import METRIC_DEFINITIONS
+from skewlab.engine.control.metrics import METRIC_DEFINITIONS
 
 __all__ = ["DEFINITIONS", "LABELS", "definition"]
 

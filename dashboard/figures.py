@@ -1,7 +1,7 @@
 """Plotly figures of the dashboard, and the ``dash.Patch`` objects that extend them tick by tick.
 
 Every time figure is described once by a tuple of :class:`TraceSpec` (which block of a
-:meth:`dashboard.data.DashboardData.load` answer feeds which trace).  :func:`time_figure` draws a
+:meth:`skewlab.dashboard.data.DashboardData.load` answer feeds which trace).  :func:`time_figure` draws a
 reset; :func:`time_patch` turns a delta into a ``Patch`` that *extends* the same traces, adds the new
 event lines and annotations, and leaves zoom / legend state alone (``uirevision``).  Data arrays are
 always plain lists: numpy arrays would be sent as typed arrays, which a ``Patch`` cannot extend.
@@ -21,9 +21,9 @@ from typing import Any, Mapping, Sequence
 from dash import Patch
 from plotly.subplots import make_subplots
 
-from dashboard.data import DEFAULT_THETA, OPERATOR_EVENT_KINDS
-from dashboard.definitions import LABELS
-from storage.run_state import REBALANCE_EVENT_KINDS
+from skewlab.dashboard.data import DEFAULT_THETA, OPERATOR_EVENT_KINDS
+from skewlab.dashboard.definitions import LABELS
+from skewlab.storage.run_state import REBALANCE_EVENT_KINDS
 
 __all__ = [
     "ALL_WORKERS_MAX",
@@ -362,7 +362,7 @@ def _rebalance_points(data: Mapping[str, Any]) -> dict[str, list]:
         d = ev.get("detail") or {}
         xs.append(ev["interval"])
         ys.append(at.get(ev["interval"]) or 0.0)
-        if ev["kind"] == "rebalance_skipped":  # the migration gate (engine.control.gate) kept the routing
+        if ev["kind"] == "rebalance_skipped":  # the migration gate (skewlab.engine.control.gate) kept the routing
             texts.append(f"rebalance skipped: plan of {d.get('keys', 0)} keys, cost {_fmt(d.get('migration_cost'))} "
                          f"> predicted gain {_fmt(d.get('gate_gain'))} × {d.get('gate_horizon', 1)} interval(s)")
             continue

@@ -18,11 +18,11 @@ from typing import Any, Mapping, Sequence
 
 from dash import dcc, html
 
-from dashboard.controls import command_state, workers_range
-from dashboard.data import DEFAULT_THETA, status_text
-from dashboard.definitions import LABELS, definition
-from dashboard.figures import IMBALANCE_METRICS, empty_figure, format_bytes
-from storage.run_state import REBALANCE_EVENT_KINDS
+from skewlab.dashboard.controls import command_state, workers_range
+from skewlab.dashboard.data import DEFAULT_THETA, status_text
+from skewlab.dashboard.definitions import LABELS, definition
+from skewlab.dashboard.figures import IMBALANCE_METRICS, empty_figure, format_bytes
+from skewlab.storage.run_state import REBALANCE_EVENT_KINDS
 
 __all__ = [
     "GRAPH_CONFIG", "build_layout", "commands_view", "event_log", "kpi_cards", "migration_table",
@@ -61,7 +61,7 @@ def _graph(gid: str, filename: str, height: int = 300, initial: Mapping[str, Any
 def build_layout(*, read_only: bool, token_required: bool, refresh_ms: int, banner: str | None,
                  export_base: str, initial: Mapping[str, Any] | None = None) -> html.Div:
     """The whole page.  ``initial`` holds the first render of every live output (see
-    :func:`dashboard.app.initial_outputs`) so the page shows data without waiting for a callback."""
+    :func:`skewlab.dashboard.app.initial_outputs`) so the page shows data without waiting for a callback."""
     init = dict(initial or {})
     header = html.Header([
         html.Div([html.Span("skewlab", className="brand"), html.Span("live load balancing", className="tagline")],
@@ -308,7 +308,7 @@ def commands_view(rows: Sequence[Mapping[str, Any]]) -> list[Any]:
 
 def event_log(events: Sequence[Mapping[str, Any]], limit: int = 12) -> list[Any]:
     """The latest operator events (the same ones drawn on the time axes)."""
-    from dashboard.figures import event_label
+    from skewlab.dashboard.figures import event_label
 
     ops = [e for e in events if e.get("kind") not in REBALANCE_EVENT_KINDS][-limit:]
     if not ops:
@@ -320,7 +320,7 @@ def event_log(events: Sequence[Mapping[str, Any]], limit: int = 12) -> list[Any]
 
 def param_form(algorithm: str, declarations: Sequence[Mapping[str, Any]], values: Mapping[str, Any],
                disabled: bool) -> list[Any]:
-    """One field per declared parameter (from :func:`engine.algorithms.registry.describe`), pre-filled with ``values``."""
+    """One field per declared parameter (from :func:`skewlab.engine.algorithms.registry.describe`), pre-filled with ``values``."""
     if not declarations:
         return [html.Div(f"{algorithm} has no parameters", className="muted small")]
     out = []

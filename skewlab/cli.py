@@ -1,9 +1,9 @@
 """The ``skewlab`` command: the composition root, the one module that may import every layer.
 
 It builds the top-level parser and lets each layer add its own subcommands: the engine
-(:func:`engine.cli.add_commands`: algorithms, workloads, simulate, plan, engine, produce, control), the
-dashboard (:func:`dashboard.commands.add_commands`: dashboard, demo) and the benchmarks
-(:func:`bench.cli.add_commands`: bench).  Every user mistake (unknown algorithm, out-of-range
+(:func:`skewlab.engine.cli.add_commands`: algorithms, workloads, simulate, plan, engine, produce, control), the
+dashboard (:func:`skewlab.dashboard.commands.add_commands`: dashboard, demo) and the benchmarks
+(:func:`skewlab.bench.cli.add_commands`: bench).  Every user mistake (unknown algorithm, out-of-range
 parameter, unreadable file, malformed snapshot) ends with one line on stderr and exit status 2
 (:data:`skewlab.shared.EXIT_USAGE`), never a traceback.
 """
@@ -38,9 +38,9 @@ def _version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``skewlab`` parser with every layer's subcommands."""
-    from bench.cli import add_commands as add_bench_commands
-    from dashboard.commands import add_commands as add_dashboard_commands
-    from engine.cli import add_commands as add_engine_commands
+    from skewlab.bench.cli import add_commands as add_bench_commands
+    from skewlab.dashboard.commands import add_commands as add_dashboard_commands
+    from skewlab.engine.cli import add_commands as add_engine_commands
 
     p = Parser(prog="skewlab", description="Skew-aware load balancing for keyed stream processing.")
     p.add_argument("--version", action="version", version=f"skewlab {_version()}")
@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``skewlab`` command; returns its exit status."""
-    from engine.config.params import ParamError
+    from skewlab.engine.config.params import ParamError
 
     parser = build_parser()
     try:

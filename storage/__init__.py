@@ -1,10 +1,10 @@
 """skewlab storage: the only thing the engine and the dashboard share.
 
-SQLAlchemy 2 models (:mod:`storage.models`), URL / engine handling (:mod:`storage.db`: SQLite by
+SQLAlchemy 2 models (:mod:`skewlab.storage.models`), URL / engine handling (:mod:`skewlab.storage.db`: SQLite by
 default with WAL + busy timeout + foreign keys, PostgreSQL by URL) and the repository API
-(:class:`storage.store.Store`, composed of :mod:`storage.writing`, :mod:`storage.reading`,
-:mod:`storage.commands` and :mod:`storage.export`) and the typed record one interval writes
-(:class:`storage.records.IntervalRecord`).  Typical use::
+(:class:`skewlab.storage.store.Store`, composed of :mod:`skewlab.storage.writing`, :mod:`skewlab.storage.reading`,
+:mod:`skewlab.storage.commands` and :mod:`skewlab.storage.export`) and the typed record one interval writes
+(:class:`skewlab.storage.records.IntervalRecord`).  Typical use::
 
     from storage import IntervalRecord, WorkerRow, connect
     store = connect()                       # ./data/skewlab.db, or $SKEWLAB_DB_URL
@@ -14,9 +14,9 @@ default with WAL + busy timeout + foreign keys, PostgreSQL by URL) and the repos
 """
 
 from skewlab.shared import COMMAND_KINDS
-from storage.db import connect, default_url, make_engine, normalize_url, open_store, safe_url
-from storage.models import COMMAND_STATUSES, INTERVAL_METRIC_COLUMNS, RUN_STATUSES, SCHEMA_VERSION
-from storage.records import (
+from skewlab.storage.db import connect, default_url, make_engine, normalize_url, open_store, safe_url
+from skewlab.storage.models import COMMAND_STATUSES, INTERVAL_METRIC_COLUMNS, RUN_STATUSES, SCHEMA_VERSION
+from skewlab.storage.records import (
     DeadLetterRow,
     EventRow,
     HotKeyRow,
@@ -26,7 +26,7 @@ from storage.records import (
     ShadowRow,
     WorkerRow,
 )
-from storage.store import Store, UnknownCommand, UnknownRun
+from skewlab.storage.store import Store, UnknownCommand, UnknownRun
 
 __all__ = [
     "COMMAND_KINDS",

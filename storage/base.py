@@ -1,7 +1,7 @@
 """The store's plumbing: one engine, short read / write transactions, the schema, run look-up.
 
 Every public method of the store is one short transaction on its own pooled connection, so a
-dashboard process can read while the engine process writes (SQLite WAL; see :mod:`storage.db`).
+dashboard process can read while the engine process writes (SQLite WAL; see :mod:`skewlab.storage.db`).
 :class:`StoreBase` is the part the writing, reading, command and export modules share.
 """
 
@@ -13,8 +13,8 @@ from typing import Any, Iterator, Mapping, Sequence
 from sqlalchemy import Connection, Engine, Table, inspect, select, update
 from sqlalchemy import text as sa_text
 
-from storage.models import ADDED_COLUMNS, SCHEMA_VERSION, Base
-from storage.tables import T_META, T_RUN
+from skewlab.storage.models import ADDED_COLUMNS, SCHEMA_VERSION, Base
+from skewlab.storage.tables import T_META, T_RUN
 
 __all__ = ["StoreBase", "UnknownCommand", "UnknownRun"]
 
@@ -110,7 +110,7 @@ class StoreBase:
 
     @staticmethod
     def _upgrade(conn: Connection, version: int) -> None:
-        """Add the columns of every schema version after ``version`` (:data:`storage.models.ADDED_COLUMNS`)
+        """Add the columns of every schema version after ``version`` (:data:`skewlab.storage.models.ADDED_COLUMNS`)
         that the tables lack, with ``ALTER TABLE … ADD COLUMN``, and record the current version.
 
         Table and column names come from the models, never from the database or a caller.

@@ -14,10 +14,10 @@ from typing import Any, Mapping
 from sqlalchemy import Connection, select, update
 from sqlalchemy import insert as sa_insert
 
-from storage.base import StoreBase, UnknownCommand
+from skewlab.storage.base import StoreBase, UnknownCommand
 from skewlab.shared import COMMAND_KINDS
-from storage.tables import T_CMD, T_IM
-from storage.values import as_int, clean_text, decode_row, dump_json, wall_clock
+from skewlab.storage.tables import T_CMD, T_IM
+from skewlab.storage.values import as_int, clean_text, decode_row, dump_json, wall_clock
 
 __all__ = ["Commands", "MAX_PAYLOAD_CHARS"]
 

@@ -1,6 +1,6 @@
 """Database URLs and engines: SQLite by default, PostgreSQL by URL.
 
-``connect(url)`` is the one entry point; it returns a :class:`storage.store.Store` whose tables exist
+``connect(url)`` is the one entry point; it returns a :class:`skewlab.storage.store.Store` whose tables exist
 and have the current schema version (an older database is upgraded when it is opened).
 
 URL handling (:func:`normalize_url`):
@@ -43,7 +43,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.pool import StaticPool
 
 if TYPE_CHECKING:  # pragma: no cover
-    from storage.store import Store
+    from skewlab.storage.store import Store
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_MS",
@@ -175,9 +175,9 @@ def connect(
 
     With ``create`` (default) the tables are created if missing and a database of an older schema
     version is upgraded in place (idempotent, safe when the engine and the dashboard start at the same
-    time; see :meth:`storage.store.Store.create_schema`).
+    time; see :meth:`skewlab.storage.store.Store.create_schema`).
     """
-    from storage.store import Store
+    from skewlab.storage.store import Store
 
     store = Store(make_engine(url, busy_timeout_ms=busy_timeout_ms, echo=echo))
     if create:

@@ -10,10 +10,10 @@ from typing import Any, Mapping
 from sqlalchemy import Table, select
 from sqlalchemy import insert as sa_insert
 
-from storage.base import StoreBase, UnknownRun
-from storage.models import SCHEMA_VERSION
-from storage.tables import CHILD_TABLES, JSON_COLUMNS, T_CMD, T_EV, T_RUN
-from storage.values import decode_row, dump_json
+from skewlab.storage.base import StoreBase, UnknownRun
+from skewlab.storage.models import SCHEMA_VERSION
+from skewlab.storage.tables import CHILD_TABLES, JSON_COLUMNS, T_CMD, T_EV, T_RUN
+from skewlab.storage.values import decode_row, dump_json
 
 __all__ = ["EXPORT_FORMAT", "Export"]
 
@@ -27,7 +27,7 @@ class Export(StoreBase):
         """Everything recorded for a run as a JSON-serialisable dict (one consistent snapshot).
 
         Layout: ``{"format": "skewlab-run", "schema_version", "run": {...}, "<table>": [rows...]}``
-        for the tables of :mod:`storage.models` (rows without ``run_id``; JSON columns decoded).
+        for the tables of :mod:`skewlab.storage.models` (rows without ``run_id``; JSON columns decoded).
         Commands addressed to the run or marked by it are included, and so are global commands
         (``run_id`` NULL) that an event of the run names; the internal replay markers of dead letters
         are not.

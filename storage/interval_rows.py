@@ -1,8 +1,8 @@
-"""An :class:`~storage.records.IntervalRecord` → the cleaned rows of each table, validated before any write.
+"""An :class:`~skewlab.storage.records.IntervalRecord` → the cleaned rows of each table, validated before any write.
 
-Every value goes through :mod:`storage.values` (NaN / ±inf → NULL, integers checked, text bounded);
+Every value goes through :mod:`skewlab.storage.values` (NaN / ±inf → NULL, integers checked, text bounded);
 ids left None take their position, duplicates (worker, rank, shadow algorithm, seq) raise
-``ValueError``.  :meth:`storage.writing.Writing.record_interval` writes the result in one transaction.
+``ValueError``.  :meth:`skewlab.storage.writing.Writing.record_interval` writes the result in one transaction.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from storage.records import DeadLetterRow, IntervalRecord
-from storage.values import (
+from skewlab.storage.records import DeadLetterRow, IntervalRecord
+from skewlab.storage.values import (
     KEY_CHARS, REASON_CHARS, as_bool, as_float, as_int, check_name, clean_text, dump_json, fingerprint_hex,
     no_duplicates, wall_clock,
 )

@@ -19,7 +19,7 @@ table                  contents (primary key)
 ``events``             algorithm / parameter / worker changes, pause, resume, ... (id)
 ``dead_letters``       malformed input records: count and a bounded sample ((run, reason))
 ``dead_letter_batches``  which (run, batch, reason) dead-letter counts were already added; makes
-                       :meth:`storage.store.Store.record_dead_letters` idempotent per batch
+                       :meth:`skewlab.storage.store.Store.record_dead_letters` idempotent per batch
 ``commands``           operator commands: kind, JSON payload, status, reason, applied batch (id)
 ``skewlab_meta``       ``schema_version``
 =====================  ==========================================================================
@@ -28,7 +28,7 @@ Design decisions (the issue fixes the contents, not the layout):
 
 * **Idempotency by (run, batch)** is carried by the primary keys: every per-batch table has
   ``(run_id, batch_id, …)`` as its primary key, so a replayed Spark micro-batch cannot add rows.
-  ``interval_metrics`` is the *gate*: :meth:`~storage.store.Store.record_interval` inserts it with
+  ``interval_metrics`` is the *gate*: :meth:`~skewlab.storage.store.Store.record_interval` inserts it with
   ``ON CONFLICT DO NOTHING`` first and writes the other rows only when that insert took effect.
 * **Incremental dashboard reads**: index ``(run_id, interval)`` on every per-interval table.
 * **Times** are epoch seconds (``DOUBLE PRECISION``), portable and what the engine measures.
@@ -39,9 +39,9 @@ Design decisions (the issue fixes the contents, not the layout):
 * **Fingerprints** are ``uint64``, which does not fit a signed ``BIGINT``; hot keys store them as
   16 lowercase hex digits.
 * Children reference ``runs.id`` with ``ON DELETE CASCADE`` (foreign keys are switched on for
-  SQLite by :mod:`storage.db`).
+  SQLite by :mod:`skewlab.storage.db`).
 * **Schema versions** (``skewlab_meta.schema_version``, :data:`SCHEMA_VERSION`): a database written
-  by an older version is upgraded in place when it is opened (:meth:`storage.store.Store.create_schema`)
+  by an older version is upgraded in place when it is opened (:meth:`skewlab.storage.store.Store.create_schema`)
   by adding the nullable columns listed in :data:`ADDED_COLUMNS`; rows written before keep NULL there.
   Version 2 added ``worker_metrics.state_bytes``, ``migration_events.bytes_moved`` and
   ``migration_events.pause_batches``.
@@ -113,7 +113,7 @@ class Run(Base):
     """One run of the engine (or of a benchmark): what was started, with which configuration.
 
     ``algorithm``/``params``/``n_workers`` are the values at start (and are updated by
-    :meth:`~storage.store.Store.update_run` when an operator changes them); the value in force in a
+    :meth:`~skewlab.storage.store.Store.update_run` when an operator changes them); the value in force in a
     given interval is in :class:`IntervalMetric`.  ``config`` is the full configuration snapshot
     (JSON text) so a run can be reproduced; ``seed`` is the run's random seed.
     """
@@ -181,7 +181,7 @@ class IntervalMetric(Base):
 
 
 #: Metric columns of ``interval_metrics`` (besides the key columns): the metric fields of
-#: :class:`storage.records.IntervalRecord`.
+#: :class:`skewlab.storage.records.IntervalRecord`.
 INTERVAL_METRIC_COLUMNS: tuple[str, ...] = (
     "tuples",
     "algorithm",

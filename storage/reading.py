@@ -6,9 +6,9 @@ from typing import Any, Sequence
 
 from sqlalchemy import Table, func, select
 
-from storage.base import StoreBase
-from storage.tables import T_DL, T_EV, T_HOT, T_IM, T_MIG, T_RS, T_RUN, T_SH, T_WM
-from storage.values import decode_row
+from skewlab.storage.base import StoreBase
+from skewlab.storage.tables import T_DL, T_EV, T_HOT, T_IM, T_MIG, T_RS, T_RUN, T_SH, T_WM
+from skewlab.storage.values import decode_row
 
 __all__ = ["Reading"]
 

@@ -1,12 +1,12 @@
 """One typed record per interval, from the controller to storage: :class:`IntervalRecord`.
 
-The engine (Spark, :mod:`engine.runtimes.spark.engine`) and the local runtime (``skewlab simulate --db``,
-:mod:`engine.runtimes.local`) build one :class:`IntervalRecord` per closed interval from the
-controller's output; :meth:`storage.store.Store.record_interval` writes it in one transaction.
+The engine (Spark, :mod:`skewlab.engine.runtimes.spark.engine`) and the local runtime (``skewlab simulate --db``,
+:mod:`skewlab.engine.runtimes.local`) build one :class:`IntervalRecord` per closed interval from the
+controller's output; :meth:`skewlab.storage.store.Store.record_interval` writes it in one transaction.
 Records are plain dataclasses (picklable: the engine keeps unwritten ones in its checkpoint).
 
 Values are kept as given (numpy scalars, NaN included); the store cleans them on the way in
-(:mod:`storage.values`: NaN / ±inf → NULL, text bounded).  A field left ``None`` is stored as NULL,
+(:mod:`skewlab.storage.values`: NaN / ±inf → NULL, text bounded).  A field left ``None`` is stored as NULL,
 except where a default is stated.  :meth:`IntervalRecord.from_parts` builds a record from loose
 mappings (lists of mappings, ``{name: mapping}``, or columns of equal length), naming any unknown
 field — for tests, benchmarks and tools that hold rows as dicts.
@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Sequence
 
-from storage.models import INTERVAL_METRIC_COLUMNS
-from storage.values import as_int, normalise_records
+from skewlab.storage.models import INTERVAL_METRIC_COLUMNS
+from skewlab.storage.values import as_int, normalise_records
 
 __all__ = [
     "DeadLetterRow",
@@ -121,7 +121,7 @@ class DeadLetterRow:
 class IntervalRecord:
     """Everything one (run, batch) writes: the run metrics of the interval and its child rows.
 
-    The metric fields are the columns :data:`storage.models.INTERVAL_METRIC_COLUMNS`; ``algorithm``
+    The metric fields are the columns :data:`skewlab.storage.models.INTERVAL_METRIC_COLUMNS`; ``algorithm``
     None means the run's current algorithm; ``wall_time`` None means the time of writing.  When
     ``routing`` is None and ``routing_table_size`` is set, a routing row with those entries is written,
     and ``routing_table_size`` None takes ``routing.entries``.
@@ -157,7 +157,7 @@ class IntervalRecord:
     dead_letters: list[DeadLetterRow] = field(default_factory=list)
 
     def metrics(self) -> dict[str, Any]:
-        """The metric fields by column name (:data:`storage.models.INTERVAL_METRIC_COLUMNS`)."""
+        """The metric fields by column name (:data:`skewlab.storage.models.INTERVAL_METRIC_COLUMNS`)."""
         return {name: getattr(self, name) for name in INTERVAL_METRIC_COLUMNS}
 
     @classmethod
@@ -179,7 +179,7 @@ class IntervalRecord:
     ) -> "IntervalRecord":
         """A record from loose mappings; ``ValueError`` names any unknown field.
 
-        ``metrics``: keys from :data:`~storage.models.INTERVAL_METRIC_COLUMNS` (``wall_time``,
+        ``metrics``: keys from :data:`~skewlab.storage.models.INTERVAL_METRIC_COLUMNS` (``wall_time``,
         ``interval``, ``batch_id`` may be repeated there if equal to the arguments).  ``workers``,
         ``hot_keys``, ``migrations``, ``events``: a list of mappings or a mapping of equal-length
         columns.  ``shadow``: ``{algorithm: mapping}`` or a list of mappings.  ``routing``: a mapping
@@ -224,7 +224,7 @@ def _field_names(row_type: type) -> tuple[str, ...]:
 
 
 def _rows(row_type: type, obj: Any, what: str, key_field: str | None = None) -> list[Any]:
-    """Typed rows from typed rows or loose mappings (:func:`storage.values.normalise_records`)."""
+    """Typed rows from typed rows or loose mappings (:func:`skewlab.storage.values.normalise_records`)."""
     if isinstance(obj, (list, tuple)) and all(isinstance(item, row_type) for item in obj):
         return list(obj)
     return [row_type(**item) for item in normalise_records(obj, _field_names(row_type), what, key_field)]

@@ -1,11 +1,11 @@
-"""Short handles on the tables of :mod:`storage.models` and the facts the store modules share about them:
+"""Short handles on the tables of :mod:`skewlab.storage.models` and the facts the store modules share about them:
 which columns hold JSON text, and the per-run child tables in export order."""
 
 from __future__ import annotations
 
 from sqlalchemy import Table
 
-from storage.models import (
+from skewlab.storage.models import (
     Command,
     DeadLetter,
     DeadLetterBatch,

@@ -14,7 +14,7 @@ import re
 import time
 from typing import Any, Mapping, Sequence
 
-from storage.tables import JSON_COLUMNS
+from skewlab.storage.tables import JSON_COLUMNS
 
 #: bounds, in characters, of a dead-letter reason, free text, a hot key's text and one JSON value
 REASON_CHARS = 200

@@ -16,14 +16,14 @@ from sqlalchemy import Connection, select, update
 from sqlalchemy import delete as sa_delete
 from sqlalchemy import insert as sa_insert
 
-from storage.base import StoreBase, UnknownRun
-from storage.interval_rows import (
+from skewlab.storage.base import StoreBase, UnknownRun
+from skewlab.storage.interval_rows import (
     DEAD_LETTER_SAMPLE_CHARS, DEAD_LETTER_SAMPLE_LIMIT, clean_dead_letter, event_row, interval_rows,
 )
-from storage.models import RUN_STATUSES
-from storage.records import DeadLetterRow, IntervalRecord
-from storage.tables import T_CMD, T_DL, T_DLB, T_EV, T_HOT, T_IM, T_MIG, T_RS, T_RUN, T_SH, T_WM
-from storage.values import as_int, check_name, clean_text, dump_json, load_json, wall_clock
+from skewlab.storage.models import RUN_STATUSES
+from skewlab.storage.records import DeadLetterRow, IntervalRecord
+from skewlab.storage.tables import T_CMD, T_DL, T_DLB, T_EV, T_HOT, T_IM, T_MIG, T_RS, T_RUN, T_SH, T_WM
+from skewlab.storage.values import as_int, check_name, clean_text, dump_json, load_json, wall_clock
 
 __all__ = ["DEAD_LETTER_SAMPLE_CHARS", "DEAD_LETTER_SAMPLE_LIMIT", "Writing"]
 
@@ -113,8 +113,8 @@ class Writing(StoreBase):
     def record_interval(self, run_id: int, record: IntervalRecord) -> bool:
         """Write everything of one (run, batch) in ONE transaction; False if it was already written.
 
-        ``record``: the interval's :class:`~storage.records.IntervalRecord`.  Everything is validated
-        before the transaction starts (:func:`storage.interval_rows.interval_rows`); invalid input
+        ``record``: the interval's :class:`~skewlab.storage.records.IntervalRecord`.  Everything is validated
+        before the transaction starts (:func:`skewlab.storage.interval_rows.interval_rows`); invalid input
         raises ``ValueError`` and writes nothing; an unknown run raises :class:`UnknownRun`.
         """
         rows = interval_rows(run_id, record)

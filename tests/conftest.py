@@ -10,7 +10,7 @@ if ROOT not in sys.path:
 
 @pytest.fixture
 def vocab_1k():
-    from engine.algorithms.keys import Vocabulary
+    from skewlab.engine.algorithms.keys import Vocabulary
 
     return Vocabulary([f"k{i}" for i in range(1000)])
 

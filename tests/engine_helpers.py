@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from engine.algorithms.keys import fingerprint
-from engine.runtimes.spark import sources as S
-from engine.runtimes.spark.engine import EngineConfig
+from skewlab.engine.algorithms.keys import fingerprint
+from skewlab.engine.runtimes.spark import sources as S
+from skewlab.engine.runtimes.spark.engine import EngineConfig
 
 
 def generator_truth(cfg: EngineConfig, consumed: dict[int, int]) -> Counter:

@@ -8,7 +8,7 @@ skipped, except under CI (``$CI`` set), where a missing broker is a failure with
 Behaviour of tansu 0.6 the tests and sources rely on / work around: topics via
 ``KafkaAdminClient.create_topics`` (and auto-created with 4 partitions on a producer's metadata
 request); ``assign`` + ``seek`` consumption works; ListOffsets(latest) answers the last *batch's*
-base offset + 1 while the Fetch high watermark is right (see ``engine.runtimes.spark.sources``).
+base offset + 1 while the Fetch high watermark is right (see ``skewlab.engine.runtimes.spark.sources``).
 """
 
 from __future__ import annotations

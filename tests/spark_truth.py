@@ -13,8 +13,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from engine.runtimes.spark.operator import merge_latest_shares
-from engine.runtimes.spark.result_sink import read_sink
+from skewlab.engine.runtimes.spark.operator import merge_latest_shares
+from skewlab.engine.runtimes.spark.result_sink import read_sink
 
 
 def committed_ranges(checkpoint: Path) -> dict[int, tuple[dict[int, int], dict[int, int]]]:
@@ -54,11 +54,11 @@ def batch_values(checkpoint: Path, keys_of) -> dict[int, dict[str, list[int]]]:
 def join_truth(per_batch: dict[int, dict[str, list[int]]], window: int) -> dict[tuple[int, str], tuple[int, int]]:
     """(batch, key) → (pairs joined, checksum) of the sliding-window self-join: each tuple with the
     key's tuples of the previous ``window - 1`` batches and the earlier ones of its own batch.  The
-    checksum uses :func:`engine.runtimes.spark.window_state.join_probe`, itself checked pair by pair against a
+    checksum uses :func:`skewlab.engine.runtimes.spark.window_state.join_probe`, itself checked pair by pair against a
     brute-force enumeration in tests/test_window_state.py."""
     import numpy as np
 
-    from engine.runtimes.spark.window_state import join_probe
+    from skewlab.engine.runtimes.spark.window_state import join_probe
 
     out = {}
     for b, per in per_batch.items():
@@ -82,12 +82,12 @@ def windowed_truth(per_batch: dict[int, Counter], window: int) -> dict[tuple[int
 def sink_results(sink: Any, join: bool = False, latest: bool = False) -> tuple[dict[tuple[int, str], Any], int, int]:
     """The sink's results merged per (batch, key), the number of rows and of distinct (batch, key,
     worker) rows (equal unless a worker wrote a result twice).  ``sink``: a Parquet directory or a sink
-    of :mod:`engine.runtimes.spark.result_sink` (e.g. ``SparkEngine.results``).
+    of :mod:`skewlab.engine.runtimes.spark.result_sink` (e.g. ``SparkEngine.results``).
 
-    A row is one worker's share of a key (see :mod:`engine.runtimes.spark.window_state`).  Merged: the sum over
+    A row is one worker's share of a key (see :mod:`skewlab.engine.runtimes.spark.window_state`).  Merged: the sum over
     workers of their rows at that batch (single-owner groupings: the owner's row, plus retractions of
     0 from workers that gave the key away), or with ``latest`` the sum over workers of each one's
-    latest share at or before that batch (split-key groupings: :func:`engine.runtimes.spark.operator.merge_latest_shares`;
+    latest share at or before that batch (split-key groupings: :func:`skewlab.engine.runtimes.spark.operator.merge_latest_shares`;
     count only).
     Values: the windowed count, or with ``join`` (pairs, checksum)."""
     table = sink.read() if hasattr(sink, "read") else read_sink(str(sink))

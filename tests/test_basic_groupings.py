@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.algorithms import registry
-from engine.algorithms.keys import GOLDEN, Vocabulary, candidate, candidates, fingerprint, home, mix64, reduce_range
+from skewlab.engine.algorithms import registry
+from skewlab.engine.algorithms.keys import GOLDEN, Vocabulary, candidate, candidates, fingerprint, home, mix64, reduce_range
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """``skewlab bench all --quick``: every figure and table is produced and the reproductions' invariants hold.
 
 Runs the whole quick benchmark once, in-process, through an argparse parser built with
-``bench.cli.add_commands`` (the way ``skewlab/cli.py`` wires it), then checks the page, the figures and
+``skewlab.bench.cli.add_commands`` (the way ``skewlab/cli.py`` wires it), then checks the page, the figures and
 the data behind them.  Budget: ≤ 3 minutes on the 2-core CI machine (measured ~1 minute there).
 """
 
@@ -13,8 +13,8 @@ import re
 import numpy as np
 import pytest
 
-from bench import TARGETS
-from bench import cli as bench_cli
+from skewlab.bench import TARGETS
+from skewlab.bench import cli as bench_cli
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +162,7 @@ def test_fang_gedik_dkg_guo_zhou_invariants(quick_run):
     assert gz["gaussian/pkg"]["move_mean"] == 0.0 and gz["zipf/pkg"]["move_mean"] == 0.0
     assert gz["gaussian/uhlb"]["move_per_balancing"] > gz["gaussian/elb"]["move_per_balancing"]
 
-    from engine.algorithms import registry
+    from skewlab.engine.algorithms import registry
 
     cuts = s["trace"].data["cuts"]
     assert [c["name"] for c in cuts] == ["hour", "day"]
@@ -179,8 +179,8 @@ def test_fang_gedik_dkg_guo_zhou_invariants(quick_run):
 
 def test_bench_route_equals_simulate():
     """The reproductions' shortcut (route the whole stream once) gives exactly `skewlab simulate`'s loads."""
-    from bench.common import route, stream_metrics, zipf_stream
-    from engine.cli.simulate import SimulationConfig, run_simulation
+    from skewlab.bench.common import route, stream_metrics, zipf_stream
+    from skewlab.engine.cli.simulate import SimulationConfig, run_simulation
 
     for alg in ("pkg", "dchoices", "dkg"):
         sim = run_simulation(SimulationConfig(algorithm=alg, workers=7, sources=3, workload="zipf",
@@ -214,7 +214,7 @@ def test_single_target_keeps_other_sections(quick_run, tmp_path):
 
 def test_existing_page_without_block_is_kept(tmp_path):
     """A results page written by someone else first: the bench block goes on top, their text stays."""
-    from bench.common import Section, write_results
+    from skewlab.bench.common import Section, write_results
 
     other = "\n<!-- BEGIN section \"Reliability\" -->\n## Reliability\n\n| a | b |\n|---|---|\n| 1 | 2 |\n<!-- END section \"Reliability\" -->\n"
     (tmp_path / "results.md").write_text(other, encoding="utf-8")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from bench import bench_routing
+from skewlab.bench import bench_routing
 
 
 def test_routing_bench_from_fingerprints_and_from_key_strings(capsys):
@@ -56,7 +56,7 @@ def test_same_routing_from_either_start():
     import numpy as np
     import pyarrow as pa
 
-    from engine.algorithms.keys import Vocabulary
+    from skewlab.engine.algorithms.keys import Vocabulary
 
     args = argparse.Namespace(workers=5, sources=2, batch=1000, repeat=1, seed=3, clock="wall")
     ranks = bench_routing.zipf_ranks(8000, 300, 1.2, 0)

@@ -1,4 +1,4 @@
-"""Aggregation over seeds in ``skewlab bench``: :class:`bench.common.Spread`, bands, ``--seeds``."""
+"""Aggregation over seeds in ``skewlab bench``: :class:`skewlab.bench.common.Spread`, bands, ``--seeds``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from bench import cli as bench_cli
-from bench.common import Context, Spread, fmt, md_table, new_figure, plot_band, spread
+from skewlab.bench import cli as bench_cli
+from skewlab.bench.common import Context, Spread, fmt, md_table, new_figure, plot_band, spread
 
 
 def test_spread_mean_min_max_and_skips_missing():
@@ -52,7 +52,7 @@ def test_seeds_below_one_is_a_usage_error(tmp_path, capsys):
 
 
 def test_mean_rows_merges_seeds_of_a_configuration():
-    from bench.common import mean_rows
+    from skewlab.bench.common import mean_rows
 
     raw = [{"n": 5, "alg": "pkg", "I": 0.1, "d": [2, 4], "ok": True, "name": "a"},
            {"n": 5, "alg": "hash", "I": 1.0, "d": [1, 1], "ok": True, "name": "h"},
@@ -67,7 +67,7 @@ def test_mean_rows_merges_seeds_of_a_configuration():
 
 
 def test_seed_matrix_is_seeds_by_x_with_nan_for_missing():
-    from bench.common import mean_rows, seed_matrix
+    from skewlab.bench.common import mean_rows, seed_matrix
 
     rows = mean_rows([{"z": z, "alg": "pkg", "I": z * s} for s in (1, 2) for z in (0.5, 1.0)], ("z", "alg"))
     m = seed_matrix(rows, "I", "z", [0.5, 1.0, 2.0], alg="pkg")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.bench_spark import worker_figures, worker_latency
+from skewlab.bench.bench_spark import worker_figures, worker_latency
 
 
 def test_latency_percentiles_weigh_each_task_by_the_tuples_it_applied():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.bench_task_costs import parse_timing
+from skewlab.bench.bench_task_costs import parse_timing
 
 
 def test_parses_total_min_median_max_in_their_units():

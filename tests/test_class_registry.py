@@ -2,10 +2,10 @@
 
 import pytest
 
-from engine.algorithms import registry
-from engine.config.class_registry import ClassRegistry
-from engine.config.params import ParamError
-from engine.workloads import UnknownWorkload, create_workload, workload_class, workload_names
+from skewlab.engine.algorithms import registry
+from skewlab.engine.config.class_registry import ClassRegistry
+from skewlab.engine.config.params import ParamError
+from skewlab.engine.workloads import UnknownWorkload, create_workload, workload_class, workload_names
 
 
 class UnknownThing(ParamError):

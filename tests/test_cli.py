@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from engine.algorithms import registry
+from skewlab.engine.algorithms import registry
 from skewlab.cli import main
 
 
@@ -130,7 +130,7 @@ def test_simulate_input_replays_the_whole_file_unless_messages_caps_it(tmp_path,
 
 
 def test_long_simulate_reports_progress_on_stderr_never_in_json(capsys, monkeypatch):
-    from engine.cli import progress
+    from skewlab.engine.cli import progress
 
     # stderr is not a terminal here: a plain progress line once a run has lasted LOG_EVERY seconds
     monkeypatch.setattr(progress, "LOG_EVERY", 0.0)  # every run is "long"
@@ -146,7 +146,7 @@ def test_long_simulate_reports_progress_on_stderr_never_in_json(capsys, monkeypa
 def test_short_run_prints_no_progress_off_a_terminal():
     import io
 
-    from engine.cli.progress import Progress
+    from skewlab.engine.cli.progress import Progress
 
     stream = io.StringIO()
     bar = Progress(10, "short", stream=stream)
@@ -204,7 +204,7 @@ def _help(capsys, *argv):
 
 
 def test_engine_help_states_the_defaults(capsys):
-    from engine.workloads import WORKLOADS, workload_names
+    from skewlab.engine.workloads import WORKLOADS, workload_names
 
     workload_names()
     declared = {p.name: p.default for p in WORKLOADS["zipf"].params}
@@ -232,9 +232,9 @@ def test_mixed_summary_describes_mixed():
 @pytest.mark.parametrize("base", ["consistent", "mod"])
 def test_plan_snapshot_home_defaults_to_the_algorithms_base_hash(capsys, tmp_path, base):
     """Keys without "home" sit on the chosen algorithm's h(k): Mixed's consistent-hash ring (or fp mod n)."""
-    from engine.algorithms.groupings.basic import ConsistentHashRing
-    from engine.algorithms.keys import fingerprints
-    from engine.algorithms.keys import home as keys_home
+    from skewlab.engine.algorithms.groupings.basic import ConsistentHashRing
+    from skewlab.engine.algorithms.keys import fingerprints
+    from skewlab.engine.algorithms.keys import home as keys_home
 
     names = [f"k{i}" for i in range(200)]
     snap = tmp_path / "s.json"
@@ -252,8 +252,8 @@ def test_plan_snapshot_home_defaults_to_the_algorithms_base_hash(capsys, tmp_pat
 
 def test_simulate_saves_its_run_for_the_dashboard(tmp_path, capsys):
     """--db: one IntervalRecord per interval; the dashboard's data layer reads back the --json numbers."""
-    from dashboard.data import DashboardData
-    from storage import connect
+    from skewlab.dashboard.data import DashboardData
+    from skewlab.storage import connect
 
     url = f"sqlite:///{tmp_path / 'sim.db'}"
     code, out, err = run(capsys, "simulate", "--algorithm", "mixed", "--workers", "4", "--keys", "800",

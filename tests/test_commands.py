@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.algorithms import registry
-from engine.control.commands import apply_command
-from engine.control.controller import Controller
-from engine.algorithms.keys import Vocabulary
+from skewlab.engine.algorithms import registry
+from skewlab.engine.control.commands import apply_command
+from skewlab.engine.control.controller import Controller
+from skewlab.engine.algorithms.keys import Vocabulary
 
 
 @pytest.fixture

@@ -314,7 +314,7 @@ def test_topic_service_creates_the_topic_the_producer_and_engine_use(compose, py
 
 
 def test_producer_command_is_a_valid_skewlab_produce(compose, python_on_path, tmp_path, monkeypatch):
-    from engine.io import kafka_io
+    from skewlab.engine.io import kafka_io
     from skewlab.cli import build_parser
 
     argv = final_argv(compose, "producer", python_on_path, tmp_path)
@@ -340,7 +340,7 @@ def test_producer_command_is_a_valid_skewlab_produce(compose, python_on_path, tm
     {"SKEWLAB_ALGORITHM": "mixed", "SKEWLAB_ALGORITHM_PARAMS": "theta_max=0.05 amax=500", "SKEWLAB_OPERATOR": "join"},
 ])
 def test_engine_command_is_a_valid_skewlab_engine(overrides, python_on_path, tmp_path, monkeypatch):
-    import engine.runtimes.spark.engine as spark_engine
+    import skewlab.engine.runtimes.spark.engine as spark_engine
     from skewlab.cli import build_parser
 
     compose, _ = load_compose(overrides)
@@ -364,7 +364,7 @@ def test_engine_command_is_a_valid_skewlab_engine(overrides, python_on_path, tmp
     assert args.func(args) == 0
     cfg = captured[0]
     if overrides.get("SKEWLAB_ALGORITHM_PARAMS"):
-        from engine.algorithms import registry
+        from skewlab.engine.algorithms import registry
 
         assert registry.validate_params(cfg.algorithm, cfg.params) == {
             **registry.validate_params(cfg.algorithm, {}), "theta_max": 0.05, "amax": 500}
@@ -376,11 +376,11 @@ def test_engine_command_is_a_valid_skewlab_engine(overrides, python_on_path, tmp
 
 def test_dashboard_command_serves_with_controls_enabled_by_a_token(compose, python_on_path, tmp_path, monkeypatch):
     from skewlab.cli import build_parser
-    from storage import connect
+    from skewlab.storage import connect
 
     commands = build_parser()._subparsers._group_actions[0].choices
     assert "dashboard" in commands, \
-        "`skewlab dashboard` is not wired into skewlab.cli.build_parser() (dashboard.commands.add_commands)"
+        "`skewlab dashboard` is not wired into skewlab.cli.build_parser() (skewlab.dashboard.commands.add_commands)"
     argv = final_argv(compose, "dashboard", python_on_path, tmp_path)
     assert argv[:2] == ["skewlab", "dashboard"]
     args = build_parser().parse_args(argv[1:])
@@ -393,12 +393,12 @@ def test_dashboard_command_serves_with_controls_enabled_by_a_token(compose, pyth
     assert again == argv and token_file.read_text().strip() == token, "the token is kept across restarts"
     assert token not in " ".join(argv)
 
-    import dashboard.app
-    import dashboard.commands as dc
-    from dashboard.controls import TOKEN_ENV
+    import skewlab.dashboard.app as dashboard_app
+    import skewlab.dashboard.commands as dc
+    from skewlab.dashboard.controls import TOKEN_ENV
 
     apps = []
-    real_create = dashboard.app.create_app
+    real_create = dashboard_app.create_app
 
     def create_app(*a, **kw):
         app = real_create(*a, **kw)
@@ -414,7 +414,7 @@ def test_dashboard_command_serves_with_controls_enabled_by_a_token(compose, pyth
         def server_close(self):
             return None
 
-    monkeypatch.setattr(dashboard.app, "create_app", create_app)
+    monkeypatch.setattr(dashboard_app, "create_app", create_app)
     monkeypatch.setattr(dc, "_open_store", lambda db: connect(f"sqlite:///{tmp_path}/dash.sqlite"))
     monkeypatch.setattr(dc, "_make_server", lambda app, host, port: FakeServer())
     monkeypatch.setenv(TOKEN_ENV, token)  # what the entry point exports
@@ -477,7 +477,7 @@ def test_entrypoint_syntax_and_passthrough(python_on_path):
 
 
 def test_engine_healthcheck_helper_sees_the_registered_run(python_on_path, tmp_path):
-    from storage import connect
+    from skewlab.storage import connect
 
     db = f"sqlite:///{tmp_path}/h.sqlite"
     env = {"SKEWLAB_DB_URL": db}

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.algorithms import registry
-from engine.io.checkpoint import SnapshotStore
-from engine.control.controller import Controller
-from engine.algorithms.keys import Vocabulary
-from engine.control.state import decode, encode
+from skewlab.engine.algorithms import registry
+from skewlab.engine.io.checkpoint import SnapshotStore
+from skewlab.engine.control.controller import Controller
+from skewlab.engine.algorithms.keys import Vocabulary
+from skewlab.engine.control.state import decode, encode
 
 K = 300
 

@@ -16,9 +16,9 @@ import pytest
 
 pytest.importorskip("dash")
 
-from dashboard import figures as F  # noqa: E402
-from dashboard.app import create_app  # noqa: E402
-from dashboard.controls import (  # noqa: E402
+from skewlab.dashboard import figures as F  # noqa: E402
+from skewlab.dashboard.app import create_app  # noqa: E402
+from skewlab.dashboard.controls import (  # noqa: E402
     Authorizer,
     build_algorithm_command,
     build_workers_command,
@@ -27,11 +27,11 @@ from dashboard.controls import (  # noqa: E402
     pause_noop,
     validate_fields,
 )
-from dashboard.data import DashboardData, load_bands, window_for  # noqa: E402
-from engine.algorithms import registry  # noqa: E402
-from engine.control.commands import CommandError  # noqa: E402
-from engine.config.params import ParamError  # noqa: E402
-from storage import IntervalRecord, connect  # noqa: E402
+from skewlab.dashboard.data import DashboardData, load_bands, window_for  # noqa: E402
+from skewlab.engine.algorithms import registry  # noqa: E402
+from skewlab.engine.control.commands import CommandError  # noqa: E402
+from skewlab.engine.config.params import ParamError  # noqa: E402
+from skewlab.storage import IntervalRecord, connect  # noqa: E402
 
 MIXED = registry.validate_params("mixed", {})
 TOKEN = "s3cret-operator-token"
@@ -612,7 +612,7 @@ def test_page_uses_the_vendored_plotly_basic_bundle_and_restores_native_builtins
 
     from plotly.offline import get_plotlyjs_version
 
-    import dashboard.app as A
+    import skewlab.dashboard.app as A
 
     client = create_app(store=store).server.test_client()
     page = client.get("/").get_data(as_text=True)
@@ -667,7 +667,7 @@ def test_load_bands_equal_numpy_quantiles_per_interval():
 
 
 def test_warm_up_serves_the_first_page_in_process_and_never_raises(store, run, monkeypatch):
-    from dashboard.commands import _warm_up
+    from skewlab.dashboard.commands import _warm_up
 
     app = create_app(store=store)
     _warm_up(app)
@@ -684,8 +684,8 @@ def test_warm_up_serves_the_first_page_in_process_and_never_raises(store, run, m
 
 
 def test_importing_the_dashboard_does_not_import_pyspark():
-    code = ("import sys, dashboard.app, dashboard.commands; "
-            "bad = [m for m in sys.modules if m.startswith(('pyspark', 'engine.runtimes.spark'))]; "
+    code = ("import sys, skewlab.dashboard.app, skewlab.dashboard.commands; "
+            "bad = [m for m in sys.modules if m.startswith(('pyspark', 'skewlab.engine.runtimes.spark'))]; "
             "print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -693,7 +693,7 @@ def test_importing_the_dashboard_does_not_import_pyspark():
 
 # ------------------------------------------------------------------------------------ CLI
 def _parser():
-    from dashboard.commands import add_commands
+    from skewlab.dashboard.commands import add_commands
     from skewlab.cli import Parser
 
     p = Parser(prog="skewlab")
@@ -727,7 +727,7 @@ def test_cli_parses_and_refuses_bad_values(tmp_path, monkeypatch):
 def test_port_in_use_is_a_usage_error(store):
     import socket
 
-    from dashboard.commands import _make_server
+    from skewlab.dashboard.commands import _make_server
     from skewlab.shared import UsageError
 
     app = create_app(store=store)
@@ -739,7 +739,7 @@ def test_port_in_use_is_a_usage_error(store):
 
 
 def test_gunicorn_factory_reads_the_environment(tmp_path, monkeypatch):
-    from dashboard.app import server
+    from skewlab.dashboard.app import server
 
     monkeypatch.setenv("SKEWLAB_DB_URL", f"sqlite:///{tmp_path}/g.db")
     monkeypatch.delenv("SKEWLAB_DASHBOARD_TOKEN", raising=False)
@@ -752,8 +752,8 @@ def test_gunicorn_factory_reads_the_environment(tmp_path, monkeypatch):
 
 def test_worker_box_shows_the_runs_state_partitions():
     """The range next to the worker box is the selected run's --max-workers (from its stored config)."""
-    from dashboard.app import _controls_outputs
-    from dashboard.data import _run_summary
+    from skewlab.dashboard.app import _controls_outputs
+    from skewlab.dashboard.data import _run_summary
 
     summary = _run_summary({"id": 3, "status": "running", "config": {"max_workers": 12, "operator": "count"}})
     assert summary["max_workers"] == 12

@@ -53,8 +53,8 @@ _require("Playwright ('pip install playwright')", sync_playwright is not None)
 _require(f"Chromium at {CHROMIUM} ('apt-get install chromium')", os.access(CHROMIUM, os.X_OK))
 pytest.importorskip("pyspark")
 
-from dashboard.app import create_app  # noqa: E402
-from storage import IntervalRecord, connect  # noqa: E402
+from skewlab.dashboard.app import create_app  # noqa: E402
+from skewlab.storage import IntervalRecord, connect  # noqa: E402
 
 
 def _shots_dir(tmp: Path) -> Path:

@@ -30,9 +30,9 @@ except ImportError:  # pragma: no cover - depends on the machine
 _require("Playwright ('pip install playwright')", sync_playwright is not None)
 _require(f"Chromium at {CHROMIUM} ('apt-get install chromium')", os.access(CHROMIUM, os.X_OK))
 
-from dashboard.app import create_app  # noqa: E402
-from engine.algorithms import registry  # noqa: E402
-from storage import IntervalRecord, connect  # noqa: E402
+from skewlab.dashboard.app import create_app  # noqa: E402
+from skewlab.engine.algorithms import registry  # noqa: E402
+from skewlab.storage import IntervalRecord, connect  # noqa: E402
 
 WIDTHS = (1400, 1000, 760)
 HEIGHT = 900

@@ -12,14 +12,14 @@ import pytest
 
 pytest.importorskip("dash")
 
-from dashboard import figures as F  # noqa: E402
-from dashboard.app import create_app  # noqa: E402
-from dashboard.data import DashboardData, shadow_summary, summarize  # noqa: E402
-from dashboard.layout import commands_view, kpi_cards, migration_table  # noqa: E402
-from engine.algorithms import registry  # noqa: E402
+from skewlab.dashboard import figures as F  # noqa: E402
+from skewlab.dashboard.app import create_app  # noqa: E402
+from skewlab.dashboard.data import DashboardData, shadow_summary, summarize  # noqa: E402
+from skewlab.dashboard.layout import commands_view, kpi_cards, migration_table  # noqa: E402
+from skewlab.engine.algorithms import registry  # noqa: E402
 from skewlab.cli import main  # noqa: E402
-from engine.control.metrics import format_rate  # noqa: E402
-from storage import IntervalRecord, connect  # noqa: E402
+from skewlab.engine.control.metrics import format_rate  # noqa: E402
+from skewlab.storage import IntervalRecord, connect  # noqa: E402
 from tests.pg import pg_server, pg_url  # noqa: E402,F401  (pytest fixtures)
 from tests.test_dashboard import _call, record, run, store  # noqa: E402,F401  (fixtures: 30 intervals of mixed)
 
@@ -84,7 +84,7 @@ def test_what_if_lists_the_live_algorithm_once():
 
 def test_the_engine_keeps_shadowing_every_algorithm_the_run_switched_away_from(tmp_path):
     pytest.importorskip("pyspark")
-    from engine.runtimes.spark.engine import EngineConfig, SparkEngine
+    from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine
 
     db = f"sqlite:///{tmp_path / 'db.sqlite'}"
     eng = SparkEngine(EngineConfig(db=db, algorithm="mixed", workers=4, checkpoint=str(tmp_path / "ck")),
@@ -411,8 +411,8 @@ def test_replication_of_intervals_without_keys_does_not_drag_averages_below_one(
 
 
 def test_shadow_of_an_empty_interval_has_no_replication():
-    from engine.algorithms.keys import Vocabulary
-    from engine.control.shadow import ShadowEvaluator
+    from skewlab.engine.algorithms.keys import Vocabulary
+    from skewlab.engine.control.shadow import ShadowEvaluator
 
     ev = ShadowEvaluator(["pkg"], Vocabulary(), n_workers=4)
     (row,) = ev.evaluate(np.zeros(0, np.int64), np.zeros(0, np.int64))

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.algorithms import registry
-from engine.algorithms.groupings.dkg import BABY, OLD, TEENAGE, DynamicKeyGrouping, DynamicKeyRouter, _promote, _SourceState, table1
-from engine.algorithms.keys import Vocabulary
-from engine.control.metrics import load_metrics, replication
-from engine.config.params import ParamError
+from skewlab.engine.algorithms import registry
+from skewlab.engine.algorithms.groupings.dkg import BABY, OLD, TEENAGE, DynamicKeyGrouping, DynamicKeyRouter, _promote, _SourceState, table1
+from skewlab.engine.algorithms.keys import Vocabulary
+from skewlab.engine.control.metrics import load_metrics, replication
+from skewlab.engine.config.params import ParamError
 
 FAST = dict(warmup_tuples=2000, teenage_cycle_tuples=1000, old_cycle_tuples=4000)
 

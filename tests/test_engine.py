@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("pyspark")
 
 from skewlab.cli import main  # noqa: E402
-from engine.runtimes.spark.engine import EngineConfig, SparkEngine  # noqa: E402
-from storage import connect  # noqa: E402
+from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine  # noqa: E402
+from skewlab.storage import connect  # noqa: E402
 from tests.engine_helpers import by_fingerprint, generator_keys_of, generator_truth  # noqa: E402
 from tests.spark_truth import (batch_keys, batch_values, committed_ranges, join_truth, only,  # noqa: E402
                                sink_results, windowed_truth)
@@ -182,7 +182,7 @@ def test_kafka_sink_through_a_migration_equals_the_ground_truth(spark, tmp_path,
     start-up with one partition per state partition); through a worker change (state moved between
     tasks) and a restart from the snapshot, the results read back equal the windowed counts recomputed
     from the offsets, each once."""
-    from engine.io.kafka_io import read_topic
+    from skewlab.engine.io.kafka_io import read_topic
 
     sink = f"kafka://{kafka_broker}/engine-results"
     cfg = gen_cfg(tmp_path, algorithm="mixed", params={"theta_max": 0.05}, window=3, max_batches=5, shadow=[],
@@ -211,7 +211,7 @@ def test_kafka_sink_through_a_migration_equals_the_ground_truth(spark, tmp_path,
 def test_sources_route_with_the_snapshot_published_for_the_batch(spark, tmp_path):
     """The sources route each batch with the routing snapshot the engine published for it; the offset log
     names it, so a replay uses the same one.  A batch routed with another batch's snapshot is refused."""
-    from engine.runtimes.spark.topology import RoutingSnapshot, control_payloads
+    from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, control_payloads
 
     cfg = gen_cfg(tmp_path, shadow=[], max_batches=3)
     engine = SparkEngine(cfg, log=lambda m: None)
@@ -253,7 +253,7 @@ def test_file_source_counts_dead_letters(spark, tmp_path):
 def test_kafka_source_end_to_end_with_malformed_records(spark, tmp_path, kafka_broker):
     from kafka import KafkaProducer
 
-    from engine.io.kafka_io import produce
+    from skewlab.engine.io.kafka_io import produce
 
     topic = "engine-e2e"
     produce(kafka_broker, topic, "zipf", {"keys": 50}, seed=1, rate=0, messages=3000, partitions=2)
@@ -327,7 +327,7 @@ def test_engine_cli_query_failure_is_one_line_exit_1(spark, kafka_broker, tmp_pa
     assert "Traceback" not in err
     line = [x for x in err.splitlines() if x.startswith("skewlab: error:")]
     assert len(line) == 1 and "streaming query failed" in line[0] and "no-such-topic" in line[0]
-    from storage import connect
+    from skewlab.storage import connect
 
     with connect(f"sqlite:///{tmp_path}/db.sqlite") as store:
         (run,) = store.list_runs()
@@ -351,7 +351,7 @@ def test_worker_labels_land_on_their_own_partition(spark):
     """Spark's hash partitioning (the stateful operator's exchange) puts worker w's label in partition w."""
     from pyspark.sql import functions as F
 
-    from engine.runtimes.spark.labels import worker_labels
+    from skewlab.engine.runtimes.spark.labels import worker_labels
 
     for P in (3, 8, 16):
         labels = worker_labels(P)

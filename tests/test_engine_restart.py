@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.io.checkpoint import STREAM_FIELDS, stream_mismatch
-from engine.config.params import ParamError
-from engine.runtimes.spark.engine import EngineConfig, SparkEngine
+from skewlab.engine.io.checkpoint import STREAM_FIELDS, stream_mismatch
+from skewlab.engine.config.params import ParamError
+from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine
 
 
 def _engine(tmp_path, logs, **kw):

@@ -9,12 +9,12 @@ import pyarrow.compute as pc
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from engine.algorithms import registry
-from engine.io.checkpoint import SnapshotStore
-from engine.io.metrics_sink import MetricsSink, PendingInterval
-from engine.algorithms.keys import fingerprint, fingerprint_keys
-from engine.runtimes.spark.topology import RoutingSnapshot, make_router
-from storage.records import IntervalRecord
+from skewlab.engine.algorithms import registry
+from skewlab.engine.io.checkpoint import SnapshotStore
+from skewlab.engine.io.metrics_sink import MetricsSink, PendingInterval
+from skewlab.engine.algorithms.keys import fingerprint, fingerprint_keys
+from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, make_router
+from skewlab.storage.records import IntervalRecord
 
 
 def test_snapshots_keep_latest_and_skip_torn_files(tmp_path):
@@ -99,7 +99,7 @@ def test_executor_routing_equals_local_routing(name, params):
     keys = [f"k{int(x)}" for x in np.random.default_rng(0).zipf(1.3, 6000) % 400]
     local = registry.create(name, 5, n_sources=2, params=params)
     driver = registry.create(name, 5, n_sources=2, params=params)
-    from engine.algorithms.keys import fingerprints
+    from skewlab.engine.algorithms.keys import fingerprints
 
     fps = fingerprints(keys)
     expected = []
@@ -129,7 +129,7 @@ def test_executor_routing_equals_local_routing(name, params):
 def test_operator_output_counts_and_dead_letters(tmp_path):
     """Router → the stateful operator of each worker (fake state store) → unpack_output: per-key
     statistics, side rows with dead letters and offsets, one summary per worker."""
-    from engine.runtimes.spark.operator import make_handler, unpack_output
+    from skewlab.engine.runtimes.spark.operator import make_handler, unpack_output
     from tests.test_spark_operator import FakeState, run_handler
 
     g = registry.create("hash", 2)
@@ -149,7 +149,7 @@ def test_operator_output_counts_and_dead_letters(tmp_path):
 
 
 def test_fingerprint_keys_bit_identical_to_mmh3():
-    """The numba MurmurHash3 over Arrow buffers equals engine.algorithms.keys.fingerprint (mmh3) bit for bit:
+    """The numba MurmurHash3 over Arrow buffers equals skewlab.engine.algorithms.keys.fingerprint (mmh3) bit for bit:
     every tail length, multi-byte UTF-8, slices (non-zero offset), chunked and large strings."""
     rng = np.random.default_rng(7)
     keys = ["", "a", "k0", "k12345", "ü€😀", "é" * 100] + ["x" * n for n in range(1, 50)]
@@ -197,7 +197,7 @@ def test_router_mixed_sources_dead_letters_only_and_side_rows():
 
 def test_a_second_pause_while_paused_records_no_second_pause_event(tmp_path):
     """Pause / resume commands are checked against the engine's own pause state (no Spark needed)."""
-    from engine.runtimes.spark.engine import EngineConfig, SparkEngine
+    from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine
 
     eng = SparkEngine(EngineConfig(db=f"sqlite:///{tmp_path}/db.sqlite", checkpoint=str(tmp_path / "ck")),
                       log=lambda m: None)
@@ -219,8 +219,8 @@ def test_a_second_pause_while_paused_records_no_second_pause_event(tmp_path):
 def test_a_worker_holding_tuples_without_state_keeps_its_control_row(tmp_path, monkeypatch):
     """A worker outside the controller's workers (scaled in) that holds tuples for state in flight, but
     has no keys in its state, still runs with a control row: its held tuples are not stranded."""
-    import engine.runtimes.spark.topology as topology
-    from engine.runtimes.spark.engine import EngineConfig, SparkEngine
+    import skewlab.engine.runtimes.spark.topology as topology
+    from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine
 
     seen: list[set[int]] = []
     real = topology.control_payloads

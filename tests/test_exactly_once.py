@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from storage import connect
+from skewlab.storage import connect
 from tests.spark_truth import batch_keys, only, sink_results, windowed_truth
 
 pytestmark = pytest.mark.slow
@@ -132,8 +132,8 @@ def test_kill_9_at_random_points_then_restart_gives_ground_truth(tmp_path):
 def test_kill_9_with_the_kafka_sink_then_restart_gives_ground_truth(tmp_path, kafka_broker):
     import json
 
-    from engine.io.kafka_io import read_topic
-    from engine.runtimes.spark.result_sink import restore_sink
+    from skewlab.engine.io.kafka_io import read_topic
+    from skewlab.engine.runtimes.spark.result_sink import restore_sink
 
     keys, data = write_stream(tmp_path, 24_000)
     sink = f"kafka://{kafka_broker}/exactly-once"

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.algorithms import registry
-from engine.algorithms.grouping import IntervalStats
-from engine.algorithms.keys import fingerprints, mix64
-from engine.config.params import ParamError
-from engine.cli.plan_snapshot import load_snapshot
-from engine.algorithms.rebalancers import compact
-from engine.algorithms.rebalancers.fang import rebalance_groups
+from skewlab.engine.algorithms import registry
+from skewlab.engine.algorithms.grouping import IntervalStats
+from skewlab.engine.algorithms.keys import fingerprints, mix64
+from skewlab.engine.config.params import ParamError
+from skewlab.engine.cli.plan_snapshot import load_snapshot
+from skewlab.engine.algorithms.rebalancers import compact
+from skewlab.engine.algorithms.rebalancers.fang import rebalance_groups
 
 FANG = ("llfd", "mintable", "minmig", "mixed", "mixed-bf")
 
@@ -449,7 +449,7 @@ def test_missing_owner_counts_as_home_and_names_in_notes():
 # Issue #15: consistent hashing as the base hash; Amax as a hard limit
 # ---------------------------------------------------------------------------------------------
 def _simulate(alg, workers, keys, messages, interval, changes=(), **params):
-    from engine.cli.simulate import SimulationConfig, parse_change, run_simulation
+    from skewlab.engine.cli.simulate import SimulationConfig, parse_change, run_simulation
 
     cfg = SimulationConfig(algorithm=alg, workers=workers, sources=2, workload="zipf",
                            workload_params={"z": 1.0, "keys": keys}, messages=messages,
@@ -465,7 +465,7 @@ def _resize_share(result):
 @pytest.mark.parametrize("name", FANG)
 def test_base_hash_is_the_consistent_ring_everywhere(name):
     """Planner (home_of), routing and resize all use the ring of the Gedik rebalancers (Fang Sec. V)."""
-    from engine.algorithms.groupings.basic import ConsistentHashRing
+    from skewlab.engine.algorithms.groupings.basic import ConsistentHashRing
 
     keys = mix64(np.arange(50_000, dtype=np.uint64))
     g = registry.create(name, 9, seed=3)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.algorithms.keys import FingerprintVocabulary, fingerprints
+from skewlab.engine.algorithms.keys import FingerprintVocabulary, fingerprints
 
 
 def _reference(ref: dict[int, int], fps: np.ndarray) -> list[int]:

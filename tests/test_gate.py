@@ -4,9 +4,9 @@ executed only when its predicted gain pays for its migration; skipped plans are 
 import numpy as np
 import pytest
 
-from engine.algorithms import registry
-from engine.algorithms.keys import Vocabulary
-from engine.runtimes.local import LocalRuntime
+from skewlab.engine.algorithms import registry
+from skewlab.engine.algorithms.keys import Vocabulary
+from skewlab.engine.runtimes.local import LocalRuntime
 
 N = 4
 BACKGROUND = 400  # keys 0..399: uniform background load
@@ -83,7 +83,7 @@ def test_gate_lets_a_paying_plan_through():
 
 
 def test_gate_is_declared_by_every_rebalancer_and_off_by_default():
-    from engine.algorithms.grouping import GATE_PARAMS
+    from skewlab.engine.algorithms.grouping import GATE_PARAMS
 
     names = {p.name for p in GATE_PARAMS}
     for name in registry.names():
@@ -97,9 +97,9 @@ def test_gate_is_declared_by_every_rebalancer_and_off_by_default():
 def test_skipped_plans_reach_the_run_state_and_the_dashboard_markers():
     """A ``rebalance_skipped`` event (as the engine stores it) is kept with the rebalances of a run's
     state, drawn as a rebalance marker that says it was skipped, and not listed as an operator event."""
-    from dashboard.figures import _rebalance_points
-    from dashboard.layout import event_log
-    from storage.run_state import RunState
+    from skewlab.dashboard.figures import _rebalance_points
+    from skewlab.dashboard.layout import event_log
+    from skewlab.storage.run_state import RunState
 
     st = RunState.of_run({"id": 1, "algorithm": "mixed", "params": {"gate": True}, "n_workers": N})
     detail = {"algorithm": "mixed", "keys": 7, "state_moved": 120.0, "migration_cost": 0.2,

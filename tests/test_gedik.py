@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.algorithms import registry
-from engine.algorithms.grouping import IntervalStats
-from engine.algorithms.groupings.basic import ConsistentHashRing
-from engine.algorithms.keys import fingerprints
-from engine.config.params import ParamError
-from engine.algorithms.rebalancers.gedik import (
+from skewlab.engine.algorithms import registry
+from skewlab.engine.algorithms.grouping import IntervalStats
+from skewlab.engine.algorithms.groupings.basic import ConsistentHashRing
+from skewlab.engine.algorithms.keys import fingerprints
+from skewlab.engine.config.params import ParamError
+from skewlab.engine.algorithms.rebalancers.gedik import (
     RESOURCE_CHOICES,
     UTILITIES,
     delta_thresholds,
@@ -25,7 +25,7 @@ from engine.algorithms.rebalancers.gedik import (
     theta_k,
     utility,
 )
-from engine.algorithms.rebalancers.lossy_counting import LossyCounter, SlidingLossyCounter
+from skewlab.engine.algorithms.rebalancers.lossy_counting import LossyCounter, SlidingLossyCounter
 
 ALGOS = ("scan", "redist", "readj")
 

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.algorithms import registry
-from engine.algorithms.grouping import IntervalStats
-from engine.algorithms.keys import GOLDEN, mix64
-from engine.config.params import ParamError
-from engine.algorithms.rebalancers.guo_zhou import SUBSTREAM_HASH_INDEX, UHLB_PRIME, clb_split, elb_assign
+from skewlab.engine.algorithms import registry
+from skewlab.engine.algorithms.grouping import IntervalStats
+from skewlab.engine.algorithms.keys import GOLDEN, mix64
+from skewlab.engine.config.params import ParamError
+from skewlab.engine.algorithms.rebalancers.guo_zhou import SUBSTREAM_HASH_INDEX, UHLB_PRIME, clb_split, elb_assign
 
 _POOL = np.arange(1, 300_000, dtype=np.uint64) * np.uint64(0x9E3779B1)
 

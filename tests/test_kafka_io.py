@@ -1,4 +1,4 @@
-"""engine.io.kafka_io against a real Kafka-protocol broker (tansu; fixture ``kafka_broker`` from
+"""skewlab.engine.io.kafka_io against a real Kafka-protocol broker (tansu; fixture ``kafka_broker`` from
 tests/kafka_fixtures.py via tests/conftest.py)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from engine.io import kafka_io
-from engine.workloads import create_workload
+from skewlab.engine.io import kafka_io
+from skewlab.engine.workloads import create_workload
 
 ZIPF = {"keys": 100, "z": 1.0}
 

@@ -1,12 +1,12 @@
-"""The one key-file reader (engine.workloads.key_file): its edge cases, and the same key sequence on the
+"""The one key-file reader (skewlab.engine.workloads.key_file): its edge cases, and the same key sequence on the
 ``simulate --input`` path (the ``file`` workload) and the Spark file source's loader."""
 
 import numpy as np
 import pytest
 
-from engine.config.params import ParamError
-from engine.workloads import create_workload
-from engine.workloads.key_file import parse_separator, read_key_file
+from skewlab.engine.config.params import ParamError
+from skewlab.engine.workloads import create_workload
+from skewlab.engine.workloads.key_file import parse_separator, read_key_file
 
 
 def write(tmp_path, data: bytes, name="k.txt") -> str:
@@ -89,7 +89,7 @@ def test_missing_file_and_directory(tmp_path):
     ],
 )
 def test_simulate_and_spark_file_source_read_the_same_keys(tmp_path, data, column):
-    from engine.runtimes.spark import sources as S
+    from skewlab.engine.runtimes.spark import sources as S
 
     path = write(tmp_path, data, "same.csv")
     w = create_workload("file", 0, {"path": path, "column": column})

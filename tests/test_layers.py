@@ -1,8 +1,11 @@
 """The project's layers, read from the source with :mod:`ast` (nothing is imported).
 
-From the bottom up: ``skewlab.shared`` (imports nothing of the project), ``storage``, ``engine``,
-then ``dashboard`` and ``bench``, and on top the composition root ``skewlab.cli``, which may import
-everything.  Every ``import`` statement counts, also those inside functions.
+Every package is imported under one name, ``skewlab`` (``skewlab.engine`` is the folder engine/, and
+so on; pyproject.toml's package-dir).  From the bottom up: ``skewlab.shared`` (imports nothing of the
+project), ``storage``, ``engine``, then ``dashboard`` and ``bench``, and on top the composition root
+``skewlab.cli``, which may import everything.  Inside the engine, from the bottom up: ``config``,
+``algorithms`` and ``workloads``, ``control``, ``io`` and ``runtimes``, ``cli``.  Every ``import``
+statement counts, also those inside functions.
 """
 
 from __future__ import annotations
@@ -11,14 +14,18 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("skewlab", "storage", "engine", "dashboard", "bench")
+#: folder -> the import name it is installed under
+PACKAGES = {"skewlab": "skewlab", "storage": "skewlab.storage", "engine": "skewlab.engine",
+            "dashboard": "skewlab.dashboard", "bench": "skewlab.bench"}
+#: the engine's layers, bottom up: a module may import its own layer and the ones below
+ENGINE_LAYERS = {"config": 0, "algorithms": 1, "workloads": 1, "control": 2, "io": 3, "runtimes": 3, "cli": 4}
 
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join(parts)
+    return ".".join([PACKAGES[parts[0]], *parts[1:]])
 
 
 def _modules() -> dict[str, Path]:
@@ -63,7 +70,14 @@ def _graph() -> dict[str, set[str]]:
 
 
 def _top(name: str) -> str:
-    return name.split(".")[0]
+    """The layer of a module: engine, storage, dashboard, bench, or skewlab's own cli / shared."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _engine_layer(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[2] if parts[:2] == ["skewlab", "engine"] and len(parts) > 2 else None
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -115,11 +129,11 @@ def _violations(layer: str, forbidden: set[str]) -> list[str]:
 
 def test_the_module_graph_is_read():
     graph = _graph()
-    assert "engine.cli" in graph and "skewlab.cli" in graph and "skewlab.shared" in graph
-    assert "engine.config.params" in graph["engine.cli"]
+    assert "skewlab.engine.cli" in graph and "skewlab.cli" in graph and "skewlab.shared" in graph
+    assert "skewlab.engine.config.params" in graph["skewlab.engine.cli"]
     # `from dashboard import figures` depends on the submodule, not on the package's __init__
-    assert "dashboard.figures" in graph["dashboard.app"] and "dashboard" not in graph["dashboard.app"]
-    assert {"engine.cli", "dashboard.commands", "bench.cli"} <= graph["skewlab.cli"]
+    assert "skewlab.dashboard.figures" in graph["skewlab.dashboard.app"] and "dashboard" not in graph["skewlab.dashboard.app"]
+    assert {"skewlab.engine.cli", "skewlab.dashboard.commands", "skewlab.bench.cli"} <= graph["skewlab.cli"]
 
 
 def test_engine_imports_neither_dashboard_nor_bench():
@@ -127,10 +141,24 @@ def test_engine_imports_neither_dashboard_nor_bench():
     assert not [m for m, ts in _graph().items() if _top(m) == "engine" and "skewlab.cli" in ts]
 
 
+def test_engine_layers_import_only_downwards():
+    graph = _graph()
+    assert {_engine_layer(m) for m in graph} - {None} == set(ENGINE_LAYERS), "a folder of engine/ has no layer"
+    upward = sorted(f"{m} imports {t}" for m, ts in graph.items() if _engine_layer(m)
+                    for t in ts if _engine_layer(t) and ENGINE_LAYERS[_engine_layer(t)] > ENGINE_LAYERS[_engine_layer(m)])
+    assert upward == []
+
+
+def test_the_engine_layer_check_sees_an_upward_import():
+    assert _engine_layer("skewlab.engine.control.controller") == "control"
+    assert _engine_layer("skewlab.engine") is None and _engine_layer("skewlab.storage.store") is None
+    assert ENGINE_LAYERS["runtimes"] > ENGINE_LAYERS["control"] > ENGINE_LAYERS["algorithms"] > ENGINE_LAYERS["config"]
+
+
 def test_the_shadow_evaluator_depends_on_no_runtime():
     graph = _graph()
-    assert "engine.algorithms.source_routing" in graph["engine.control.shadow"]
-    assert not [t for t in graph["engine.control.shadow"] if t.startswith(("engine.runtimes", "engine.runtimes.spark"))]
+    assert "skewlab.engine.algorithms.source_routing" in graph["skewlab.engine.control.shadow"]
+    assert not [t for t in graph["skewlab.engine.control.shadow"] if t.startswith(("skewlab.engine.runtimes", "skewlab.engine.runtimes.spark"))]
 
 
 def test_storage_imports_no_upper_layer():
@@ -158,11 +186,12 @@ def test_pyproject_lists_every_package_and_ships_the_assets():
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
     folders = {_module_name(p.parent / "__init__.py") for pkg in PACKAGES for p in (ROOT / pkg).rglob("__init__.py")}
     assert folders | {"skewlab.assets"} == set(meta["packages"])
-    assert meta["package-dir"] == {"skewlab.assets": "assets"} and meta["package-data"] == {"skewlab.assets": ["*"]}
+    assert meta["package-dir"] == {**{name: folder for folder, name in PACKAGES.items()}, "skewlab.assets": "assets"}
+    assert meta["package-data"] == {"skewlab.assets": ["*"]}
     assert (ROOT / "assets" / "style.css").is_file() and not (ROOT / "dashboard" / "assets").exists()
 
 
 def test_dashboard_serves_the_top_level_assets_folder():
-    from dashboard.app import assets_folder
+    from skewlab.dashboard.app import assets_folder
 
     assert Path(assets_folder()) == ROOT / "assets"

@@ -1,6 +1,6 @@
 import pytest
 
-from engine.config.params import Param, ParamError, parse_assignments, resolve_params
+from skewlab.engine.config.params import Param, ParamError, parse_assignments, resolve_params
 
 DECL = (
     Param("theta_max", "float", 0.1, "bound", low=0, high=1, low_open=True),

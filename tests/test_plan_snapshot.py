@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.algorithms import registry
-from engine.algorithms.keys import fingerprints, home
-from engine.cli.plan_snapshot import SnapshotError, load_snapshot, parse_snapshot, plan_to_json
+from skewlab.engine.algorithms import registry
+from skewlab.engine.algorithms.keys import fingerprints, home
+from skewlab.engine.cli.plan_snapshot import SnapshotError, load_snapshot, parse_snapshot, plan_to_json
 
 FIG4 = {
     "workers": 2,

@@ -343,7 +343,7 @@ def _has_tuples(line: str) -> bool:
 
 
 def _runs(url: str) -> list[dict]:
-    from storage import connect
+    from skewlab.storage import connect
 
     store = connect(url)
     try:
@@ -555,8 +555,8 @@ def test_spark_cluster_recipe(tmp_path, spark_cluster, kafka_broker, pg_url):
                     "--db postgresql+psycopg://USER@DBHOST/skewlab")
     short = readme("skewlab engine --master spark://host:7077 ...")
     assert recipe.startswith(short.replace("host", "HOST").replace(" ...", " "))
-    from engine.io.kafka_io import produce
-    from engine.workloads import create_workload
+    from skewlab.engine.io.kafka_io import produce
+    from skewlab.engine.workloads import create_workload
 
     produce(kafka_broker, "T", create_workload("zipf", 0, {"keys": 1000, "z": 1.1}), None, 0, 0, 20_000, partitions=2)
     eng = Service(recipe, tmp_path, {"spark://HOST:7077": spark_cluster, "BROKER:9092": kafka_broker,

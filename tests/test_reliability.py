@@ -1,11 +1,11 @@
 """Reliability of the Spark engine under faults (issue "Demo and reliability", part "Reliability tests").
 
-Four scenarios, each against the real engine (:class:`engine.runtimes.spark.engine.SparkEngine` in-process on
+Four scenarios, each against the real engine (:class:`skewlab.engine.runtimes.spark.engine.SparkEngine` in-process on
 the session ``spark`` fixture, ``local[2]``):
 
 * **Database outage** — a private PostgreSQL server (``tests.pg``) is stopped for >= 30 s while the
   generator stream keeps flowing, then started again.  The engine must keep processing batches,
-  buffer the metric rows (:mod:`engine.io.metrics_sink`), say so in its status line
+  buffer the metric rows (:mod:`skewlab.engine.io.metrics_sink`), say so in its status line
   (``db DOWN, N interval(s) buffered``), retry, and in the end every processed batch has exactly
   one row in ``interval_metrics`` (and its per-worker rows); merged per-key results equal the
   ground truth regenerated from the consumed offsets.
@@ -45,9 +45,9 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from engine.runtimes.spark.engine import EngineConfig, SparkEngine  # noqa: E402
-from engine.control.state import decode  # noqa: E402
-from storage import connect  # noqa: E402
+from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine  # noqa: E402
+from skewlab.engine.control.state import decode  # noqa: E402
+from skewlab.storage import connect  # noqa: E402
 from tests.engine_helpers import by_fingerprint, generator_truth  # noqa: E402
 from tests.pg import _cmd, throwaway_server  # noqa: E402
 
@@ -198,7 +198,7 @@ def _good_keys(n: int, seed: int) -> list[str]:
 def test_malformed_kafka_records_are_dead_letters_and_valid_ones_all_processed(spark, tmp_path, kafka_broker):
     from kafka import KafkaProducer
 
-    from engine.io.kafka_io import ensure_topic
+    from skewlab.engine.io.kafka_io import ensure_topic
 
     assert len(_good_keys(N_GOOD, 1)[1].encode()) <= MAX_KEY_BYTES
     topic = "reliability-bad-input"

@@ -1,4 +1,4 @@
-"""engine.runtimes.spark.result_sink: the Kafka result sink's exactly-once writes against a real Kafka-protocol
+"""skewlab.engine.runtimes.spark.result_sink: the Kafka result sink's exactly-once writes against a real Kafka-protocol
 broker (tansu, fixture ``kafka_broker``) — a replayed batch writes nothing, a batch cut short is
 completed from the records already there, a worker without results writes nothing, workers keep to
 their partitions — and the start-up checks (URL, broker, partitions, earlier runs' records)."""
@@ -13,10 +13,10 @@ import time
 import pyarrow as pa
 import pytest
 
-from engine.io import kafka_io
-from engine.config.params import ParamError
-from engine.runtimes.spark import result_sink as R
-from engine.runtimes.spark.result_sink import SINK_SCHEMA
+from skewlab.engine.io import kafka_io
+from skewlab.engine.config.params import ParamError
+from skewlab.engine.runtimes.spark import result_sink as R
+from skewlab.engine.runtimes.spark.result_sink import SINK_SCHEMA
 
 
 def results(batch: int, worker: int, keys: list[str], counts: list[int] | None = None) -> pa.Table:

@@ -4,14 +4,14 @@ executors every micro-batch is the router alone, and it routes exactly as the pl
 import numpy as np
 import pytest
 
-from engine.algorithms import registry
-from engine.control.controller import Controller
-from engine.algorithms.grouping import IntervalStats, Plan, Planner, Router
-from engine.algorithms.keys import Vocabulary
-from engine.config.params import ParamError
-from engine.algorithms.rebalancers.lossy_counting import LossyCounter, SlidingLossyCounter
-from engine.algorithms.source_routing import route_sources
-from engine.runtimes.spark.topology import RoutingSnapshot
+from skewlab.engine.algorithms import registry
+from skewlab.engine.control.controller import Controller
+from skewlab.engine.algorithms.grouping import IntervalStats, Plan, Planner, Router
+from skewlab.engine.algorithms.keys import Vocabulary
+from skewlab.engine.config.params import ParamError
+from skewlab.engine.algorithms.rebalancers.lossy_counting import LossyCounter, SlidingLossyCounter
+from skewlab.engine.algorithms.source_routing import route_sources
+from skewlab.engine.runtimes.spark.topology import RoutingSnapshot
 
 K = 400
 WORKERS = 4

@@ -6,12 +6,12 @@ import re
 import numpy as np
 import pytest
 
-from engine.algorithms import registry
-from engine.control.commands import ScheduledCommand
-from engine.control.controller import Controller
-from engine.algorithms.keys import Vocabulary
-from engine.runtimes.local import LocalRuntime, ground_truth
-from engine.control.state import KeyedWindowState, encode
+from skewlab.engine.algorithms import registry
+from skewlab.engine.control.commands import ScheduledCommand
+from skewlab.engine.control.controller import Controller
+from skewlab.engine.algorithms.keys import Vocabulary
+from skewlab.engine.runtimes.local import LocalRuntime, ground_truth
+from skewlab.engine.control.state import KeyedWindowState, encode
 
 K = 2000
 
@@ -92,9 +92,9 @@ def test_hash_metrics_and_no_migration_without_changes(vocab):
 
 
 def test_simulate_changes_are_engine_commands_applied_by_apply_command(vocab):
-    from engine.control.commands import CommandError
-    from engine.config.params import ParamError
-    from engine.cli.simulate import SimulationConfig, parse_change
+    from skewlab.engine.control.commands import CommandError
+    from skewlab.engine.config.params import ParamError
+    from skewlab.engine.cli.simulate import SimulationConfig, parse_change
 
     assert parse_change("3:workers=6") == ScheduledCommand(3, "set-workers", {"workers": 6})
     switch = parse_change("1:algorithm=consistent")
@@ -166,7 +166,7 @@ def test_controller_rejects_routing_outside_workers():
 def test_routing_throughput_excludes_numba_compilation(vocab):
     import numba
 
-    from engine.algorithms.grouping import Router, StreamingPlanner
+    from skewlab.engine.algorithms.grouping import Router, StreamingPlanner
 
     def new_kernel():  # a new function object each time: numba compiles it at its first call
         @numba.njit(cache=False)

@@ -1,11 +1,11 @@
-"""Run settings are declared once (engine.config.settings): every entry point rejects the same out-of-range value
+"""Run settings are declared once (skewlab.engine.config.settings): every entry point rejects the same out-of-range value
 with the declaration's message and accepts the boundaries."""
 
 import pytest
 
-from engine.config import settings
-from engine.control.commands import CommandError, validate_command
-from engine.config.params import ParamError
+from skewlab.engine.config import settings
+from skewlab.engine.control.commands import CommandError, validate_command
+from skewlab.engine.config.params import ParamError
 
 
 def simulate_cli(capsys, flag, value):
@@ -19,13 +19,13 @@ def simulate_cli(capsys, flag, value):
 
 
 def simulate_config(capsys, name, value):
-    from engine.cli.simulate import SimulationConfig
+    from skewlab.engine.cli.simulate import SimulationConfig
 
     SimulationConfig(algorithm="hash", **{name: value}).validate()
 
 
 def engine_config(capsys, name, value):
-    from engine.runtimes.spark.engine import EngineConfig
+    from skewlab.engine.runtimes.spark.engine import EngineConfig
 
     EngineConfig(algorithm="hash", shadow=[], **{name: value}).validate()
 
@@ -35,13 +35,13 @@ def engine_command(capsys, _name, value):
 
 
 def dashboard_box(capsys, _name, value):
-    from dashboard.controls import build_workers_command
+    from skewlab.dashboard.controls import build_workers_command
 
     build_workers_command(str(value))
 
 
 def spark_generator(capsys, _name, value):
-    from engine.runtimes.spark.sources import GeneratorStreamReader
+    from skewlab.engine.runtimes.spark.sources import GeneratorStreamReader
 
     GeneratorStreamReader({"workload": "zipf", "partitions": str(value), "messages": "10"})
 
@@ -50,7 +50,7 @@ def spark_file(capsys, _name, value):
     import os
     import tempfile
 
-    from engine.runtimes.spark.sources import FileStreamReader
+    from skewlab.engine.runtimes.spark.sources import FileStreamReader
 
     fd, path = tempfile.mkstemp(suffix=".txt")
     os.write(fd, b"a\nb\n")
@@ -100,7 +100,7 @@ def test_simulate_cli_workers(capsys, value, ok):
 
 
 def test_cli_help_and_dashboard_range_read_the_declaration(capsys):
-    from dashboard.controls import workers_range
+    from skewlab.dashboard.controls import workers_range
     from skewlab.cli import main
 
     with pytest.raises(SystemExit):

@@ -1,9 +1,9 @@
 import numpy as np
 
-from engine.algorithms import registry
-from engine.algorithms.keys import Vocabulary
-from engine.runtimes.local import LocalRuntime
-from engine.control.shadow import ShadowEvaluator, default_shadow_names
+from skewlab.engine.algorithms import registry
+from skewlab.engine.algorithms.keys import Vocabulary
+from skewlab.engine.runtimes.local import LocalRuntime
+from skewlab.engine.control.shadow import ShadowEvaluator, default_shadow_names
 
 
 def test_default_shadow_set_excludes_live_and_split_key_for_join():

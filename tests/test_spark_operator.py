@@ -1,4 +1,4 @@
-"""The Spark engine's stateful operator without Spark (engine.runtimes.spark.operator): the handler of each
+"""The Spark engine's stateful operator without Spark (skewlab.engine.runtimes.spark.operator): the handler of each
 worker on routed rows with a fake state store — results in the sink, statistics, export blobs that
 another worker imports, replays that rewrite the same sink file, and the labels that pin each worker to
 one state partition."""
@@ -12,12 +12,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from engine.algorithms import registry
-from engine.algorithms.keys import fingerprint, fingerprints
-from engine.runtimes.spark.labels import spark_partition_of, worker_labels
-from engine.runtimes.spark.operator import OUT_ARROW, make_handler, unpack_output
-from engine.runtimes.spark.result_sink import read_sink, sink_file
-from engine.runtimes.spark.topology import RoutingSnapshot, make_router
+from skewlab.engine.algorithms import registry
+from skewlab.engine.algorithms.keys import fingerprint, fingerprints
+from skewlab.engine.runtimes.spark.labels import spark_partition_of, worker_labels
+from skewlab.engine.runtimes.spark.operator import OUT_ARROW, make_handler, unpack_output
+from skewlab.engine.runtimes.spark.result_sink import read_sink, sink_file
+from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, make_router
 
 
 
@@ -109,7 +109,7 @@ def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
 def test_service_time_is_slept_for_the_tuples_a_worker_applies(tmp_path, monkeypatch):
     """``service_us`` (Nasir et al.'s fixed delay per message): each call sleeps for the tuples it
     applies — held tuples when their state arrives, not when they are held — and reports them."""
-    import engine.runtimes.spark.operator as operator
+    import skewlab.engine.runtimes.spark.operator as operator
 
     slept: list[tuple[int, float]] = []
     calls = iter(range(10**6))
@@ -179,7 +179,7 @@ def test_summary_reports_state_bytes_and_an_empty_worker_keeps_no_state(tmp_path
 def test_flush_runs_one_batch_without_new_tuples_while_state_is_in_flight(tmp_path):
     """No new tuples: no batch — unless the engine flagged the next version ``flush`` (state to export
     or import); then only the route changes, once, and the lead partition alone runs it."""
-    from engine.runtimes.spark.sources import ROUTE_FIELD, RouteFiles, _flushing, _with_route
+    from skewlab.engine.runtimes.spark.sources import ROUTE_FIELD, RouteFiles, _flushing, _with_route
 
     routes = RouteFiles(tmp_path)
     start = {"0": 10, "1": 10, ROUTE_FIELD: 3}
@@ -197,8 +197,8 @@ def test_compose_orders_and_control_payloads():
     """Moves applied in sequence compose to one step: a key goes from every worker that held some of it
     to its last target; a holder that is the final target keeps its share; composing composed orders
     with later moves is the same as composing everything."""
-    from engine.control.controller import compose_orders
-    from engine.runtimes.spark.topology import control_payloads
+    from skewlab.engine.control.controller import compose_orders
+    from skewlab.engine.runtimes.spark.topology import control_payloads
 
     a = (np.array([1, 1, 2]), np.array([0, 2, 0]), np.array([3, 3, 1]))  # key 1 split on 0 and 2 -> 3; key 2: 0 -> 1
     b = (np.array([1, 5]), np.array([3, 4]), np.array([2, 0]))  # key 1 moves on 3 -> 2; key 5: 4 -> 0

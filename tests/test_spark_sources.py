@@ -1,4 +1,4 @@
-"""Streaming sources of engine.runtimes.spark.sources: planning math without Spark, then real streaming
+"""Streaming sources of skewlab.engine.runtimes.spark.sources: planning math without Spark, then real streaming
 queries on the session-scoped ``local[2]`` SparkSession (and the tansu broker for Kafka).
 
 Fixtures ``spark`` and ``kafka_broker`` come from tests/spark_fixtures.py and
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
 
-from engine.runtimes.spark import sources as S  # noqa: E402
-from engine.workloads import create_workload  # noqa: E402
+from skewlab.engine.runtimes.spark import sources as S  # noqa: E402
+from skewlab.engine.workloads import create_workload  # noqa: E402
 
 ZIPF = {"keys": 200, "z": 1.1}
 
@@ -195,7 +195,7 @@ def test_generator_stride_mode_is_one_global_stream():
 
 def _simulated_trace(messages=None, interval_messages=100, **params):
     """The key sequence and intervals ``skewlab simulate --workload flights`` routes (same calls)."""
-    from engine.cli.simulate import stream_messages
+    from skewlab.engine.cli.simulate import stream_messages
 
     wl = create_workload("flights", 0, params)
     chunks = [[wl.vocab.names[i] for i in ids]
@@ -267,13 +267,13 @@ def test_kafka_key_rule():
 def test_get_session_is_idempotent_and_configured(spark):
     import sys
 
-    from engine.runtimes.spark.session import get_session
+    from skewlab.engine.runtimes.spark.session import get_session
 
     assert get_session() is spark
     assert os.environ["PYSPARK_PYTHON"] == sys.executable
     assert spark.conf.get("spark.ui.enabled") == "false"
     assert spark.conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
-    from engine.runtimes.spark.session import DEFAULT_CONF
+    from skewlab.engine.runtimes.spark.session import DEFAULT_CONF
 
     # small by default (an engine query sets its own: one per state partition)
     assert int(DEFAULT_CONF["spark.sql.shuffle.partitions"]) <= 4
@@ -317,7 +317,7 @@ def test_accumulator_server_hang_up_prints_no_traceback(spark, capfd):
     # the JVM once a job has run): authenticate like the JVM, then close the connection.
     from pyspark.accumulators import _start_update_server
 
-    from engine.runtimes.spark.session import _quiet_accumulator_server
+    from skewlab.engine.runtimes.spark.session import _quiet_accumulator_server
 
     assert getattr(spark.sparkContext._accumulatorServer, "_skewlab_quiet", False)
     token = "skewlab-test-token"
@@ -445,7 +445,7 @@ def _kafka_df(spark, broker, topic, **opts):
 def test_spark_kafka_reads_exactly_what_was_produced(spark, kafka_broker, tmp_path):
     from kafka import KafkaProducer
 
-    from engine.io import kafka_io
+    from skewlab.engine.io import kafka_io
 
     topic = "src-exact"
     kafka_io.produce(kafka_broker, topic, "zipf", ZIPF, 3, 0, 3001, partitions=3)
@@ -492,7 +492,7 @@ def test_spark_kafka_missing_topic_fails_clearly(spark, kafka_broker, tmp_path):
 def test_kafka_reader_offsets_budget_and_exact_range_without_spark(kafka_broker):
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-    from engine.io import kafka_io
+    from skewlab.engine.io import kafka_io
 
     topic = "src-offsets"
     kafka_io.produce(kafka_broker, topic, "zipf", ZIPF, 9, 0, 1000, partitions=2)
@@ -525,8 +525,8 @@ def test_kafka_reader_offsets_budget_and_exact_range_without_spark(kafka_broker)
 
 # ============================================================================ routing in the source
 def _route_bytes(batch_id, algorithm="pkg", n=4, sources=3):
-    from engine.algorithms import registry
-    from engine.runtimes.spark.topology import RoutingSnapshot
+    from skewlab.engine.algorithms import registry
+    from skewlab.engine.runtimes.spark.topology import RoutingSnapshot
 
     return RoutingSnapshot(batch_id, registry.create(algorithm, n, sources, seed=0).router).dumps()
 
@@ -561,7 +561,7 @@ def test_offsets_carry_the_route_only_with_new_data(tmp_path):
 
 
 def test_generator_reader_routes_its_partition_like_make_router(tmp_path):
-    from engine.runtimes.spark.topology import make_router
+    from skewlab.engine.runtimes.spark.topology import make_router
 
     routes = S.RouteFiles(tmp_path / "r")
     routes.publish(3, _route_bytes(3))
@@ -590,7 +590,7 @@ def test_generator_reader_routes_its_partition_like_make_router(tmp_path):
 
 
 def test_kafka_offsets_with_route_field(tmp_path, kafka_broker):
-    from engine.io import kafka_io
+    from skewlab.engine.io import kafka_io
 
     topic = "src-routed"
     kafka_io.produce(kafka_broker, topic, "zipf", ZIPF, 9, 0, 200, partitions=2)

@@ -14,16 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.algorithms import registry
-from engine.algorithms.groupings.split_key import (
+from skewlab.engine.algorithms import registry
+from skewlab.engine.algorithms.groupings.split_key import (
     DChoicesGrouping,
     b_h,
     fast_candidate,
     find_d,
 )
-from engine.algorithms.keys import Vocabulary, candidate, candidates
-from engine.config.params import ParamError
-from engine.algorithms.sketches import SpaceSaving
+from skewlab.engine.algorithms.keys import Vocabulary, candidate, candidates
+from skewlab.engine.config.params import ParamError
+from skewlab.engine.algorithms.sketches import SpaceSaving
 
 HEAD_ALGOS = ("dchoices", "wchoices", "rr-head")
 ALL_ALGOS = ("pkg",) + HEAD_ALGOS
@@ -67,7 +67,7 @@ def imbalance(workers: np.ndarray, n: int) -> float:
 # ---------------------------------------------------------------------------------------------
 class RefSpaceSaving:
     """SpaceSaving with the documented tie rule: evict min (count, last update time); ``decay`` as
-    documented in engine.algorithms.sketches (N = Σ counts after it; update times from a separate clock)."""
+    documented in skewlab.engine.algorithms.sketches (N = Σ counts after it; update times from a separate clock)."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -122,7 +122,7 @@ def ref_distinct_choices(fp: int, d: int, n: int) -> list[int]:
 
 
 class RefGrouping:
-    """Alg. 1 of Nasir et al. as documented in engine.algorithms.groupings.split_key, one dict per source."""
+    """Alg. 1 of Nasir et al. as documented in skewlab.engine.algorithms.groupings.split_key, one dict per source."""
 
     def __init__(self, algo, n, sources, capacity=10000, theta=0.0, warmup=0, refresh=1000, eps=1e-4,
                  decay=1.0, epoch=0):
@@ -151,7 +151,7 @@ class RefGrouping:
         return find_d(np.array(probs), max(0.0, 1.0 - head), self.n, self.eps)
 
     def route(self, fps, s: int, cand) -> list[int]:
-        """``cand[x, i]`` = F_i of fps[x] for i = 0, 1 (from engine.algorithms.keys.candidates)."""
+        """``cand[x, i]`` = F_i of fps[x] for i = 0, 1 (from skewlab.engine.algorithms.keys.candidates)."""
         out = []
         loads = self.loads[s]
         for x, fp in enumerate(fps):
@@ -329,7 +329,7 @@ def test_find_d_matches_independent(raw, n, eps):
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.floats(0.0, 1.0), min_size=0, max_size=40), st.data())
 def test_kernel_heapsort_is_decreasing(values, data):
-    from engine.algorithms.groupings.split_key import _sort_desc
+    from skewlab.engine.algorithms.groupings.split_key import _sort_desc
 
     m = data.draw(st.integers(0, len(values)))
     a = np.array(values + [7.0], dtype=np.float64)
@@ -437,7 +437,7 @@ def test_spacesaving_table_wraparound_and_shared_high_bits():
     keys sharing their high half (the counter's full fingerprint decides), keys homed at the last
     slots (probing and backward-shift deletion wrap around the table end) and evictions where the
     new key and the victim share their high half all replay the reference exactly."""
-    from engine.algorithms.sketches import SHIFT
+    from skewlab.engine.algorithms.sketches import SHIFT
 
     rng = np.random.default_rng(11)
     for cap in (1, 2, 3, 5, 8, 13):
@@ -532,7 +532,7 @@ def test_dchoices_reference_exercises_d_between_2_and_n():
 def test_dchoices_candidate_cache_with_one_row(monkeypatch):
     """The per-key choice cache only changes speed: with a single row (constant thrashing) the
     routing is still the reference's."""
-    import engine.algorithms.groupings.split_key as sk
+    import skewlab.engine.algorithms.groupings.split_key as sk
 
     monkeypatch.setattr(sk, "_CACHE_ENTRIES", 20)
     fps = zipf_stream(5000, 300, 1.3, seed=8)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.control.state import (KeyedWindowState, aggregate_pairs, decode, encode, pack_codes, pack_small,
+from skewlab.engine.control.state import (KeyedWindowState, aggregate_pairs, decode, encode, pack_codes, pack_small,
                           searchsorted_ascending, segment_sums, union_sorted, unpack_codes, unpack_small)
 
 

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import event, inspect, select
 
-from storage import (
+from skewlab.storage import (
     COMMAND_KINDS,
     DeadLetterRow,
     EventRow,
@@ -37,8 +37,8 @@ from storage import (
     normalize_url,
     safe_url,
 )
-from storage.models import ADDED_COLUMNS, Base, IntervalMetric
-from storage.store import DEAD_LETTER_SAMPLE_CHARS, DEAD_LETTER_SAMPLE_LIMIT, MAX_PAYLOAD_CHARS
+from skewlab.storage.models import ADDED_COLUMNS, Base, IntervalMetric
+from skewlab.storage.store import DEAD_LETTER_SAMPLE_CHARS, DEAD_LETTER_SAMPLE_LIMIT, MAX_PAYLOAD_CHARS
 from tests.pg import pg_server, pg_url  # noqa: F401  (pytest fixtures)
 
 INJECTION = "x'); DROP TABLE runs; -- \" OR 1=1; /* ${jndi:ldap://e} {{7*7}} %s %(p)s :p ? \\"

@@ -1,4 +1,4 @@
-"""engine.algorithms.table_lookup: the compiled routing-table and ring lookups equal the binary searches they
+"""skewlab.engine.algorithms.table_lookup: the compiled routing-table and ring lookups equal the binary searches they
 replace, at the edges (empty table, one entry, one ring point, keys past the last point), and the
 derived indexes are rebuilt after unpickling, also from pickles written before they existed."""
 
@@ -9,9 +9,9 @@ import pickle
 import numpy as np
 import pytest
 
-from engine.algorithms.grouping import RoutingTable
-from engine.algorithms.groupings.basic import ConsistentHashRing
-from engine.algorithms.keys import mix64
+from skewlab.engine.algorithms.grouping import RoutingTable
+from skewlab.engine.algorithms.groupings.basic import ConsistentHashRing
+from skewlab.engine.algorithms.keys import mix64
 
 
 def _reference_table(t: RoutingTable, fps: np.ndarray, default: np.ndarray) -> np.ndarray:
@@ -58,7 +58,7 @@ def test_routing_table_and_ring_load_pickles_of_the_slots_only_layout():
 
 
 def _unmix64(h: int) -> int:
-    """Inverse of the SplitMix64 finaliser ``engine.algorithms.keys.mix64`` (each step is invertible)."""
+    """Inverse of the SplitMix64 finaliser ``skewlab.engine.algorithms.keys.mix64`` (each step is invertible)."""
     m = 2**64 - 1
     h ^= (h >> 31) ^ (h >> 62)
     h = (h * pow(0x94D049BB133111EB, -1, 2**64)) & m

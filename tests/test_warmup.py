@@ -1,4 +1,4 @@
-"""``python3 -m engine.cli.warmup`` (run by ``scripts/install``) leaves nothing for the engine to compile.
+"""``python3 -m skewlab.engine.cli.warmup`` (run by ``scripts/install``) leaves nothing for the engine to compile.
 
 Checked the way the engine meets it: a fresh process, other settings than the warm-up used (workers,
 sources, window, stream, the join operator's cost model), every registered grouping through the
@@ -28,9 +28,9 @@ class Listener(event.Listener):
         pass
 
 event.register("numba:compile", Listener())
-from engine.algorithms import registry
-from engine.algorithms.keys import FingerprintVocabulary, fingerprint_keys
-from engine.cli.simulate import SimulationConfig, parse_change, run_simulation
+from skewlab.engine.algorithms import registry
+from skewlab.engine.algorithms.keys import FingerprintVocabulary, fingerprint_keys
+from skewlab.engine.cli.simulate import SimulationConfig, parse_change, run_simulation
 
 for name in registry.names():
     for cost_model in (("linear", "join") if name == "mixed" else ("linear",)):
@@ -47,7 +47,7 @@ print(json.dumps(sorted(set(compiled))))
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 def test_after_the_warm_up_the_engine_paths_compile_nothing():
-    warm = subprocess.run([sys.executable, "-m", "engine.cli.warmup"], capture_output=True, text=True, timeout=2000)
+    warm = subprocess.run([sys.executable, "-m", "skewlab.engine.cli.warmup"], capture_output=True, text=True, timeout=2000)
     assert warm.returncode == 0 and "routing kernels compiled and cached" in warm.stderr, warm
     check = subprocess.run([sys.executable, "-c", _CHECK], capture_output=True, text=True, timeout=600)
     assert check.returncode == 0, check.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""The worker's windowed keyed state (engine.runtimes.spark.window_state): window semantics, migration by
+"""The worker's windowed keyed state (skewlab.engine.runtimes.spark.window_state): window semantics, migration by
 export / hold / import, and serialisation — checked against a brute-force reference on random
 streams with random moves, so every (batch, key) result is emitted once, exactly."""
 
@@ -10,8 +10,8 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from engine.algorithms.keys import fingerprints
-from engine.runtimes.spark.window_state import JOIN_MASK, WorkerWindow
+from skewlab.engine.algorithms.keys import fingerprints
+from skewlab.engine.runtimes.spark.window_state import JOIN_MASK, WorkerWindow
 
 
 def by_fp(orders):
@@ -239,7 +239,7 @@ def test_split_key_from_two_holders_is_released_after_both_blobs():
 
 
 def test_export_to_several_targets_fingerprints_the_state_once(monkeypatch):
-    import engine.runtimes.spark.window_state as ws
+    import skewlab.engine.runtimes.spark.window_state as ws
 
     w = WorkerWindow(3)
     keys = [f"k{i}" for i in range(40)]
@@ -267,7 +267,7 @@ def test_split_keys_with_a_finite_window_merge_to_the_windowed_count(seed):
     share equals the key's windowed count at every batch (also batches without its tuples)."""
     import pyarrow as pa
 
-    from engine.runtimes.spark.operator import merge_latest_shares
+    from skewlab.engine.runtimes.spark.operator import merge_latest_shares
 
     rng = random.Random(seed)
     window, n, batches = 3, 3, 14
@@ -318,7 +318,7 @@ def test_split_keys_moving_with_a_finite_window_merge_to_the_windowed_count(seed
     key's windowed count at every batch, and no worker emits a (batch, key) twice."""
     import pyarrow as pa
 
-    from engine.runtimes.spark.operator import merge_latest_shares
+    from skewlab.engine.runtimes.spark.operator import merge_latest_shares
 
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.algorithms.keys import home
-from engine.config.params import ParamError
-from engine.workloads import WORKLOADS, create_workload, workload_names
-from engine.workloads.synthetic import COUNTRIES, GaussianWorkload, interval_sizes, zipf_probabilities
+from skewlab.engine.algorithms.keys import home
+from skewlab.engine.config.params import ParamError
+from skewlab.engine.workloads import WORKLOADS, create_workload, workload_names
+from skewlab.engine.workloads.synthetic import COUNTRIES, GaussianWorkload, interval_sizes, zipf_probabilities
 
 SMALL = {
     "zipf": {"z": 1.0, "keys": 200},

@@ -3,7 +3,7 @@ they exchange with the controller.
 
 A grouping decides, for a **batch** of keys emitted by one upstream **source**, which of the ``n``
 downstream workers receives each tuple.  Keys arrive as ``uint64`` fingerprints (see
-:mod:`engine.algorithms.keys`); workers are ``int64`` ids in ``[0, n)``.
+:mod:`skewlab.engine.algorithms.keys`); workers are ``int64`` ids in ``[0, n)``.
 
 Every algorithm is split in two (issue #16), because the two halves run in different places:
 
@@ -40,10 +40,10 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
-from engine.algorithms.keys import home as _home
-from engine.config.params import Param, resolve_params
-from engine.config.settings import SOURCES, WORKERS, check
-from engine.algorithms.table_lookup import build_key_index, lookup_keys
+from skewlab.engine.algorithms.keys import home as _home
+from skewlab.engine.config.params import Param, resolve_params
+from skewlab.engine.config.settings import SOURCES, WORKERS, check
+from skewlab.engine.algorithms.table_lookup import build_key_index, lookup_keys
 
 __all__ = [
     "GATE_PARAMS", "IntervalStats", "Plan", "Planner", "RebalancingPlanner", "Router", "RoutingTable",
@@ -62,13 +62,13 @@ class IntervalStats:
 
     * ``cost`` — computation cost c(k) in the statistics window (Fang Sec. III; load L(d) of a worker
       is the sum of c(k) over its keys).  Linear cost model: tuples; quadratic (window join): see
-      the cost models of :mod:`engine.control.controller` (``Controller(cost_model=...)``).
+      the cost models of :mod:`skewlab.engine.control.controller` (``Controller(cost_model=...)``).
     * ``size`` — window-based state size S(k, w) (Fang Sec. III), the migration cost of moving k.
     * ``count`` — tuples of k in the last interval (frequency; Gedik's lossy counter input).
     * ``worker`` — current owner F(k) (``-1`` for keys without a single owner).
     * ``home`` — h(k) if the caller fixes it (``skewlab plan`` snapshots); ``None``: the grouping
       uses its own base hash.
-    * ``key_ids`` — optional runtime-side key ids (:class:`engine.algorithms.keys.Vocabulary` indices, int64)
+    * ``key_ids`` — optional runtime-side key ids (:class:`skewlab.engine.algorithms.keys.Vocabulary` indices, int64)
       aligned with ``keys``; set by the controller, which migrates the state of ``key_ids[plan.moved]``.
       Groupings do not read it; ``None`` when the stats do not come from a runtime.
     """
@@ -218,7 +218,7 @@ def make_plan(
 class RoutingTable:
     """Explicit routing table A: fingerprint → worker (sorted arrays ``keys``, ``workers``; treat as
     immutable: build a new table to change it).  Lookups go through a hash index built on the first
-    lookup (:mod:`engine.algorithms.table_lookup`; derived data, not pickled)."""
+    lookup (:mod:`skewlab.engine.algorithms.table_lookup`; derived data, not pickled)."""
 
     __slots__ = ("keys", "workers", "_index")
 
@@ -258,7 +258,7 @@ class RoutingTable:
 # The interface: a Router for the executors, a Planner for the driver
 # ---------------------------------------------------------------------------------------------
 def _check_counts(n_workers: int, n_sources: int) -> None:
-    """Workers and sources in their declared ranges (:mod:`engine.config.settings`); ``ParamError`` otherwise."""
+    """Workers and sources in their declared ranges (:mod:`skewlab.engine.config.settings`); ``ParamError`` otherwise."""
     check(WORKERS, n_workers)
     check(SOURCES, n_sources)
 
@@ -327,7 +327,7 @@ class Planner(ABC):
 
     Class attributes describe the algorithm to the registry, the CLI, the engine and the dashboard:
     ``name`` (registry name), ``summary`` (one line), ``paper`` (reference), ``params`` (declared
-    :class:`~engine.config.params.Param` tuple), ``single_owner`` (every key lives on one worker at a time;
+    :class:`~skewlab.engine.config.params.Param` tuple), ``single_owner`` (every key lives on one worker at a time;
     False for split-key groupings, which cannot serve a join), ``rebalancing`` (produces plans).
     """
 
@@ -432,7 +432,7 @@ class StreamingPlanner(Planner):
         return self.router_class(n_workers, n_sources, self.seed, self.p)
 
 
-#: parameters of the controller's migration gate (:mod:`engine.control.gate`), declared by every rebalancer
+#: parameters of the controller's migration gate (:mod:`skewlab.engine.control.gate`), declared by every rebalancer
 GATE_PARAMS: tuple[Param, ...] = (
     Param("gate", "bool", False,
           "skewlab extension: execute a plan only when gate_horizon · ρ · its predicted imbalance gain exceeds "
@@ -447,7 +447,7 @@ class TableRouter(Router):
     """Routing of a table rebalancer: F(k) = A[k] if k ∈ A else h(k).
 
     h(k) is ``fp mod n`` (``ring is None``) or the consistent-hash ring's worker
-    (:class:`engine.algorithms.groupings.basic.ConsistentHashRing`); ``table`` is the routing table A.  The
+    (:class:`skewlab.engine.algorithms.groupings.basic.ConsistentHashRing`); ``table`` is the routing table A.  The
     planner (:class:`RebalancingPlanner`) builds the ring and replaces the table when it applies a
     plan; the router itself carries no parameters.
     """
@@ -485,13 +485,13 @@ class RebalancingPlanner(Planner):
     Its router is a :class:`TableRouter` unless a subclass builds another (Guo & Zhou's substream
     table).  Subclasses implement :meth:`compute_plan`.  The base hash h(k) is ``fp mod n`` unless
     the subclass's :meth:`make_ring` returns a consistent-hash ring
-    (:class:`engine.algorithms.groupings.basic.ConsistentHashRing`: Gedik's H_c; Fang Sec. II-A/V "consistent
+    (:class:`skewlab.engine.algorithms.groupings.basic.ConsistentHashRing`: Gedik's H_c; Fang Sec. II-A/V "consistent
     hashing as our basic hash function"); :meth:`base` and :meth:`base_for` are the only places that
     compute h(k) for the planner, the routing and the migration after a resize.
     The controller asks for a plan when the current imbalance max_d θ(d) exceeds ``theta_max``
     (a declared parameter of every rebalancer that has one).  Every subclass that declares
     ``params`` also gets :data:`GATE_PARAMS` (appended here, so the gate is declared in one place):
-    the controller's migration gate (:mod:`engine.control.gate`) reads them.
+    the controller's migration gate (:mod:`skewlab.engine.control.gate`) reads them.
     """
 
     rebalancing: ClassVar[bool] = True

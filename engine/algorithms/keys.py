@@ -12,7 +12,7 @@ Hash functions used by the groupings (all vectorised, all derived from the finge
 * ``h(k) = fp(k) mod n`` — key grouping (``hash``), the instances of Fang's fluctuating workload,
   and the home worker of the Fang rebalancers with ``base=mod`` (Fang et al. Sec. III: F(k) = A[k] if
   k in A else h(k); their default base is the consistent-hash ring of
-  :class:`engine.algorithms.groupings.basic.ConsistentHashRing`, Fang Sec. V).
+  :class:`skewlab.engine.algorithms.groupings.basic.ConsistentHashRing`, Fang Sec. V).
 * ``F_i(k) = ⌊mix64(fp(k) + i * GOLDEN) · n / 2^64⌋`` for ``i >= 1`` and ``F_0 = h``: the ``d``
   independent hash functions of Greedy-d / PKG / D-Choices (Nasir et al. Alg. 1).  ``mix64`` is the
   SplitMix64 finaliser; it turns one 64-bit fingerprint into a family of well-mixed, effectively

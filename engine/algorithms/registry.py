@@ -1,7 +1,7 @@
 """The registry of groupings by name, read by the CLI, the engine, the dashboard and the benchmarks.
 
-Algorithms register themselves with :func:`register`; modules under ``engine.algorithms.groupings`` and
-``engine.algorithms.rebalancers`` are discovered and imported on first use (a :class:`~engine.config.class_registry.ClassRegistry`,
+Algorithms register themselves with :func:`register`; modules under ``skewlab.engine.algorithms.groupings`` and
+``skewlab.engine.algorithms.rebalancers`` are discovered and imported on first use (a :class:`~skewlab.engine.config.class_registry.ClassRegistry`,
 the same machinery as the workloads').  Names and their display order are fixed by :data:`NAMES` (the
 names every issue and document uses).
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from engine.config.class_registry import ClassRegistry
-from engine.algorithms.grouping import Planner
-from engine.config.params import ParamError, resolve_params
-from engine.config.settings import SOURCES, WORKERS, check
+from skewlab.engine.config.class_registry import ClassRegistry
+from skewlab.engine.algorithms.grouping import Planner
+from skewlab.engine.config.params import ParamError, resolve_params
+from skewlab.engine.config.settings import SOURCES, WORKERS, check
 
 __all__ = ["NAMES", "UnknownAlgorithm", "create", "describe", "get", "names", "register", "validate_params"]
 
@@ -28,7 +28,7 @@ class UnknownAlgorithm(ParamError):
 
 
 _ALGORITHMS: ClassRegistry[type[Planner]] = ClassRegistry(
-    "algorithm", ("engine.algorithms.groupings", "engine.algorithms.rebalancers"), order=NAMES, unknown=UnknownAlgorithm)
+    "algorithm", ("skewlab.engine.algorithms.groupings", "skewlab.engine.algorithms.rebalancers"), order=NAMES, unknown=UnknownAlgorithm)
 
 
 def register(cls: type[Planner]) -> type[Planner]:

@@ -6,7 +6,7 @@ own local view).  Each source routes its sub-sequence in stream order with ``rou
 sources' states are independent, so routing each source's batch in one call has exactly the
 semantics of interleaving them tuple by tuple.
 
-Used by the local runtime (:mod:`engine.runtimes.local`), the shadow "what-if" (:mod:`engine.control.shadow`)
+Used by the local runtime (:mod:`skewlab.engine.runtimes.local`), the shadow "what-if" (:mod:`skewlab.engine.control.shadow`)
 and the benchmarks; it depends on the router only, on no runtime.
 """
 
@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from engine.algorithms.grouping import Router
+from skewlab.engine.algorithms.grouping import Router
 
 __all__ = ["route_sources"]
 

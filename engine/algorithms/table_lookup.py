@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.algorithms.keys import mix64_scalar
-from engine.algorithms.sketches import pow2_bits, prefetch
+from skewlab.engine.algorithms.keys import mix64_scalar
+from skewlab.engine.algorithms.sketches import pow2_bits, prefetch
 
 __all__ = ["build_key_index", "build_ring_index", "lookup_keys", "lookup_ring"]
 

@@ -1,7 +1,7 @@
 """The engine's subcommands of ``skewlab``: algorithms, workloads, simulate, plan, engine, produce and
 control; :func:`add_commands` adds them to the parser of the composition root (:mod:`skewlab.cli`).
 
-A user mistake raises :class:`skewlab.shared.UsageError` (or :class:`engine.config.params.ParamError`), which
+A user mistake raises :class:`skewlab.shared.UsageError` (or :class:`skewlab.engine.config.params.ParamError`), which
 ``skewlab`` prints as one line on stderr with exit status 2, never a traceback.
 """
 
@@ -12,8 +12,8 @@ import json
 import sys
 from typing import Any, Sequence
 
-from engine.config import settings
-from engine.config.params import ParamError, parse_assignments
+from skewlab.engine.config import settings
+from skewlab.engine.config.params import ParamError, parse_assignments
 from skewlab.shared import UsageError
 
 __all__ = ["add_commands"]
@@ -21,7 +21,7 @@ __all__ = ["add_commands"]
 
 # ------------------------------------------------------------------------------------- commands
 def cmd_algorithms(args: argparse.Namespace) -> int:
-    from engine.algorithms import registry
+    from skewlab.engine.algorithms import registry
 
     info = registry.describe()
     if args.json:
@@ -36,7 +36,7 @@ def cmd_algorithms(args: argparse.Namespace) -> int:
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
-    from engine.workloads import WORKLOADS, workload_names
+    from skewlab.engine.workloads import WORKLOADS, workload_names
 
     names = workload_names()
     params = {name: [p.to_dict() for p in WORKLOADS[name].params] for name in names}
@@ -48,8 +48,8 @@ def cmd_workloads(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from engine.cli.progress import Progress
-    from engine.cli.simulate import SimulationConfig, parse_change, run_simulation
+    from skewlab.engine.cli.progress import Progress
+    from skewlab.engine.cli.simulate import SimulationConfig, parse_change, run_simulation
 
     wparams: dict[str, Any] = parse_assignments(args.workload_param or [])
     workload = args.workload
@@ -91,7 +91,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     store = None
     if args.db is not None:
-        from storage import open_store
+        from skewlab.storage import open_store
 
         try:
             store = open_store(args.db)
@@ -112,13 +112,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from engine.algorithms import registry
+    from skewlab.engine.algorithms import registry
 
     cls = registry.get(args.algorithm)
     if not cls.rebalancing:
         raise UsageError(f"{args.algorithm} does not produce plans; use one of: "
                          + ", ".join(n for n in registry.names() if registry.get(n).rebalancing))
-    from engine.cli.plan_snapshot import SnapshotError, load_snapshot, plan_to_json
+    from skewlab.engine.cli.plan_snapshot import SnapshotError, load_snapshot, plan_to_json
     params = parse_assignments(args.param or [])
     registry.validate_params(args.algorithm, params)
 
@@ -149,7 +149,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
-    from engine.runtimes.spark.engine import EngineConfig, SparkEngine
+    from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine
 
     wparams: dict[str, Any] = parse_assignments(args.workload_param or [])
     if args.zipf is not None:
@@ -166,7 +166,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
         shadow=None if args.shadow is None else [n for n in args.shadow.split(",") if n],
         max_batches=args.max_batches, max_workers=args.max_workers, sink=args.sink, service_us=args.service_us,
     )
-    from engine.runtimes.spark.engine import EngineFailed, default_data_dir
+    from skewlab.engine.runtimes.spark.engine import EngineFailed, default_data_dir
 
     spark_log = default_data_dir() / "logs" / f"spark-{cfg.checkpoint_dir().name}.log"
     try:
@@ -177,9 +177,9 @@ def cmd_engine(args: argparse.Namespace) -> int:
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
-    from engine.io.kafka_io import produce
-    from engine.cli.progress import Progress
-    from engine.workloads import create_workload
+    from skewlab.engine.io.kafka_io import produce
+    from skewlab.engine.cli.progress import Progress
+    from skewlab.engine.workloads import create_workload
 
     wparams: dict[str, Any] = parse_assignments(args.workload_param or [])
     if args.zipf is not None:
@@ -209,7 +209,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
 def _live_settings(store: Any) -> dict[str, Any] | None:
     """The run a global command goes to (newest running or paused, else newest) and what is live in it:
     algorithm, parameters and workers after every change the engine recorded (not the run's start values)."""
-    from storage.run_state import RunState, current_run
+    from skewlab.storage.run_state import RunState, current_run
 
     run = current_run(store.list_runs(limit=200))
     if run is None:
@@ -224,8 +224,8 @@ def _live_settings(store: Any) -> dict[str, Any] | None:
 
 
 def cmd_control(args: argparse.Namespace) -> int:
-    from engine.control.commands import CommandError, validate_command
-    from storage import connect
+    from skewlab.engine.control.commands import CommandError, validate_command
+    from skewlab.storage import connect
 
     store = connect(args.db)
     live = _live_settings(store)

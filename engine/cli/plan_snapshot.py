@@ -8,14 +8,14 @@ A snapshot is a JSON object::
 Per key (Fang et al. HPDC 2017, Sec. II-A notation):
 
 * ``key`` (required, non-empty string, unique) — the key; its fingerprint is
-  :func:`engine.algorithms.keys.fingerprints` of the name, the name is kept in ``IntervalStats.names``.
+  :func:`skewlab.engine.algorithms.keys.fingerprints` of the name, the name is kept in ``IntervalStats.names``.
 * ``cost`` (required, finite number ≥ 0) — computation cost c(k) in the statistics window.
 * ``size`` (optional, finite number ≥ 0) — window state size S(k, w), the migration cost of the key.
   **Default: the cost** (Fang's examples use S(k, w) = c(k) with w = 1).
 * ``home`` (optional, integer in [0, workers)) — h(k).  **Default: the base hash of the planning
   algorithm** (``base`` argument; ``skewlab plan`` passes the chosen algorithm's
-  :meth:`~engine.algorithms.grouping.RebalancingPlanner.base`, e.g. the consistent-hash ring of the Fang and
-  Gedik rebalancers), else h(k) = fingerprint mod workers (:func:`engine.algorithms.keys.home`).
+  :meth:`~skewlab.engine.algorithms.grouping.RebalancingPlanner.base`, e.g. the consistent-hash ring of the Fang and
+  Gedik rebalancers), else h(k) = fingerprint mod workers (:func:`skewlab.engine.algorithms.keys.home`).
 * ``worker`` (optional, integer in [0, workers)) — the current owner F(k).  **Default: home**
   (the key is not in the routing table).
 * ``count`` (optional, integer ≥ 0) — tuples of the key in the interval.  **Default: the cost
@@ -41,9 +41,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from engine.algorithms.grouping import IntervalStats, Plan
-from engine.algorithms.keys import fingerprints
-from engine.algorithms.keys import home as _home
+from skewlab.engine.algorithms.grouping import IntervalStats, Plan
+from skewlab.engine.algorithms.keys import fingerprints
+from skewlab.engine.algorithms.keys import home as _home
 
 __all__ = ["SnapshotError", "load_snapshot", "parse_snapshot", "plan_to_json"]
 

@@ -1,7 +1,7 @@
 """``skewlab simulate`` as a function: workload → local runtime → JSON-ready result.
 
 Used by the CLI, the benchmarks and the tests, so all three run exactly the same code.  Given a
-store (``--db``), the run is also saved there, one :class:`~storage.records.IntervalRecord` per
+store (``--db``), the run is also saved there, one :class:`~skewlab.storage.records.IntervalRecord` per
 interval, so the dashboard can show it like an engine run.
 """
 
@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from engine.algorithms import registry
-from engine.control.commands import CommandError, ScheduledCommand, validate_command
-from engine.control.controller import COST_MODELS
-from engine.config.params import ParamError
-from engine.runtimes.local import LocalRuntime
-from engine.config.settings import INTERVAL_MESSAGES, MAX_WORKERS, MESSAGES, SOURCES, WINDOW, WORKERS, check
-from engine.workloads import create_workload, workload_class
+from skewlab.engine.algorithms import registry
+from skewlab.engine.control.commands import CommandError, ScheduledCommand, validate_command
+from skewlab.engine.control.controller import COST_MODELS
+from skewlab.engine.config.params import ParamError
+from skewlab.engine.runtimes.local import LocalRuntime
+from skewlab.engine.config.settings import INTERVAL_MESSAGES, MAX_WORKERS, MESSAGES, SOURCES, WINDOW, WORKERS, check
+from skewlab.engine.workloads import create_workload, workload_class
 
 __all__ = ["DEFAULT_MESSAGES", "SimulationConfig", "parse_change", "run_simulation", "stream_messages"]
 
@@ -43,7 +43,7 @@ class SimulationConfig:
     changes: Sequence[ScheduledCommand] = ()
 
     def validate(self) -> None:
-        """Raise :class:`ParamError` (one line) for any invalid setting (ranges from :mod:`engine.config.settings`)."""
+        """Raise :class:`ParamError` (one line) for any invalid setting (ranges from :mod:`skewlab.engine.config.settings`)."""
         check(WORKERS, self.workers)
         check(SOURCES, self.sources)
         if self.messages is not None:
@@ -74,8 +74,8 @@ _CHANGE_COMMANDS = {"workers": ("set-workers", "workers"), "algorithm": ("set-al
 
 def parse_change(text: str) -> ScheduledCommand:
     """``INTERVAL:workers=N`` or ``INTERVAL:algorithm=NAME`` → a ``set-workers`` / ``set-algorithm``
-    :class:`~engine.control.commands.ScheduledCommand`, validated with
-    :func:`~engine.control.commands.validate_command` (one-line :class:`ParamError`)."""
+    :class:`~skewlab.engine.control.commands.ScheduledCommand`, validated with
+    :func:`~skewlab.engine.control.commands.validate_command` (one-line :class:`ParamError`)."""
     at, sep, rest = str(text).partition(":")
     what, eq, value = rest.partition("=")
     try:
@@ -117,7 +117,7 @@ def run_simulation(
     """Run one simulation and return the result dict (the CLI's ``--json`` contract).
 
     ``progress(interval, messages_done, messages_total)`` is called after every interval.  With
-    ``store`` (a :class:`storage.store.Store`) the run is saved: a new run (named ``run_name``) with
+    ``store`` (a :class:`skewlab.storage.store.Store`) the run is saved: a new run (named ``run_name``) with
     one record per interval, finished (or failed) at the end; the result then has ``run_id``.
     """
     cfg.validate()

@@ -1,4 +1,4 @@
-"""``python3 -m engine.cli.warmup``: compile skewlab's numba kernels into numba's on-disk cache once.
+"""``python3 -m skewlab.engine.cli.warmup``: compile skewlab's numba kernels into numba's on-disk cache once.
 
 Every kernel is compiled with ``cache=True``, so a process loads it from the cache in milliseconds
 once any process has compiled it; the first process pays the compilation.  Without this step that
@@ -32,10 +32,10 @@ def warm_up(progress: bool = False) -> float:
     import numpy as np
     import pyarrow as pa
 
-    from engine.algorithms import registry
-    from engine.algorithms.keys import FingerprintVocabulary, fingerprint_keys
-    from engine.cli.simulate import SimulationConfig, parse_change, run_simulation
-    from engine.runtimes.spark.window_state import join_probe
+    from skewlab.engine.algorithms import registry
+    from skewlab.engine.algorithms.keys import FingerprintVocabulary, fingerprint_keys
+    from skewlab.engine.cli.simulate import SimulationConfig, parse_change, run_simulation
+    from skewlab.engine.runtimes.spark.window_state import join_probe
 
     started = time.monotonic()
     names = registry.names()

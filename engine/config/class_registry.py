@@ -1,6 +1,6 @@
 """A registry of classes by name: discovered from packages, listed in a declared order, looked up with a
-"did you mean" error.  Used by the algorithm registry (:mod:`engine.algorithms.registry`) and the workloads
-(:mod:`engine.workloads`).
+"did you mean" error.  Used by the algorithm registry (:mod:`skewlab.engine.algorithms.registry`) and the workloads
+(:mod:`skewlab.engine.workloads`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import importlib
 import pkgutil
 from typing import Generic, Sequence, TypeVar
 
-from engine.config.params import ParamError
+from skewlab.engine.config.params import ParamError
 
 __all__ = ["ClassRegistry"]
 
@@ -24,7 +24,7 @@ class ClassRegistry(Generic[T]):
       on the first lookup, so that their ``@registry.register`` decorators run.
     * ``order``: the names allowed, in display order (registering another name is an error); without
       it any name may register and :meth:`names` is alphabetical.
-    * ``unknown``: the :class:`~engine.config.params.ParamError` subclass raised by :meth:`get` for an unknown
+    * ``unknown``: the :class:`~skewlab.engine.config.params.ParamError` subclass raised by :meth:`get` for an unknown
       name, with the nearest known name suggested (:func:`difflib.get_close_matches`).
 
     :attr:`classes` is the live ``name -> class`` mapping.

@@ -1,9 +1,9 @@
 """Run settings (workers, sources, window, interval, ...) declared once, validated everywhere from here.
 
-Like an algorithm's parameters (:class:`~engine.config.params.Param`), every setting of a run is declared
+Like an algorithm's parameters (:class:`~skewlab.engine.config.params.Param`), every setting of a run is declared
 once with its type, default, help and range.  The CLI (``simulate``, ``engine``: defaults, help and
-checks), the engine's configuration and operator commands (:mod:`engine.control.commands`), the dashboard's
-worker box (:mod:`dashboard.controls`) and the Spark sources' options (:mod:`engine.runtimes.spark.sources`)
+checks), the engine's configuration and operator commands (:mod:`skewlab.engine.control.commands`), the dashboard's
+worker box (:mod:`skewlab.dashboard.controls`) and the Spark sources' options (:mod:`skewlab.engine.runtimes.spark.sources`)
 all validate with :func:`check`, so a bad value gets the same one-line message wherever it is
 entered, e.g. ``parameter workers: 5000 is out of range [1, 1024]``.
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from engine.config.params import Param
+from skewlab.engine.config.params import Param
 
 __all__ = [
     "INTERVAL", "INTERVAL_MESSAGES", "MAX_PER_BATCH", "MAX_SOURCES", "MAX_WORKERS", "MAX_WORKERS_SETTING",
@@ -59,7 +59,7 @@ def check(setting: Param | str, value: Any, *, high: float | None = None) -> Any
     """``value`` parsed and range-checked by the declaration of ``setting`` (a :class:`Param` or its
     name in :data:`SETTINGS`); ``high`` lowers the upper bound for one run (a run's ``--max-workers``).
 
-    Raises :class:`~engine.config.params.ParamError` with the declaration's one-line message.
+    Raises :class:`~skewlab.engine.config.params.ParamError` with the declaration's one-line message.
     """
     param = SETTINGS[setting] if isinstance(setting, str) else setting
     if high is not None:

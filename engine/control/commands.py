@@ -2,10 +2,10 @@
 
 Commands travel dashboard/CLI → ``commands`` table → engine.  The store accepts only the known kinds
 and JSON-object payloads; here the engine validates the *content* (algorithm registered, parameters
-declared and in range, worker count in the range of :data:`engine.config.settings.WORKERS`, operator/grouping
+declared and in range, worker count in the range of :data:`skewlab.engine.config.settings.WORKERS`, operator/grouping
 compatible) and either applies the
 command or rejects it with a one-line reason.  Nothing in a payload is evaluated: names are looked up
-in the registry, values are parsed by :class:`~engine.config.params.Param`.
+in the registry, values are parsed by :class:`~skewlab.engine.config.params.Param`.
 
 Semantics are absolute: ``set-workers 8`` means "8 workers", so applying a command twice is harmless.
 
@@ -31,9 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from engine.algorithms import registry
-from engine.config.params import ParamError
-from engine.config.settings import MAX_WORKERS, WORKERS, check
+from skewlab.engine.algorithms import registry
+from skewlab.engine.config.params import ParamError
+from skewlab.engine.config.settings import MAX_WORKERS, WORKERS, check
 from skewlab.shared import COMMAND_KINDS
 
 __all__ = ["CommandError", "CommandResult", "MAX_WORKERS", "ScheduledCommand", "apply_command", "validate_command"]
@@ -132,7 +132,7 @@ def validate_command(
 
 def apply_command(controller: Any, kind: Any, payload: Any, *, operator: str = "count",
                   max_workers: int = MAX_WORKERS, paused: bool | None = None) -> CommandResult:
-    """Validate and apply one command to a :class:`~engine.control.controller.Controller`.
+    """Validate and apply one command to a :class:`~skewlab.engine.control.controller.Controller`.
 
     Never raises for bad commands: returns a rejected result with the reason, state unchanged.
     Pause/resume are returned as actions for the runtime to carry out; ``paused`` is the runtime's

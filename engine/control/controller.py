@@ -1,19 +1,19 @@
 """The controller: statistics, rebalancing, the migration path and run metrics.
 
-One controller serves both runtimes.  The local runtime (:mod:`engine.runtimes.local`) and the Spark
+One controller serves both runtimes.  The local runtime (:mod:`skewlab.engine.runtimes.local`) and the Spark
 runtime hand it, at the end of every interval, the per-(worker, key) aggregates the workers produced;
 the controller
 
-1. merges them into per-(key, worker) window counts (:class:`~engine.control.state.KeyedWindowState`): the
+1. merges them into per-(key, worker) window counts (:class:`~skewlab.engine.control.state.KeyedWindowState`): the
    local runtime's operator state; in the Spark runtime, whose workers keep their state in Spark's
    state store, the driver's statistics of where each key's window is (the move orders of a
    migration are computed from them: :meth:`Controller.drain_orders`);
 2. computes the interval's per-worker loads under the cost model and every metric of
-   :mod:`engine.control.metrics`;
-3. builds :class:`~engine.algorithms.grouping.IntervalStats` (c(k), S(k, w), frequency, current owner) and, for a
+   :mod:`skewlab.engine.control.metrics`;
+3. builds :class:`~skewlab.engine.algorithms.grouping.IntervalStats` (c(k), S(k, w), frequency, current owner) and, for a
    rebalancing grouping whose ``should_rebalance`` says so (imbalance above θmax), asks for a plan and
    executes it through the migration path — unless the grouping's parameter ``gate`` is on and the
-   migration gate (:mod:`engine.control.gate`) predicts that the plan does not pay for its migration: the plan
+   migration gate (:mod:`skewlab.engine.control.gate`) predicts that the plan does not pay for its migration: the plan
    is then skipped and recorded as such (interval row ``rebalance_skipped``, event
    ``rebalance_skipped``);
 4. handles algorithm switches, parameter changes and worker-count changes through the **same**
@@ -28,17 +28,17 @@ interval and s units of window state costs n·s (quadratic in the key's frequenc
 Driver cost (issue #4: in the Spark engine :meth:`Controller.end_interval` runs on the driver once
 per micro-batch while every executor waits, with ~100k-200k (key, worker) aggregates).  Everything
 per interval is linear in the number of pairs, without re-sorting the window: the aggregates are
-sorted once (:func:`engine.control.state.aggregate_pairs`, a counting sort on the dense key ids) and handed
+sorted once (:func:`skewlab.engine.control.state.aggregate_pairs`, a counting sort on the dense key ids) and handed
 to the state as they are; the window totals are maintained
 incrementally by the state; per-key sums are run-length sums over the sorted codes
-(:func:`engine.control.state.segment_sums`) and positions are found by linear merge walks
-(:func:`engine.control.state.searchsorted_ascending`) instead of ``np.unique``/binary searches; the pair log
+(:func:`skewlab.engine.control.state.segment_sums`) and positions are found by linear merge walks
+(:func:`skewlab.engine.control.state.searchsorted_ascending`) instead of ``np.unique``/binary searches; the pair log
 (distinct (key, worker) pairs of the run, for the summary's replication) is one sorted array merged
 with each interval's codes instead of a list of per-interval arrays re-sorted every 32 intervals; the
 distinct-key count of an interval is the number of key runs; per-tuple ``counts`` are converted to
 int64 before aggregation (history: docs/design-notes.md, "engine/control/controller.py").  A
 pickled controller (the engine's snapshot, every batch) stores the pair log packed
-(:func:`engine.control.state.pack_codes`).
+(:func:`skewlab.engine.control.state.pack_codes`).
 
 Migration rule after a change: for a single-owner grouping, target = ``grouping.router.owner(k)``; for a
 split-key grouping, state stays where it is (it may legitimately be split) unless its worker no longer
@@ -53,14 +53,14 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from engine.algorithms import registry
-from engine.control.gate import GateVerdict, MigrationGate
-from engine.algorithms.grouping import IntervalStats, Plan, Planner
-from engine.algorithms.keys import Vocabulary, home
-from engine.control.metrics import load_metrics
-from engine.config.params import ParamError
-from engine.config.settings import WORKERS, check
-from engine.control.state import (WORKER_BITS, KeyedWindowState, aggregate_pairs, decode, encode, pack_codes,
+from skewlab.engine.algorithms import registry
+from skewlab.engine.control.gate import GateVerdict, MigrationGate
+from skewlab.engine.algorithms.grouping import IntervalStats, Plan, Planner
+from skewlab.engine.algorithms.keys import Vocabulary, home
+from skewlab.engine.control.metrics import load_metrics
+from skewlab.engine.config.params import ParamError
+from skewlab.engine.config.settings import WORKERS, check
+from skewlab.engine.control.state import (WORKER_BITS, KeyedWindowState, aggregate_pairs, decode, encode, pack_codes,
                           searchsorted_ascending, segment_sums, union_sorted, unpack_codes)
 
 __all__ = ["COST_MODELS", "Controller", "MigrationEvent", "compose_orders"]
@@ -124,7 +124,7 @@ class MigrationEvent:
 class Controller:
     """Keeps state, statistics and the grouping of one run (see module docstring).
 
-    ``grouping`` is the algorithm's :class:`~engine.algorithms.grouping.Planner`; runtimes route with its
+    ``grouping`` is the algorithm's :class:`~skewlab.engine.algorithms.grouping.Planner`; runtimes route with its
     ``grouping.router`` (the only part a distributed runtime ships to its tasks).
     """
 
@@ -437,7 +437,7 @@ class Controller:
 
     def set_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """Change parameters of the current algorithm (merged over the current ones, validated against
-        its declaration by :meth:`engine.algorithms.grouping.Planner.set_params`); state follows its router."""
+        its declaration by :meth:`skewlab.engine.algorithms.grouping.Planner.set_params`); state follows its router."""
         self.grouping.set_params(params)
         return self._reconfigured("params", self.grouping.name)
 
@@ -473,7 +473,7 @@ class Controller:
 
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> dict[str, Any]:
-        """Everything as is, except the pair log: packed (:func:`engine.control.state.pack_codes`, ~2 bytes per
+        """Everything as is, except the pair log: packed (:func:`skewlab.engine.control.state.pack_codes`, ~2 bytes per
         code instead of 8) because a snapshot pickles the controller every micro-batch."""
         state = dict(self.__dict__)
         state["_pair_log"] = [pack_codes(a) for a in self._pair_log]

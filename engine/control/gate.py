@@ -5,12 +5,12 @@ plan from the interval that just ended and move state whenever the imbalance exc
 On bursty keys the keys a plan moves are no longer the hot ones when the plan is in force: the run
 pays the migration and gains nothing (or loses: a plan that offsets a burst unbalances the rest).
 The gate is one check in the controller for every rebalancer (declared parameters ``gate`` and
-``gate_horizon`` of :class:`engine.algorithms.grouping.RebalancingPlanner`).  It learns, from the stream
+``gate_horizon`` of :class:`skewlab.engine.algorithms.grouping.RebalancingPlanner`).  It learns, from the stream
 itself, how much of a plan's gain survives into the next interval:
 
 * **predicted gain** of a plan made after interval i: ``imbalance(L_i under the current owners) −
   imbalance(L_i under the plan)``, both on interval i's key costs c_i (the interval the rebalancer
-  planned for; imbalance = max/mean − 1, the headline metric of :mod:`engine.control.metrics`);
+  planned for; imbalance = max/mean − 1, the headline metric of :mod:`skewlab.engine.control.metrics`);
 * **realised gain**, measured after interval i+1 for *every* plan, executed or skipped: the same
   difference on c_{i+1}, between the owners with the plan's moves and without them (so a skipped
   plan is judged too, and the gate can learn that plans became useful again);
@@ -20,7 +20,7 @@ itself, how much of a plan's gain survives into the next interval:
   happened to receive the next burst — turned ρ positive on the burst stream of the tests); ρ = 0
   before any plan was judged;
 * the plan is executed iff ``gate_horizon · ρ · predicted gain > migration cost`` (state moved /
-  total state, :attr:`~engine.algorithms.grouping.Plan.migration_cost`).  Both sides are in the units of the
+  total state, :attr:`~skewlab.engine.algorithms.grouping.Plan.migration_cost`).  Both sides are in the units of the
   per-interval record (``imbalance``, ``migration_cost``): the gate moves state only when the gain it
   expects from the evidence so far exceeds what the move costs.
 
@@ -35,9 +35,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.algorithms.grouping import IntervalStats, Plan
-from engine.control.metrics import load_metrics
-from engine.control.state import searchsorted_ascending
+from skewlab.engine.algorithms.grouping import IntervalStats, Plan
+from skewlab.engine.control.metrics import load_metrics
+from skewlab.engine.control.state import searchsorted_ascending
 
 __all__ = ["GateVerdict", "MigrationGate"]
 

@@ -2,10 +2,10 @@
 
 Every interval the live controller knows the per-key tuple counts of the interval (in Spark: the
 per-(worker, key) aggregates the workers returned, summed over workers).  For each shadow algorithm
-the evaluator keeps a complete :class:`~engine.control.controller.Controller` of its own (its own grouping,
+the evaluator keeps a complete :class:`~skewlab.engine.control.controller.Controller` of its own (its own grouping,
 keyed state, rebalancing and migration accounting) and replays the interval into it: the per-key
 counts are expanded into a tuple sequence in a seeded random order and routed with
-:func:`~engine.algorithms.source_routing.route_sources`, the local runtime's routing step.  So a shadow's
+:func:`~skewlab.engine.algorithms.source_routing.route_sources`, the local runtime's routing step.  So a shadow's
 imbalance, replication and migration cost are computed by exactly the code that computes the live ones.
 
 Deviation, documented: the live stream's tuple *order* inside an interval is not known to the driver
@@ -21,10 +21,10 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from engine.algorithms import registry
-from engine.control.controller import Controller
-from engine.algorithms.keys import Vocabulary
-from engine.algorithms.source_routing import route_sources
+from skewlab.engine.algorithms import registry
+from skewlab.engine.control.controller import Controller
+from skewlab.engine.algorithms.keys import Vocabulary
+from skewlab.engine.algorithms.source_routing import route_sources
 
 __all__ = ["ShadowEvaluator", "default_shadow_names"]
 

@@ -26,7 +26,7 @@ Speed (issue #4: this runs on the Spark driver while every executor waits, once 
   are summed exactly in int64, float weights with ``np.bincount``.
 * **Migration keeps slots sorted without sorting.**  Relabelling workers keeps a slot sorted by key;
   :func:`_regroup` only reorders and merges the (at most ``n_workers``) entries of each key.
-* **Compact pickles.**  A snapshot (``engine.io.checkpoint``) pickles the controller every batch; raw
+* **Compact pickles.**  A snapshot (``skewlab.engine.io.checkpoint``) pickles the controller every batch; raw
   slots are 16 bytes per entry.  :meth:`KeyedWindowState.__getstate__`
   stores each slot as key deltas, workers and counts in one byte each where they fit
   (:func:`pack_small`; larger values go to an overflow list), and each slot is
@@ -42,7 +42,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from engine.config.settings import WINDOW, check
+from skewlab.engine.config.settings import WINDOW, check
 
 __all__ = [
     "KeyedWindowState",

@@ -19,7 +19,7 @@ wait, so it is part of every batch's wall time).  The payload is pickled with th
 (5: large numpy buffers are written in one piece, no per-element work) straight into the file; the
 objects in it keep their own pickles small and cheap — the controller's keyed window state, pair
 log and vocabulary store compact, incrementally maintained forms (see
-:class:`engine.control.state.KeyedWindowState`, :class:`engine.algorithms.keys.Vocabulary`), ~5 MB instead of ~45 MB
+:class:`skewlab.engine.control.state.KeyedWindowState`, :class:`skewlab.engine.algorithms.keys.Vocabulary`), ~5 MB instead of ~45 MB
 for 100k keys, 8 workers and a 10-interval window.  Durability needs two syncs and no more: the
 file's data (``fdatasync``) before the rename, so the renamed file is never torn, and the directory
 after it, so the rename itself survives a crash before Spark commits the batch.

@@ -1,8 +1,8 @@
-"""The controller's output of one interval → the :class:`~storage.records.IntervalRecord` stored for it.
+"""The controller's output of one interval → the :class:`~skewlab.storage.records.IntervalRecord` stored for it.
 
-Shared by the Spark engine (:mod:`engine.runtimes.spark.engine`) and the local runtime (``skewlab simulate
---db``, :mod:`engine.runtimes.local`), so both store the same metrics from the same
-:meth:`engine.control.controller.Controller.end_interval` row.
+Shared by the Spark engine (:mod:`skewlab.engine.runtimes.spark.engine`) and the local runtime (``skewlab simulate
+--db``, :mod:`skewlab.engine.runtimes.local`), so both store the same metrics from the same
+:meth:`skewlab.engine.control.controller.Controller.end_interval` row.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from storage.records import (
+from skewlab.storage.records import (
     DeadLetterRow, EventRow, HotKeyRow, IntervalRecord, MigrationRow, RoutingRow, ShadowRow, WorkerRow,
 )
 

@@ -1,7 +1,7 @@
 """Kafka input for the Spark engine: create topics and replay any workload into Kafka.
 
 * :func:`ensure_topic` — create a topic with ``P`` partitions if it does not exist.
-* :func:`produce` — replay ``engine.workloads`` workload ``workload`` into a topic at a target
+* :func:`produce` — replay ``skewlab.engine.workloads`` workload ``workload`` into a topic at a target
   rate: record key = the workload key string as UTF-8, value = the message's global index as
   ASCII digits (a small payload that lets a consumer check order and completeness).
 * :func:`read_topic` — read a whole topic back with ``assign`` + ``seek`` (tests, debugging).
@@ -141,12 +141,12 @@ def produce(
 ) -> dict[str, Any]:
     """Replay ``messages`` tuples of a workload into ``topic`` at about ``rate`` tuples/s.
 
-    ``workload``: a name of ``engine.workloads.workload_names()`` (built with ``seed`` and
-    ``params``) or a ready :class:`~engine.workloads.Workload` instance (``params``/``seed``
+    ``workload``: a name of ``skewlab.engine.workloads.workload_names()`` (built with ``seed`` and
+    ``params``) or a ready :class:`~skewlab.engine.workloads.Workload` instance (``params``/``seed``
     ignored).  ``rate <= 0`` = as fast as the client goes.  ``partitions``: ensure the topic
     exists with that many partitions first (:func:`ensure_topic`); ``None`` = use the topic as it
     is.  ``chunk`` is the workload's ``interval_messages``.  ``progress``: a callable
-    ``progress(done, total)`` or an object with ``update(done)`` (:class:`engine.cli.progress.Progress`).
+    ``progress(done, total)`` or an object with ``update(done)`` (:class:`skewlab.engine.cli.progress.Progress`).
 
     Pacing: after every block of ``max(1, min(1000, rate/50))`` messages the producer sleeps until
     ``t0 + sent/rate``, so the long-run rate is ``rate`` (bursts of at most one block; the client
@@ -155,7 +155,7 @@ def produce(
     """
     from kafka import KafkaProducer
 
-    from engine.workloads import Workload, create_workload
+    from skewlab.engine.workloads import Workload, create_workload
 
     _check_args(bootstrap, topic)
     messages = int(messages)

@@ -1,7 +1,7 @@
 """Buffered, retrying metric writes: the metrics database may go away, the stream must not stop.
 
 The engine hands every finished interval to :meth:`MetricsSink.put`.  Writes go through
-:meth:`storage.store.Store.record_interval`, which is idempotent by (run, batch), so retrying a
+:meth:`skewlab.storage.store.Store.record_interval`, which is idempotent by (run, batch), so retrying a
 write that may or may not have landed is always safe.  When the database is unreachable the rows stay
 in an in-memory queue (bounded only by ``max_buffer``; the oldest rows are *never* dropped silently:
 past the bound the engine is told to pause consumption) and are retried with exponential back-off on
@@ -16,7 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from storage.records import IntervalRecord
+from skewlab.storage.records import IntervalRecord
 
 __all__ = ["MetricsSink", "PendingInterval"]
 

@@ -1,8 +1,8 @@
 """The local runtime: S sources → grouping → n workers, one interval at a time, in one process.
 
 Every interval's tuples are dealt to the S sources round robin and each source routes its
-sub-sequence in stream order (:func:`engine.algorithms.source_routing.route_sources`).  Workers then apply the
-keyed operator (windowed count) and the :class:`~engine.control.controller.Controller` closes the interval
+sub-sequence in stream order (:func:`skewlab.engine.algorithms.source_routing.route_sources`).  Workers then apply the
+keyed operator (windowed count) and the :class:`~skewlab.engine.control.controller.Controller` closes the interval
 (state, metrics, rebalancing).
 
 Routing time excludes numba's one-off work.  The first call of a compiled kernel in a process
@@ -15,14 +15,14 @@ compiler lock held) out of the routing time.  Both are reported as ``warmup_seco
 ``tuples_per_second`` is the routing speed of the kernels themselves.
 
 Changes between intervals (algorithm switch, parameter change, worker count) are operator commands
-(:class:`~engine.control.commands.ScheduledCommand`, the kinds and payloads of :mod:`engine.control.commands`) applied
-by :func:`~engine.control.commands.apply_command`, the function the Spark engine applies its commands with;
+(:class:`~skewlab.engine.control.commands.ScheduledCommand`, the kinds and payloads of :mod:`skewlab.engine.control.commands`) applied
+by :func:`~skewlab.engine.control.commands.apply_command`, the function the Spark engine applies its commands with;
 they go through the controller's migration path.  The local runtime has no pause: it processes a
 given sequence of batches, so ``pause``/``resume`` are refused.
 
 With ``record`` (``skewlab simulate --db``), every interval is also handed over as the
-:class:`~storage.records.IntervalRecord` the Spark engine would store for it
-(:mod:`engine.io.interval_record`): batch id = interval number, throughput and latency over the whole
+:class:`~skewlab.storage.records.IntervalRecord` the Spark engine would store for it
+(:mod:`skewlab.engine.io.interval_record`): batch id = interval number, throughput and latency over the whole
 step (routing + controller), migrations complete within the interval they are planned in.
 """
 
@@ -34,15 +34,15 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from engine.control.commands import CommandError, ScheduledCommand, apply_command
-from engine.control.controller import Controller
-from engine.algorithms.grouping import Planner, Router
-from engine.algorithms.keys import Vocabulary
-from engine.algorithms.source_routing import route_sources
-from engine.config.settings import MAX_WORKERS
+from skewlab.engine.control.commands import CommandError, ScheduledCommand, apply_command
+from skewlab.engine.control.controller import Controller
+from skewlab.engine.algorithms.grouping import Planner, Router
+from skewlab.engine.algorithms.keys import Vocabulary
+from skewlab.engine.algorithms.source_routing import route_sources
+from skewlab.engine.config.settings import MAX_WORKERS
 
 if TYPE_CHECKING:
-    from storage.records import IntervalRecord
+    from skewlab.storage.records import IntervalRecord
 
 __all__ = ["CompileClock", "LocalRuntime", "WARMUP_KEYS"]
 
@@ -93,9 +93,9 @@ class LocalRuntime:
         return self.controller.grouping
 
     def apply(self, command: ScheduledCommand) -> dict[str, Any]:
-        """Apply one operator command with :func:`~engine.control.commands.apply_command`; returns the
+        """Apply one operator command with :func:`~skewlab.engine.control.commands.apply_command`; returns the
         controller's event (empty for a command already in effect).  Raises
-        :class:`~engine.control.commands.CommandError` (one line) for a command the runtime cannot apply."""
+        :class:`~skewlab.engine.control.commands.CommandError` (one line) for a command the runtime cannot apply."""
         res = apply_command(self.controller, command.kind, command.payload, max_workers=MAX_WORKERS)
         if res.status == "rejected":
             raise CommandError(res.reason)
@@ -127,7 +127,7 @@ class LocalRuntime:
                         seconds: float) -> "IntervalRecord":
         """The record of the interval :meth:`step` just closed (``row``), its tuples' ``key_ids`` and
         ``workers``, and the step's ``seconds``."""
-        from engine.io.interval_record import interval_record, rebalance_events, worker_rows
+        from skewlab.engine.io.interval_record import interval_record, rebalance_events, worker_rows
 
         c = self.controller
         n = int(row["workers"])

@@ -1,8 +1,8 @@
 """Seeded, deterministic key streams for simulations, benchmarks and the Spark generator source.
 
-A :class:`Workload` owns a :class:`~engine.algorithms.keys.Vocabulary` and yields one ``int64`` array of key ids
-per interval.  Workloads are registered by name (:data:`WORKLOADS`, a :class:`~engine.config.class_registry.ClassRegistry`
-like the algorithms') and declare their parameters with :class:`~engine.config.params.Param`, like groupings.
+A :class:`Workload` owns a :class:`~skewlab.engine.algorithms.keys.Vocabulary` and yields one ``int64`` array of key ids
+per interval.  Workloads are registered by name (:data:`WORKLOADS`, a :class:`~skewlab.engine.config.class_registry.ClassRegistry`
+like the algorithms') and declare their parameters with :class:`~skewlab.engine.config.params.Param`, like groupings.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any, ClassVar, Iterator, Mapping
 
 import numpy as np
 
-from engine.config.class_registry import ClassRegistry
-from engine.algorithms.keys import Vocabulary
-from engine.config.params import Param, ParamError, resolve_params
+from skewlab.engine.config.class_registry import ClassRegistry
+from skewlab.engine.algorithms.keys import Vocabulary
+from skewlab.engine.config.params import Param, ParamError, resolve_params
 
 __all__ = ["UnknownWorkload", "WORKLOADS", "Workload", "create_workload", "register_workload", "workload_class",
            "workload_names"]

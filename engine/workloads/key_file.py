@@ -19,7 +19,7 @@ Rules (one set for both paths):
   ``empty_line`` (blank or white space only), ``missing_column`` (row too short), ``empty_key``
   (the column's field is blank).  The Spark source emits them as dead letters (column ``error``);
   the ``file`` workload skips them (and refuses a file with a ``bad_utf8`` line).
-* **User errors** (:class:`~engine.config.params.ParamError`, one line, prefixed with ``owner``): a
+* **User errors** (:class:`~skewlab.engine.config.params.ParamError`, one line, prefixed with ``owner``): a
   missing, unreadable or directory path, a bad separator, a column name that is not in the header
   (or with ``header=False``), a column index beyond the first row's width.
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, field
 
-from engine.config.params import ParamError
+from skewlab.engine.config.params import ParamError
 
 __all__ = ["KeyRecords", "RAW_BYTES", "parse_separator", "read_key_file"]
 

@@ -1,7 +1,7 @@
 """Real-world key streams: ``words`` (English/other word frequencies from ``wordfreq``) and ``file``
 (replay of a text or CSV file).
 
-Conventions as in :mod:`engine.workloads.synthetic`: the vocabulary is built once in the
+Conventions as in :mod:`skewlab.engine.workloads.synthetic`: the vocabulary is built once in the
 constructor, ``batches(messages, interval_messages)`` yields ``int64`` id arrays of
 ``interval_messages`` ids (the last may be shorter), each call replays from the start.
 """
@@ -12,10 +12,10 @@ from typing import Any, ClassVar, Iterator, Mapping
 
 import numpy as np
 
-from engine.config.params import Param, ParamError
-from engine.workloads import Workload, register_workload
-from engine.workloads.key_file import read_key_file
-from engine.workloads.synthetic import _cdf, _rngs, interval_sizes, sample_cdf
+from skewlab.engine.config.params import Param, ParamError
+from skewlab.engine.workloads import Workload, register_workload
+from skewlab.engine.workloads.key_file import read_key_file
+from skewlab.engine.workloads.synthetic import _cdf, _rngs, interval_sizes, sample_cdf
 
 __all__ = ["FileWorkload", "WORDFREQ_LANGUAGES", "WordsWorkload", "word_distribution"]
 
@@ -103,7 +103,7 @@ class WordsWorkload(Workload):
 class FileWorkload(Workload):
     """Replay the keys of a file, in file order (the seed is not used).
 
-    The file is read by :func:`engine.workloads.key_file.read_key_file`, the reader of the Spark
+    The file is read by :func:`skewlab.engine.workloads.key_file.read_key_file`, the reader of the Spark
     file source too (its rules: lines, CSV ``column`` by name or 0-based index, ``header``,
     ``delimiter`` (``tab`` means a tab), white space stripped, UTF-8 with an optional BOM).  Records
     without a key are skipped: blank lines silently, the others (empty field, row too short) counted

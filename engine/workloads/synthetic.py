@@ -26,9 +26,9 @@ from typing import Any, ClassVar, Iterator, Mapping
 import numpy as np
 from numba import njit
 
-from engine.algorithms.keys import mix64, reduce_range
-from engine.config.params import Param, ParamError
-from engine.workloads import Workload, register_workload
+from skewlab.engine.algorithms.keys import mix64, reduce_range
+from skewlab.engine.config.params import Param, ParamError
+from skewlab.engine.workloads import Workload, register_workload
 
 __all__ = [
     "COUNTRIES",

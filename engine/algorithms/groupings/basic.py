@@ -1,6 +1,6 @@
 """Baselines: key grouping (``hash``), consistent hashing (``consistent``), round robin (``shuffle``).
 
-* ``hash`` — key grouping: ``h(k) = murmur3(key bytes) mod n`` (see :mod:`engine.algorithms.keys`).  The
+* ``hash`` — key grouping: ``h(k) = murmur3(key bytes) mod n`` (see :mod:`skewlab.engine.algorithms.keys`).  The
   baseline of every paper (Nasir et al. "KG", Dalabasmaz & Can "Hash", Fang et al. h(k)).
 * ``consistent`` — a hash ring with ``replicas`` virtual points per worker (Karger et al.; the
   consistent-hash half of Gedik's partitioning function, VLDBJ 2014 Sec. 3).  A key goes to the
@@ -11,7 +11,7 @@
   ``(start + i) mod n`` where ``start = source mod n``; it splits every key over all workers.
 
 Each algorithm is a router (``…Router``: the routing, all of its state) and a registered planner
-(``…Grouping``: metadata only, :class:`engine.algorithms.grouping.StreamingPlanner`).
+(``…Grouping``: metadata only, :class:`skewlab.engine.algorithms.grouping.StreamingPlanner`).
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
-from engine.algorithms.grouping import Router, StreamingPlanner
-from engine.algorithms.keys import home, mix64
-from engine.config.params import Param
-from engine.algorithms.registry import register
-from engine.algorithms.table_lookup import build_ring_index, lookup_ring
+from skewlab.engine.algorithms.grouping import Router, StreamingPlanner
+from skewlab.engine.algorithms.keys import home, mix64
+from skewlab.engine.config.params import Param
+from skewlab.engine.algorithms.registry import register
+from skewlab.engine.algorithms.table_lookup import build_ring_index, lookup_ring
 
 __all__ = [
     "ConsistentGrouping", "ConsistentHashRing", "ConsistentRouter", "HashGrouping", "HashRouter", "ShuffleGrouping",
@@ -81,7 +81,7 @@ class ConsistentHashRing:
 
     def lookup(self, fps: np.ndarray) -> np.ndarray:
         """Worker owning each key: first ring point at or after the key's position ``mix64(fp)``
-        (wrapping); through a bucket index built on the first lookup (:mod:`engine.algorithms.table_lookup`)."""
+        (wrapping); through a bucket index built on the first lookup (:mod:`skewlab.engine.algorithms.table_lookup`)."""
         if self._index is None:
             self._index = build_ring_index(self.points)
         return lookup_ring(self._index, self.points, self.owners, fps)

@@ -41,9 +41,9 @@ from typing import Any, ClassVar, Mapping
 import numba
 import numpy as np
 
-from engine.algorithms.grouping import Router, StreamingPlanner
-from engine.config.params import Param
-from engine.algorithms.registry import register
+from skewlab.engine.algorithms.grouping import Router, StreamingPlanner
+from skewlab.engine.config.params import Param
+from skewlab.engine.algorithms.registry import register
 
 __all__ = ["DynamicKeyGrouping", "DynamicKeyRouter", "NOMINAL_RATE", "BABY", "TEENAGE", "OLD", "table1"]
 

@@ -9,7 +9,7 @@ between records instead of individual keys (Sec. IV-A) and finally picks concret
 record that was split (Sec. IV-A, Phase III (i)–(iii)).
 
 Here a :class:`CompactStats` holds the records ``(d, d_h, v_c, v_S, #)`` built from the per-key
-arrays; ``d'`` is not stored in the records themselves: the planner (:mod:`engine.algorithms.rebalancers.fang`)
+arrays; ``d'`` is not stored in the records themselves: the planner (:mod:`skewlab.engine.algorithms.rebalancers.fang`)
 keeps ``d'`` per *group* (a record, or part of one after a split), exactly the paper's rewriting of
 ``d'`` with merging of equal records.  :func:`expand_assignment` turns the planner's per-record
 outcome back into one worker per key.

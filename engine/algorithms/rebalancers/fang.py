@@ -1,8 +1,8 @@
 """Mixed routing rebalancers of Fang et al., "Parallel Stream Processing Against Workload Skewness
 and Variance", HPDC 2017: ``llfd``, ``mintable``, ``minmig``, ``mixed``, ``mixed-bf``.
 
-Routing is F(k) = A[k] if k ∈ A else h(k) (Eq. 1, :class:`~engine.algorithms.grouping.TableRouter`); h is consistent
-hashing (Sec. II-A, V; the ring of :class:`engine.algorithms.groupings.basic.ConsistentHashRing`), ``base=mod``
+Routing is F(k) = A[k] if k ∈ A else h(k) (Eq. 1, :class:`~skewlab.engine.algorithms.grouping.TableRouter`); h is consistent
+hashing (Sec. II-A, V; the ring of :class:`skewlab.engine.algorithms.groupings.basic.ConsistentHashRing`), ``base=mod``
 (fp mod n) is kept for comparison.  A plan solves Eq. 3, min M = Σ_{k moved} S(k, w) s.t.
 θ(d) = |L(d) − L̄|/L̄ ≤ θmax and |A| ≤ Amax, heuristically in three phases (Sec. III):
 
@@ -15,7 +15,7 @@ hashing (Sec. II-A, V; the ring of :class:`engine.algorithms.groupings.basic.Con
 
 ``llfd`` = Phases II + III with ψ = cost; ``mintable`` (Alg. 2); ``minmig`` (Alg. 3); ``mixed``
 (Alg. 4); ``mixed-bf`` (MixedBF: every n).  Above ``compact_threshold`` keys the phases run over
-the HLHE records of :mod:`engine.algorithms.rebalancers.compact` (Sec. IV), aiming at (1 − 0.02)·θmax
+the HLHE records of :mod:`skewlab.engine.algorithms.rebalancers.compact` (Sec. IV), aiming at (1 − 0.02)·θmax
 (``extra["theta_plan"]``) and reporting ``load_error`` and ``discretisation_error``.
 
 Decisions where the paper is ambiguous (each tested in ``tests/test_fang.py``; the reasoning is in
@@ -46,11 +46,11 @@ from typing import Any, ClassVar
 import numpy as np
 from numba import njit
 
-from engine.algorithms.grouping import IntervalStats, Plan, RebalancingPlanner, make_plan
-from engine.algorithms.groupings.basic import ConsistentHashRing
-from engine.config.params import Param
-from engine.algorithms.rebalancers.compact import CompactStats, build_compact, desc_order, expand_assignment, load_error
-from engine.algorithms.registry import register
+from skewlab.engine.algorithms.grouping import IntervalStats, Plan, RebalancingPlanner, make_plan
+from skewlab.engine.algorithms.groupings.basic import ConsistentHashRing
+from skewlab.engine.config.params import Param
+from skewlab.engine.algorithms.rebalancers.compact import CompactStats, build_compact, desc_order, expand_assignment, load_error
+from skewlab.engine.algorithms.registry import register
 
 __all__ = ["FangRebalancer", "LLFD", "MinTable", "MinMig", "Mixed", "MixedBF", "rebalance_groups"]
 

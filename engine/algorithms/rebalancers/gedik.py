@@ -4,10 +4,10 @@ B. Gedik, "Partitioning functions for stateful data parallelism in stream proces
 VLDB Journal 23(4), 2014.
 
 * Partitioning function (Sec. 4.1, Alg. 1): ``p = <H_p, H_c>``; ``H_p`` is the
-  :class:`~engine.algorithms.grouping.RoutingTable`, ``H_c`` the ring of
-  :class:`engine.algorithms.groupings.basic.ConsistentHashRing` (``replicas`` points per channel, rebuilt on
+  :class:`~skewlab.engine.algorithms.grouping.RoutingTable`, ``H_c`` the ring of
+  :class:`skewlab.engine.algorithms.groupings.basic.ConsistentHashRing` (``replicas`` points per channel, rebuilt on
   :meth:`resize`).  Keys of ``H_p`` that map to their ring home are not stored (same routing).
-* Frequencies (Sec. 4.1.2): :class:`~engine.algorithms.rebalancers.lossy_counting.SlidingLossyCounter` fed by
+* Frequencies (Sec. 4.1.2): :class:`~skewlab.engine.algorithms.rebalancers.lossy_counting.SlidingLossyCounter` fed by
   :meth:`observe`; ``D_p^(t+1) = {d : c_a(d) >= (δ − ε)·M}`` are the candidates of ``H_p``;
   ε = ``epsilon_ratio``·δ.
 * Resource functions (Sec. 3.1, 4.4, Table 1): ``resources = XYZ`` from ``{C,L,Q}{C,L,Q}L``
@@ -43,11 +43,11 @@ from typing import Any, ClassVar
 import numpy as np
 from numba import njit
 
-from engine.algorithms.grouping import IntervalStats, Plan, RebalancingPlanner, make_plan
-from engine.algorithms.groupings.basic import ConsistentHashRing
-from engine.config.params import Param
-from engine.algorithms.registry import register
-from engine.algorithms.rebalancers.lossy_counting import LossyCounter, SlidingLossyCounter
+from skewlab.engine.algorithms.grouping import IntervalStats, Plan, RebalancingPlanner, make_plan
+from skewlab.engine.algorithms.groupings.basic import ConsistentHashRing
+from skewlab.engine.config.params import Param
+from skewlab.engine.algorithms.registry import register
+from skewlab.engine.algorithms.rebalancers.lossy_counting import LossyCounter, SlidingLossyCounter
 
 __all__ = [
     "GedikGrouping",

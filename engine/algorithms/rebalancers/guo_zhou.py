@@ -8,7 +8,7 @@ Model (Sec. 2): keys are split into ``p ≫ n`` substreams by ``H(k) = mix64(fp 
 (:data:`SUBSTREAM_HASH_INDEX`, independent of ``fp mod n`` and of the d-choices hashes); a plan
 decides a substream table ``sub_table[s]`` = worker (initially ``s mod n``).  Imbalance is
 ``var(L)`` (Eq. 1, population variance, ``extra["var_load"]``), state movement ``ψ = Σ x_s d_s``
-(Eq. 2, ``extra["substream_state_moved"]``).  Keys go to :func:`engine.algorithms.grouping.make_plan` with
+(Eq. 2, ``extra["substream_state_moved"]``).  Keys go to :func:`skewlab.engine.algorithms.grouping.make_plan` with
 ``home`` = the worker under the default table (``stats.home`` is ignored); ``plan.extra`` carries
 ``substream_table``, ``substreams_moved``, ``substream_table_size`` and ``var_load_before`` /
 ``var_load_static``; :meth:`routing_table_size` counts substreams off their default worker.
@@ -46,10 +46,10 @@ from typing import Any, ClassVar
 import numpy as np
 from numba import njit
 
-from engine.algorithms.grouping import IntervalStats, Plan, RebalancingPlanner, Router, make_plan
-from engine.algorithms.keys import GOLDEN, mix64
-from engine.config.params import Param
-from engine.algorithms.registry import register
+from skewlab.engine.algorithms.grouping import IntervalStats, Plan, RebalancingPlanner, Router, make_plan
+from skewlab.engine.algorithms.keys import GOLDEN, mix64
+from skewlab.engine.config.params import Param
+from skewlab.engine.algorithms.registry import register
 
 __all__ = ["CLB", "ELB", "SUBSTREAM_HASH_INDEX", "SubstreamRouter", "UHLB", "UHLB_PRIME", "elb_assign", "clb_split"]
 

@@ -2,32 +2,32 @@
 state on the executors.
 
 The query (:meth:`SparkEngine._start_query`): the source routes each input partition with the
-routing snapshot published for the batch (:mod:`engine.runtimes.spark.sources`, :mod:`engine.runtimes.spark.topology`)
+routing snapshot published for the batch (:mod:`skewlab.engine.runtimes.spark.sources`, :mod:`skewlab.engine.runtimes.spark.topology`)
 → ``groupBy(worker label).applyInPandasWithState``: every worker is one task and one state partition,
 its sliding-window keyed state is in Spark's RocksDB state store, checkpointed and restored by Spark
 with the offsets, and it writes its results to the sink — Parquet files or a Kafka topic
-(:mod:`engine.runtimes.spark.operator`, :mod:`engine.runtimes.spark.result_sink`) →
+(:mod:`skewlab.engine.runtimes.spark.operator`, :mod:`skewlab.engine.runtimes.spark.result_sink`) →
 ``foreachBatch`` on the driver.  The number of state partitions is ``--max-workers``, fixed for the
 checkpoint's life.
 
 Per micro-batch ``b`` the driver (``foreachBatch``), which keeps statistics, not state:
 
 1. runs the batch's operator and collects only statistics: per-(worker, key fingerprint) tuple counts
-   (:class:`~engine.algorithms.keys.FingerprintVocabulary`), each worker's summary (keys and bytes of state, held
+   (:class:`~skewlab.engine.algorithms.keys.FingerprintVocabulary`), each worker's summary (keys and bytes of state, held
    tuples), the task times from Spark's task metrics, the state blobs workers
    exported and the sources' side rows; a batch the restored snapshot already applied is re-run (the
    state must advance with Spark's batch; its exports and result files are identical) and nothing
-   is applied (exactly-once, see :mod:`engine.io.checkpoint`);
-2. the :class:`~engine.control.controller.Controller` closes the interval from those statistics: metrics,
+   is applied (exactly-once, see :mod:`skewlab.engine.io.checkpoint`);
+2. the :class:`~skewlab.engine.control.controller.Controller` closes the interval from those statistics: metrics,
    rebalancing plans, and the move orders of the migration path;
-3. shadow what-if of the other groupings (:mod:`engine.control.shadow`), hot keys;
-4. pending operator commands (validated, :mod:`engine.control.commands`) are applied: they take effect from
+3. shadow what-if of the other groupings (:mod:`skewlab.engine.control.shadow`), hot keys;
+4. pending operator commands (validated, :mod:`skewlab.engine.control.commands`) are applied: they take effect from
    batch ``b + 1`` (recorded as its ``applied_batch``), whose routing snapshot is published next, and
    their events are numbered with its interval;
 5. publishes batch ``b + 1``'s routing snapshot: the grouping's router, every worker's orders (keys to export
    and to whom, keys to expect) and the blobs exported in ``b`` for their new workers to import;
 6. snapshot to the checkpoint directory, then metrics to the database through the buffered sink
-   (:mod:`engine.io.metrics_sink`), then one status line.
+   (:mod:`skewlab.engine.io.metrics_sink`), then one status line.
 
 Migration therefore spans three batches: planned at the end of ``t``; in ``t + 1`` the sources route
 moved keys to their new workers, the old workers export the keys' windows and the new ones hold the
@@ -58,21 +58,21 @@ from typing import Any, Callable
 
 import numpy as np
 
-from engine.algorithms import registry
-from engine.io.checkpoint import STREAM_FIELDS, SnapshotStore, stream_mismatch
-from engine.control.commands import apply_command
-from engine.control.controller import Controller, compose_orders
-from engine.io.interval_record import interval_record, rebalance_events, worker_rows
-from engine.algorithms.keys import FingerprintVocabulary
-from engine.runtimes.spark.driver_memory import limit_retained_memory, release_unused
-from engine.control.metrics import format_rate
-from engine.io.metrics_sink import MetricsSink, PendingInterval
-from engine.config.params import ParamError
-from engine.config import settings as run_settings
-from engine.config.settings import MAX_WORKERS, check
-from engine.control.shadow import ShadowEvaluator, default_shadow_names
-from engine.runtimes.spark.result_sink import open_sink, restore_sink
-from storage.records import IntervalRecord
+from skewlab.engine.algorithms import registry
+from skewlab.engine.io.checkpoint import STREAM_FIELDS, SnapshotStore, stream_mismatch
+from skewlab.engine.control.commands import apply_command
+from skewlab.engine.control.controller import Controller, compose_orders
+from skewlab.engine.io.interval_record import interval_record, rebalance_events, worker_rows
+from skewlab.engine.algorithms.keys import FingerprintVocabulary
+from skewlab.engine.runtimes.spark.driver_memory import limit_retained_memory, release_unused
+from skewlab.engine.control.metrics import format_rate
+from skewlab.engine.io.metrics_sink import MetricsSink, PendingInterval
+from skewlab.engine.config.params import ParamError
+from skewlab.engine.config import settings as run_settings
+from skewlab.engine.config.settings import MAX_WORKERS, check
+from skewlab.engine.control.shadow import ShadowEvaluator, default_shadow_names
+from skewlab.engine.runtimes.spark.result_sink import open_sink, restore_sink
+from skewlab.storage.records import IntervalRecord
 
 __all__ = ["EngineConfig", "SparkEngine", "OPERATORS", "SOURCES"]
 
@@ -176,7 +176,7 @@ class EngineConfig:
     max_batches: int | None = None
     max_workers: int | None = None
     sink: str | None = None
-    #: emulated service time per tuple in µs (0 = none): see :func:`engine.runtimes.spark.operator.make_handler`
+    #: emulated service time per tuple in µs (0 = none): see :func:`skewlab.engine.runtimes.spark.operator.make_handler`
     service_us: float = 0.0
 
     def validate(self) -> None:
@@ -210,13 +210,13 @@ class EngineConfig:
             if not os.path.isfile(self.path) or not os.access(self.path, os.R_OK):
                 raise ParamError(f"cannot read input file {self.path!r}")
         if self.source == "generator":
-            from engine.workloads import create_workload
+            from skewlab.engine.workloads import create_workload
 
             create_workload(self.workload, self.seed, self.workload_params)  # validates params
         for name in self.shadow or []:
             registry.get(name)
         if self.sink:
-            from engine.runtimes.spark.result_sink import parse_sink
+            from skewlab.engine.runtimes.spark.result_sink import parse_sink
 
             parse_sink(self.sink)  # a malformed kafka:// URL
 
@@ -231,7 +231,7 @@ class EngineConfig:
 
     def sink_spec(self) -> str:
         """``--sink`` (a directory or ``kafka://HOST:PORT/TOPIC``), or ``data/results/<checkpoint
-        directory name>``: where the operator's results go (:mod:`engine.runtimes.spark.result_sink`)."""
+        directory name>``: where the operator's results go (:mod:`skewlab.engine.runtimes.spark.result_sink`)."""
         return str(self.sink or default_data_dir() / "results" / self.checkpoint_dir().name)
 
     def source_options(self) -> tuple[str, dict[str, str]]:
@@ -297,7 +297,7 @@ class SparkEngine:
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.checkpoint = cfg.checkpoint_dir()
         self.snapshots = SnapshotStore(self.checkpoint / "skewlab")
-        from engine.runtimes.spark.sources import RouteFiles
+        from skewlab.engine.runtimes.spark.sources import RouteFiles
 
         self.routes = RouteFiles(self.checkpoint / "routes")
         self.stop_requested = threading.Event()
@@ -318,7 +318,7 @@ class SparkEngine:
         self._backpressure = False
         self._interrupted = False
         self._batch_error: BaseException | None = None  # what failed in our own batch function
-        self._task_times: Any = None  # engine.runtimes.spark.task_metrics.TaskTimes, made at the first batch
+        self._task_times: Any = None  # skewlab.engine.runtimes.spark.task_metrics.TaskTimes, made at the first batch
         #: names of keys the workers reported by name (their most frequent keys: the hot keys' names)
         self.key_names: dict[int, str] = {}
         #: keys in each worker's state and tuples it holds for state in flight, after the last batch
@@ -344,7 +344,7 @@ class SparkEngine:
 
     # ------------------------------------------------------------------ state
     def _restore_or_init(self) -> None:
-        from storage import connect
+        from skewlab.storage import connect
 
         self.store = connect(self.cfg.db)
         latest = self.snapshots.latest()
@@ -433,18 +433,18 @@ class SparkEngine:
         self.sink.flush(force=True)
 
     def _stream(self) -> dict[str, Any]:
-        """The settings that identify this run's stream (:data:`engine.io.checkpoint.STREAM_FIELDS`)."""
+        """The settings that identify this run's stream (:data:`skewlab.engine.io.checkpoint.STREAM_FIELDS`)."""
         out = {k: getattr(self.cfg, k) for k in STREAM_FIELDS if k != "db"}
         out["db"] = self.store.url
         return out
 
     def _publish_route(self, batch_id: int) -> None:
-        """Publish the routing snapshot the sources use for ``batch_id`` (see engine.runtimes.spark.sources):
+        """Publish the routing snapshot the sources use for ``batch_id`` (see skewlab.engine.runtimes.spark.sources):
         the grouping, the state partitions, every worker's control payload (exports, keys to expect:
         the moves the controller ordered since the last publication, composed with those already
         published for this batch) and the export blobs each worker imports in that batch.  With
         state to export or import the batch runs even if no tuple arrives (``flush``)."""
-        from engine.runtimes.spark.topology import RoutingSnapshot, control_payloads
+        from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, control_payloads
 
         self.next_orders = compose_orders([self.next_orders, self.controller.drain_orders()])
         fresh = self.controller.migrations[self._migrations_seen:]
@@ -588,7 +588,7 @@ class SparkEngine:
                 raise
 
     def _process(self, df: Any, batch_id: int) -> None:
-        from engine.runtimes.spark.operator import unpack_output
+        from skewlab.engine.runtimes.spark.operator import unpack_output
 
         t0 = time.perf_counter()
         c = self.controller
@@ -674,8 +674,8 @@ class SparkEngine:
 
     def _task_seconds(self, df: Any, batch_id: int) -> dict[int, float]:
         """Run time of each worker's task in this batch from Spark's task metrics
-        (:mod:`engine.runtimes.spark.task_metrics`); empty when Spark has not recorded them."""
-        from engine.runtimes.spark.task_metrics import TaskTimes
+        (:mod:`skewlab.engine.runtimes.spark.task_metrics`); empty when Spark has not recorded them."""
+        from skewlab.engine.runtimes.spark.task_metrics import TaskTimes
 
         if self._task_times is None:
             self._task_times = TaskTimes(df.sparkSession, f"skewlab-{self.run_id}")
@@ -716,16 +716,16 @@ class SparkEngine:
     # ------------------------------------------------------------------ the query
     def _start_query(self, spark: Any) -> Any:
         """Source (routing in the scan) → ``groupBy(worker label).applyInPandasWithState`` (each
-        worker's keyed state in its own state partition, :mod:`engine.runtimes.spark.operator`) →
+        worker's keyed state in its own state partition, :mod:`skewlab.engine.runtimes.spark.operator`) →
         ``foreachBatch`` (the driver's statistics and planning)."""
         from pyspark.sql import functions as F
 
-        from engine.runtimes.spark.labels import worker_labels
-        from engine.runtimes.spark.operator import OUT_SCHEMA, STATE_SCHEMA, make_handler
-        from engine.runtimes.spark.session import configure_state_store
+        from skewlab.engine.runtimes.spark.labels import worker_labels
+        from skewlab.engine.runtimes.spark.operator import OUT_SCHEMA, STATE_SCHEMA, make_handler
+        from skewlab.engine.runtimes.spark.session import configure_state_store
 
         fmt, opts = self.cfg.source_options()
-        opts["route_dir"] = str(self.routes.dir)  # the sources route (engine.runtimes.spark.sources)
+        opts["route_dir"] = str(self.routes.dir)  # the sources route (skewlab.engine.runtimes.spark.sources)
         join = self.cfg.operator == "join"
         if join:
             opts["route_values"] = "true"  # each tuple's value, for the join function
@@ -757,7 +757,7 @@ class SparkEngine:
 
     def run(self) -> int:
         """Run until ``--duration`` passes, ``max_batches`` are done or Ctrl-C; returns an exit status."""
-        from engine.runtimes.spark.session import get_session
+        from skewlab.engine.runtimes.spark.session import get_session
 
         if self.spark_log is not None:
             _capture_library_warnings(self.spark_log)

@@ -1,11 +1,11 @@
 """The keyed stateful operator of the Spark engine: one task and one state partition per worker.
 
-The routed stream (:data:`engine.runtimes.spark.topology.ROUTED_SCHEMA`: ``key, worker``) is grouped by the
-worker's label (:mod:`engine.runtimes.spark.labels`) and handed to :func:`make_handler` through
+The routed stream (:data:`skewlab.engine.runtimes.spark.topology.ROUTED_SCHEMA`: ``key, worker``) is grouped by the
+worker's label (:mod:`skewlab.engine.runtimes.spark.labels`) and handed to :func:`make_handler` through
 ``applyInPandasWithState``: Spark calls the handler once per worker and micro-batch with all of the
-worker's rows and the worker's state — a :class:`~engine.runtimes.spark.window_state.WorkerWindow` stored as
+worker's rows and the worker's state — a :class:`~skewlab.engine.runtimes.spark.window_state.WorkerWindow` stored as
 one binary value in Spark's state store (RocksDB provider, changelog checkpointing: see
-:func:`engine.runtimes.spark.session.configure_state_store`), so Spark checkpoints it with the query's offsets
+:func:`skewlab.engine.runtimes.spark.session.configure_state_store`), so Spark checkpoints it with the query's offsets
 and restores it on restart.
 
 Per batch the handler of worker ``w``
@@ -15,7 +15,7 @@ Per batch the handler of worker ``w``
    batch) and the sources' side rows;
 2. runs :meth:`WorkerWindow.step` (import, slide, export, hold, count);
 3. writes its results — ``(batch, key, windowed count)``, or for the join ``(batch, key, pairs
-   joined, checksum)`` — to the sink (:mod:`engine.runtimes.spark.result_sink`): by default one Parquet file
+   joined, checksum)`` — to the sink (:mod:`skewlab.engine.runtimes.spark.result_sink`): by default one Parquet file
    per (batch, worker), written atomically under a name fixed by the batch, so a replayed batch
    rewrites the same file with the same rows; or partition ``w`` of a Kafka topic, where a replay
    writes only the records not yet there: results are exactly once;
@@ -23,7 +23,7 @@ Per batch the handler of worker ``w``
    input), its export blobs (to carry), the side rows, and one summary row (state keys, state
    bytes, handler seconds, tuples held).
 
-The driver knows keys by their 64-bit fingerprint (:func:`engine.algorithms.keys.fingerprint`), the identity
+The driver knows keys by their 64-bit fingerprint (:func:`skewlab.engine.algorithms.keys.fingerprint`), the identity
 routing already uses (a routing table entry, a hash choice and a migration order all act on the
 fingerprint), so a stat row carries the fingerprint and the key's name only for the worker's
 ``named`` most frequent keys of the batch (the dashboard's hot keys); migration orders arrive as
@@ -46,8 +46,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from engine.runtimes.spark.result_sink import SINK_SCHEMA
-from engine.runtimes.spark.window_state import WorkerWindow, key_fingerprints
+from skewlab.engine.runtimes.spark.result_sink import SINK_SCHEMA
+from skewlab.engine.runtimes.spark.window_state import WorkerWindow, key_fingerprints
 
 __all__ = ["EXPORT", "OUT_ARROW", "OUT_SCHEMA", "SIDE", "STAT", "STATE_SCHEMA", "SUMMARY", "make_handler",
            "merge_latest_shares", "unpack_output"]
@@ -88,7 +88,7 @@ def make_handler(partitions: int, window: int, sink: Any, join: bool = False, na
                  service_us: float = 0.0) -> Callable[..., Iterator[Any]]:
     """The ``applyInPandasWithState`` function of the count operator, or with ``join`` of the join
     operator (input rows then carry ``value``; see the module docstring).  ``sink``: a sink of
-    :mod:`engine.runtimes.spark.result_sink`, or a directory for Parquet results.  ``named``: how many of its
+    :mod:`skewlab.engine.runtimes.spark.result_sink`, or a directory for Parquet results.  ``named``: how many of its
     most frequent keys per batch a worker reports by name.
 
     ``service_us``: an emulated service time per tuple, as in Nasir et al. (ICDE 2016), Sec. VI, Q4,
@@ -98,7 +98,7 @@ def make_handler(partitions: int, window: int, sink: Any, join: bool = False, na
     of them, not one per tuple — the task's time is the same, without a million timer calls."""
     import pandas as pd
 
-    from engine.runtimes.spark.result_sink import ParquetSink
+    from skewlab.engine.runtimes.spark.result_sink import ParquetSink
 
     results = sink if hasattr(sink, "write") else ParquetSink(str(sink))
 

@@ -2,7 +2,7 @@
 
 ``--sink`` selects it (:func:`parse_sink`): a directory (the default, ``data/results/<checkpoint
 name>``) or ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC``.  The handler of worker ``w``
-(:func:`engine.runtimes.spark.operator.make_handler`) calls ``write(batch, w, table)`` once per micro-batch
+(:func:`skewlab.engine.runtimes.spark.operator.make_handler`) calls ``write(batch, w, table)`` once per micro-batch
 with its result rows (:data:`SINK_SCHEMA`); ``read()`` returns every result row of the run in the
 same columns.  Both sinks are exactly once from the same two facts: a replayed
 micro-batch produces the same rows (Spark restores the state version before it), and one writer —
@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
-from engine.config.params import ParamError
+from skewlab.engine.config.params import ParamError
 
 __all__ = ["KafkaSink", "ParquetSink", "SINK_SCHEMA", "open_sink", "parse_sink", "read_kafka_sink", "read_sink",
            "restore_sink", "sink_file", "write_atomic_parquet"]
@@ -96,7 +96,7 @@ def parse_sink(spec: str) -> tuple[str, ...]:
     spec = str(spec)
     if not spec.lower().startswith("kafka:"):
         return ("parquet", spec)
-    from engine.io.kafka_io import _check_args
+    from skewlab.engine.io.kafka_io import _check_args
 
     url = urlsplit(spec)
     topic = url.path[1:] if url.path.startswith("/") else ""
@@ -211,7 +211,7 @@ class KafkaSink:
     def _present(self, tp, batch: int, n: int) -> set[int]:
         """The ``seq`` of micro-batch ``batch`` already in partition ``tp`` after the run's start: read
         the last record, and if it is of ``batch``, back far enough to see where ``batch`` begins."""
-        from engine.io.kafka_io import end_offsets, read_records
+        from skewlab.engine.io.kafka_io import end_offsets, read_records
 
         consumer = _CONSUMERS.get((self.bootstrap, self.timeout_s), lambda: _consumer(self.bootstrap, self.timeout_s))
         floor = self.start.get(tp.partition, 0)
@@ -242,7 +242,7 @@ def read_kafka_sink(bootstrap: str, topic: str, start: dict[int, int] | None = N
     partition's beginning), in the columns of :data:`SINK_SCHEMA`: one row per
     (out_batch, worker, seq) of the groups whose ``n`` records are all there; an incomplete group (a
     write cut short, completed by the replay) is left out, like a Parquet file not yet renamed."""
-    from engine.io.kafka_io import read_topic
+    from skewlab.engine.io.kafka_io import read_topic
 
     groups: dict[tuple[int, int], dict[int, tuple[str, dict]]] = {}
     for part, recs in read_topic(bootstrap, topic, start=start, timeout_s=timeout_s).items():
@@ -279,7 +279,7 @@ def _meta(topic: str, partition: int, offset: int, key: bytes | None, value: byt
 
 
 def _check_partitions(bootstrap: str, topic: str, partitions: int, timeout_s: float, *, create: bool) -> int:
-    from engine.io.kafka_io import ensure_topic
+    from skewlab.engine.io.kafka_io import ensure_topic
 
     try:
         if create:
@@ -297,7 +297,7 @@ def _check_partitions(bootstrap: str, topic: str, partitions: int, timeout_s: fl
 def _partition_count(bootstrap: str, topic: str, timeout_s: float) -> int:
     from kafka import KafkaConsumer
 
-    from engine.io.kafka_io import _client
+    from skewlab.engine.io.kafka_io import _client
 
     consumer = _client(KafkaConsumer, bootstrap, timeout_s, group_id=None, client_id="skewlab-sink-check")
     try:
@@ -309,7 +309,7 @@ def _partition_count(bootstrap: str, topic: str, timeout_s: float) -> int:
 def _end_offsets(bootstrap: str, topic: str, partitions: int, timeout_s: float) -> dict[int, int]:
     from kafka import KafkaConsumer, TopicPartition
 
-    from engine.io.kafka_io import _client, end_offsets
+    from skewlab.engine.io.kafka_io import _client, end_offsets
 
     consumer = _client(KafkaConsumer, bootstrap, timeout_s, group_id=None, enable_auto_commit=False,
                        client_id="skewlab-sink-check")
@@ -325,7 +325,7 @@ def _end_offsets(bootstrap: str, topic: str, partitions: int, timeout_s: float) 
 def _producer(bootstrap: str, timeout_s: float):
     from kafka import KafkaProducer
 
-    from engine.io.kafka_io import kafka_config
+    from skewlab.engine.io.kafka_io import kafka_config
 
     ms = int(timeout_s * 1000)
     return KafkaProducer(**kafka_config(
@@ -337,7 +337,7 @@ def _producer(bootstrap: str, timeout_s: float):
 def _consumer(bootstrap: str, timeout_s: float):
     from kafka import KafkaConsumer
 
-    from engine.io.kafka_io import kafka_config
+    from skewlab.engine.io.kafka_io import kafka_config
 
     ms = int(timeout_s * 1000)
     return KafkaConsumer(**kafka_config(

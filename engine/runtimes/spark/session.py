@@ -14,7 +14,7 @@ Settings and why:
 * ``spark.sql.shuffle.partitions`` small (default 4): micro-batches here are small and a
   shuffle into 200 partitions costs more than the work.
 * Arrow enabled for pandas conversions / ``applyInPandas``; the Python data sources of
-  :mod:`engine.runtimes.spark.sources` return Arrow record batches anyway.
+  :mod:`skewlab.engine.runtimes.spark.sources` return Arrow record batches anyway.
 * ``spark.sql.execution.arrow.maxBytesPerBatch`` = 2147483647 (``Int.MaxValue``): with any other
   value Spark's ``BatchedPythonArrowInput.writeSizedBatch`` calls ``ArrowWriter.sizeInBytes()``
   after *every row*; ``Int.MaxValue`` is the value Spark special-cases to skip the check; batches
@@ -186,7 +186,7 @@ def get_session(master: str = "local[*]", app_name: str = "skewlab", jvm_output:
         _quiet_accumulator_server(getattr(spark.sparkContext, "_accumulatorServer", None))
         if _CHECKPOINT_MANAGER_KEY not in settings:
             _use_filesystem_checkpoint_manager(spark)
-        from engine.runtimes.spark.sources import register
+        from skewlab.engine.runtimes.spark.sources import register
 
         register(spark)
         _SESSION = spark

@@ -1,8 +1,8 @@
 """Streaming sources of the Spark engine, as PySpark Python Data Sources (``pyspark.sql.datasource``;
 no JAR, no Scala).
 
-Three sources, registered on a session by :func:`register` (``engine.runtimes.spark.session.get_session``
-does it): ``skewlab-generator`` (a seeded workload of :mod:`engine.workloads` replayed at a target
+Three sources, registered on a session by :func:`register` (``skewlab.engine.runtimes.spark.session.get_session``
+does it): ``skewlab-generator`` (a seeded workload of :mod:`skewlab.engine.workloads` replayed at a target
 rate by ``partitions`` parallel source instances), ``skewlab-file`` (a text/CSV file replayed at a
 target rate; line ``i`` belongs to instance ``i mod P``) and ``skewlab-kafka`` (one instance per
 Kafka partition; offsets carried in Spark's checkpoint).
@@ -13,7 +13,7 @@ exactly the records of its range, so a replayed micro-batch yields identical rec
 (:data:`SCHEMAS`): ``key`` (NULL exactly when ``error`` is set), ``source``, ``seq`` (position in
 the instance's stream; Kafka offset), ``error`` (dead-letter reason: ``no_key``, ``bad_utf8``,
 ``oversized``, and for files ``empty_line``, ``missing_column``, ``empty_key`` by the rules of
-:mod:`engine.workloads.key_file`), ``raw`` (file, kafka: hex of the first 32 bytes
+:mod:`skewlab.engine.workloads.key_file`), ``raw`` (file, kafka: hex of the first 32 bytes
 of a bad key) and ``ts`` (kafka: record timestamp, ms).  Bad records are emitted, never raised.
 
 Admission control (generator and file): offsets are JSON ``{"0": n0, ...}``, tuples consumed per
@@ -36,7 +36,7 @@ column      type      meaning
 
 Dead letters (``error``): ``no_key`` (Kafka record without key), ``bad_utf8``, ``oversized``
 (key longer than ``max_key_bytes``), ``empty_line`` / ``missing_column`` / ``empty_key`` (file: the
-rules of :mod:`engine.workloads.key_file`).  Bad records are
+rules of :mod:`skewlab.engine.workloads.key_file`).  Bad records are
 emitted, never raised, so the engine can count them; a query never dies on a malformed record.
 
 Admission control (generator and file)
@@ -60,9 +60,9 @@ Routing inside the source (option ``route_dir``)
 With ``route_dir`` set (the engine sets it), every source instance routes its own tuples, as the
 sources of the papers do (Nasir et al. Sec. II: each source decides the worker of each of its
 messages from its local state): ``read`` passes its record batches through
-:func:`engine.runtimes.spark.topology.make_router` and the source's schema is
-:data:`engine.runtimes.spark.topology.ROUTED_SCHEMA` (``key, worker`` plus one side row per instance; with
-option ``route_values=true``, for the join operator, :data:`~engine.runtimes.spark.topology.ROUTED_VALUES_SCHEMA`:
+:func:`skewlab.engine.runtimes.spark.topology.make_router` and the source's schema is
+:data:`skewlab.engine.runtimes.spark.topology.ROUTED_SCHEMA` (``key, worker`` plus one side row per instance; with
+option ``route_values=true``, for the join operator, :data:`~skewlab.engine.runtimes.spark.topology.ROUTED_VALUES_SCHEMA`:
 also ``value``, the tuple's ``seq``).
 Routing in the scan saves a whole Python stage per micro-batch (the JVM would otherwise convert
 every tuple to Arrow, ship it to a second Python worker and convert the routed rows back).
@@ -78,9 +78,9 @@ says so.
 
 Options
 -------
-Each source declares its options as :class:`~engine.config.params.Param` (:data:`GENERATOR_OPTIONS`,
+Each source declares its options as :class:`~skewlab.engine.config.params.Param` (:data:`GENERATOR_OPTIONS`,
 :data:`FILE_OPTIONS`, :data:`KAFKA_OPTIONS`; the run settings among them come from
-:mod:`engine.config.settings`) and parses them with :func:`source_options`: the same ranges and one-line
+:mod:`skewlab.engine.config.settings`) and parses them with :func:`source_options`: the same ranges and one-line
 messages as the CLI and the engine's commands.
 
 Executor-side caches
@@ -100,16 +100,16 @@ live across micro-batches in each worker process:
   (memory ~ the file's keys per worker process).  The file must not change while a query runs.
 =======
 Routing inside the source (option ``route_dir``, set by the engine): each instance routes its own
-tuples through :func:`engine.runtimes.spark.topology.make_router`, as the sources of the papers do (Nasir
-et al. Sec. II), and emits :data:`engine.runtimes.spark.topology.ROUTED_SCHEMA` (or
-:data:`~engine.runtimes.spark.topology.ROUTED_VALUES_SCHEMA` with ``route_values=true``).  The routing
+tuples through :func:`skewlab.engine.runtimes.spark.topology.make_router`, as the sources of the papers do (Nasir
+et al. Sec. II), and emits :data:`skewlab.engine.runtimes.spark.topology.ROUTED_SCHEMA` (or
+:data:`~skewlab.engine.runtimes.spark.topology.ROUTED_VALUES_SCHEMA` with ``route_values=true``).  The routing
 snapshot of batch ``v`` is the file ``route-<v>.snap`` named in ``route_dir/NEXT``
 (:class:`RouteFiles`); ``latestOffset`` records ``v`` in the batch's end offset, so a replayed batch
 uses the snapshot it was planned with.  Executor-side caches (the generator's iterator, the file's
 parsed keys) live across micro-batches in reused Python workers.  Details of each of these
 mechanisms: docs/design-notes.md, "engine/runtimes/spark/sources.py".
-Options: each source declares its options as :class:`~engine.config.params.Param` (:data:`GENERATOR_OPTIONS`,
-:data:`FILE_OPTIONS`, :data:`KAFKA_OPTIONS`; run settings among them from :mod:`engine.config.settings`)
+Options: each source declares its options as :class:`~skewlab.engine.config.params.Param` (:data:`GENERATOR_OPTIONS`,
+:data:`FILE_OPTIONS`, :data:`KAFKA_OPTIONS`; run settings among them from :mod:`skewlab.engine.config.settings`)
 and parses them with :func:`source_options`, with the CLI's ranges and one-line messages.
 """
 
@@ -128,9 +128,9 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from engine.config import settings
-from engine.config.params import Param, ParamError, resolve_params
-from engine.workloads.key_file import RAW_BYTES, parse_separator, read_key_file
+from skewlab.engine.config import settings
+from skewlab.engine.config.params import Param, ParamError, resolve_params
+from skewlab.engine.workloads.key_file import RAW_BYTES, parse_separator, read_key_file
 
 try:  # Spark >= 4.2: admission control API
     from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
@@ -190,7 +190,7 @@ def register(spark) -> None:
 def _schema(fmt: str, options: Mapping[str, Any]) -> str:
     """The DDL a source produces: its own columns, or the routed ones with ``route_dir``."""
     if options.get("route_dir"):
-        from engine.runtimes.spark.topology import ROUTED_SCHEMA, ROUTED_VALUES_SCHEMA
+        from skewlab.engine.runtimes.spark.topology import ROUTED_SCHEMA, ROUTED_VALUES_SCHEMA
 
         routed_values = source_options(options, fmt, _ROUTE_OPTIONS)["route_values"]
         return ROUTED_VALUES_SCHEMA if routed_values else ROUTED_SCHEMA
@@ -204,7 +204,7 @@ ROUTE_FIELD = "route"  # end-offset field: the routing snapshot version of the m
 class RouteFiles:
     """Routing snapshots the engine publishes for routing inside the sources (see the module docstring).
 
-    ``route-<v>.snap`` holds the pickled :class:`engine.runtimes.spark.topology.RoutingSnapshot` for
+    ``route-<v>.snap`` holds the pickled :class:`skewlab.engine.runtimes.spark.topology.RoutingSnapshot` for
     micro-batch ``v``; ``NEXT`` holds the version the next planned batch uses.  Both are written to a
     temporary file, flushed to disk and renamed, so a reader sees a whole file or the previous one.
     The last ``keep`` versions stay on disk: a batch that was applied but not yet committed by Spark
@@ -324,7 +324,7 @@ def _routed(route: bytes | None, batches: Iterator[pa.RecordBatch], lead: bool =
     if route is None:
         yield from batches
         return
-    from engine.runtimes.spark.topology import make_router
+    from skewlab.engine.runtimes.spark.topology import make_router
 
     yield from make_router(route, lead=lead)(batches)
 
@@ -334,9 +334,9 @@ _ROUTE_OPTIONS = (
     Param("route_dir", "str", "", "directory of the engine's routing snapshots (set by the engine)"),
     Param("route_values", "bool", False, "routed rows carry the tuple's seq as value (join operator)"),
 )
-#: Options of ``skewlab-generator`` (see :class:`GeneratorDataSource`); run settings from :mod:`engine.config.settings`.
+#: Options of ``skewlab-generator`` (see :class:`GeneratorDataSource`); run settings from :mod:`skewlab.engine.config.settings`.
 GENERATOR_OPTIONS: tuple[Param, ...] = (
-    Param("workload", "str", "zipf", "workload name (engine.workloads.workload_names())", high=64),
+    Param("workload", "str", "zipf", "workload name (skewlab.engine.workloads.workload_names())", high=64),
     Param("params", "str", "{}", "JSON object of workload parameters", high=1 << 20),
     settings.SEED,
     replace(settings.SOURCES, name="partitions", default=2, help="source instances"),
@@ -376,7 +376,7 @@ KAFKA_OPTIONS: tuple[Param, ...] = (
 
 def source_options(options: Mapping[str, Any], source: str, declared: Sequence[Param]) -> dict[str, Any]:
     """The ``declared`` options of data source ``source``: given values (names case-insensitive; others
-    ignored) parsed by their :class:`~engine.config.params.Param`, else the defaults.  A declaration with
+    ignored) parsed by their :class:`~skewlab.engine.config.params.Param`, else the defaults.  A declaration with
     default ``None`` and kind ``str`` is required.  Raises ParamError (a ValueError) with one line."""
     given = {str(k).lower(): v for k, v in dict(options).items()}
     names = {p.name for p in declared}
@@ -533,7 +533,7 @@ def _trace_caps(name: str, params: dict, seed: int, messages: int | None, chunk:
     ``stride`` mode: instance p gets intervals p, p+S, … of the trace's first ``messages`` tuples;
     their sizes come from the trace's interval boundaries (they may differ: spans of trace time).
     """
-    from engine.workloads import create_workload
+    from skewlab.engine.workloads import create_workload
 
     wl = create_workload(name, seed, params)
     if mode == "stride":
@@ -554,7 +554,7 @@ class _GenStream:
         self._reset()
 
     def _reset(self) -> None:
-        from engine.workloads import create_workload
+        from skewlab.engine.workloads import create_workload
 
         name, params_json, seed, instances, chunk, mode, messages = self.cfg
         params = json.loads(params_json)
@@ -629,9 +629,9 @@ class _RangePartition(InputPartition):
 
 
 class GeneratorDataSource(DataSource):
-    """``skewlab-generator``: a seeded :mod:`engine.workloads` stream from ``partitions`` instances.
+    """``skewlab-generator``: a seeded :mod:`skewlab.engine.workloads` stream from ``partitions`` instances.
 
-    Options: ``workload`` (a name of ``engine.workloads.workload_names()``, default ``zipf``),
+    Options: ``workload`` (a name of ``skewlab.engine.workloads.workload_names()``, default ``zipf``),
     ``params`` (JSON object of workload parameters, default ``{}``), ``seed`` (default 0),
     ``partitions`` (source instances S, default 2), ``rate`` (target tuples/s over all instances,
     ``0`` = unlimited, default 100000), ``max_per_batch`` (tuples per micro-batch over all
@@ -714,7 +714,7 @@ class GeneratorStreamReader(_PacedRangeReader):
     """Driver side of :class:`GeneratorDataSource` (planning) and executor side (``read``)."""
 
     def __init__(self, options: Mapping[str, Any]) -> None:
-        from engine.workloads import workload_class
+        from skewlab.engine.workloads import workload_class
 
         given = {str(k).lower(): v for k, v in dict(options).items()}
         if str(given.get("messages", "")).strip().lower() in ("", "inf", "none"):
@@ -773,7 +773,7 @@ def _file_identity(path: str) -> tuple:
 def load_key_file(path: str, column: str = "", sep: str = ",", header: bool | None = None):
     """The records of a key file as ``(keys, errors, raws)`` Arrow string arrays, one entry per data line.
 
-    Read by :func:`engine.workloads.key_file.read_key_file` (the reader ``skewlab simulate --input``
+    Read by :func:`skewlab.engine.workloads.key_file.read_key_file` (the reader ``skewlab simulate --input``
     uses too; its docstring states the rules); a line without a key has ``key = NULL`` and
     ``error`` = ``bad_utf8`` | ``empty_line`` | ``missing_column`` | ``empty_key``.
     """
@@ -798,7 +798,7 @@ class FileDataSource(DataSource):
     Options: ``path`` (required; readable by the executors — local mode or a shared file
     system), ``column`` (``""`` = one key per line (default); digits = 0-based CSV column;
     a name = CSV column by header), ``sep`` (default ``,``; ``tab`` = a tab), ``header`` (default:
-    true iff ``column`` is a name); the file is read by :func:`engine.workloads.key_file.read_key_file`
+    true iff ``column`` is a name); the file is read by :func:`skewlab.engine.workloads.key_file.read_key_file`
     (the reader of ``skewlab simulate --input`` too), ``partitions`` (source instances P, default 1), ``rate`` (lines/s over
     all instances, ``0`` = unlimited (default)), ``max_per_batch`` (default 500000).
 
@@ -867,7 +867,7 @@ class FileStreamReader(_PacedRangeReader):
 def _consumer(bootstrap: str, timeout_ms: int, **extra):
     from kafka import KafkaConsumer
 
-    from engine.io.kafka_io import kafka_config
+    from skewlab.engine.io.kafka_io import kafka_config
 
     cfg = kafka_config(
         KafkaConsumer,
@@ -1006,7 +1006,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _end_offsets(self, parts: list[int]) -> dict[int, int]:
         from kafka import TopicPartition
 
-        from engine.io.kafka_io import end_offsets
+        from skewlab.engine.io.kafka_io import end_offsets
 
         return end_offsets(self._meta(), [TopicPartition(self.topic, p) for p in parts], probe=self.probe,
                            timeout_s=min(self.timeout_ms, 5000) / 1000.0)

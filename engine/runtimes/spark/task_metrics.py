@@ -6,7 +6,7 @@ the application status store that feeds its web UI; the store is kept with the U
 Each micro-batch of the engine runs one job — the driver's ``toArrow`` of the operator's output in
 ``foreachBatch`` — described by Spark as ``<query name>\\nid = …\\nrunId = …\\nbatch = <id>``; its
 last stage is the stateful operator with one task per state partition, whose task index is the
-partition and so the worker (:mod:`engine.runtimes.spark.labels`).
+partition and so the worker (:mod:`skewlab.engine.runtimes.spark.labels`).
 
 The status store is reached through the JVM (``SparkContext.statusStore``, internal to Spark but
 public in its bytecode).  Events reach the store asynchronously: :meth:`TaskTimes.of_batch` waits

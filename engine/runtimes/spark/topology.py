@@ -1,15 +1,15 @@
 """The keyed topology inside Spark: route per input partition, group by worker, keyed state per worker.
 
 Per micro-batch the driver builds a :class:`RoutingSnapshot` (the grouping's router,
-:class:`engine.algorithms.grouping.Router`: routing table, heavy hitters and their d, per-source load
+:class:`skewlab.engine.algorithms.grouping.Router`: routing table, heavy hitters and their d, per-source load
 estimates, pickled — a few KB to a few MB; never the planner's statistics — plus the
 batch's migration orders and the state blobs to import) and publishes it for the batch
-(:class:`engine.runtimes.spark.sources.RouteFiles`); the executors run
+(:class:`skewlab.engine.runtimes.spark.sources.RouteFiles`); the executors run
 
-1. :func:`make_router` inside every source scan (:mod:`engine.runtimes.spark.sources`, option ``route_dir``):
+1. :func:`make_router` inside every source scan (:mod:`skewlab.engine.runtimes.spark.sources`, option ``route_dir``):
    every input partition is one upstream source instance; its tuples are fingerprinted
-   (:func:`engine.algorithms.keys.fingerprint_keys`: a numba MurmurHash3 over the Arrow buffers,
-   bit-identical to :func:`engine.algorithms.keys.fingerprint`) and routed in stream order by
+   (:func:`skewlab.engine.algorithms.keys.fingerprint_keys`: a numba MurmurHash3 over the Arrow buffers,
+   bit-identical to :func:`skewlab.engine.algorithms.keys.fingerprint`) and routed in stream order by
    ``router.route(fps, source)`` — exactly the per-source semantics of the local runtime.  Each
    partition also emits one *side row* per source carrying the source's updated local state
    (``router.source_state``), its offsets, dead letters and the batch whose snapshot it used back
@@ -19,8 +19,8 @@ batch's migration orders and the state blobs to import) and publishes it for the
    every tuple converted to Arrow by the JVM, shipped to another Python worker and converted back;
    measured ~15-20 % of a batch's wall time.)
 2. ``groupBy(label of worker)`` + ``applyInPandasWithState``: the stateful operator of
-   :mod:`engine.runtimes.spark.operator`, one task and one state partition per worker
-   (:mod:`engine.runtimes.spark.labels`).
+   :mod:`skewlab.engine.runtimes.spark.operator`, one task and one state partition per worker
+   (:mod:`skewlab.engine.runtimes.spark.labels`).
 
 Only per-(worker, key) statistics, export blobs, the side rows and dead-letter samples reach the
 driver; raw tuples and results never do (the workers write results to the sink).
@@ -38,8 +38,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.algorithms.grouping import Router
-from engine.algorithms.keys import fingerprint_keys
+from skewlab.engine.algorithms.grouping import Router
+from skewlab.engine.algorithms.keys import fingerprint_keys
 
 __all__ = [
     "ROUTED_SCHEMA",
@@ -63,7 +63,7 @@ ROUTED_VALUES_SCHEMA = "key string, worker int, value long"
 class RoutingSnapshot:
     """What the controller ships to the executors each micro-batch.
 
-    ``router``: the grouping's :class:`~engine.algorithms.grouping.Router` only (``controller.grouping.router``):
+    ``router``: the grouping's :class:`~skewlab.engine.algorithms.grouping.Router` only (``controller.grouping.router``):
     its planner's statistics stay on the driver.  ``partitions``: the state partitions P of the query (one per possible worker; special rows go to
     ``P + w``).  ``control``: per worker the instructions of this batch (``exports``: target → keys,
     ``expect``: keys whose state arrives next batch); ``imports``: per worker the export blobs it
@@ -89,7 +89,7 @@ def control_payloads(orders: tuple[np.ndarray, np.ndarray, np.ndarray], fps: np.
                      partitions: int) -> dict[int, dict[str, Any]]:
     """Control payload of every worker that runs in a batch: ``workers`` (the active ones and those
     still holding state) plus every holder and target of ``orders`` (composed ``(key ids, holders,
-    targets)``, :func:`engine.control.controller.compose_orders`; ``fps``: fingerprint of every key id).  A
+    targets)``, :func:`skewlab.engine.control.controller.compose_orders`; ``fps``: fingerprint of every key id).  A
     holder gets ``exports`` (target → ``uint64`` array of key fingerprints), a target ``expect`` (the
     fingerprints of the keys whose state arrives in the next batch)."""
     keys, holders, targets = orders

@@ -4,7 +4,7 @@ A worker of the ``count`` operator keeps, for every key it owns, the number of i
 the last ``window`` micro-batches (one interval = one micro-batch) and emits, for every key that
 received tuples in batch ``b``, the key's windowed count over batches ``(b - window, b]``.  One
 :class:`WorkerWindow` is the whole state of one worker; the engine keeps it as one binary value in
-Spark's state store (one state partition per worker, :mod:`engine.runtimes.spark.operator`), so Spark
+Spark's state store (one state partition per worker, :mod:`skewlab.engine.runtimes.spark.operator`), so Spark
 checkpoints and recovers it with the query's offsets.
 
 The ``join`` operator (a sliding-window self-join on the key, as fang-hpdc17's Stock join) keeps in
@@ -44,7 +44,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from engine.algorithms.keys import fingerprint_keys
+from skewlab.engine.algorithms.keys import fingerprint_keys
 
 __all__ = ["JOIN_MASK", "WorkerWindow", "join_probe", "key_fingerprints"]
 
@@ -70,7 +70,7 @@ def join_probe(new, old):  # pragma: no cover - compiled
 
 
 def key_fingerprints(keys: Sequence[str]) -> np.ndarray:
-    """Fingerprints (:func:`engine.algorithms.keys.fingerprint`) of key names, hashed over one Arrow buffer."""
+    """Fingerprints (:func:`skewlab.engine.algorithms.keys.fingerprint`) of key names, hashed over one Arrow buffer."""
     return fingerprint_keys(pa.array(list(keys), pa.string())) if len(keys) else np.zeros(0, np.uint64)
 
 
@@ -99,7 +99,7 @@ class WorkerWindow:
         #: tuples of keys in flight towards this worker: key -> [(batch, count, values or None), ...]
         self.held: dict[str, list[tuple[int, int, Any]]] = {}
         #: fingerprints of the keys whose state is on its way here (their new tuples are held until it
-        #: arrives); the driver names keys by fingerprint (:func:`engine.algorithms.keys.fingerprint`)
+        #: arrives); the driver names keys by fingerprint (:func:`skewlab.engine.algorithms.keys.fingerprint`)
         self.expect: set[int] = set()
         #: (``changes``) shares not reported while the key's state was on its way here: key -> the
         #: share last reported; the arrival (or a move away) reports the key's new share
@@ -359,7 +359,7 @@ class WorkerWindow:
         count changed without tuples of its own in this batch — its old batches left the window (0
         when all did).  A split key's shares then stay exact between its tuples: the sum over workers
         of each one's latest share is the key's windowed count at every batch
-        (:func:`engine.runtimes.spark.operator.merge_latest_shares`).
+        (:func:`skewlab.engine.runtimes.spark.operator.merge_latest_shares`).
         Returns ``results`` (list of ``(batch, key, count, checksum)``), ``exports`` (target → blob).
         """
         batch = int(batch)
