@@ -4,9 +4,9 @@ Registry names: ``pkg``, ``dchoices``, ``wchoices``, ``rr-head``.  All four spli
 several workers (``single_owner = False``) and decide per tuple from the state of the emitting
 source only (Sec. IV-B "Overhead on Sources": each source keeps its own load vector ``loads[s]``,
 tuples sent to each worker, and, for the head-aware groupings, its own SpaceSaving sketch of
-:mod:`engine.algorithms.sketches` with ``N_s`` = tuples seen).
+:mod:`skewlab.engine.algorithms.sketches` with ``N_s`` = tuples seen).
 
-Hash choices are those of :mod:`engine.algorithms.keys`: ``F_0 = h(k) = fp mod n`` (computed division-free
+Hash choices are those of :mod:`skewlab.engine.algorithms.keys`: ``F_0 = h(k) = fp mod n`` (computed division-free
 by :func:`_fastmod`, Lemire, Kaser & Kurz 2019, same value as ``%``) and
 ``F_i = ⌊mix64(fp + i·GOLDEN) · n / 2^64⌋`` (the paper's F_1..F_d, numbered from 0 here).
 
@@ -34,7 +34,7 @@ holds what the decays took off N_s), so routing stays independent of batching.
 
 ``resize(n)``: local loads restart at zero, sketches are kept, θ and warm-up follow the new n, d is
 recomputed at each source's next tuple.  Kernel layout, per-tuple timings and what was tried:
-docs/design-notes.md, "engine/algorithms/groupings/split_key.py".  After editing :mod:`engine.algorithms.sketches`,
+docs/design-notes.md, "engine/algorithms/groupings/split_key.py".  After editing :mod:`skewlab.engine.algorithms.sketches`,
 delete ``engine/algorithms/groupings/__pycache__/split_key*.nbi/.nbc`` (numba's cache does not see the
 inlined kernels change).
 """
@@ -48,11 +48,11 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from engine.algorithms.grouping import Router, StreamingPlanner
-from engine.algorithms.keys import mix64_scalar, reduce_scalar
-from engine.config.params import Param
-from engine.algorithms.registry import register
-from engine.algorithms.sketches import (
+from skewlab.engine.algorithms.grouping import Router, StreamingPlanner
+from skewlab.engine.algorithms.keys import mix64_scalar, reduce_scalar
+from skewlab.engine.config.params import Param
+from skewlab.engine.algorithms.registry import register
+from skewlab.engine.algorithms.sketches import (
     PF_COUNTER,
     PF_SLOT,
     SHIFT,
@@ -93,7 +93,7 @@ PRE_D = 4  # D-Choices with d <= PRE_D: F_2, F_3 in the vectorised pre-pass inst
 # D-Choices choice cache
 ST_D, ST_NEXT, ST_RR, ST_ROW = 0, 1, 2, 5  # (6: unused, kept for the state layout)
 ST_LOST, ST_EPOCH = 3, 4  # recency decay: N lost to decays so far; tuple count of the next decay
-_NST = 7  # number of state columns
+_STATE_COLUMNS = 7  # number of state columns
 _CACHE_ENTRIES = 1 << 20  # bound on rows x n of the D-Choices candidate cache, per source
 
 
@@ -151,7 +151,7 @@ def _fastmod(a, magic_hi, magic_lo, d):  # pragma: no cover - compiled
 
 @njit(cache=True, inline="always")
 def _cand(fp, i, d, magic_hi, magic_lo):  # pragma: no cover - compiled
-    """``F_i(fp)`` in ``[0, n)``; equal to :func:`engine.algorithms.keys.candidate_scalar` (d = uint64(n))."""
+    """``F_i(fp)`` in ``[0, n)``; equal to :func:`skewlab.engine.algorithms.keys.candidate_scalar` (d = uint64(n))."""
     if i == 0:
         return np.int64(_fastmod(fp, magic_hi, magic_lo, d))
     return np.int64(reduce_scalar(mix64_scalar(fp + np.uint64(i) * np.uint64(_GOLDEN)), d))
@@ -430,7 +430,7 @@ def _keep_less(loads, w, w_load, c):  # pragma: no cover - compiled
 @njit(cache=True, inline="always")
 def _prefetch_cache_slot(sketch, counter_row, fp):  # pragma: no cover - compiled
     """Prefetch the D-Choices cache slot (``counter_row``) of the counter in ``fp``'s home table slot
-    (speed only, like :func:`engine.algorithms.sketches.ss_prefetch_counter`)."""
+    (speed only, like :func:`skewlab.engine.algorithms.sketches.ss_prefetch_counter`)."""
     e = sketch[3][np.uint64(fp) >> np.uint64(sketch[4][SHIFT])]
     prefetch(counter_row, (e & np.uint64(0xFFFFFFFF)) - np.uint64(1))
 
@@ -695,15 +695,15 @@ class _SplitKeyRouter(Router):
 
     def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
         super().__init__(n_workers, n_sources, seed, params)
-        self._c0 = np.zeros(_CHUNK, dtype=np.int64)
-        self._c1 = np.zeros(_CHUNK, dtype=np.int64)
-        self._c2 = np.zeros(_CHUNK, dtype=np.int64)  # F_2, F_3: D-Choices with d <= PRE_D
-        self._c3 = np.zeros(_CHUNK, dtype=np.int64)
+        self._chunk_f0 = np.zeros(_CHUNK, dtype=np.int64)
+        self._chunk_f1 = np.zeros(_CHUNK, dtype=np.int64)
+        self._chunk_f2 = np.zeros(_CHUNK, dtype=np.int64)  # F_2, F_3: D-Choices with d <= PRE_D
+        self._chunk_f3 = np.zeros(_CHUNK, dtype=np.int64)
         self._reset_loads()
 
     def _reset_loads(self) -> None:
         self.loads = np.zeros((self.n_sources, self.n_workers), dtype=np.int64)
-        self._mhi, self._mlo = _magic(self.n_workers)
+        self._magic_hi, self._magic_lo = _magic(self.n_workers)
 
     def _source(self, source: int) -> int:
         s = int(source)
@@ -729,7 +729,7 @@ class PKGRouter(_SplitKeyRouter):
         fps = np.ascontiguousarray(fps, dtype=np.uint64).ravel()
         out = np.empty(fps.size, dtype=np.int64)
         if fps.size:
-            _pkg_kernel(fps, out, self.loads[s], self._mhi, self._mlo, self._c0, self._c1)
+            _pkg_kernel(fps, out, self.loads[s], self._magic_hi, self._magic_lo, self._chunk_f0, self._chunk_f1)
         return out
 
 
@@ -781,7 +781,7 @@ class _HeadRouter(_SplitKeyRouter):
     mode: ClassVar[int] = 0
 
     source_state_attrs: ClassVar[tuple[str, ...]] = ("loads", "state", "_hslot", "_cfp", "_cmeta", "_crow")
-    #: the SpaceSaving arrays with the source on axis 0 (see engine.algorithms.sketches.SpaceSaving); the hash
+    #: the SpaceSaving arrays with the source on axis 0 (see skewlab.engine.algorithms.sketches.SpaceSaving); the hash
     #: table is derived from them and rebuilt on arrival (SpaceSaving.rebuild_table), not shipped
     _SKETCH_ARRAYS: ClassVar[tuple[str, ...]] = ("cnt", "ring", "ovf", "hot", "meta")
 
@@ -805,7 +805,7 @@ class _HeadRouter(_SplitKeyRouter):
         super().__init__(n_workers, n_sources, seed, params)
         self.sketch = SpaceSaving(self.p["capacity"], self.n_sources)
         self._probs = np.zeros(self.sketch.capacity, dtype=np.float64)
-        self.state = np.zeros((self.n_sources, _NST), dtype=np.int64)
+        self.state = np.zeros((self.n_sources, _STATE_COLUMNS), dtype=np.int64)
         self._reset_state()
 
     # ------------------------------------------------------------------ effective parameters
@@ -854,7 +854,7 @@ class _HeadRouter(_SplitKeyRouter):
         return int(self.sketch.meta[s, TOTAL] + self.state[s, ST_LOST])
 
     def _decay(self, s: int) -> None:
-        """Decay source ``s``'s sketch (:meth:`engine.algorithms.sketches.SpaceSaving.decay`) and shift the
+        """Decay source ``s``'s sketch (:meth:`skewlab.engine.algorithms.sketches.SpaceSaving.decay`) and shift the
         schedules that count in its N (the next d refresh) by what N lost."""
         lost = self.sketch.decay(float(self.p["decay"]), s)
         st = self.state[s]
@@ -906,7 +906,7 @@ class _HeadRouter(_SplitKeyRouter):
             args = (
                 self.loads[s], st, self.sketch.arrays(s), self._cache(s),
                 self.theta, float(self.p.get("epsilon", 1e-4)), self.warmup - int(st[ST_LOST]),
-                int(self.p.get("refresh", 1)), self._mhi, self._mlo, self._c0, self._c1, self._c2, self._c3,
+                int(self.p.get("refresh", 1)), self._magic_hi, self._magic_lo, self._chunk_f0, self._chunk_f1, self._chunk_f2, self._chunk_f3,
                 self._probs, self._tw,
             )
             while pos < end:  # D-Choices: the kernel stops where a refresh changes the kind of pick
