@@ -18,7 +18,7 @@ This benchmark times those four steps on batches produced the way the executors 
 batch's :class:`~skewlab.engine.runtimes.spark.topology.RoutingSnapshot` (the grouping, one control row per worker
 with the controller's move orders, the previous batch's export blobs as imports), then grouped by
 worker and handed to the real :func:`skewlab.engine.runtimes.spark.operator.make_handler` with an in-memory stand-in
-for Spark's ``GroupState`` (as ``tests/test_spark_operator.py`` does); results go to a temporary
+for Spark's ``GroupState`` (as ``tests/engine/test_spark_operator.py`` does); results go to a temporary
 sink.  The concatenated handler outputs are the table ``toArrow`` returns.  The handlers' own time
 (executor side) is reported for scale, outside ``total``: ``handler`` (wall time of all workers),
 ``worker_max`` (CPU time of the busiest worker's handler call) and ``straggler`` (``worker_max`` over

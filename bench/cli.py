@@ -29,7 +29,7 @@ from skewlab.bench import TARGETS
 __all__ = ["LAST_RUN", "add_commands", "cmd_bench", "main", "run_targets"]
 
 #: the :class:`~skewlab.bench.common.Section` objects of the most recent :func:`cmd_bench` call in this process
-#: (for in-process callers such as ``tests/test_bench_quick.py``, which check the data behind the page)
+#: (for in-process callers such as ``tests/bench/test_bench_quick.py``, which check the data behind the page)
 LAST_RUN: list = []
 
 

@@ -9,7 +9,7 @@ Simulation helpers
   routing step (tuple ``i`` belongs to source ``i mod S``, each source routes its sub-sequence in
   order) — and :func:`stream_metrics` measures it with :mod:`skewlab.engine.control.metrics`.  For the streaming
   groupings (no plans, no migration) this is exactly what ``skewlab simulate`` computes for the whole
-  run (routing is batch-size invariant); ``tests/test_bench_quick.py`` checks the equality.  It lets a
+  run (routing is batch-size invariant); ``tests/bench/test_bench_quick.py`` checks the equality.  It lets a
   reproduction reuse one generated stream for dozens of (algorithm, n) configurations.
 * :func:`simulate` is :func:`skewlab.engine.cli.simulate.run_simulation` (same workload set-up, same
   :class:`~skewlab.engine.runtimes.local.LocalRuntime`) that also records every plan the controller asks for

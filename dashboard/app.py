@@ -158,7 +158,7 @@ def index_string(prefix: str) -> str:
     * ``<link rel="preload">`` of ``_dash-layout`` and ``_dash-dependencies``: the browser fetches
       them while it is still compiling the scripts (the renderer asks for them only once its bundle
       has run) and the renderer's own ``fetch`` takes the preloaded response (same URL, CORS mode and
-      credentials: one request each, checked by ``tests/test_dashboard_browser.py``);
+      credentials: one request each, checked by ``tests/dashboard/test_dashboard_browser.py``);
     * the same for the lazily loaded chunks of ``dcc.Graph`` and ``dcc.Dropdown`` (:data:`_ASYNC_CHUNKS`),
       which dash-core-components would request only once the layout has arrived;
     * :data:`_SAVE_NATIVES` before the scripts (see there).

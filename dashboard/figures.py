@@ -308,7 +308,7 @@ LABELLED_EVENTS = 12
 #: Label rows below the top of the plot, and their spacing in px.
 _LABEL_ROWS, _LABEL_ROW_PX = 5, 18
 #: Narrowest plot area of the imbalance figure at page widths >= 760 px, and an upper estimate of
-#: one character of a 10 px label: labels are placed by these (tests/test_dashboard_layout.py checks
+#: one character of a 10 px label: labels are placed by these (tests/dashboard/test_dashboard_layout.py checks
 #: the result in Chromium).
 _LABEL_PLOT_PX, _LABEL_CHAR_PX = 560, 6.2
 #: Interval axes span at least this many intervals (early runs get integer ticks, not 0.5 steps).

@@ -15,7 +15,7 @@
 #   skewlab-entrypoint anything else          exec'd unchanged
 #
 # With SKEWLAB_ENTRYPOINT_DRY_RUN=1 the final command is printed (one argument per line) instead of
-# run; tests/test_compose.py uses that to check the commands of docker-compose.yml.
+# run; tests/end_to_end/test_compose.py uses that to check the commands of docker-compose.yml.
 set -eu
 
 dry_run() {

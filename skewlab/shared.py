@@ -2,7 +2,7 @@
 command kinds.
 
 This module sits below ``storage``, ``engine``, ``dashboard`` and ``bench`` and imports nothing of the
-project (``tests/test_layers.py`` checks it), so any layer may import it without creating a cycle.
+project (``tests/end_to_end/test_layers.py`` checks it), so any layer may import it without creating a cycle.
 """
 
 from __future__ import annotations

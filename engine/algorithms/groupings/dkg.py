@@ -16,7 +16,7 @@ Alg. 6).  Every source runs its own independent copy (``route(fps, source)``).
   up, all candidates ``≥ L_s``, key in Old) takes ``(h+W) mod n`` if it is less loaded; scale down
   (Alg. 6: ``W > 2`` and two candidates below ``L_s``); the recursion of Alg. 4 is done in one pass.
 
-Deviations and decisions (all tested in ``tests/test_dkg.py``): time is counted in tuples of the
+Deviations and decisions (all tested in ``tests/algorithms/test_dkg.py``): time is counted in tuples of the
 source, at :data:`NOMINAL_RATE` = 1,000 tuples/s per source (15 s / 60 s / 15 s warm-up →
 15,000 / 60,000 / 15,000 tuples), so runs are deterministic; cycles run before the tuple that
 reaches them, Baby→Teenage first.  Empty destination spaces are filled before Alg. 3's swap loop;

@@ -21,7 +21,7 @@ representative values are ``y_1 = s·R > … > y_s = R`` (linear part, ``s = ⌊
 order keeping the accumulated deviation ``δ = Σ (x_i − φ(x_i))``; a value ``x ≥ y_1`` is represented
 by ``y_1``; otherwise its two candidates are ``y_{j−1} > x ≥ y_j``.
 
-Decisions where the paper is ambiguous or silent (tested in ``tests/test_fang.py``):
+Decisions where the paper is ambiguous or silent (tested in ``tests/algorithms/test_fang.py``):
 
 * **Which candidate.**  The paper states the principle ("the total deviation |δ| is minimized")
   and then a shortcut ("if the current accumulated deviation is positive, x_i is represented by the

@@ -18,7 +18,7 @@ hashing (Sec. II-A, V; the ring of :class:`skewlab.engine.algorithms.groupings.b
 the HLHE records of :mod:`skewlab.engine.algorithms.rebalancers.compact` (Sec. IV), aiming at (1 − 0.02)·θmax
 (``extra["theta_plan"]``) and reporting ``load_error`` and ``discretisation_error``.
 
-Decisions where the paper is ambiguous (each tested in ``tests/test_fang.py``; the reasoning is in
+Decisions where the paper is ambiguous (each tested in ``tests/algorithms/test_fang.py``; the reasoning is in
 docs/design-notes.md, "engine/algorithms/rebalancers/fang.py"):
 
 1. Adjust tests ``L(d) + c(k) ≤ Lmax`` (Alg. 1 line 12 writes ``<``; text and Fig. 4 need ``≤``).

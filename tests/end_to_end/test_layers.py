@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: folder -> the import name it is installed under
 PACKAGES = {"skewlab": "skewlab", "storage": "skewlab.storage", "engine": "skewlab.engine",
             "dashboard": "skewlab.dashboard", "bench": "skewlab.bench"}

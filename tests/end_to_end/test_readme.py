@@ -46,7 +46,7 @@ import pytest
 
 from tests.pg import pg_server, pg_url  # noqa: F401 - pytest fixtures
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 _PREFIXES = ("skewlab", "./scripts/install", "python3 -m pytest")
 
@@ -75,7 +75,7 @@ COMMANDS = readme_commands()
 
 def readme(cmd: str) -> str:
     """``cmd`` as it stands in the README (fails when the README no longer has it)."""
-    assert cmd in COMMANDS, f"README.md no longer contains the command {cmd!r}; update tests/test_readme.py"
+    assert cmd in COMMANDS, f"README.md no longer contains the command {cmd!r}; update tests/end_to_end/test_readme.py"
     return cmd
 
 

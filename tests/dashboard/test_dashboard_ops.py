@@ -21,7 +21,7 @@ from skewlab.cli import main  # noqa: E402
 from skewlab.engine.control.metrics import format_rate  # noqa: E402
 from skewlab.storage import IntervalRecord, connect  # noqa: E402
 from tests.pg import pg_server, pg_url  # noqa: E402,F401  (pytest fixtures)
-from tests.test_dashboard import _call, record, run, store  # noqa: E402,F401  (fixtures: 30 intervals of mixed)
+from tests.dashboard.test_dashboard import _call, record, run, store  # noqa: E402,F401  (fixtures: 30 intervals of mixed)
 
 MIXED = registry.validate_params("mixed", {})
 

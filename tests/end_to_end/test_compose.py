@@ -53,7 +53,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
@@ -672,7 +672,7 @@ def test_dockerfile_builds_the_skewlab_image(python_on_path, tmp_path):
     assert ("docker/entrypoint.sh", ENTRYPOINT_IN_IMAGE) in copied
     for pkg in ("skewlab", "engine", "storage", "dashboard", "bench", "assets", "pyproject.toml", "README.md"):
         assert any(src == pkg for src, _ in copied), f"{pkg} is not copied into the image"
-    assert dockerignored("tests/test_compose.py") and dockerignored("engine/__pycache__/x.pyc")
+    assert dockerignored("tests/end_to_end/test_compose.py") and dockerignored("engine/__pycache__/x.pyc")
     assert dockerignored(".git/config") and not dockerignored("engine/cli.py")
     assert not dockerignored("assets/style.css")
     # non-root, the data volume, exec-form entry point and a CLI command as default

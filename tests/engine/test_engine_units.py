@@ -130,7 +130,7 @@ def test_operator_output_counts_and_dead_letters(tmp_path):
     """Router → the stateful operator of each worker (fake state store) → unpack_output: per-key
     statistics, side rows with dead letters and offsets, one summary per worker."""
     from skewlab.engine.runtimes.spark.operator import make_handler, unpack_output
-    from tests.test_spark_operator import FakeState, run_handler
+    from tests.engine.test_spark_operator import FakeState, run_handler
 
     g = registry.create("hash", 2)
     rb = pa.RecordBatch.from_arrays(

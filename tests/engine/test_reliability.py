@@ -25,7 +25,7 @@ the session ``spark`` fixture, ``local[2]``):
   moved — recomputed here independently from the keyed state before/after — equals what the
   engine reported in its ``workers`` event and ``migration_events`` row.
 
-The kill -9 exactly-once scenario is :mod:`tests.test_exactly_once`.  The long scenarios (outage,
+The kill -9 exactly-once scenario is :mod:`tests.end_to_end.test_exactly_once`.  The long scenarios (outage,
 bad input) are marked ``slow``: a plain ``pytest`` deselects them, ``.ci/run`` runs them (``-m slow``).  Each test prints one
 ``RELIABILITY <name>: {...}`` line with its figures (``pytest -s`` shows them; ``docs/results.md``
 section "Reliability" records a run).

@@ -18,7 +18,7 @@ import os
 import numpy as np
 import pytest
 
-from tests.test_dashboard_browser import CHROMIUM, Served, _require, browser  # noqa: F401 - browser: the fixture
+from tests.dashboard.test_dashboard_browser import CHROMIUM, Served, _require, browser  # noqa: F401 - browser: the fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
