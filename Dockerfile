@@ -24,6 +24,7 @@ ENV PYTHONUNBUFFERED=1 \
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY skewlab ./skewlab
+COPY shared ./shared
 COPY engine ./engine
 COPY storage ./storage
 COPY dashboard ./dashboard

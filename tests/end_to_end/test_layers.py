@@ -15,8 +15,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 #: folder -> the import name it is installed under
-PACKAGES = {"skewlab": "skewlab", "storage": "skewlab.storage", "engine": "skewlab.engine",
-            "dashboard": "skewlab.dashboard", "bench": "skewlab.bench"}
+PACKAGES = {"skewlab": "skewlab", "shared": "skewlab.shared", "storage": "skewlab.storage",
+            "engine": "skewlab.engine", "dashboard": "skewlab.dashboard", "bench": "skewlab.bench"}
 #: the engine's layers, bottom up: a module may import its own layer and the ones below
 ENGINE_LAYERS = {"config": 0, "algorithms": 1, "workloads": 1, "control": 2, "io": 3, "runtimes": 3, "cli": 4}
 
