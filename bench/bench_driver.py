@@ -155,7 +155,7 @@ def run_grouping(algo: str, stream: Stream, args: argparse.Namespace, base: Path
     rows = 0
     for b in range(args.batches):
         orders = c.drain_orders()
-        snap = RoutingSnapshot(b, c.grouping.router, P, control_payloads(orders, c.vocab.fps,
+        snap = RoutingSnapshot(b, c.planner.router, P, control_payloads(orders, c.vocab.fps,
                                                                   set(range(c.n_workers)) | holding, P), imports)
         ids = stream.batch(b, args.tuples)
         table = ex.run(stream, ids, pickle_copy(snap), args.sources)
@@ -168,7 +168,7 @@ def run_grouping(algo: str, stream: Stream, args: argparse.Namespace, base: Path
         route_seconds = sum(side.get("route_seconds", 0.0) for side in u["states"].values())
         for s, side in u["states"].items():
             if side.get("source_state"):
-                c.grouping.router.set_source_state(s % c.grouping.n_sources, side["source_state"])
+                c.planner.router.set_source_state(s % c.planner.n_sources, side["source_state"])
         row = c.end_interval(key_ids, u["workers"], u["counts"], route_seconds=route_seconds)
         t3 = time.perf_counter()
         c.state.per_worker(c.n_workers)

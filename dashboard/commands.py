@@ -321,7 +321,7 @@ def _resumable_run(checkpoint: Path) -> dict[str, Any] | None:
         return None
     batch, snap = latest
     controller = snap["controller"]
-    return {"run_id": snap["run_id"], "algorithm": controller.grouping.name, "workers": controller.n_workers,
+    return {"run_id": snap["run_id"], "algorithm": controller.planner.name, "workers": controller.n_workers,
             "batch": batch}
 
 

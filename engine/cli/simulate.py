@@ -147,10 +147,10 @@ def run_simulation(
         store.finish_run(run_id)
     result: dict[str, Any] = {
         "algorithm": cfg.algorithm,
-        "final_algorithm": runtime.grouping.name,
+        "final_algorithm": runtime.planner.name,
         "params": dict(grouping.p),
         "workers": cfg.workers,
-        "final_workers": runtime.grouping.n_workers,
+        "final_workers": runtime.planner.n_workers,
         "sources": cfg.sources,
         "seed": cfg.seed,
         "workload": workload.describe(),

@@ -139,7 +139,7 @@ def apply_command(controller: Any, kind: Any, payload: Any, *, operator: str = "
     operator pause state (None: unknown), with which a pause while paused, or a resume while running,
     is an applied ``noop`` (no second pause / resume event).
     """
-    g = controller.grouping
+    g = controller.planner
     try:
         kind, clean = validate_command(kind, payload, current_algorithm=g.name, current_params=g.p,
                                        operator=operator, max_workers=max_workers)

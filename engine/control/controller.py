@@ -130,7 +130,7 @@ class Controller:
 
     def __init__(
         self,
-        grouping: Planner,
+        planner: Planner,
         vocab: Vocabulary,
         *,
         window: int = 10,
@@ -139,13 +139,13 @@ class Controller:
     ) -> None:
         if cost_model not in COST_MODELS:
             raise ParamError(f"cost model must be one of {'|'.join(COST_MODELS)}, got {cost_model!r}")
-        self.grouping = grouping
+        self.planner = planner
         self.vocab = vocab
         self.window = int(window)
         self.cost_model = cost_model
         self.state = KeyedWindowState(self.window)
         self.interval = 0
-        self.cum_loads = np.zeros(grouping.n_workers, dtype=np.float64)
+        self.cum_loads = np.zeros(planner.n_workers, dtype=np.float64)
         self.cum_tuples = 0
         self.cum_route_seconds = 0.0
         self.cum_plan_seconds = 0.0
@@ -169,7 +169,7 @@ class Controller:
     # ------------------------------------------------------------------ helpers
     @property
     def n_workers(self) -> int:
-        return self.grouping.n_workers
+        return self.planner.n_workers
 
     def _event(self, kind: str, **detail: Any) -> dict[str, Any]:
         ev = {"interval": self.interval, "kind": kind, **detail}
@@ -206,7 +206,7 @@ class Controller:
                 s_pair = window_counts[searchsorted_ascending(codes, interval_codes)]
                 np.add.at(cost, pos, interval_counts * s_pair.astype(np.float64))
         fps = self.vocab.fps[key_ids]
-        owner = self.grouping.router.owner(fps) if self.grouping.single_owner else None
+        owner = self.planner.router.owner(fps) if self.planner.single_owner else None
         worker = owner if owner is not None else np.full(key_ids.size, -1, dtype=np.int64)
         return IntervalStats(
             interval=self.interval,
@@ -264,7 +264,7 @@ class Controller:
         n_keys = int(np.count_nonzero(ik[1:] != ik[:-1])) + 1 if ik.size else 0
         row: dict[str, Any] = {
             "interval": self.interval,
-            "algorithm": self.grouping.name,
+            "algorithm": self.planner.name,
             "workers": self.n_workers,
             "tuples": tuples,
             "worker_loads": loads.tolist(),
@@ -278,21 +278,21 @@ class Controller:
         total_state = float(stats.size.sum())
         # the heaviest key's load this interval: no single-owner grouping can put less on one worker
         row["max_key_load"] = float(stats.cost.max()) if stats.cost.size else 0.0
-        self.grouping.observe(stats)
+        self.planner.observe(stats)
         plan: Plan | None = None
         moved = self._pending_moved
         moved_keys = self._pending_keys
         self._pending_moved, self._pending_keys = 0.0, 0
         plan_seconds = 0.0
         verdict: GateVerdict | None = None
-        gated = self.grouping.rebalancing and bool(self.grouping.p.get("gate"))
+        gated = self.planner.rebalancing and bool(self.planner.p.get("gate"))
         if gated:
             self._migration_gate().observe(stats)  # judge the previous plan on this interval
-        if rebalance and self.grouping.rebalancing and stats.keys.size and self.grouping.should_rebalance(stats):
-            plan = self.grouping.plan(stats)
+        if rebalance and self.planner.rebalancing and stats.keys.size and self.planner.should_rebalance(stats):
+            plan = self.planner.plan(stats)
             plan_seconds = plan.plan_seconds
             if gated:
-                verdict = self._migration_gate().judge(stats, plan, int(self.grouping.p.get("gate_horizon", 1)))
+                verdict = self._migration_gate().judge(stats, plan, int(self.planner.p.get("gate_horizon", 1)))
             if verdict is None or verdict.pays:
                 ev = self._execute_plan(stats, plan, verdict)
                 moved += ev.state_moved
@@ -305,7 +305,7 @@ class Controller:
         self.cum_state_total += total_state
         row.update(
             {
-                "routing_table_size": self.grouping.routing_table_size(),
+                "routing_table_size": self.planner.routing_table_size(),
                 "migration_cost": moved / total_state if total_state > 0 else 0.0,
                 "state_moved": moved,
                 "migrated_keys": moved_keys,
@@ -368,7 +368,7 @@ class Controller:
         self.skipped_plans = getattr(self, "skipped_plans", 0) + 1
         self._event(
             "rebalance_skipped",
-            algorithm=self.grouping.name,
+            algorithm=self.planner.name,
             keys=plan.migrated_keys,
             state_moved=plan.state_moved,
             migration_cost=plan.migration_cost,
@@ -384,15 +384,15 @@ class Controller:
             stats.key_ids[plan.moved],
             plan.assignment[plan.moved],
             "rebalance",
-            algorithm=self.grouping.name,
+            algorithm=self.planner.name,
             feasible=plan.feasible,
             note=plan.note,
             plan_seconds=plan.plan_seconds,
         )
-        self.grouping.apply(plan)
+        self.planner.apply(plan)
         self._event(
             "rebalance",
-            algorithm=self.grouping.name,
+            algorithm=self.planner.name,
             keys=ev.keys,
             state_moved=ev.state_moved,
             migration_cost=ev.migration_cost,
@@ -409,9 +409,9 @@ class Controller:
         keys, workers = decode(codes)
         if keys.size == 0:
             return MigrationEvent(self.interval, reason, 0, 0.0, 0.0, 0.0, dict(detail))
-        if self.grouping.single_owner:
+        if self.planner.single_owner:
             uk = np.unique(keys)
-            targets = self.grouping.router.owner(self.vocab.fps[uk])
+            targets = self.planner.router.owner(self.vocab.fps[uk])
         else:
             stray = workers >= self.n_workers
             uk = np.unique(keys[stray])
@@ -429,27 +429,27 @@ class Controller:
         current algorithm sets its parameters to ``params`` (missing ones: defaults) through
         :meth:`set_params`, which keeps a rebalancer's routing table (no forced migration).
         """
-        old = self.grouping
+        old = self.planner
         if name == old.name:
             return self.set_params(registry.validate_params(name, params))
-        self.grouping = registry.create(name, old.n_workers, old.n_sources, old.seed, params)
+        self.planner = registry.create(name, old.n_workers, old.n_sources, old.seed, params)
         return self._reconfigured("switch", old.name)
 
     def set_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """Change parameters of the current algorithm (merged over the current ones, validated against
         its declaration by :meth:`skewlab.engine.algorithms.grouping.Planner.set_params`); state follows its router."""
-        self.grouping.set_params(params)
-        return self._reconfigured("params", self.grouping.name)
+        self.planner.set_params(params)
+        return self._reconfigured("params", self.planner.name)
 
     def _reconfigured(self, reason: str, previous: str) -> dict[str, Any]:
         """Migrate every key to its owner under the changed grouping and record the event."""
-        name = self.grouping.name
+        name = self.planner.name
         ev = self.migrate_to_owners(reason, algorithm=name)
         return self._event(
             reason,
             previous=previous,
             algorithm=name,
-            params=dict(self.grouping.p),
+            params=dict(self.planner.p),
             keys=ev.keys,
             state_moved=ev.state_moved,
             migration_cost=ev.migration_cost,
@@ -459,7 +459,7 @@ class Controller:
         """Change the number of workers; state on removed workers and re-homed keys migrates."""
         check(WORKERS, n_workers)
         previous = self.n_workers
-        self.grouping.resize(int(n_workers))
+        self.planner.resize(int(n_workers))
         self._grow_cum_loads()
         ev = self.migrate_to_owners("workers", workers=int(n_workers))
         return self._event(
@@ -501,13 +501,13 @@ class Controller:
         keys = pairs >> WORKER_BITS
         n_keys = int(np.count_nonzero(keys[1:] != keys[:-1])) + 1 if keys.size else 0
         return {
-            "algorithm": self.grouping.name,
+            "algorithm": self.planner.name,
             "workers": self.n_workers,
             "messages": self.cum_tuples,
             "worker_loads": self.cum_loads.tolist(),
             **load_metrics(loads if loads.size else self.cum_loads),
             "replication": float(pairs.size / n_keys) if n_keys else 0.0,
-            "routing_table_size": self.grouping.routing_table_size(),
+            "routing_table_size": self.planner.routing_table_size(),
             "migration_cost": self.cum_state_moved / self.cum_state_total if self.cum_state_total > 0 else 0.0,
             "state_moved": self.cum_state_moved,
             "migrations": len(self.migrations),

@@ -81,7 +81,7 @@ class ShadowEvaluator:
         """
         if name in self.controllers:
             return False
-        g = like.grouping
+        g = like.planner
         grouping = registry.create(name, g.n_workers, g.n_sources, g.seed, params)
         self.controllers[name] = Controller(grouping, self.vocab, window=like.window, cost_model=like.cost_model)
         return True
@@ -107,7 +107,7 @@ class ShadowEvaluator:
         fps = self.vocab.fps[seq]
         rows = []
         for name, c in self.controllers.items():
-            workers, spent = route_sources(c.grouping.router, fps, c.grouping.n_sources)
+            workers, spent = route_sources(c.planner.router, fps, c.planner.n_sources)
             row = c.end_interval(seq, workers, route_seconds=spent)
             rows.append(
                 {

@@ -89,8 +89,8 @@ class LocalRuntime:
         self._offset = 0
 
     @property
-    def grouping(self) -> Planner:
-        return self.controller.grouping
+    def planner(self) -> Planner:
+        return self.controller.planner
 
     def apply(self, command: ScheduledCommand) -> dict[str, Any]:
         """Apply one operator command with :func:`~skewlab.engine.control.commands.apply_command`; returns the
@@ -111,11 +111,11 @@ class LocalRuntime:
     def _step(self, key_ids: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
         """:meth:`step` on int64 key ids; also the worker of every tuple."""
         fps = self.vocab.fps[key_ids]
-        router = self.grouping.router
+        router = self.planner.router
         warmup = self._warm_up(fps) if self._warmed is not router else 0.0
         with CompileClock() as clock:
             workers, spent = route_sources(router, fps, router.n_sources, self._offset)
-        self._offset = (self._offset + key_ids.size) % self.grouping.n_sources
+        self._offset = (self._offset + key_ids.size) % self.planner.n_sources
         warmup += clock.seconds
         self.warmup_seconds += warmup
         row = self.controller.end_interval(key_ids, workers, route_seconds=max(spent - clock.seconds, 0.0),
@@ -140,14 +140,14 @@ class LocalRuntime:
              "detail": {"reason": m.reason, "total_state": m.total_state}}
             for m in c.migrations if m.interval == row["interval"]
         ]
-        return interval_record(row, int(row["interval"]), batch_seconds=seconds, amax=self.grouping.p.get("amax"),
+        return interval_record(row, int(row["interval"]), batch_seconds=seconds, amax=self.planner.p.get("amax"),
                                workers=workers_rows, migrations=migrations,
                                events=rebalance_events(c.events, row["interval"]))
 
     def _warm_up(self, fps: np.ndarray) -> float:
         """Route the first :data:`WARMUP_KEYS` of ``fps`` with a copy of the router; its seconds."""
         started = time.perf_counter()
-        router = self.grouping.router
+        router = self.planner.router
         self._warmed = router
         if fps.size:
             route_sources(copy.deepcopy(router), fps[:WARMUP_KEYS], router.n_sources, self._offset)

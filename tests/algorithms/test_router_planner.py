@@ -36,7 +36,7 @@ def run_planner(name: str, vocab: Vocabulary) -> Controller:
     """A controller that ran ``name`` over skewed intervals (rebalancers have planned and applied)."""
     c = Controller(registry.create(name, WORKERS, SOURCES, seed=5), vocab, window=3)
     for ids in zipf_batches(4, 3000):
-        workers, _ = route_sources(c.grouping.router, vocab.fps[ids], SOURCES)
+        workers, _ = route_sources(c.planner.router, vocab.fps[ids], SOURCES)
         c.end_interval(ids, workers)
     return c
 
@@ -65,7 +65,7 @@ def reachable(obj, seen=None):
 @pytest.mark.parametrize("name", registry.names())
 def test_snapshot_ships_only_the_router_and_it_routes_like_the_planners(name, vocab):
     c = run_planner(name, vocab)
-    planner = c.grouping
+    planner = c.planner
     shipped = RoutingSnapshot.loads(RoutingSnapshot(7, planner.router).dumps()).router
     assert isinstance(shipped, Router) and type(shipped) is type(planner.router)
     leaked = [type(o).__name__ for o in reachable(shipped) if isinstance(o, PLANNER_ONLY_TYPES)]
@@ -90,21 +90,21 @@ def test_snapshot_ships_only_the_router_and_it_routes_like_the_planners(name, vo
 @pytest.mark.parametrize("name", ["dchoices", "llfd", "scan", "elb"])
 def test_set_params_validates_and_keeps_the_planner(name, vocab):
     c = run_planner(name, vocab)
-    planner = c.grouping
+    planner = c.planner
     before = dict(planner.p)
     with pytest.raises(ParamError):
         planner.set_params({"no_such_param": 1})
-    assert planner.p == before and c.grouping is planner
+    assert planner.p == before and c.planner is planner
     key = planner.params[0].name
     value = planner.params[0].default
     event = c.set_params({key: value})
-    assert c.grouping is planner and planner.p[key] == value and event["kind"] == "params"
+    assert c.planner is planner and planner.p[key] == value and event["kind"] == "params"
 
 
 @pytest.mark.parametrize("name", ["llfd", "mintable", "scan", "readj"])
 def test_set_params_keeps_a_rebalancers_routing_table(name, vocab):
     c = run_planner(name, vocab)
-    table = c.grouping.table.as_dict()
+    table = c.planner.table.as_dict()
     assert table, f"{name} built no routing table"
     event = c.set_params({"theta_max": 0.5})
-    assert c.grouping.table.as_dict() == table and event["keys"] == 0 and c.grouping.p["theta_max"] == 0.5
+    assert c.planner.table.as_dict() == table and event["keys"] == 0 and c.planner.p["theta_max"] == 0.5

@@ -96,7 +96,7 @@ def test_the_engine_keeps_shadowing_every_algorithm_the_run_switched_away_from(t
             marks, _ = eng._apply_commands(eng.last_batch + 1)
             assert [m[1] for m in marks] == ["applied"]
         assert {"mixed", "hash", "dchoices", "dkg"} <= set(eng.shadow.names)
-        assert eng.shadow.controllers["mixed"].grouping.p == MIXED
+        assert eng.shadow.controllers["mixed"].planner.p == MIXED
         line = eng._status_line(0, {"algorithm": "dkg", "workers": 4, "tuples": 0, "imbalance": 0.0,
                                     "replication": 0.0, "routing_table_size": 0, "migration_cost": 0.0},
                                 IntervalRecord(0, 0, throughput=850.0, batch_latency_ms=12.0), {})

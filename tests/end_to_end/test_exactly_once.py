@@ -109,7 +109,7 @@ def test_kill_9_at_random_points_then_restart_gives_ground_truth(tmp_path):
 
     snap = latest_snapshot(tmp_path)
     assert sum(snap["consumed"].values()) == len(keys)
-    assert snap["controller"].grouping.name == "mixed"
+    assert snap["controller"].planner.name == "mixed"
     assert snap["controller"].migrations, "no migration happened: the test would not exercise export/import"
     # the sink against the input, batch by batch as Spark's offset log cut it
     P = 2

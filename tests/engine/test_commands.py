@@ -20,7 +20,7 @@ def controller():
 
 
 def snapshot(c):
-    return (c.grouping.name, dict(c.grouping.p), c.grouping.n_workers, c.state.merged()[0].tolist())
+    return (c.planner.name, dict(c.planner.p), c.planner.n_workers, c.state.merged()[0].tolist())
 
 
 @pytest.mark.parametrize(
@@ -61,10 +61,10 @@ def test_commands_apply_and_are_idempotent(controller):
     assert (res.status, res.action) == ("applied", "workers") and controller.n_workers == 6
     assert apply_command(controller, "set-workers", {"workers": "6"}).action == "noop"
     res = apply_command(controller, "set-param", {"params": {"replicas": "64"}})
-    assert res.action == "params" and controller.grouping.p["replicas"] == 64
+    assert res.action == "params" and controller.planner.p["replicas"] == 64
     assert apply_command(controller, "set-param", {"params": {"replicas": 64}}).action == "noop"
     res = apply_command(controller, "set-algorithm", {"algorithm": "hash"})
-    assert res.action == "switch" and controller.grouping.name == "hash"
+    assert res.action == "switch" and controller.planner.name == "hash"
     assert apply_command(controller, "set-algorithm", {"algorithm": "hash"}).action == "noop"
     assert apply_command(controller, "pause", {}).action == "pause"
     assert apply_command(controller, "resume", None).action == "resume"

@@ -65,7 +65,7 @@ def test_stats_and_rows_equal_recomputation(name, cost_model):
     rng = np.random.default_rng(0)
     seen = set()
     for b, ids in enumerate(stream(1, 9, 4000)):
-        workers = np.concatenate([c.grouping.router.route(vocab.fps[ids[s::2]], s) for s in range(2)])
+        workers = np.concatenate([c.planner.router.route(vocab.fps[ids[s::2]], s) for s in range(2)])
         ids = np.concatenate([ids[s::2] for s in range(2)])
         k, w, n = pair_aggregates(ids, workers, rng)
         if b == 5:
@@ -95,7 +95,7 @@ def test_controller_snapshot_roundtrip_continues_identically(tmp_path):
     store = SnapshotStore(tmp_path, keep=2)
     for b, ids in enumerate(batches[:4]):
         kid = vocab.encode(names[ids].tolist())
-        c.end_interval(kid, c.grouping.router.route(vocab.fps[kid], b % 2))
+        c.end_interval(kid, c.planner.router.route(vocab.fps[kid], b % 2))
         store.save(b, {"controller": c, "shadow": None, "run_id": 1})
     batch, snap = store.latest()
     r = snap["controller"]
@@ -108,7 +108,7 @@ def test_controller_snapshot_roundtrip_continues_identically(tmp_path):
         rows = []
         for ctl in (c, r):
             kid = ctl.vocab.encode(names[ids].tolist())
-            row = ctl.end_interval(kid, ctl.grouping.router.route(ctl.vocab.fps[kid], b % 2))
+            row = ctl.end_interval(kid, ctl.planner.router.route(ctl.vocab.fps[kid], b % 2))
             rows.append({k: v for k, v in row.items() if k != "plan_seconds"})
         assert rows[0] == rows[1]
     assert r.results() == c.results()
@@ -161,9 +161,9 @@ def test_move_orders_follow_the_statistics_and_name_the_planning_algorithm():
     rng = np.random.default_rng(1)
     for _ in range(4):
         ids = np.asarray(vocab.encode([f"k{int(x)}" for x in rng.zipf(1.3, 3000) % 300]))
-        c.end_interval(ids, c.grouping.router.route(vocab.fps[ids], 0))
+        c.end_interval(ids, c.planner.router.route(vocab.fps[ids], 0))
     keys, holders, targets = c.drain_orders()
     assert c.migrations and keys.size and all(m.detail["algorithm"] == "mixed" for m in c.migrations
                                               if m.reason == "rebalance")
-    assert np.all(holders != targets) and np.array_equal(targets, c.grouping.router.owner(vocab.fps[keys]))
+    assert np.all(holders != targets) and np.array_equal(targets, c.planner.router.owner(vocab.fps[keys]))
     assert all(x.size == 0 for x in c.drain_orders())  # drained

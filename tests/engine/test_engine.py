@@ -59,7 +59,7 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
     assert engine.run() == 0
     c = engine.controller
-    assert c.grouping.name == "mixed" and c.n_workers == 5 and c.grouping.p["theta_max"] == 0.1
+    assert c.planner.name == "mixed" and c.n_workers == 5 and c.planner.p["theta_max"] == 0.1
     assert sum(engine.consumed.values()) == sum(m["tuples"] for m in c.intervals) > 0
     assert Counter(c.results()) == by_fingerprint(generator_truth(cfg, engine.consumed))
 
@@ -223,7 +223,7 @@ def test_sources_route_with_the_snapshot_published_for_the_batch(spark, tmp_path
 
     bad = SparkEngine(gen_cfg(tmp_path, shadow=[], max_batches=2), log=lambda m: None)
     bad._publish_route = lambda b: bad.routes.publish(
-        b, RoutingSnapshot(b - 1, bad.controller.grouping.router, bad.partitions,
+        b, RoutingSnapshot(b - 1, bad.controller.planner.router, bad.partitions,
                            control_payloads(bad.next_orders, bad.controller.vocab.fps, {0, 1, 2}, bad.partitions)).dumps())
     # the workers refuse it (their state is past that batch) before the driver would
     with pytest.raises(RuntimeError, match=r"routing snapshot of batch \d+, but this worker's state is already at"):

@@ -34,7 +34,7 @@ def test_restart_with_the_same_stream_resumes_and_reports_ignored_grouping_setti
     logs.clear()
     other = SparkEngine(EngineConfig(db=f"sqlite:///{tmp_path / 'm.db'}", checkpoint=str(tmp_path / "ckpt"),
                                      workers=6, algorithm="hash", shadow=[]), log=logs.append)
-    assert other.run_id == first.run_id and other.controller.grouping.name == "pkg"
+    assert other.run_id == first.run_id and other.controller.planner.name == "pkg"
     assert any("continues with its own grouping (pkg on 4 workers)" in m for m in logs), logs
 
 

@@ -327,11 +327,11 @@ RAW_COMMANDS: list[tuple[str, str]] = [
 def _controller_fingerprint(c) -> dict:
     codes, counts = c.state.merged()
     return {
-        "algorithm": c.grouping.name,
-        "params": dict(c.grouping.p),
+        "algorithm": c.planner.name,
+        "params": dict(c.planner.p),
         "workers": c.n_workers,
-        "routing_table": c.grouping.table.as_dict() if hasattr(c.grouping, "table") else None,
-        "grouping_pickle": pickle.dumps(c.grouping, protocol=pickle.HIGHEST_PROTOCOL),
+        "routing_table": c.planner.table.as_dict() if hasattr(c.planner, "table") else None,
+        "grouping_pickle": pickle.dumps(c.planner, protocol=pickle.HIGHEST_PROTOCOL),
         "state": (codes.tobytes(), counts.tobytes()),
         "vocab": len(c.vocab.names),
         "migrations": len(c.migrations),
@@ -411,8 +411,8 @@ def test_bad_commands_rejected_with_reasons_state_unchanged(spark, tmp_path):
     assert any(r["payload"].get("algorithm") == INJECTION[0] for r in rows.values() if isinstance(r["payload"], dict))
     # the engine still applies a valid command afterwards
     assert rows[good_id["id"]]["status"] == "applied"
-    assert engine.controller.grouping.p["theta_max"] == 0.2
-    assert engine.controller.n_workers == 4 and engine.controller.grouping.name == "mixed"
+    assert engine.controller.planner.p["theta_max"] == 0.2
+    assert engine.controller.n_workers == 4 and engine.controller.planner.name == "mixed"
     assert Counter(engine.controller.results()) == by_fingerprint(generator_truth(cfg, engine.consumed))
 
     # the CLI refuses the same things before they reach the database (exit 2, one line)

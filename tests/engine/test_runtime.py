@@ -120,7 +120,7 @@ def test_simulate_changes_are_engine_commands_applied_by_apply_command(vocab):
         rt.apply(ScheduledCommand(0, "pause"))
     with pytest.raises(CommandError, match="out of range"):
         rt.apply(ScheduledCommand(0, "set-workers", {"workers": 0}))
-    assert rt.grouping.n_workers == 5
+    assert rt.planner.n_workers == 5
 
 
 def test_resize_counts_migration_and_moves_state_to_owner(vocab):
@@ -131,7 +131,7 @@ def test_resize_counts_migration_and_moves_state_to_owner(vocab):
     assert 0 < ev["migration_cost"] < 0.5
     codes, _ = rt.controller.state.merged()
     keys, workers = codes >> 20, codes & ((1 << 20) - 1)
-    owner = rt.grouping.router.owner(vocab.fps[keys])
+    owner = rt.planner.router.owner(vocab.fps[keys])
     assert np.array_equal(owner, workers)
     row = rt.step(batches[2])
     assert row["migration_cost"] > 0 and row["workers"] == 5

@@ -396,7 +396,7 @@ class SparkEngine:
             self._latencies = snap.get("latencies", [])
             pending = snap.get("pending", [])
             self.log(f"restored run {self.run_id} at batch {batch} from {self.snapshots.dir}")
-            g = self.controller.grouping
+            g = self.controller.planner
             if (self.cfg.algorithm, self.cfg.workers) != (g.name, self.controller.n_workers) or any(
                     g.p.get(k) != v for k, v in self.cfg.params.items()):
                 self.log(f"run {self.run_id} continues with its own grouping ({g.name} on {self.controller.n_workers} "
@@ -456,10 +456,10 @@ class SparkEngine:
                    | set(self.next_imports))
         control = control_payloads(self.next_orders, self.controller.vocab.fps,
                                    set(range(self.controller.n_workers)) | holding, self.partitions)
-        self.shares_split = self.shares_split or not self.controller.grouping.single_owner
+        self.shares_split = self.shares_split or not self.controller.planner.single_owner
         for payload in control.values():
             payload["changes"] = self.shares_split
-        self.routes.publish(batch_id, RoutingSnapshot(batch_id, self.controller.grouping.router, self.partitions,
+        self.routes.publish(batch_id, RoutingSnapshot(batch_id, self.controller.planner.router, self.partitions,
                                                       control, self.next_imports,
                                                       values=self.cfg.operator == "join").dumps(),
                             flush=bool(self.next_imports or self.next_orders[0].size))
@@ -482,7 +482,7 @@ class SparkEngine:
                 total = max((e["total_state"] for e in events), default=0.0)
                 moved = sum(e["state_moved"] for e in events)
                 done.append({  # the algorithm that planned it (a later switch may have replaced it since)
-                    "algorithm": next((e["algorithm"] for e in events if e.get("algorithm")), self.controller.grouping.name),
+                    "algorithm": next((e["algorithm"] for e in events if e.get("algorithm")), self.controller.planner.name),
                     "keys_moved": sum(e["keys"] for e in events),
                     "state_moved": moved,
                     "migration_cost": moved / total if total > 0 else 0.0,
@@ -540,7 +540,7 @@ class SparkEngine:
             cid = int(cmd["id"])
             if cid in self.applied_commands:
                 continue
-            before = self.controller.grouping.name, dict(self.controller.grouping.p)
+            before = self.controller.planner.name, dict(self.controller.planner.p)
             res = apply_command(self.controller, cmd.get("kind"), cmd.get("payload"), operator=self.cfg.operator,
                                 max_workers=self.partitions, paused=None if self._backpressure else self.paused)
             self.applied_commands.append(cid)
@@ -607,7 +607,7 @@ class SparkEngine:
             )
         for s, side in u["states"].items():
             if side.get("source_state"):
-                c.grouping.router.set_source_state(s % c.grouping.n_sources, side["source_state"])
+                c.planner.router.set_source_state(s % c.planner.n_sources, side["source_state"])
             if side.get("consumed", -1) >= 0:
                 if side["first_seq"] != self.consumed.get(s, side["first_seq"]):
                     self.log(f"warning: source {s} batch {batch_id} starts at {side['first_seq']}, "
@@ -646,7 +646,7 @@ class SparkEngine:
         marks, cmd_events = self._apply_commands(batch_id + 1)
         events.extend({**e, "interval": row["interval"] + 1} for e in cmd_events)  # the interval they start
         record = interval_record(
-            row, batch_id, batch_seconds=batch_seconds, amax=c.grouping.p.get("amax"), workers=workers_rows,
+            row, batch_id, batch_seconds=batch_seconds, amax=c.planner.p.get("amax"), workers=workers_rows,
             hot_keys=hot, shadow=shadow_rows, migrations=migrations, events=events, dead_letters=dead)
         self.last_batch = batch_id
         self.batches_done += 1
@@ -780,7 +780,7 @@ class SparkEngine:
                 self.store.update_run(self.run_id, status="running")  # a restored run is running again
             except Exception:  # noqa: BLE001 - the database may be down; metrics are buffered anyway
                 pass
-            self.log(f"run {self.run_id}: {self.controller.grouping.name} on {self.cfg.source}, "
+            self.log(f"run {self.run_id}: {self.controller.planner.name} on {self.cfg.source}, "
                      f"{self.controller.n_workers} workers, checkpoint {self.checkpoint}, db {self.store.url}"
                      + (f", Spark log {self.spark_log}" if self.spark_log is not None else ""))
             while not self._done():

@@ -63,7 +63,7 @@ ROUTED_VALUES_SCHEMA = "key string, worker int, value long"
 class RoutingSnapshot:
     """What the controller ships to the executors each micro-batch.
 
-    ``router``: the grouping's :class:`~skewlab.engine.algorithms.grouping.Router` only (``controller.grouping.router``):
+    ``router``: the grouping's :class:`~skewlab.engine.algorithms.grouping.Router` only (``controller.planner.router``):
     its planner's statistics stay on the driver.  ``partitions``: the state partitions P of the query (one per possible worker; special rows go to
     ``P + w``).  ``control``: per worker the instructions of this batch (``exports``: target → keys,
     ``expect``: keys whose state arrives next batch); ``imports``: per worker the export blobs it
