@@ -54,7 +54,7 @@ def add_commands(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _module(target: str):
-    return importlib.import_module(f"bench.{TARGETS[target]}")
+    return importlib.import_module(f"skewlab.bench.{TARGETS[target]}")
 
 
 def run_targets(targets: Sequence[str], out: str, quick: bool = False, seed: int = 0, *,
