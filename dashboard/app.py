@@ -63,14 +63,13 @@ __all__ = ["create_app", "server"]
 
 
 def assets_folder() -> str:
-    """The dashboard's static files (stylesheet, plotly.js bundle, polyfill): the repository's top-level
-    ``assets/`` folder, which the wheel installs as the data package ``skewlab/assets``."""
-    import skewlab  # the package's __init__ imports nothing
-
-    for folder in (Path(skewlab.__file__).with_name("assets"), Path(__file__).resolve().parents[1] / "assets"):
-        if (folder / "style.css").is_file():
-            return str(folder)
-    raise FileNotFoundError("the dashboard's assets/ folder is missing (reinstall skewlab)")
+    """The dashboard's static files (stylesheet, plotly.js bundle, polyfill): the ``assets/`` folder
+    beside this package's folder — the repository's top-level ``assets/`` in a checkout, and the data
+    package ``skewlab/assets`` beside ``skewlab/dashboard`` in an installed wheel."""
+    folder = Path(__file__).resolve().parents[1] / "assets"
+    if not (folder / "style.css").is_file():
+        raise FileNotFoundError("the dashboard's assets/ folder is missing (reinstall skewlab)")
+    return str(folder)
 
 
 ASSETS = assets_folder()

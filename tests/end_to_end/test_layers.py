@@ -170,6 +170,31 @@ def test_no_import_cycles():
     assert _cycles(_graph()) == []
 
 
+def _folder(name: str) -> str:
+    """The folder a module lives in, as a reader sees the tree: a top-level folder, or one of the
+    engine's own (engine/control, …)."""
+    layer = _engine_layer(name)
+    if layer:
+        return f"engine/{layer}"
+    inverse = {import_name: folder for folder, import_name in PACKAGES.items()}
+    parts = name.split(".")
+    return next((inverse[".".join(parts[:i])] for i in range(len(parts), 0, -1) if ".".join(parts[:i]) in inverse),
+                name)
+
+
+def test_no_import_cycles_between_folders():
+    folders: dict[str, set[str]] = {}
+    for module, targets in _graph().items():
+        folders.setdefault(_folder(module), set()).update(_folder(t) for t in targets if _folder(t) != _folder(module))
+    for targets in list(folders.values()):
+        for t in targets:
+            folders.setdefault(t, set())
+    assert _folder("skewlab.engine.control.controller") == "engine/control"
+    assert _folder("skewlab.shared") == "shared" and _folder("skewlab.cli") == "skewlab"
+    assert _cycles(folders) == []
+    assert not [f for f, ts in folders.items() if "skewlab" in ts], "nothing imports the composition root"
+
+
 def test_shared_module_imports_nothing_of_the_project():
     assert _graph()["skewlab.shared"] == set()
     assert _graph()["skewlab"] == set()
