@@ -13,7 +13,7 @@ import sys
 from typing import Any, Sequence
 
 from skewlab.engine.config import settings
-from skewlab.engine.config.params import ParamError, parse_assignments
+from skewlab.engine.config.params import parse_assignments
 from skewlab.shared import UsageError
 
 __all__ = ["add_commands"]
