@@ -29,5 +29,6 @@ TARGETS: dict[str, str] = {
     "dkg": "repro_dkg",
     "guo-zhou": "repro_guo_zhou",
     "trace": "repro_trace",
+    "fish": "repro_fish",
     "perf": "perf",
 }
