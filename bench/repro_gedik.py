@@ -514,10 +514,14 @@ def _skew_text(skew, util, views, S) -> str:
         apl = {k: _sp(util, k, algorithm="readj", resources="LLL", utility="APLM") for k in ("b", "m")}
         atm = {k: _sp(util, k, algorithm="readj", resources="LLL", utility="ATM") for k in ("b", "m")}
         less = "less" if m["readj"].mean < min(m["scan"].mean, m["redist"].mean) else "no more"
+        # the paper's readj point (LLL, z = 1): b ≈ 1.2 at m ≈ 1.34; "close" = mean b within 0.05 of it
+        near = [abs(x["b"].mean - 1.2) <= 0.05 for x in (apl, atm)]
+        verdict = ("close to" if all(near) else "only one of them close to" if any(near)
+                   else "both above") + " the paper's b ≈ 1.2 (at m ≈ 1.34)"
         txt += (f"  Where it is not, the default U^APM readj ends at b = {b['readj']} with {less} migration than "
                 f"scan/redist (m = {m['readj']}) — its last plan can stop early on a tie of ρ's extreme loads (see the "
-                "Fig. 7a item below), not trade balance for migration; with U^APLM or U^ATM readj reaches b = {apl['b']} / {atm['b']} at "
-                f"m = {apl['m']} / {atm['m']}, close to the paper's (1.2, 1.34) point.  Readj's stopping rule is one "
+                f"Fig. 7a item below), not trade balance for migration; with U^APLM or U^ATM readj reaches b = {apl['b']} / {atm['b']} at "
+                f"m = {apl['m']} / {atm['m']}, {verdict}.  Readj's stopping rule is one "
                 "of the reconstructed parts of Alg. 4 (see `engine/algorithms/rebalancers/gedik.py`: the best gain is applied "
                 "while ρ can be lowered).")
     lq = [_sp(skew, "b", resources="LQL", z=max(S["z_q"]), algorithm=a).mean for a in ALL]
