@@ -632,7 +632,11 @@ def _discussion(sweeps, readj, amax_rows, compact, S, scale) -> dict[str, str]:
     mixm = [get("theta", "mixed", t)["migration"] for t in ths]
     falls = all(b <= a for a, b in zip(mixm, mixm[1:]))
     out["fig9"] = (
-        f"- {_verdict(min(rmean) >= 2.5 and seeds_below == 0, min(rmean) > 1)} — *Fig. 9, \"MinTable incurs three "
+        # the figure's claim is the factor 3: partly needs at least 2× in the mean at every θmax; Mixed merely
+        # migrating less (a factor above 1) is said as the direction only
+        f"- {_verdict(min(rmean) >= 2.5 and seeds_below == 0, min(rmean) >= 2)}"
+        + (" (the direction holds, not the factor)" if 1 < min(rmean) < 2 else "")
+        + " — *Fig. 9, \"MinTable incurs three "
         "times the migration cost of Mixed\"; more migration for a stricter θmax; plan time falls as θmax grows; even "
         f"θmax = 0.02 plans in < 1 s.* MinTable / Mixed migration ratio over θmax ∈ {{{', '.join(map(str, ths))}}}: "
         + ", ".join(spread(ratio[t]).format(2) + "×" for t in ths)

@@ -615,8 +615,12 @@ def _discussion(rows, q2, S, mem, distinct, q1, fig8, seeds) -> dict[str, str]:
         ep, ed, es = worst(est_pkg), worst(est_dc), worst(est_sg)
         pkg_rep = min(_one(rows, keys=K, z=z, n=n_big[0], algorithm="pkg")["replication"] for z in zs)
         hs = {e["z"]: e["head"] for e in mem if e["n"] == _mem_ns(S)[0]}
+        # the paper's two bounds: <= ~30 % over PKG, >= 80 % less than SG; reproduced when both hold for the
+        # estimate and the measured pairs, partly when one bound holds for one of them, else not
+        pkg_ok = [ep[0] <= 0.35, mp[0] <= 0.35]
+        sg_ok = [es[0] <= 0.2, ms[0] <= 0.2]
         out["memory"] = (
-            f"{_verdict(ep[0] <= 0.35 and es[0] <= 0.2, True)} — *the paper (Fig. 5/6): D-C and W-C need at most "
+            f"{_verdict(all(pkg_ok + sg_ok), any(pkg_ok + sg_ok))} — *the paper (Fig. 5/6): D-C and W-C need at most "
             "~30 % more memory than PKG (W-C up to 25 % at n = 100) and at least 80 % less than SG (n ∈ {50, 100}, "
             "|K| = 10⁴).*  With the paper's own estimate mem = Σ_k min(f_k, c_k) (c = 2 for PKG and the tail, d or n "
             f"for the head; Sec. IV-B) evaluated on our streams, the worst mean overhead over PKG is {100 * ep[0]:.0f} % "
