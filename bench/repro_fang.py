@@ -539,6 +539,9 @@ def _markdown(ctx, sec, sweeps, readj, amax_rows, compact, S, scale) -> str:
         f"{S['intervals']} intervals of {S['per']:,} tuples (K = 10⁶: {max(3, S['intervals'] // 2)} intervals of "
         f"10⁶), window w = 1, linear cost; base configuration N_D = {BASE['n']}, θmax = {BASE['theta']}, "
         f"K = {S['base_keys']:,}, f = {BASE['f']}, Amax = {BASE['amax']}, β = 1.5; every sweep varies one of them.  "
+        "LLFD, MinTable, MinMig, Mixed and MixedBF run with skewlab's `fill_underloaded` extension, on by default (not in "
+        "the paper: the plan also sheds keys from the most-loaded workers until the candidates cover the deficit of "
+        "the workers below (1 − θmax)·L̄; engine/algorithms/rebalancers/fang.py, deviation 5).  "
         "Averages over intervals 1 … end (the first plan, from pure hashing, is excluded).  Every configuration "
         f"runs once per seed ({seed_txt}; stream and grouping seeded alike, one stream per seed shared by the "
         "algorithms); tables give `mean (min–max)` over the seeds, figures the mean line and the min–max band.  "
@@ -784,7 +787,8 @@ def _discussion(sweeps, readj, amax_rows, compact, S, scale) -> dict[str, str]:
         "sets (Social, Stock) and TPC-H, which we have neither; the local simulation has no throughput model "
         "(skewlab's own Spark throughput is measured in the Performance section, a different experiment).  Fig. 7's "
         "effect (hashing alone is unbalanced) is visible in the routed imbalance of `hash`/`pkg` in the scale-out "
-        "table; the parameter studies of Fig. 18–21 are not part of this benchmark.")
+        "table; the parameter studies of Fig. 18–21 are not part of this benchmark.  Every figure here is run with "
+        "window w = 1 only; the paper's second setting, w = 5 (Sec. V), is not run (lack of time).")
     return out
 
 
