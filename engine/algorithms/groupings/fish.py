@@ -99,7 +99,6 @@ class FishRouter(Router):
     """Per source: local loads, SpaceSaving hotness sketch, tuple count, the epoch's hot set."""
 
     source_state_attrs: ClassVar[tuple[str, ...]] = ("loads", "seen", "hot_fps", "hot_p", "hot_cand", "hot_d")
-    _SKETCH_ARRAYS: ClassVar[tuple[str, ...]] = ("cnt", "ring", "ovf", "hot", "meta")
 
     def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
         super().__init__(n_workers, n_sources, seed, params)
@@ -130,8 +129,9 @@ class FishRouter(Router):
 
     # ------------------------------------------------------------------ per-source state
     def source_state(self, source: int) -> dict[str, Any]:
+        """Local loads, tuple count, the epoch's hot set and the source's SpaceSaving sketch."""
         out = super().source_state(source)
-        out["sketch"] = {a: getattr(self.sketch, a)[source].copy() for a in self._SKETCH_ARRAYS}
+        out["sketch"] = self.sketch.export_source(source)
         return out
 
     def set_source_state(self, source: int, state: Mapping[str, Any]) -> None:
@@ -139,9 +139,7 @@ class FishRouter(Router):
         sketch = state.pop("sketch", None)
         super().set_source_state(source, state)
         if sketch:
-            for a, value in sketch.items():
-                getattr(self.sketch, a)[source] = value
-            self.sketch.rebuild_table(source)
+            self.sketch.import_source(source, sketch)
 
     def _source(self, source: int) -> int:
         s = int(source)

@@ -812,14 +812,10 @@ class _HeadRouter(_SplitKeyRouter):
     mode: ClassVar[int] = 0
 
     source_state_attrs: ClassVar[tuple[str, ...]] = ("loads", "state", "_hslot", "_cfp", "_cmeta", "_crow")
-    #: the SpaceSaving arrays with the source on axis 0 (see skewlab.engine.algorithms.sketches.SpaceSaving); the hash
-    #: table is derived from them and rebuilt on arrival (SpaceSaving.rebuild_table), not shipped
-    _SKETCH_ARRAYS: ClassVar[tuple[str, ...]] = ("cnt", "ring", "ovf", "hot", "meta")
-
     def source_state(self, source: int) -> dict[str, Any]:
         """Local loads, head state, choice cache and the source's SpaceSaving sketch."""
         out = super().source_state(source)
-        out["sketch"] = {a: getattr(self.sketch, a)[source].copy() for a in self._SKETCH_ARRAYS}
+        out["sketch"] = self.sketch.export_source(source)
         return out
 
     def set_source_state(self, source: int, state: Mapping[str, Any]) -> None:
@@ -827,10 +823,7 @@ class _HeadRouter(_SplitKeyRouter):
         sketch = state.pop("sketch", None)
         super().set_source_state(source, state)
         if sketch:
-            for a, value in sketch.items():
-                if a in self._SKETCH_ARRAYS:  # (a "table" from an older sender is derived data: rebuilt)
-                    getattr(self.sketch, a)[source] = value
-            self.sketch.rebuild_table(source)
+            self.sketch.import_source(source, sketch)
 
     def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
         super().__init__(n_workers, n_sources, seed, params)
