@@ -87,8 +87,9 @@ def test_hotness_decays_between_epochs():
     router.route(burst)
     assert router.hot(0)[0].tolist() == [FPS[7]]
     background = FPS[100:1100]  # 1000 keys once each: nothing hot
-    # after epoch j of background: H_7 = 1000·0.5^j, total ≈ 1000·(2 − 0.5^j)·... ; 7 stays hot while
-    # 0.5^j >= 0.05·(2 − 0.5^j)... i.e. for j <= 4
+    # the background keys' counts of 1 decay to floor(0.5) = 0, so at the end of background epoch j
+    # H_7 = ⌊1000·0.5^j⌋ (integer halvings) and the total is 1000 + H_7: key 7 is hot while
+    # H_7 >= 0.05·(1000 + H_7), i.e. for j <= 4 (H_7 = 62 vs 53.1), not at j = 5 (31 vs 51.6)
     hot_after = []
     for _ in range(6):
         router.route(background)
