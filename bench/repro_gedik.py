@@ -35,6 +35,7 @@ construction-time measurements at 10⁶-scale), 3·10³ in quick mode.  Results 
 from __future__ import annotations
 
 import copy
+import math
 import time
 from typing import Any
 
@@ -522,9 +523,12 @@ def _skew_text(skew, util, views, S) -> str:
         atm = {k: _sp(util, k, algorithm="readj", resources="LLL", utility="ATM") for k in ("b", "m")}
         less = "less" if m["readj"].mean < min(m["scan"].mean, m["redist"].mean) else "no more"
         # the paper's readj point (LLL, z = 1): b ≈ 1.2 at m ≈ 1.34; "close" = mean b within 0.05 of it
-        near = [abs(x["b"].mean - 1.2) <= 0.05 for x in (apl, atm)]
-        verdict = ("close to" if all(near) else "only one of them close to" if any(near)
-                   else "both above") + " the paper's b ≈ 1.2 (at m ≈ 1.34)"
+        if any(math.isnan(x["b"].mean) for x in (apl, atm)):
+            verdict = "not measured in this run (no utility sweep at LLL)"
+        else:
+            near = [abs(x["b"].mean - 1.2) <= 0.05 for x in (apl, atm)]
+            verdict = ("close to" if all(near) else "only one of them close to" if any(near)
+                       else "not at") + " the paper's b ≈ 1.2 (at m ≈ 1.34)"
         txt += (f"  Where it is not, the default U^APM readj ends at b = {b['readj']} with {less} migration than "
                 f"scan/redist (m = {m['readj']}) — its last plan can stop early on a tie of ρ's extreme loads (see the "
                 f"Fig. 7a item below), not trade balance for migration; with U^APLM or U^ATM readj reaches b = {apl['b']} / {atm['b']} at "
