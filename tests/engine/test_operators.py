@@ -72,7 +72,7 @@ def test_distinct_error_within_two_percent_merged_over_split_workers() -> None:
     for batch in range(3):
         codes = np.concatenate([np.full(2 * t, k) for k, t in enumerate(truth)])
         values = np.concatenate([rng.integers(0, t, 2 * t) + k * 10**7 for k, t in enumerate(truth)]).astype(np.float64)
-            for k in range(len(truth)):
+        for k in range(len(truth)):
             seen[k].append(values[codes == k])
         worker = rng.integers(0, 4, codes.size)
         for w in range(4):
