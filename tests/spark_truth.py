@@ -54,11 +54,11 @@ def batch_values(checkpoint: Path, keys_of) -> dict[int, dict[str, list[int]]]:
 def join_truth(per_batch: dict[int, dict[str, list[int]]], window: int) -> dict[tuple[int, str], tuple[int, int]]:
     """(batch, key) → (pairs joined, checksum) of the sliding-window self-join: each tuple with the
     key's tuples of the previous ``window - 1`` batches and the earlier ones of its own batch.  The
-    checksum uses :func:`skewlab.engine.runtimes.spark.window_state.join_probe`, itself checked pair by pair against a
+    checksum uses :func:`skewlab.engine.operators.builtin.join_probe`, itself checked pair by pair against a
     brute-force enumeration in tests/engine/test_window_state.py."""
     import numpy as np
 
-    from skewlab.engine.runtimes.spark.window_state import join_probe
+    from skewlab.engine.operators.builtin import join_probe
 
     out = {}
     for b, per in per_batch.items():

@@ -220,7 +220,7 @@ def _live_settings(store: Any) -> dict[str, Any] | None:
     config = run.get("config") if isinstance(run.get("config"), dict) else {}
     return {"id": run_id, "name": run.get("name") or "", "status": run.get("status"), "algorithm": st.algorithm,
             "params": dict(st.params), "workers": st.n_workers or (latest[0].get("n_workers") if latest else None),
-            "operator": config.get("operator") or "count"}
+            "operator": config.get("operator") or "count", "operator_mergeable": config.get("operator_mergeable")}
 
 
 def cmd_control(args: argparse.Namespace) -> int:
@@ -261,10 +261,11 @@ def cmd_control(args: argparse.Namespace) -> int:
     current = live["algorithm"] if live else "hash"
     current_params = live["params"] if live else {}
     operator = live["operator"] if live else "count"
+    mergeable = live["operator_mergeable"] if live else None
     try:
         if kind != "set-param":
             kind, payload = validate_command(kind, payload, current_algorithm=current, current_params={},
-                                             operator=operator)
+                                             operator=operator, mergeable=mergeable)
         else:
             validate_command(kind, payload, current_algorithm=current, current_params=current_params)
     except CommandError as exc:

@@ -69,6 +69,11 @@ class KeyedOperator(ABC):
         """The key's result at a batch: ``window`` the partials of its earlier batches still in the
         window (oldest first), ``new`` the batch's.  Returns ``(result, *columns)``."""
 
+    def empty(self) -> tuple:
+        """The result of a key without tuples: what a worker emits for a key it gave away (its share
+        of the key is now empty).  Default: :meth:`emit` of the partial state of no tuples."""
+        return self.emit([], self.partials(np.zeros(0, np.int64), 1, np.zeros(0))[0])
+
     def dumps(self, partial: Any) -> bytes:
         """One partial state as bytes (migration, checkpoints)."""
         return pickle.dumps(partial, protocol=pickle.HIGHEST_PROTOCOL)
@@ -107,13 +112,13 @@ class MergeableOperator(KeyedOperator):
         return self.finish(self.merge([*window, new]))
 
 
-def split_key_refusal(operator: KeyedOperator | type[KeyedOperator], grouping: str, single_owner: bool) -> str | None:
-    """Why ``grouping`` cannot serve ``operator``, or ``None`` if it can.
+def split_key_refusal(operator: str, mergeable: bool, grouping: str, single_owner: bool) -> str | None:
+    """Why ``grouping`` cannot serve the operator named ``operator``, or ``None`` if it can.
 
     The one rule: a split-key grouping (``single_owner`` false: a key's tuples go to several
-    workers) needs a :class:`MergeableOperator`, because each worker then sees only a share of the
-    key and the key's result is the merge of the shares."""
-    if single_owner or operator.mergeable:
+    workers) needs a mergeable operator (:attr:`KeyedOperator.mergeable`), because each worker then
+    sees only a share of the key and the key's result is the merge of the shares."""
+    if single_owner or mergeable:
         return None
-    return (f"{grouping} splits keys over workers, and operator {operator.name} cannot merge a key's "
+    return (f"{grouping} splits keys over workers, and operator {operator} cannot merge a key's "
             "partial states from several workers; use a key grouping or a rebalancer")

@@ -11,7 +11,7 @@ from skewlab.engine.config.params import ParamError
 from skewlab.engine.operators.base import KeyedOperator
 from skewlab.engine.operators.builtin import BUILTINS
 
-__all__ = ["OperatorError", "describe_operator", "load_operator", "operator_names"]
+__all__ = ["OperatorError", "describe_operator", "is_mergeable", "load_operator", "operator_names"]
 
 
 class OperatorError(ParamError):
@@ -21,6 +21,17 @@ class OperatorError(ParamError):
 def operator_names() -> list[str]:
     """The built-in operators' names."""
     return list(BUILTINS)
+
+
+def is_mergeable(spec: str, declared: bool | None = None) -> bool:
+    """Whether the operator ``spec`` may run under a split-key grouping, where its module need not be
+    importable (the dashboard, ``skewlab control``): ``declared`` (the flag a run stored in its
+    configuration, ``operator_mergeable``) when known, else the built-in's declaration; an unknown
+    user operator counts as not mergeable."""
+    if declared is not None:
+        return bool(declared)
+    cls = BUILTINS.get(str(spec))
+    return bool(cls and cls.mergeable)
 
 
 def load_operator(spec: str) -> KeyedOperator:

@@ -312,8 +312,14 @@ def test_commands_built_from_the_form_are_validated():
     assert kind == "set-param" and payload == {"params": {"theta_max": 0.3}}
     kind, payload = build_algorithm_command("pkg", {}, current_algorithm="mixed", current_params=MIXED)
     assert kind == "set-algorithm" and payload == {"algorithm": "pkg", "params": {}}
-    with pytest.raises(CommandError, match="cannot serve a join"):
+    with pytest.raises(CommandError, match="pkg splits keys over workers, and operator join cannot merge"):
         build_algorithm_command("pkg", {}, current_algorithm="mixed", current_params=MIXED, operator="join")
+    # a user operator: the run's stored declaration decides
+    with pytest.raises(CommandError, match="operator my.ops:Ewma cannot merge"):
+        build_algorithm_command("pkg", {}, current_algorithm="mixed", current_params=MIXED, operator="my.ops:Ewma",
+                                mergeable=False)
+    assert build_algorithm_command("pkg", {}, current_algorithm="mixed", current_params=MIXED,
+                                   operator="my.ops:Ewma", mergeable=True)[0] == "set-algorithm"
     assert build_workers_command("5") == ("set-workers", {"workers": 5})
     for bad in (0, "abc", 2.5, 5000):
         with pytest.raises(CommandError, match=r"\[1, 1024\]"):

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from skewlab.engine.operators import BUILTINS, OperatorError, load_operator, split_key_refusal
+from skewlab.engine.operators import BUILTINS, OperatorError, is_mergeable, load_operator, split_key_refusal
 
 
 def _batch(rng: np.random.Generator, n: int, keys: int) -> tuple[np.ndarray, np.ndarray]:
@@ -98,10 +98,12 @@ def test_join_counts_pairs_and_checksum_pair_by_pair() -> None:
 
 def test_split_key_rule() -> None:
     join, count = load_operator("join"), load_operator("count")
-    assert split_key_refusal(join, "hash", single_owner=True) is None
-    assert split_key_refusal(count, "pkg", single_owner=False) is None
-    reason = split_key_refusal(join, "pkg", single_owner=False)
+    assert split_key_refusal(join.name, join.mergeable, "hash", single_owner=True) is None
+    assert split_key_refusal(count.name, count.mergeable, "pkg", single_owner=False) is None
+    reason = split_key_refusal(join.name, join.mergeable, "pkg", single_owner=False)
     assert reason and "pkg splits keys" in reason and "join" in reason
+    assert not is_mergeable("join") and is_mergeable("mean") and not is_mergeable("my.mod:Op")
+    assert is_mergeable("my.mod:Op", declared=True)
 
 
 @pytest.mark.parametrize("spec, message", [
