@@ -92,8 +92,9 @@ def sink_results(sink: Any, join: bool = False, latest: bool = False) -> tuple[d
     Values: the windowed count, or with ``join`` (pairs, checksum)."""
     table = sink.read() if hasattr(sink, "read") else read_sink(str(sink))
     t = table.to_pydict()
+    checksums = t["checksum"] if join else [None] * len(t["key"])
     rows = [(b, k, w, (c, x) if join else c)
-            for b, k, c, x, w in zip(t["batch"], t["key"], t["count"], t["checksum"], t["worker"])]
+            for b, k, c, x, w in zip(t["batch"], t["key"], t["result"], checksums, t["worker"])]
     distinct = len({(b, k, w) for b, k, w, _ in rows})
     add = (lambda u, v: (u[0] + v[0], u[1] + v[1])) if join else (lambda u, v: u + v)
     zero = (0, 0) if join else 0
@@ -103,7 +104,7 @@ def sink_results(sink: Any, join: bool = False, latest: bool = False) -> tuple[d
             merged[(b, k)] = add(merged.get((b, k), zero), v)
         return merged, len(rows), distinct
     m = merge_latest_shares(table).to_pydict()
-    merged = {(b, k): c for b, k, c in zip(m["batch"], m["key"], m["count"])}
+    merged = {(b, k): c for b, k, c in zip(m["batch"], m["key"], m["result"])}
     return merged, len(rows), distinct
 
 

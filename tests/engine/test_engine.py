@@ -139,7 +139,7 @@ def test_split_keys_with_a_finite_window_merge_to_the_ground_truth(spark, tmp_pa
 def _holders(sink, first_batch):
     t = sink.read().to_pydict()
     out = {}
-    for b, k, w, c in zip(t["batch"], t["key"], t["worker"], t["count"]):
+    for b, k, w, c in zip(t["batch"], t["key"], t["worker"], t["result"]):
         if b == first_batch and c:
             out.setdefault(k, set()).add(w)
     return out

@@ -285,9 +285,9 @@ def test_split_keys_with_a_finite_window_merge_to_the_windowed_count(seed):
             ks, cs = counts_of(routed[w])
             rows += [(r[0], r[1], r[2], w) for r in workers[w].step(b, ks, cs, changes=True)["results"]]
     table = pa.table({"batch": [r[0] for r in rows], "key": [r[1] for r in rows],
-                      "count": [r[2] for r in rows], "worker": [r[3] for r in rows]})
+                      "result": [r[2] for r in rows], "worker": [r[3] for r in rows]})
     merged = merge_latest_shares(table).to_pydict()
-    got = {(b, k): c for b, k, c in zip(merged["batch"], merged["key"], merged["count"])}
+    got = {(b, k): c for b, k, c in zip(merged["batch"], merged["key"], merged["result"])}
     seen = {k for b in per_batch for k in per_batch[b]}
     for b in range(batches):
         for k in seen:
@@ -379,9 +379,9 @@ def test_split_keys_moving_with_a_finite_window_merge_to_the_windowed_count(seed
         imports = dict(next_imports)
     assert len({(r[0], r[1], r[3]) for r in rows}) == len(rows)
     merged = merge_latest_shares(pa.table({"batch": [r[0] for r in rows], "key": [r[1] for r in rows],
-                                           "count": [r[2] for r in rows], "worker": [r[3] for r in rows]})).to_pydict()
+                                           "result": [r[2] for r in rows], "worker": [r[3] for r in rows]})).to_pydict()
     latest: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for b, k, c in zip(merged["batch"], merged["key"], merged["count"]):
+    for b, k, c in zip(merged["batch"], merged["key"], merged["result"]):
         latest[k].append((b, c))
     for k in holders:
         for b in range(batches):

@@ -72,7 +72,7 @@ from skewlab.engine.config import settings as run_settings
 from skewlab.engine.config.settings import MAX_WORKERS, check
 from skewlab.engine.control.shadow import ShadowEvaluator, default_shadow_names
 from skewlab.engine.operators import KeyedOperator, load_operator, split_key_refusal
-from skewlab.engine.runtimes.spark.result_sink import open_sink, restore_sink
+from skewlab.engine.runtimes.spark.result_sink import open_sink, restore_sink, sink_schema
 from skewlab.storage.records import IntervalRecord
 
 __all__ = ["EngineConfig", "SparkEngine", "SOURCES"]
@@ -382,7 +382,8 @@ class SparkEngine:
                     "start a new run with --run-name NAME or --checkpoint DIR")
             self.partitions = int(snap["partitions"])
             try:
-                self.results = restore_sink(snap["sink"], snap.get("sink_start"), self.partitions)
+                self.results = restore_sink(snap["sink"], snap.get("sink_start"), self.partitions,
+                                            schema=sink_schema(self.operator))
             except ParamError:
                 self.store.close()
                 raise
@@ -420,7 +421,8 @@ class SparkEngine:
             )
             self.partitions = self.cfg.partitions()
             try:  # before the run exists: an unusable sink is a start-up error
-                self.results = open_sink(self.cfg.sink_spec(), self.partitions, log=self.log)
+                self.results = open_sink(self.cfg.sink_spec(), self.partitions, schema=sink_schema(self.operator),
+                                         log=self.log)
             except ParamError:
                 self.store.close()
                 raise

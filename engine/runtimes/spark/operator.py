@@ -16,8 +16,8 @@ Per batch the handler of worker ``w``
 2. computes the keyed operator's per-key partial states of the batch at once
    (:meth:`skewlab.engine.operators.KeyedOperator.partials`; not for count, whose state is the
    tuple count) and runs :meth:`WorkerWindow.step` (import, slide, export, hold, apply);
-3. writes its results — ``(batch, key, windowed count)``, or for the join ``(batch, key, pairs
-   joined, checksum)`` — to the sink (:mod:`skewlab.engine.runtimes.spark.result_sink`): by default one Parquet file
+3. writes its results — ``(batch, key, result, <operator columns>)``: the windowed count, the join's
+   pairs joined and checksum, ... (:func:`skewlab.engine.runtimes.spark.result_sink.sink_schema`) — to the sink (:mod:`skewlab.engine.runtimes.spark.result_sink`): by default one Parquet file
    per (batch, worker), written atomically under a name fixed by the batch, so a replayed batch
    rewrites the same file with the same rows; or partition ``w`` of a Kafka topic, where a replay
    writes only the records not yet there: results are exactly once;
@@ -49,7 +49,7 @@ import numpy as np
 import pyarrow as pa
 
 from skewlab.engine.operators import KeyedOperator
-from skewlab.engine.runtimes.spark.result_sink import SINK_SCHEMA
+from skewlab.engine.runtimes.spark.result_sink import sink_schema
 from skewlab.engine.runtimes.spark.window_state import WorkerWindow, key_fingerprints
 
 __all__ = ["EXPORT", "OUT_ARROW", "OUT_SCHEMA", "SIDE", "STAT", "STATE_SCHEMA", "SUMMARY", "make_handler",
@@ -66,25 +66,25 @@ def _decode(key: str) -> dict[str, Any]:
 
 
 def merge_latest_shares(results: pa.Table) -> pa.Table:
-    """Per-key results of a split-key run: ``(batch, key, count)`` for every (batch, key) with a row,
-    ``count`` = the sum over workers of each worker's latest share at or before that batch.
+    """Per-key results of a split-key run: ``(batch, key, result)`` for every (batch, key) with a row,
+    ``result`` = the sum over workers of each worker's latest share at or before that batch.
 
-    ``results``: sink rows (:data:`SINK_SCHEMA`; a row for the same (batch, key, worker) written later
+    ``results``: sink rows of the count operator (a row for the same (batch, key, worker) written later
     replaces an earlier one).  Exact when the workers emit on every change of their share — new
     tuples, retractions on export, and old batches leaving the window, which the engine asks of
     them whenever a key may have several owners (:meth:`WorkerWindow.step` ``changes``).  For a
     single-owner run it equals the owner's row (the others' retractions are 0)."""
     import pandas as pd
 
-    df = results.select(["batch", "key", "worker", "count"]).to_pandas()
+    df = results.select(["batch", "key", "worker", "result"]).to_pandas()
     if df.empty:
         return pa.table({"batch": pa.array([], pa.int64()), "key": pa.array([], pa.string()),
-                         "count": pa.array([], pa.int64())})
+                         "result": pa.array([], pa.int64())})
     df = df.drop_duplicates(["batch", "key", "worker"], keep="last")
-    wide = df.pivot(index=["key", "batch"], columns="worker", values="count").sort_index()
+    wide = df.pivot(index=["key", "batch"], columns="worker", values="result").sort_index()
     shares = wide.groupby(level="key").ffill().fillna(0)  # each worker's latest share, per key
-    total = shares.sum(axis=1).astype(np.int64).reset_index(name="count")
-    return pa.Table.from_pandas(total[["batch", "key", "count"]], preserve_index=False)
+    total = shares.sum(axis=1).astype(np.int64).reset_index(name="result")
+    return pa.Table.from_pandas(total[["batch", "key", "result"]], preserve_index=False)
 
 
 def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperator | None = None, named: int = 10,
@@ -103,8 +103,9 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
 
     from skewlab.engine.runtimes.spark.result_sink import ParquetSink
 
-    results = sink if hasattr(sink, "write") else ParquetSink(str(sink))
     op = operator if operator is not None else WorkerWindow(1).operator
+    schema = sink_schema(op)
+    results = sink if hasattr(sink, "write") else ParquetSink(str(sink), schema)
 
     P = int(partitions)
     W = int(window)
@@ -180,13 +181,9 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
             res = step["results"]
             n_results = len(res)
             if res:
-                table = pa.table({
-                    "batch": pa.array([r[0] for r in res], pa.int64()),
-                    "key": pa.array([r[1] for r in res], pa.string()),
-                    "count": pa.array([r[2] for r in res], pa.int64()),
-                    "checksum": pa.array([r[3] if len(r) > 3 else None for r in res], pa.int64()),
-                    "worker": pa.array(np.full(len(res), worker, np.int32)),
-                }, schema=SINK_SCHEMA)
+                cols = list(zip(*res))  # batch, key, result, the operator's columns
+                cols.append(np.full(len(res), worker, np.int32))
+                table = pa.table([pa.array(c, f.type) for c, f in zip(cols, schema)], schema=schema)
                 results.write(batch, worker, table)
             for target, blob in step["exports"].items():
                 b = pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)
