@@ -395,7 +395,9 @@ def add_commands(sub: Any) -> None:
                    help="where the operator's results go: a directory of Parquet files (default "
                         "data/results/<checkpoint name>) or kafka://HOST:PORT/TOPIC (partition W = worker W, "
                         "exactly once; the topic is created with --max-workers partitions if missing)")
-    e.add_argument("--operator", default="count", help="count (windowed word count) or join (self-join)")
+    e.add_argument("--operator", default="count",
+                   help="the keyed operator: count (windowed word count), join (self-join), or a user's "
+                        "package.module:Class (a skewlab.engine.operators.KeyedOperator; see docs/operators.md)")
     e.add_argument("--service-us", type=float, default=0.0,
                    help="emulated service time per tuple in microseconds, slept by the worker that applies it "
                         "(Nasir et al. ICDE'16 add 1 ms per message; default 0 = none)")

@@ -72,6 +72,7 @@ from skewlab.engine.config import settings as run_settings
 from skewlab.engine.config.settings import MAX_WORKERS, check
 from skewlab.engine.control.shadow import ShadowEvaluator, default_shadow_names
 from skewlab.engine.operators import KeyedOperator, load_operator, split_key_refusal
+from skewlab.engine.operators.builtin import Join
 from skewlab.engine.runtimes.spark.result_sink import open_sink, restore_sink, sink_schema
 from skewlab.storage.records import IntervalRecord
 
@@ -201,6 +202,10 @@ class EngineConfig:
             raise ParamError(f"--duration must be > 0 seconds, got {self.duration}")
         cls = registry.get(self.algorithm)
         registry.validate_params(self.algorithm, self.params)
+        if operator.needs_value and not isinstance(operator, Join):
+            raise ParamError(f"--operator {self.operator}: {operator.name} reads a value per tuple, and the engine's "
+                             "records carry no values yet (only the join's tuple positions); run count, join or an "
+                             "operator with needs_value = False")
         refusal = split_key_refusal(operator.name, operator.mergeable, self.algorithm, cls.single_owner)
         if refusal:
             raise ParamError(refusal)
@@ -740,6 +745,13 @@ class SparkEngine:
         self._publish_route(self.last_batch + 1)
         P = self.partitions
         configure_state_store(spark, P)
+        module = sys.modules.get(type(self.operator).__module__)
+        if module is not None and not module.__name__.startswith("skewlab."):
+            # a user's operator travels with the handler by value: its module need not be importable
+            # on the executors (Spark pickles the handler with its own cloudpickle)
+            from pyspark import cloudpickle
+
+            cloudpickle.register_pickle_by_value(module)
         labels = F.array(*[F.lit(v) for v in worker_labels(P)])
         routed = spark.readStream.format(fmt).options(**opts).load()
         out = (routed.withColumn("label", F.element_at(labels, (F.col("worker") % P) + 1))
