@@ -767,3 +767,12 @@ def test_worker_box_shows_the_runs_state_partitions():
                             read_only=False)
     assert out["workers-range"] == "[1, 12]" and out["workers-value"] == "6"
     assert _run_summary({"id": 4, "status": "running", "config": {}})["max_workers"] is None
+
+
+def test_runs_table_names_each_runs_operator():
+    from skewlab.dashboard.layout import runs_table
+
+    rows = [{"id": 2, "config": {"operator": "examples.ewma_rate:EwmaRate"}, "status": "running"},
+            {"id": 1, "config": {}, "status": "finished"}]
+    text = str(runs_table(rows, "/export/"))
+    assert "'operator'" in text and "examples.ewma_rate:EwmaRate" in text and "'count'" in text
