@@ -79,7 +79,24 @@ def windowed_truth(per_batch: dict[int, Counter], window: int) -> dict[tuple[int
     return truth
 
 
-def sink_results(sink: Any, join: bool = False, latest: bool = False) -> tuple[dict[tuple[int, str], Any], int, int]:
+def ewma_truth(per_batch: dict[int, Counter], window: int, alpha: float) -> dict[tuple[int, str], float]:
+    """(batch, key) → the EWMA of the key's tuples per batch over the batches of ``(batch - window,
+    batch]`` in which it had tuples, oldest first (examples/ewma_rate.py's definition, folded here
+    from the offset log's counts)."""
+    out = {}
+    for b, counter in per_batch.items():
+        for k in counter:
+            m = None
+            for j in range(b - window + 1, b + 1):
+                c = per_batch.get(j, Counter())[k]
+                if c:
+                    m = float(c) if m is None else alpha * c + (1 - alpha) * m
+            out[(b, k)] = m
+    return out
+
+
+def sink_results(sink: Any, join: bool = False, latest: bool = False, schema: Any = None
+                 ) -> tuple[dict[tuple[int, str], Any], int, int]:
     """The sink's results merged per (batch, key), the number of rows and of distinct (batch, key,
     worker) rows (equal unless a worker wrote a result twice).  ``sink``: a Parquet directory or a sink
     of :mod:`skewlab.engine.runtimes.spark.result_sink` (e.g. ``SparkEngine.results``).
@@ -89,8 +106,10 @@ def sink_results(sink: Any, join: bool = False, latest: bool = False) -> tuple[d
     0 from workers that gave the key away), or with ``latest`` the sum over workers of each one's
     latest share at or before that batch (split-key groupings: :func:`skewlab.engine.runtimes.spark.operator.merge_latest_shares`;
     count only).
-    Values: the windowed count, or with ``join`` (pairs, checksum)."""
-    table = sink.read() if hasattr(sink, "read") else read_sink(str(sink))
+    Values: the windowed count, or with ``join`` (pairs, checksum); ``schema``: the sink's columns
+    when ``sink`` is a directory of another operator's results
+    (:func:`skewlab.engine.runtimes.spark.result_sink.sink_schema`)."""
+    table = sink.read() if hasattr(sink, "read") else read_sink(str(sink), schema)
     t = table.to_pydict()
     checksums = t["checksum"] if join else [None] * len(t["key"])
     rows = [(b, k, w, (c, x) if join else c)

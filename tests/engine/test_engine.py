@@ -17,8 +17,8 @@ from skewlab.cli import main  # noqa: E402
 from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine  # noqa: E402
 from skewlab.storage import connect  # noqa: E402
 from tests.engine_helpers import by_fingerprint, generator_keys_of, generator_truth  # noqa: E402
-from tests.spark_truth import (batch_keys, batch_values, committed_ranges, join_truth, only,  # noqa: E402
-                               sink_results, windowed_truth)
+from tests.spark_truth import (batch_keys, batch_values, committed_ranges, ewma_truth, join_truth,  # noqa: E402
+                               only, sink_results, windowed_truth)
 
 ZIPF = {"keys": 300, "z": 1.2}
 
@@ -175,22 +175,6 @@ def test_join_operator_on_the_executors_equals_the_pairwise_truth(spark, tmp_pat
     assert rows == distinct and only(final(got, tmp_path / "ckpt"), truth) == truth
     assert sum(p for p, _ in truth.values()) > 0
     assert engine.store.migration_events(engine.run_id)
-
-
-def ewma_truth(per_batch: dict[int, Counter], window: int, alpha: float) -> dict[tuple[int, str], float]:
-    """(batch, key) → the EWMA of the key's tuples per batch over the batches of ``(batch - window,
-    batch]`` in which it had tuples, oldest first (examples/ewma_rate.py's definition, folded here
-    from the offset log's counts)."""
-    out = {}
-    for b, counter in per_batch.items():
-        for k in counter:
-            m = None
-            for j in range(b - window + 1, b + 1):
-                c = per_batch.get(j, Counter())[k]
-                if c:
-                    m = float(c) if m is None else alpha * c + (1 - alpha) * m
-            out[(b, k)] = m
-    return out
 
 
 def test_user_operator_through_a_migration_a_refused_split_and_a_restart(spark, tmp_path):

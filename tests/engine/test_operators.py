@@ -4,8 +4,6 @@ the split-key rule."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import numpy as np
 import pytest
