@@ -4,7 +4,6 @@ the split-key rule."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
