@@ -776,3 +776,22 @@ def test_runs_table_names_each_runs_operator():
             {"id": 1, "config": {}, "status": "finished"}]
     text = str(runs_table(rows, "/export/"))
     assert "'operator'" in text and "examples.ewma_rate:EwmaRate" in text and "'count'" in text
+
+
+def test_form_refuses_a_split_key_switch_for_a_non_mergeable_operator(store):
+    """The run's operator (a user's, stored as not mergeable) cannot serve pkg: the form says why and
+    sends nothing; a key grouping is still sent.  The same form on a count run sends pkg."""
+    user = store.create_run("mixed", MIXED, n_workers=4, config={
+        "interval": 1.0, "operator": "examples.ewma_rate:EwmaRate", "operator_mergeable": False})
+    counting = store.create_run("mixed", MIXED, n_workers=4, config={"interval": 1.0, "operator": "count"})
+    for rid in (user, counting):
+        for i in range(3):
+            record(store, rid, i)
+    client = create_app(store=store).server.test_client()
+    text = _apply_form(client, user, {}, algo="pkg").get_data(as_text=True)
+    assert "refused" in text and "pkg splits keys over workers, and operator examples.ewma_rate:EwmaRate " \
+                                  "cannot merge" in text, text
+    assert store.recent_commands(10) == []
+    assert "submitted" in _apply_form(client, user, {}, algo="hash").get_data(as_text=True)
+    assert "submitted" in _apply_form(client, counting, {}, algo="pkg").get_data(as_text=True)
+    assert [c["payload"]["algorithm"] for c in store.recent_commands(10)] == ["pkg", "hash"]
