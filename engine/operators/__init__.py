@@ -5,7 +5,7 @@ See docs/operators.md."""
 
 from skewlab.engine.operators.base import KeyedOperator, MergeableOperator, split_key_refusal
 from skewlab.engine.operators.builtin import BUILTINS
-from skewlab.engine.operators.registry import OperatorError, describe_operator, is_mergeable, load_operator, operator_names
+from skewlab.engine.operators.registry import OperatorError, is_mergeable, load_operator
 
-__all__ = ["BUILTINS", "KeyedOperator", "MergeableOperator", "OperatorError", "describe_operator", "is_mergeable", "load_operator",
-           "operator_names", "split_key_refusal"]
+__all__ = ["BUILTINS", "KeyedOperator", "MergeableOperator", "OperatorError", "is_mergeable", "load_operator",
+           "split_key_refusal"]

@@ -11,16 +11,11 @@ from skewlab.engine.config.params import ParamError
 from skewlab.engine.operators.base import KeyedOperator
 from skewlab.engine.operators.builtin import BUILTINS
 
-__all__ = ["OperatorError", "describe_operator", "is_mergeable", "load_operator", "operator_names"]
+__all__ = ["OperatorError", "is_mergeable", "load_operator"]
 
 
 class OperatorError(ParamError):
     """``--operator`` names no usable operator (one line, exit status 2)."""
-
-
-def operator_names() -> list[str]:
-    """The built-in operators' names."""
-    return list(BUILTINS)
 
 
 def is_mergeable(spec: str, declared: bool | None = None) -> bool:
@@ -67,10 +62,3 @@ def load_operator(spec: str) -> KeyedOperator:
     except Exception as exc:
         raise OperatorError(f"--operator {spec[:80]!r}: cannot create and pickle {attr}(): {type(exc).__name__}: {exc}"[:300]) from None
     return operator
-
-
-def describe_operator(operator: KeyedOperator, value_field: str = "") -> str:
-    """The operator as the dashboard and the logs name it: ``mean of price``, ``count``."""
-    if operator.needs_value and value_field:
-        return f"{operator.name} of {value_field}"
-    return operator.name
