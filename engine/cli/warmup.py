@@ -35,7 +35,7 @@ def warm_up(progress: bool = False) -> float:
     from skewlab.engine.algorithms import registry
     from skewlab.engine.algorithms.keys import FingerprintVocabulary, fingerprint_keys
     from skewlab.engine.cli.simulate import SimulationConfig, parse_change, run_simulation
-    from skewlab.engine.runtimes.spark.window_state import join_probe
+    from skewlab.engine.operators.builtin import join_probe
 
     started = time.monotonic()
     names = registry.names()
