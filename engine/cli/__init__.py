@@ -341,7 +341,8 @@ def add_commands(sub: Any) -> None:
     w.set_defaults(func=cmd_workloads)
 
     s = sub.add_parser("simulate", help="run a grouping on a workload in the local runtime")
-    s.add_argument("--algorithm", default="mixed", help="registry name (see 'skewlab algorithms'); default mixed")
+    s.add_argument("--algorithm", default=settings.DEFAULT_ALGORITHM,
+                   help=f"registry name (see 'skewlab algorithms'); default {settings.DEFAULT_ALGORITHM}")
     s.add_argument("--workers", type=int, default=settings.WORKERS.default, help=settings.flag_help(settings.WORKERS))
     s.add_argument("--sources", type=int, default=settings.SOURCES.default, help=settings.flag_help(settings.SOURCES))
     s.add_argument("--workload", default=None, help="workload name (see 'skewlab workloads'); default zipf")
@@ -367,7 +368,8 @@ def add_commands(sub: Any) -> None:
 
     pl = sub.add_parser("plan", help="what would an algorithm do with this snapshot?")
     pl.add_argument("--snapshot", required=True, help="JSON snapshot file ('-' for stdin)")
-    pl.add_argument("--algorithm", default="mixed", help="rebalancing algorithm (default mixed)")
+    pl.add_argument("--algorithm", default=settings.DEFAULT_REBALANCER,
+                    help=f"rebalancing algorithm (default {settings.DEFAULT_REBALANCER})")
     pl.add_argument("--param", action="append", metavar="NAME=VALUE", help="algorithm parameter (repeatable)")
     pl.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     pl.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -375,7 +377,8 @@ def add_commands(sub: Any) -> None:
     e = sub.add_parser("engine", help="run the PySpark streaming engine")
     e.add_argument("--source", default="generator", help="generator|kafka|file (default generator)")
     e.add_argument("--db", default=None, help="database URL (default: SQLite file data/skewlab.db)")
-    e.add_argument("--algorithm", default="mixed", help="registry name (default mixed)")
+    e.add_argument("--algorithm", default=settings.DEFAULT_ALGORITHM,
+                   help=f"registry name (default {settings.DEFAULT_ALGORITHM})")
     e.add_argument("--param", action="append", metavar="NAME=VALUE", help="algorithm parameter (repeatable)")
     e.add_argument("--workers", type=int, default=settings.WORKERS.default, help=settings.flag_help(settings.WORKERS))
     e.add_argument("--sources", type=int, default=settings.SOURCES.default, help=settings.flag_help(settings.SOURCES))
