@@ -41,9 +41,10 @@ def cmd_workloads(args: argparse.Namespace) -> int:
     names = workload_names()
     params = {name: [p.to_dict() for p in WORKLOADS[name].params] for name in names}
     title, param = _widths(names, [p["name"] for ps in params.values() for p in ps])
+    default = max([10, *(len(str(p["default"])) for ps in params.values() for p in ps)])
     for name in names:
         print(f"{name:<{title}} {WORKLOADS[name].summary}")
-        _print_params(params[name], param)
+        _print_params(params[name], param, default)
     return 0
 
 
@@ -290,10 +291,11 @@ def _widths(titles: Sequence[str], params: Sequence[str]) -> tuple[int, int]:
     return max(map(len, titles), default=0), max([18, *map(len, params)])
 
 
-def _print_params(params: Sequence[dict[str, Any]], width: int) -> None:
-    """One line per declared parameter: name, default, range, help (names padded to ``width``)."""
+def _print_params(params: Sequence[dict[str, Any]], width: int, default_width: int = 10) -> None:
+    """One line per declared parameter: name, default, range, help (names padded to ``width``, defaults
+    to ``default_width``)."""
     for p in params:
-        print(f"    {p['name']:<{width}} default {p['default']!s:<10} range {p['range']:<22} {p['help']}")
+        print(f"    {p['name']:<{width}} default {p['default']!s:<{default_width}} range {p['range']:<22} {p['help']}")
 
 
 def _print_simulation(r: dict[str, Any]) -> None:
