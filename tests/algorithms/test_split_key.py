@@ -136,7 +136,7 @@ class RefGrouping:
         self.next = [self.warmup for _ in range(sources)]
         self.rr = [s % n for s in range(sources)]
         self.decay = decay
-        self.epoch = epoch if epoch > 0 else 5 * self.warmup
+        self.epoch = epoch if epoch > 0 else max(1, self.warmup // 5)
         self.seen = [0] * sources  # tuples routed per source (N of the sketch, before decays)
         self.next_decay = [self.epoch] * sources
 
@@ -198,7 +198,7 @@ def run_both(algo, n, sources, fps, params, seed):
         algo, n, sources,
         capacity=params.get("capacity", 10000), theta=params.get("head_threshold", 0.0),
         warmup=params.get("warmup", 0), refresh=params.get("refresh", 1000), eps=params.get("epsilon", 1e-4),
-        decay=params.get("decay", 1.0), epoch=params.get("epoch", 0),
+        decay=params.get("decay", 0.5), epoch=params.get("epoch", 0),
     )
     cand = candidates(fps, 2, n)
     start = 0
