@@ -277,12 +277,13 @@ def plan_summary(plan) -> dict[str, Any]:
     }
 
 
-def simulate(cfg, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+def simulate(cfg, progress: Callable[[int, int], None] | None = None, plans_on: bool = True) -> dict[str, Any]:
     """:func:`skewlab.engine.cli.simulate.run_simulation` plus ``result["plans"]``: a summary of every plan.
 
     Same workload set-up as ``run_simulation`` (Fang's ``instances`` default to the worker count),
     same :class:`~skewlab.engine.runtimes.local.LocalRuntime`; the grouping's ``plan`` is wrapped on the
-    instance to record what it returned.
+    instance to record what it returned.  ``plans_on=False``: the grouping never asks for a plan
+    (``should_rebalance`` is false), i.e. the rebalancer's own routing without rebalancing.
     """
     from skewlab.engine.runtimes.local import LocalRuntime
     from skewlab.engine.cli.simulate import stream_messages
@@ -308,6 +309,8 @@ def simulate(cfg, progress: Callable[[int, int], None] | None = None) -> dict[st
         return p
 
     grouping.plan = recording_plan  # type: ignore[method-assign]
+    if not plans_on:
+        grouping.should_rebalance = lambda stats: False  # type: ignore[method-assign]
     runtime = LocalRuntime(grouping, workload.vocab, window=cfg.window, cost_model=cfg.cost_model)
     messages = stream_messages(cfg.messages, workload)
     out = runtime.run(workload.batches(messages, cfg.interval_messages), cfg.changes, progress)

@@ -51,7 +51,8 @@ IDEAL = 1e-4
 
 
 def _params(theta_n: float, n: int) -> dict[str, Any]:
-    return {"head_threshold": theta_n / n, "warmup": 50 * n}
+    """θ = theta_n / n and the paper's warm-up; counts since the start (``decay = 1``, the paper)."""
+    return {"head_threshold": theta_n / n, "warmup": 50 * n, "decay": 1.0}
 
 
 def key_replication(key_ids: np.ndarray, workers: np.ndarray, n: int, keys: np.ndarray) -> float:

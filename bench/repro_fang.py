@@ -88,11 +88,12 @@ def readj_alpha(theta: float, n: int) -> float:
 
 
 def _params(alg: str, n: int, theta: float, amax: int, sigma: float = 0.1) -> dict[str, Any]:
+    """The papers' parameters of ``alg``; every plan is executed (``gate`` off: the papers have no gate)."""
     if alg in ("pkg", "hash"):
         return {}
     if alg == "readj":
-        return {"theta_max": theta, "alpha": readj_alpha(theta, n), "sigma": sigma}
-    p = {"theta_max": theta, "amax": amax}
+        return {"theta_max": theta, "alpha": readj_alpha(theta, n), "sigma": sigma, "gate": False}
+    p = {"theta_max": theta, "amax": amax, "gate": False}
     return p
 
 

@@ -64,6 +64,13 @@ KEY = "nasir"
 TITLE = "Nasir et al. ICDE 2016 — D-Choices / W-Choices vs PKG"
 ALGOS = ("hash", "shuffle", "pkg", "dchoices", "wchoices", "rr-head", "dkg")
 SOURCES = 5
+#: the paper's heads count since the start of the stream (skewlab's default decays them: issue 25)
+PAPER: dict[str, Any] = {"decay": 1.0}
+
+
+def paper_params(alg: str) -> dict[str, Any]:
+    """:data:`PAPER` for a grouping with a recency decay, nothing for the others."""
+    return dict(PAPER) if any(p.name == "decay" for p in registry.get(alg).params) else {}
 EPSILON = 1e-4
 
 
@@ -95,7 +102,7 @@ class FixedDGreedy(DChoicesRouter):
 
     def __init__(self, n_workers: int, n_sources: int, seed: int, fixed_d: int) -> None:
         self.fixed_d = int(fixed_d)
-        super().__init__(n_workers, n_sources, seed, registry.validate_params("dchoices", {}))
+        super().__init__(n_workers, n_sources, seed, registry.validate_params("dchoices", PAPER))
 
     def _reset_state(self) -> None:
         super()._reset_state()
@@ -141,8 +148,8 @@ def _q2(ctx: Context, S, seed: int) -> list[dict[str, Any]]:
         for n in S["q2_ns"]:
             if n <= 2:
                 continue
-            wc = stream_metrics(ids, route("wchoices", n, SOURCES, fps, seed)[0], n)["seeds_imbalance"]
-            g = DChoicesGrouping(n, SOURCES, seed, {}).router
+            wc = stream_metrics(ids, route("wchoices", n, SOURCES, fps, seed, PAPER)[0], n)["seeds_imbalance"]
+            g = DChoicesGrouping(n, SOURCES, seed, PAPER).router
             dc_w, _ = route("dchoices", n, SOURCES, fps, router=g)
             dc_i = stream_metrics(ids, dc_w, n)["seeds_imbalance"]
             chosen = [int(g.d_of(s)) for s in range(SOURCES)]
@@ -185,7 +192,7 @@ def run(ctx: Context) -> Section:
                 seed_rows = []
                 for n in S["ns"]:
                     for alg in ALGOS:
-                        g = registry.create(alg, n, SOURCES, seed).router
+                        g = registry.create(alg, n, SOURCES, seed, paper_params(alg)).router
                         workers, secs = route(alg, n, SOURCES, fps, router=g)
                         met = stream_metrics(ids, workers, n)
                         row = {"keys": K, "z": z, "n": n, "algorithm": alg, **met, "route_seconds": secs}
@@ -238,7 +245,7 @@ def _distinct_choices_case(quick: bool) -> dict[str, Any]:
     ranks = np.minimum(np.searchsorted(cdf, np.random.default_rng(0).random(m), side="right"), k - 1)
     vocab = Vocabulary([str(i) for i in range(k)])
     fps = vocab.fps[ranks]
-    g = DChoicesGrouping(n, SOURCES, 0, {}).router
+    g = DChoicesGrouping(n, SOURCES, 0, PAPER).router
     workers, _ = route("dchoices", n, SOURCES, fps, router=g)
     met = stream_metrics(ranks, workers, n)
     d = max(int(g.d_of(s)) for s in range(SOURCES))

@@ -41,9 +41,10 @@ def cmd_workloads(args: argparse.Namespace) -> int:
     names = workload_names()
     params = {name: [p.to_dict() for p in WORKLOADS[name].params] for name in names}
     title, param = _widths(names, [p["name"] for ps in params.values() for p in ps])
+    default = max([10, *(len(str(p["default"])) for ps in params.values() for p in ps)])
     for name in names:
         print(f"{name:<{title}} {WORKLOADS[name].summary}")
-        _print_params(params[name], param)
+        _print_params(params[name], param, default)
     return 0
 
 
@@ -291,10 +292,11 @@ def _widths(titles: Sequence[str], params: Sequence[str]) -> tuple[int, int]:
     return max(map(len, titles), default=0), max([18, *map(len, params)])
 
 
-def _print_params(params: Sequence[dict[str, Any]], width: int) -> None:
-    """One line per declared parameter: name, default, range, help (names padded to ``width``)."""
+def _print_params(params: Sequence[dict[str, Any]], width: int, default_width: int = 10) -> None:
+    """One line per declared parameter: name, default, range, help (names padded to ``width``, defaults
+    to ``default_width``)."""
     for p in params:
-        print(f"    {p['name']:<{width}} default {p['default']!s:<10} range {p['range']:<22} {p['help']}")
+        print(f"    {p['name']:<{width}} default {p['default']!s:<{default_width}} range {p['range']:<22} {p['help']}")
 
 
 def _print_simulation(r: dict[str, Any]) -> None:
@@ -342,7 +344,8 @@ def add_commands(sub: Any) -> None:
     w.set_defaults(func=cmd_workloads)
 
     s = sub.add_parser("simulate", help="run a grouping on a workload in the local runtime")
-    s.add_argument("--algorithm", default="mixed", help="registry name (see 'skewlab algorithms'); default mixed")
+    s.add_argument("--algorithm", default=settings.DEFAULT_ALGORITHM,
+                   help=f"registry name (see 'skewlab algorithms'); default {settings.DEFAULT_ALGORITHM}")
     s.add_argument("--workers", type=int, default=settings.WORKERS.default, help=settings.flag_help(settings.WORKERS))
     s.add_argument("--sources", type=int, default=settings.SOURCES.default, help=settings.flag_help(settings.SOURCES))
     s.add_argument("--workload", default=None, help="workload name (see 'skewlab workloads'); default zipf")
@@ -368,7 +371,8 @@ def add_commands(sub: Any) -> None:
 
     pl = sub.add_parser("plan", help="what would an algorithm do with this snapshot?")
     pl.add_argument("--snapshot", required=True, help="JSON snapshot file ('-' for stdin)")
-    pl.add_argument("--algorithm", default="mixed", help="rebalancing algorithm (default mixed)")
+    pl.add_argument("--algorithm", default=settings.DEFAULT_REBALANCER,
+                    help=f"rebalancing algorithm (default {settings.DEFAULT_REBALANCER})")
     pl.add_argument("--param", action="append", metavar="NAME=VALUE", help="algorithm parameter (repeatable)")
     pl.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     pl.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -376,7 +380,8 @@ def add_commands(sub: Any) -> None:
     e = sub.add_parser("engine", help="run the PySpark streaming engine")
     e.add_argument("--source", default="generator", help="generator|kafka|file (default generator)")
     e.add_argument("--db", default=None, help="database URL (default: SQLite file data/skewlab.db)")
-    e.add_argument("--algorithm", default="mixed", help="registry name (default mixed)")
+    e.add_argument("--algorithm", default=settings.DEFAULT_ALGORITHM,
+                   help=f"registry name (default {settings.DEFAULT_ALGORITHM})")
     e.add_argument("--param", action="append", metavar="NAME=VALUE", help="algorithm parameter (repeatable)")
     e.add_argument("--workers", type=int, default=settings.WORKERS.default, help=settings.flag_help(settings.WORKERS))
     e.add_argument("--sources", type=int, default=settings.SOURCES.default, help=settings.flag_help(settings.SOURCES))

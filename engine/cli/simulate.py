@@ -15,7 +15,7 @@ from skewlab.engine.control.commands import CommandError, ScheduledCommand, vali
 from skewlab.engine.control.controller import COST_MODELS
 from skewlab.engine.config.params import ParamError
 from skewlab.engine.runtimes.local import LocalRuntime
-from skewlab.engine.config.settings import INTERVAL_MESSAGES, MAX_WORKERS, MESSAGES, SOURCES, WINDOW, WORKERS, check
+from skewlab.engine.config.settings import DEFAULT_ALGORITHM, INTERVAL_MESSAGES, MAX_WORKERS, MESSAGES, SOURCES, WINDOW, WORKERS, check
 from skewlab.engine.workloads import create_workload, workload_class
 
 __all__ = ["DEFAULT_MESSAGES", "SimulationConfig", "parse_change", "run_simulation", "stream_messages"]
@@ -29,7 +29,7 @@ class SimulationConfig:
     """One simulation.  ``messages=None``: one pass over a finite workload (a file), otherwise
     :data:`DEFAULT_MESSAGES`; a number caps a file's stream (or loops it with ``loop=true``)."""
 
-    algorithm: str = "mixed"
+    algorithm: str = DEFAULT_ALGORITHM
     workers: int = WORKERS.default
     sources: int = SOURCES.default
     workload: str = "zipf"

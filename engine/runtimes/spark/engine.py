@@ -151,7 +151,7 @@ SOURCES = ("generator", "kafka", "file")
 class EngineConfig:
     source: str = "generator"
     db: str | None = None
-    algorithm: str = "mixed"
+    algorithm: str = run_settings.DEFAULT_ALGORITHM
     params: dict[str, Any] = field(default_factory=dict)
     workers: int = run_settings.WORKERS.default
     sources: int = run_settings.SOURCES.default
