@@ -111,7 +111,8 @@ def loopback_problem(master: str, driver_host: str | None) -> str | None:
 
 
 def _import_skewlab(_):
-    import skewlab  # noqa: F401 - the check: the executor's Python has skewlab installed
+    # the check: the executor's Python has skewlab installed, with what the engine's workers run
+    from skewlab.engine.runtimes.spark import operator  # noqa: F401
     return [socket.gethostname()]
 
 
