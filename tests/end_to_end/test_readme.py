@@ -110,6 +110,10 @@ RUN_BY: dict[str, str] = {
     "skewlab engine --master spark://host:7077 ...": "test_spark_cluster_recipe",
     "skewlab engine --master spark://HOST:7077 --source kafka --bootstrap BROKER:9092 --topic T "
     "--db postgresql+psycopg://USER@DBHOST/skewlab": "test_spark_cluster_recipe",
+    "skewlab engine --master spark://MASTER_HOST:7077 --conf spark.driver.host=DRIVER_IP "
+    "--conf spark.driver.bindAddress=DRIVER_IP --conf spark.pyspark.python=/opt/skewlab/bin/python "
+    "--checkpoint ck --sink results --db sqlite:///skewlab.db --source file --input keys.txt":
+        "tests/end_to_end/test_cluster.py (namespace cluster)",
     "skewlab demo [--port 8050] [--db URL] [--new-run]": "test_demo_and_dashboard_options",
     "skewlab dashboard --db URL [--host H] [--port N] [--token T]": "test_demo_and_dashboard_options",
     "skewlab bench all --out docs": "test_bench_commands",
