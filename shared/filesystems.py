@@ -46,6 +46,8 @@ _HADOOP_SCHEME = {"s3": "s3a"}
 #: filesystems whose rename is atomic, so a write goes to a temporary name first
 _RENAMES_ATOMICALLY = {"local", "hdfs"}
 
+#: environment variables that select the S3 endpoint and region (the credentials Arrow reads itself)
+_S3_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION")
 _FILESYSTEMS: dict[tuple[str, str], Any] = {}
 _LOCK = threading.Lock()
 
@@ -122,6 +124,8 @@ def filesystem(location: str) -> tuple[Any, str, str]:
         parts = urlsplit(location)
         key = (scheme, parts.netloc)
         path = f"{parts.netloc}{parts.path}" if scheme == "s3" else parts.path
+        if scheme == "s3":  # one client per endpoint and region the environment names
+            key = (scheme, "|".join(os.environ.get(v, "") for v in _S3_VARIABLES))
     with _LOCK:
         filesystem_ = _FILESYSTEMS.get(key)
         if filesystem_ is None:
