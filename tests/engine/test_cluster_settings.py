@@ -118,3 +118,12 @@ def test_cli_refuses_a_loopback_driver_for_a_remote_master_in_one_line(tmp_path,
 def test_cli_conf_malformed_is_a_usage_error(tmp_path):
     r = _engine(["--conf", "spark.driver.host"], {}, tmp_path)
     assert r.returncode == 2 and "name=value" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_demo_refuses_a_malformed_conf_before_starting(tmp_path):
+    import os
+
+    env = dict(os.environ, SKEWLAB_DATA_DIR=str(tmp_path / "data"))
+    r = subprocess.run([sys.executable, "-m", "skewlab", "demo", "--conf", "spark.driver.host", "--port", "0",
+                        "--duration", "1"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert r.returncode == 2 and "--conf" in r.stderr and "name=value" in r.stderr and "Traceback" not in r.stderr

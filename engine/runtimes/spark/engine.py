@@ -795,7 +795,8 @@ class SparkEngine:
             except Exception:  # noqa: BLE001 - the database may be down; metrics are buffered anyway
                 pass
             self.log(f"run {self.run_id}: {self.controller.planner.name} on {self.cfg.source}, "
-                     f"{self.controller.n_workers} workers, checkpoint {self.checkpoint}, db {self.store.url}"
+                     f"{self.controller.n_workers} workers, master {spark.sparkContext.master}, "
+                     f"checkpoint {self.checkpoint}, db {self.store.url}"
                      + (f", Spark log {self.spark_log}" if self.spark_log is not None else ""))
             while not self._done():
                 if self.paused:
