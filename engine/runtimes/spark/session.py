@@ -184,6 +184,10 @@ def get_session(master: str | None = None, app_name: str = "skewlab",
         from pyspark import SparkConf, SparkContext
         from pyspark.sql import SparkSession
 
+        # The JVM inherits the interpreter choice as the old code gave it (a local master, or one not yet
+        # known); it is taken back below if the cluster's master turns out not to be local.
+        provisional = python_env(master or "local[*]", explicit, os.environ) if master is None or is_local_master(master) else {}
+        os.environ.update(provisional)
         with _output_to(jvm_output):
             SparkContext._ensure_initialized()  # the JVM, with what spark-submit/spark-defaults.conf gave it
         cluster = dict(SparkConf().getAll())
@@ -192,6 +196,8 @@ def get_session(master: str | None = None, app_name: str = "skewlab",
                                    or os.environ.get("SPARK_LOCAL_IP"))
         if problem:
             raise UsageError(problem)
+        for variable in provisional:
+            os.environ.pop(variable, None)
         os.environ.update(python_env(master, {**cluster, **settings}, os.environ))
         builder = SparkSession.builder.master(master).appName(app_name)
         for key, value in settings.items():
