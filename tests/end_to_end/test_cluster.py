@@ -91,7 +91,7 @@ def test_engine_on_a_cluster_with_another_host(tmp_path, netns_cluster):  # noqa
     keys = [f"w{int(x)}" for x in rng.zipf(1.3, 30_000) % 1500]
     (tmp_path / "keys.txt").write_text("\n".join(keys) + "\n")
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_LOCAL_IP", "PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR")}
-    env.update(PYTHONUNBUFFERED="1", SKEWLAB_EXECUTOR_CHECK_TIMEOUT="90")
+    env.update(PYTHONUNBUFFERED="1", SKEWLAB_EXECUTOR_CHECK_TIMEOUT="300")
 
     # 1. a driver that advertises loopback: the executor in the other namespace could never reach it
     elsewhere = ["--checkpoint", "ck-refused", "--db", f"sqlite:///{tmp_path}/refused.db"]  # kept apart from the run
