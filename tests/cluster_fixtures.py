@@ -36,6 +36,20 @@ class NetnsCluster:
         return [int(p) for p in out.split()]
 
 
+def stop_process_groups(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM the process groups of ``procs`` (each started with ``start_new_session``), last started
+    first; SIGKILL a group that is still there after 30 s."""
+    for p in reversed(procs):
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
 def _run(*args: str) -> None:
     subprocess.run(args, check=True, capture_output=True)
 
@@ -117,15 +131,7 @@ def netns_cluster(tmp_path):
         _await(logs / "worker.log", "Successfully registered with master", procs, 120)
         yield NetnsCluster(f"spark://{host_ip}:{port}", host_ip, worker_ip, ns, logs / "work", logs)
     finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+        stop_process_groups(procs)
         if created_link:
             subprocess.run(["ip", "link", "del", veth_host], capture_output=True)
         if created_ns:

@@ -44,6 +44,7 @@ from typing import Callable
 
 import pytest
 
+from tests.cluster_fixtures import stop_process_groups
 from tests.pg import pg_server, pg_url  # noqa: F401 - pytest fixtures
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -541,14 +542,7 @@ def spark_cluster(tmp_path):
         await_line("worker", "Successfully registered with master", 120)
         yield f"spark://127.0.0.1:{port}"
     finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
+        stop_process_groups(procs)
 
 
 @pytest.mark.slow
