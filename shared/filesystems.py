@@ -34,7 +34,7 @@ import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["exists", "filesystem", "is_dir", "is_file", "is_local", "join", "list_names", "makedirs",
+__all__ = ["exists", "filesystem", "split_location", "is_dir", "is_file", "is_local", "join", "list_names", "makedirs",
            "read_bytes", "remove", "remove_tree", "resolve", "spark_location", "write_bytes",
            "write_parquet"]
 
@@ -110,22 +110,29 @@ def _s3_filesystem():
     return fs.S3FileSystem(**options)
 
 
+def split_location(location: str) -> tuple[str, str, str]:
+    """``(pyarrow scheme, host, path inside that filesystem)`` of a location: ``("local", "", abs path)``
+    for paths, ``("s3", bucket, "bucket/key")`` for ``s3://``/``s3a://`` (pyarrow's S3 paths start with
+    the bucket), ``("hdfs", "nn:8020", "/path")`` for ``hdfs://nn:8020/path``."""
+    scheme = _scheme(location)
+    if scheme in (None, "file"):
+        return "local", "", resolve(location)
+    scheme = _ARROW_SCHEME.get(scheme, scheme)
+    parts = urlsplit(location)
+    path = f"{parts.netloc}{parts.path}" if scheme == "s3" else parts.path
+    return scheme, parts.netloc, path
+
+
 def filesystem(location: str) -> tuple[Any, str, str]:
     """``(pyarrow filesystem, path inside it, kind)`` for a resolved ``location``; ``kind`` is
     ``"local"``, ``"s3"``, ``"hdfs"`` or another pyarrow scheme.  Filesystems are cached per
-    scheme and host (one S3 client per process, not one per call)."""
+    scheme and host (one S3 client per endpoint, not one per call)."""
     from pyarrow import fs
 
-    scheme = _scheme(location)
-    if scheme in (None, "file"):
-        key, path = ("local", ""), resolve(location)
-    else:
-        scheme = _ARROW_SCHEME.get(scheme, scheme)
-        parts = urlsplit(location)
-        key = (scheme, parts.netloc)
-        path = f"{parts.netloc}{parts.path}" if scheme == "s3" else parts.path
-        if scheme == "s3":  # one client per endpoint and region the environment names
-            key = (scheme, "|".join(os.environ.get(v, "") for v in _S3_VARIABLES))
+    scheme, host, path = split_location(location)
+    key = (scheme, host)
+    if scheme == "s3":  # one client per endpoint and region the environment names
+        key = (scheme, "|".join(os.environ.get(v, "") for v in _S3_VARIABLES))
     with _LOCK:
         filesystem_ = _FILESYSTEMS.get(key)
         if filesystem_ is None:
@@ -134,7 +141,7 @@ def filesystem(location: str) -> tuple[Any, str, str]:
             elif key[0] == "s3":
                 filesystem_ = _s3_filesystem()
             else:
-                filesystem_ = fs.FileSystem.from_uri(f"{scheme}://{parts.netloc}/")[0]
+                filesystem_ = fs.FileSystem.from_uri(f"{scheme}://{host}/")[0]
             _FILESYSTEMS[key] = filesystem_
     return filesystem_, path.rstrip("/") or path, key[0]
 

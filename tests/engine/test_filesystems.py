@@ -66,6 +66,19 @@ def test_filesystem_splits_uris_as_pyarrow_needs_them(monkeypatch):
     assert type(fs).__name__ == "S3FileSystem"
 
 
+@pytest.mark.parametrize("location, split", [
+    ("hdfs://nn:8020/user/me/ck", ("hdfs", "nn:8020", "/user/me/ck")),
+    ("hdfs://nn/ck/spark", ("hdfs", "nn", "/ck/spark")),
+    ("s3://bucket/a/b", ("s3", "bucket", "bucket/a/b")),
+    ("s3a://bucket/a/b", ("s3", "bucket", "bucket/a/b")),
+    ("/abs/p", ("local", "", "/abs/p")),
+    ("file:///abs/p", ("local", "", "/abs/p")),
+])
+def test_split_location_for_pyarrow(location, split):
+    """HDFS cannot run here: what the layer hands pyarrow's HadoopFileSystem is checked instead."""
+    assert F.split_location(location) == split
+
+
 def test_local_write_read_list_remove(tmp_path):
     target = F.join(str(tmp_path), "a", "b.bin")
     F.write_bytes(target, b"hello")
