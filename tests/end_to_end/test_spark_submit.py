@@ -30,7 +30,8 @@ def test_engine_runs_under_spark_submit(tmp_path):
                         "--sink", "results", "--db", "sqlite:///skewlab.db", "--source", "file", "--input", "keys.txt",
                         "--workers", "2", "--interval", "0.5", "--shadow", ""],
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
-    assert r.returncode == 0, r.stderr[-4000:]
-    assert "master local[1]" in r.stderr, r.stderr[-4000:]  # spark-submit's master, not skewlab's default
-    assert "input file fully replayed" in r.stderr
+    text = r.stdout + r.stderr  # spark-submit joins its Python driver's stderr to stdout
+    assert r.returncode == 0, text[-4000:]
+    assert "master local[1]" in text, text[-4000:]  # spark-submit's master, not skewlab's default
+    assert "input file fully replayed" in text
     assert sum(read_sink(str(tmp_path / "results")).column("count").to_pylist()) > 0
