@@ -393,7 +393,7 @@ class SparkEngine:
             except ParamError:
                 self.store.close()
                 raise
-            if self.cfg.max_workers not in (None, self.partitions) or (self.cfg.sink and self.cfg.sink != self.results.url):
+            if self.cfg.max_workers not in (None, self.partitions) or (self.cfg.sink and self.cfg.sink_spec() != self.results.url):
                 self.log(f"run {snap['run_id']} keeps its {self.partitions} state partitions and its sink {self.results.url}: "
                          "--max-workers/--sink only set up new runs")
             self.worker_keys = snap.get("worker_keys", {})
