@@ -14,14 +14,14 @@ from tests.end_to_end.test_exactly_once import kill_and_restart, write_stream
 from tests.s3_fixtures import s3_endpoint  # noqa: F401 - pytest fixture
 from tests.spark_truth import batch_keys, only, sink_results, windowed_truth
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def test_s3_sink_is_exact_across_kill_9_and_replay(tmp_path, s3_endpoint, monkeypatch):  # noqa: F811 - fixture
     monkeypatch.chdir(tmp_path)  # the engine runs here: nothing named after the URI may appear
     keys, data = write_stream(tmp_path, 16_000)
     sink = f"{s3_endpoint}/results/run-1"
-    kills, text = kill_and_restart(tmp_path, data, ["saved:{}", None], sink=sink)
+    kills, text = kill_and_restart(tmp_path, data, ["saved:{}", None], sink=sink, progress_timeout=600)
     assert kills == 2, text[-3000:]
     assert not list(tmp_path.glob("s3*")), "a local directory named after the URI"
     assert any(n.startswith("batch=") for n in filesystems.list_names(sink))
