@@ -37,6 +37,7 @@ from typing import Any, Callable
 
 from skewlab.engine.config import settings
 from skewlab.shared import UsageError
+from skewlab.engine.config.params import ParamError, parse_assignments
 
 __all__ = ["add_commands", "cmd_dashboard", "cmd_demo"]
 
@@ -70,6 +71,8 @@ def add_commands(subparsers: Any) -> None:
     m.add_argument("--workers", type=int, default=None, help="engine workers (default: the engine's, 8)")
     m.add_argument("--interval", type=float, default=None, help="seconds per interval (default: the engine's, 2)")
     m.add_argument("--rate", type=float, default=None, help="generator tuples/s (default: the engine's)")
+    m.add_argument("--conf", action="append", metavar="KEY=VALUE", default=None,
+                   help="Spark setting for the engine (repeatable), passed to `skewlab engine --conf`")
     m.add_argument("--new-run", action="store_true",
                    help="start a new run instead of resuming the demo's last one (its metrics stay in the database)")
     m.set_defaults(func=cmd_demo)
@@ -205,6 +208,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     _check_port(args.port)
     if args.duration is not None and args.duration <= 0:
         raise UsageError(f"--duration must be > 0 seconds, got {args.duration}")
+    try:
+        parse_assignments(args.conf or [])  # a malformed --conf fails here, not in the engine's log
+    except ParamError as exc:
+        raise UsageError(f"--conf: {exc}") from None
     url = args.db or default_url()
     checkpoint = _demo_checkpoint(args.db, url)
     resumed = None if args.new_run else _resumable_run(checkpoint)
@@ -223,6 +230,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
                         ("--rate", args.rate), ("--duration", args.duration)):
         if value is not None:
             cmd += [flag, str(value)]
+    for setting in args.conf or []:
+        cmd += ["--conf", setting]
     env = dict(os.environ, SKEWLAB_DB_URL=url, PYTHONUNBUFFERED="1")
 
     thread = threading.Thread(target=srv.serve_forever, name="skewlab-dashboard", daemon=True)

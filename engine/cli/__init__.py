@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, Sequence
 
@@ -166,10 +167,11 @@ def cmd_engine(args: argparse.Namespace) -> int:
         topic=args.topic or "", path=args.input or "", column=args.column or "",
         shadow=None if args.shadow is None else [n for n in args.shadow.split(",") if n],
         max_batches=args.max_batches, max_workers=args.max_workers, sink=args.sink, service_us=args.service_us,
+        spark_conf=parse_assignments(args.conf or []),
     )
     from skewlab.engine.runtimes.spark.engine import EngineFailed, default_data_dir
 
-    spark_log = default_data_dir() / "logs" / f"spark-{cfg.checkpoint_dir().name}.log"
+    spark_log = default_data_dir() / "logs" / f"spark-{os.path.basename(cfg.checkpoint_dir())}.log"
     try:
         return SparkEngine(cfg, spark_log=spark_log).run()
     except EngineFailed as exc:
@@ -392,7 +394,11 @@ def add_commands(sub: Any) -> None:
     e.add_argument("--run-name", default=None, help="name of the run (default checkpoint dir data/checkpoints/NAME)")
     e.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     e.add_argument("--max-batches", type=int, default=None, help=argparse.SUPPRESS)
-    e.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    e.add_argument("--master", default=None,
+                   help="Spark master URL (default: spark.master of spark-submit / spark-defaults.conf, else local[*])")
+    e.add_argument("--conf", action="append", metavar="KEY=VALUE", default=None,
+                   help="Spark setting (repeatable), as spark-submit takes it; wins over spark-defaults.conf, "
+                        "PYSPARK_SUBMIT_ARGS and skewlab's defaults")
     e.add_argument("--window", type=int, default=settings.WINDOW.default, help=settings.flag_help(settings.WINDOW))
     e.add_argument("--max-workers", type=int, default=settings.MAX_WORKERS_SETTING.default,
                    help=settings.flag_help(settings.MAX_WORKERS_SETTING, "default 2 x --workers"))

@@ -2,7 +2,8 @@
 
 After the engine has applied micro-batch *b* it writes ``engine-<b>.pkl`` (controller state:
 per-worker keyed state, routing table, grouping and shadow state, pending metric rows) atomically
-(write to a temporary file, fsync, rename).  Spark commits *b* in its own checkpoint only after the
+(write to a temporary file, fsync, rename; on an object store, which has no rename, the object is
+written under its final name and appears only when complete: :mod:`skewlab.shared.filesystems`).  Spark commits *b* in its own checkpoint only after the
 ``foreachBatch`` call returns, so after a crash there are two cases:
 
 * the snapshot of *b* exists → Spark may replay *b*; the engine sees ``b <= last applied`` and skips
@@ -16,12 +17,12 @@ snapshot, which is still correct: its batch will simply be replayed.
 
 Cost per micro-batch (issue #4: the snapshot is written on the Spark driver while the executors
 wait, so it is part of every batch's wall time).  The payload is pickled with the highest protocol
-(5: large numpy buffers are written in one piece, no per-element work) straight into the file; the
+(5: large numpy buffers are copied in one piece, no per-element work) into one buffer; the
 objects in it keep their own pickles small and cheap — the controller's keyed window state, pair
 log and vocabulary store compact, incrementally maintained forms (see
 :class:`skewlab.engine.control.state.KeyedWindowState`, :class:`skewlab.engine.algorithms.keys.Vocabulary`), ~5 MB instead of ~45 MB
 for 100k keys, 8 workers and a 10-interval window.  Durability needs two syncs and no more: the
-file's data (``fdatasync``) before the rename, so the renamed file is never torn, and the directory
+file's data (``fsync``) before the rename, so the renamed file is never torn, and the directory
 after it, so the rename itself survives a crash before Spark commits the batch.
 
 A checkpoint belongs to one stream: :data:`STREAM_FIELDS` of the engine configuration are stored in
@@ -36,8 +37,9 @@ from __future__ import annotations
 import os
 import pickle
 import re
-from pathlib import Path
 from typing import Any
+
+from skewlab.shared import filesystems
 
 __all__ = ["STREAM_FIELDS", "SnapshotStore", "stream_mismatch"]
 
@@ -57,52 +59,39 @@ def stream_mismatch(saved: dict[str, Any] | None, wanted: dict[str, Any]) -> lis
 _NAME = re.compile(r"^engine-(\d+)\.pkl$")
 
 
-def _sync_data(fd: int) -> None:
-    """Make a new file's contents durable: ``fdatasync`` where available (data and the metadata needed
-    to read it back, i.e. the size; not timestamps), else ``fsync``."""
-    (getattr(os, "fdatasync", None) or os.fsync)(fd)
-
-
 class SnapshotStore:
+    """Snapshots in ``directory``: a local path or a URI (``s3://``, ``hdfs://``), read and written
+    through :mod:`skewlab.shared.filesystems` (atomic: temporary file and rename where the filesystem
+    renames atomically, the final object name on an object store)."""
+
     def __init__(self, directory: str | os.PathLike, keep: int = 3) -> None:
-        self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir = filesystems.resolve(directory)
+        filesystems.makedirs(self.dir)
         self.keep = max(int(keep), 1)
 
     def _batches(self) -> list[int]:
         out = []
-        for p in self.dir.iterdir():
-            m = _NAME.match(p.name)
+        for name in filesystems.list_names(self.dir):
+            m = _NAME.match(name)
             if m:
                 out.append(int(m.group(1)))
         return sorted(out)
 
-    def save(self, batch_id: int, payload: Any) -> Path:
-        path = self.dir / f"engine-{int(batch_id)}.pkl"
-        tmp = self.dir / f".engine-{int(batch_id)}.pkl.tmp"
-        with open(tmp, "wb") as fh:
-            pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            fh.flush()
-            _sync_data(fh.fileno())
-        os.replace(tmp, path)
-        try:  # make the rename durable
-            fd = os.open(self.dir, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError:
-            pass
+    def _path(self, batch_id: int) -> str:
+        return filesystems.join(self.dir, f"engine-{int(batch_id)}.pkl")
+
+    def save(self, batch_id: int, payload: Any) -> str:
+        path = self._path(batch_id)
+        filesystems.write_bytes(path, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
         for old in self._batches()[: -self.keep]:
-            (self.dir / f"engine-{old}.pkl").unlink(missing_ok=True)
+            filesystems.remove(self._path(old))
         return path
 
     def latest(self) -> tuple[int, Any] | None:
         """``(batch_id, payload)`` of the newest readable snapshot, or ``None``."""
         for b in reversed(self._batches()):
             try:
-                with open(self.dir / f"engine-{b}.pkl", "rb") as fh:
-                    return b, pickle.load(fh)
+                return b, pickle.loads(filesystems.read_bytes(self._path(b)))
             except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError):
                 continue
         return None

@@ -32,6 +32,7 @@ import csv
 from dataclasses import dataclass, field
 
 from skewlab.engine.config.params import ParamError
+from skewlab.shared import filesystems
 
 __all__ = ["KeyRecords", "RAW_BYTES", "parse_separator", "read_key_file"]
 
@@ -71,9 +72,13 @@ def parse_separator(sep: str, owner: str = "key file") -> str:
 
 
 def _read_bytes(path: str, owner: str) -> bytes:
+    """The file's bytes: a local path or a URI (``s3://``, ``hdfs://``: :mod:`skewlab.shared.filesystems`)."""
     try:
-        with open(path, "rb") as fh:
-            return fh.read()
+        location = filesystems.resolve(path)
+    except ValueError as exc:
+        raise ParamError(f"{owner}: {exc}") from None
+    try:
+        return filesystems.read_bytes(location)
     except FileNotFoundError:
         raise ParamError(f"{owner}: no such file {path!r}") from None
     except IsADirectoryError:
@@ -81,7 +86,9 @@ def _read_bytes(path: str, owner: str) -> bytes:
     except PermissionError:
         raise ParamError(f"{owner}: permission denied reading {path!r}") from None
     except OSError as exc:
-        raise ParamError(f"{owner}: cannot read {path!r}: {_one_line(exc.strerror or exc)}") from None
+        if filesystems.is_dir(location):
+            raise ParamError(f"{owner}: {path!r} is a directory, not a file") from None
+        raise ParamError(f"{owner}: cannot read {path!r}: {_one_line(getattr(exc, 'strerror', None) or exc)}") from None
 
 
 def _lines(data: bytes) -> list[bytes]:

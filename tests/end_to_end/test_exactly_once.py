@@ -69,7 +69,7 @@ def write_stream(tmp_path: Path, n: int) -> tuple[list[str], Path]:
 
 
 def kill_and_restart(tmp_path: Path, data: Path, faults: list[str | None], sink: str | None = None,
-                     extra: tuple[str, ...] = ()) -> tuple[int, str]:
+                     extra: tuple[str, ...] = (), progress_timeout: float = 120) -> tuple[int, str]:
     """Run the engine once per entry of ``faults`` — killed by fault injection at that step of a batch
     two past the last snapshot, or (``None``) by SIGKILL at a random moment — then to the end of the
     file; returns the number of kills and the engine log."""
@@ -87,11 +87,11 @@ def kill_and_restart(tmp_path: Path, data: Path, faults: list[str | None], sink:
             run_env["SKEWLAB_FAULT_INJECT"] = fault.format(done + 2)
         proc = subprocess.Popen(engine_cmd(tmp_path, data, sink, extra), stdout=log, stderr=log, env=run_env)
         if fault:
-            proc.wait(timeout=180)  # it kills itself at that step of a later batch
+            proc.wait(timeout=max(180, progress_timeout))  # it kills itself at that step of a later batch
             assert proc.returncode == -signal.SIGKILL, (tmp_path / "engine.log").read_text()[-3000:]
             kills += 1
             continue
-        assert wait_for_batches(tmp_path, proc, done + 1), "the file ran out before the planned faults"
+        assert wait_for_batches(tmp_path, proc, done + 1, progress_timeout), "the file ran out before the planned faults"
         time.sleep(rnd.uniform(0.0, 1.5))  # mid-batch, between batches, during a plan ...
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)

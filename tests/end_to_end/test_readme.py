@@ -44,6 +44,7 @@ from typing import Callable
 
 import pytest
 
+from tests.cluster_fixtures import stop_process_groups
 from tests.pg import pg_server, pg_url  # noqa: F401 - pytest fixtures
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,6 +111,10 @@ RUN_BY: dict[str, str] = {
     "skewlab engine --master spark://host:7077 ...": "test_spark_cluster_recipe",
     "skewlab engine --master spark://HOST:7077 --source kafka --bootstrap BROKER:9092 --topic T "
     "--db postgresql+psycopg://USER@DBHOST/skewlab": "test_spark_cluster_recipe",
+    "skewlab engine --master spark://MASTER_HOST:7077 --conf spark.driver.host=DRIVER_IP "
+    "--conf spark.driver.bindAddress=DRIVER_IP --conf spark.pyspark.python=/opt/skewlab/bin/python "
+    "--checkpoint ck --sink results --db sqlite:///skewlab.db --source file --input keys.txt":
+        "tests/end_to_end/test_cluster.py (namespace cluster)",
     "skewlab demo [--port 8050] [--db URL] [--new-run]": "test_demo_and_dashboard_options",
     "skewlab dashboard --db URL [--host H] [--port N] [--token T]": "test_demo_and_dashboard_options",
     "skewlab bench all --out docs": "test_bench_commands",
@@ -537,14 +542,7 @@ def spark_cluster(tmp_path):
         await_line("worker", "Successfully registered with master", 120)
         yield f"spark://127.0.0.1:{port}"
     finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
+        stop_process_groups(procs)
 
 
 @pytest.mark.slow

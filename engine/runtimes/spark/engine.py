@@ -73,8 +73,10 @@ from skewlab.engine.config.settings import MAX_WORKERS, check
 from skewlab.engine.control.shadow import ShadowEvaluator, default_shadow_names
 from skewlab.engine.operators import KeyedOperator, load_operator, split_key_refusal
 from skewlab.engine.operators.builtin import Join
+from skewlab.engine.runtimes.spark.cluster_settings import check_executors, is_local_master
 from skewlab.engine.runtimes.spark.result_sink import open_sink, restore_sink, sink_schema
 from skewlab.storage.records import IntervalRecord
+from skewlab.shared import filesystems
 
 __all__ = ["EngineConfig", "SparkEngine", "SOURCES"]
 
@@ -161,7 +163,10 @@ class EngineConfig:
     checkpoint: str | None = None
     run_name: str = ""
     duration: float | None = None
-    master: str = "local[*]"
+    #: Spark master; None = the cluster's spark.master, else local[*] (:mod:`skewlab.engine.runtimes.spark.cluster_settings`)
+    master: str | None = None
+    #: Spark settings given explicitly (``--conf``); they win over the cluster's and skewlab's defaults
+    spark_conf: dict[str, str] = field(default_factory=dict)
     window: int = run_settings.WINDOW.default
     operator: str = "count"
     workload: str = "zipf"
@@ -214,7 +219,9 @@ class EngineConfig:
         if self.source == "file":
             if not self.path:
                 raise ParamError("--source file needs --input FILE")
-            if not os.path.isfile(self.path) or not os.access(self.path, os.R_OK):
+            location = filesystems.resolve(self.path)
+            if not filesystems.is_file(location) or (filesystems.is_local(location)
+                                                     and not os.access(location, os.R_OK)):
                 raise ParamError(f"cannot read input file {self.path!r}")
         if self.source == "generator":
             from skewlab.engine.workloads import create_workload
@@ -227,9 +234,11 @@ class EngineConfig:
 
             parse_sink(self.sink)  # a malformed kafka:// URL
 
-    def checkpoint_dir(self) -> Path:
-        """``--checkpoint``, or ``data/checkpoints/<run name, else "default">``."""
-        return Path(self.checkpoint or default_data_dir() / "checkpoints" / (self.run_name or "default"))
+    def checkpoint_dir(self) -> str:
+        """``--checkpoint``, or ``data/checkpoints/<run name, else "default">``, resolved here on the
+        driver into an absolute path or a URI (:func:`skewlab.shared.filesystems.resolve`): the
+        executors open the state store, route files and sink where the driver means them."""
+        return filesystems.resolve(self.checkpoint or default_data_dir() / "checkpoints" / (self.run_name or "default"))
 
     def partitions(self) -> int:
         """State partitions P = ``--max-workers``, default ``2 * workers`` (capped at MAX_WORKERS): the
@@ -238,8 +247,10 @@ class EngineConfig:
 
     def sink_spec(self) -> str:
         """``--sink`` (a directory or ``kafka://HOST:PORT/TOPIC``), or ``data/results/<checkpoint
-        directory name>``: where the operator's results go (:mod:`skewlab.engine.runtimes.spark.result_sink`)."""
-        return str(self.sink or default_data_dir() / "results" / self.checkpoint_dir().name)
+        directory name>``: where the operator's results go (:mod:`skewlab.engine.runtimes.spark.result_sink`);
+        a directory is resolved on the driver like :meth:`checkpoint_dir`."""
+        spec = str(self.sink or default_data_dir() / "results" / os.path.basename(self.checkpoint_dir()))
+        return spec if spec.lower().startswith("kafka:") else filesystems.resolve(spec)
 
     def source_options(self) -> tuple[str, dict[str, str]]:
         if self.source == "generator":
@@ -253,7 +264,7 @@ class EngineConfig:
             }
         if self.source == "file":
             return "skewlab-file", {
-                "path": self.path,
+                "path": filesystems.resolve(self.path),
                 "column": self.column,
                 "partitions": str(self.sources),
                 "rate": str(self.rate),
@@ -305,10 +316,10 @@ class SparkEngine:
         self.cfg = cfg
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.checkpoint = cfg.checkpoint_dir()
-        self.snapshots = SnapshotStore(self.checkpoint / "skewlab")
+        self.snapshots = SnapshotStore(filesystems.join(self.checkpoint, "skewlab"))
         from skewlab.engine.runtimes.spark.sources import RouteFiles
 
-        self.routes = RouteFiles(self.checkpoint / "routes")
+        self.routes = RouteFiles(filesystems.join(self.checkpoint, "routes"))
         self.stop_requested = threading.Event()
         self.in_batch = threading.Lock()
         self.paused = False
@@ -392,7 +403,7 @@ class SparkEngine:
             except ParamError:
                 self.store.close()
                 raise
-            if self.cfg.max_workers not in (None, self.partitions) or (self.cfg.sink and self.cfg.sink != self.results.url):
+            if self.cfg.max_workers not in (None, self.partitions) or (self.cfg.sink and self.cfg.sink_spec() != self.results.url):
                 self.log(f"run {snap['run_id']} keeps its {self.partitions} state partitions and its sink {self.results.url}: "
                          "--max-workers/--sink only set up new runs")
             self.worker_keys = snap.get("worker_keys", {})
@@ -761,7 +772,7 @@ class SparkEngine:
                                        OUT_SCHEMA, STATE_SCHEMA, "append", "NoTimeout"))
         return (
             out.writeStream.outputMode("append").foreachBatch(self.process_batch)
-            .option("checkpointLocation", str(self.checkpoint / "spark"))
+            .option("checkpointLocation", filesystems.spark_location(filesystems.join(self.checkpoint, "spark")))
             .trigger(processingTime=f"{self.cfg.interval} seconds")
             .queryName(f"skewlab-{self.run_id}")
             .start()
@@ -789,7 +800,10 @@ class SparkEngine:
         reason = None
         query = None
         try:
-            spark = get_session(self.cfg.master, f"skewlab-engine-{self.run_id}", jvm_output=self.spark_log)
+            spark = get_session(self.cfg.master, f"skewlab-engine-{self.run_id}", jvm_output=self.spark_log,
+                                **self.cfg.spark_conf)
+            if not is_local_master(spark.sparkContext.master):
+                check_executors(spark)  # one line, not a hung query, when the executors cannot run skewlab
             _quiet_stream_errors(spark)
             # After the session: SparkContext installs its own SIGINT handler (cancel jobs + raise),
             # which would interrupt a batch; ours finishes the batch and flushes metrics first.
@@ -801,7 +815,8 @@ class SparkEngine:
             except Exception:  # noqa: BLE001 - the database may be down; metrics are buffered anyway
                 pass
             self.log(f"run {self.run_id}: {self.controller.planner.name} on {self.cfg.source}, "
-                     f"{self.controller.n_workers} workers, checkpoint {self.checkpoint}, db {self.store.url}"
+                     f"{self.controller.n_workers} workers, master {spark.sparkContext.master}, "
+                     f"checkpoint {self.checkpoint}, db {self.store.url}"
                      + (f", Spark log {self.spark_log}" if self.spark_log is not None else ""))
             while not self._done():
                 if self.paused:

@@ -37,9 +37,7 @@ One run writes to a topic at a time.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
@@ -48,6 +46,7 @@ import pyarrow as pa
 from skewlab.engine.config.params import ParamError
 from skewlab.engine.operators import KeyedOperator
 from skewlab.engine.operators.builtin import Count
+from skewlab.shared import filesystems
 
 __all__ = ["KafkaSink", "ParquetSink", "open_sink", "parse_sink", "read_kafka_sink", "read_sink",
            "restore_sink", "sink_file", "sink_schema", "write_atomic_parquet"]
@@ -71,18 +70,14 @@ def _order(schema: pa.Schema) -> list[tuple[str, str]]:
 
 def sink_file(sink_dir: str, batch: int, worker: int) -> str:
     """Where worker ``worker`` writes its results of micro-batch ``batch``."""
-    return os.path.join(sink_dir, f"batch={int(batch)}", f"worker-{int(worker)}.parquet")
+    return filesystems.join(sink_dir, f"batch={int(batch)}", f"worker-{int(worker)}.parquet")
 
 
 def write_atomic_parquet(path: str, table: pa.Table) -> None:
-    """Write ``table`` to ``path`` through a hidden temporary file and a rename (readers see the whole
-    file or none; Parquet readers skip names starting with ``.``)."""
-    import pyarrow.parquet as pq
-
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    """Write ``table`` to ``path`` (a local path or URI) so that readers see the whole file or none:
+    a hidden temporary file and a rename, or on an object store the final name directly
+    (:func:`skewlab.shared.filesystems.write_parquet`; Parquet readers skip names starting with ``.``)."""
+    filesystems.write_parquet(path, table)
 
 
 def read_sink(sink_dir: str, schema: pa.Schema | None = None) -> pa.Table:
@@ -91,14 +86,15 @@ def read_sink(sink_dir: str, schema: pa.Schema | None = None) -> pa.Table:
     import pyarrow.parquet as pq
 
     tables = []
-    if os.path.isdir(sink_dir):
-        for sub in sorted(os.listdir(sink_dir)):
-            d = os.path.join(sink_dir, sub)
-            if not sub.startswith("batch=") or not os.path.isdir(d):
-                continue
-            for name in sorted(os.listdir(d)):
-                if name.endswith(".parquet") and not name.startswith("."):
-                    tables.append(pq.read_table(os.path.join(d, name), schema=schema))
+    sink_dir = filesystems.resolve(sink_dir)
+    for sub in filesystems.list_names(sink_dir):
+        d = filesystems.join(sink_dir, sub)
+        if not sub.startswith("batch="):
+            continue
+        for name in filesystems.list_names(d):
+            if name.endswith(".parquet") and not name.startswith("."):
+                filesystem, path, _ = filesystems.filesystem(filesystems.join(d, name))
+                tables.append(pq.read_table(path, schema=schema, filesystem=filesystem))
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
@@ -154,7 +150,7 @@ class ParquetSink:
     """Results as ``DIR/batch=B/worker-W.parquet`` (:func:`sink_file`)."""
 
     def __init__(self, directory: str, schema: pa.Schema | None = None) -> None:
-        self.url = str(directory)
+        self.url = filesystems.resolve(directory)  # on the driver: the executors write where it reads
         self.schema = schema if schema is not None else sink_schema()
         self.start: dict[int, int] | None = None
 
@@ -168,11 +164,10 @@ class ParquetSink:
 
     def clear(self, log: Callable[[str], None]) -> None:
         """Delete the ``batch=N`` directories an earlier run with this sink left."""
-        if not os.path.isdir(self.url):
-            return
-        old = [e.path for e in os.scandir(self.url) if e.is_dir() and re.fullmatch(r"batch=\d+", e.name)]
+        old = [filesystems.join(self.url, name) for name in filesystems.list_names(self.url)
+               if re.fullmatch(r"batch=\d+", name)]
         for d in old:
-            shutil.rmtree(d, ignore_errors=True)
+            filesystems.remove_tree(d)
         if old:
             log(f"new run: removed {len(old)} result batch(es) of an earlier run from {self.url}")
 

@@ -6,11 +6,15 @@ SQL settings given as ``**conf`` are applied with ``spark.conf.set``).
 
 Settings and why:
 
-* ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON`` = this interpreter, set *before* the JVM starts.
-  Without it Spark launches ``python3`` from ``PATH`` for its workers, which on this kind of
-  machine is a different interpreter without the project installed ("Python worker failed to
-  connect back").
-* UI off, driver bound to 127.0.0.1 (no hostname lookups, no extra ports), log level ERROR.
+* The cluster's settings win: the order of precedence (skewlab's defaults, local-only defaults,
+  ``spark-defaults.conf``/``PYSPARK_SUBMIT_ARGS``/``spark-submit``, explicit ``**conf``) is
+  :mod:`skewlab.engine.runtimes.spark.cluster_settings`.  The JVM is started first, so that what
+  Spark itself read (its system properties) is known before the session's settings are chosen.
+* For a local master only: ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON`` = this interpreter unless
+  set (without it Spark launches ``python3`` from ``PATH`` for its workers, on this kind of machine a
+  different interpreter without the project installed: "Python worker failed to connect back"), and
+  the driver bound to 127.0.0.1 (no hostname lookups, no extra ports).
+* UI off, log level ERROR.
 * ``spark.sql.shuffle.partitions`` small (default 4): micro-batches here are small and a
   shuffle into 200 partitions costs more than the work.
 * Arrow enabled for pandas conversions / ``applyInPandas``; the Python data sources of
@@ -57,14 +61,16 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator
 
+from skewlab.engine.runtimes.spark.cluster_settings import (is_local_master, python_env, loopback_problem,
+                                                             plan_settings)
+from skewlab.shared import UsageError
+
 __all__ = ["DEFAULT_CONF", "get_session", "stop_session"]
 
 #: Static (JVM start) and SQL settings applied when the session is built; ``**conf`` overrides.
 DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.driver.host": "127.0.0.1",
-    "spark.driver.bindAddress": "127.0.0.1",
     "spark.log.level": "ERROR",
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "4",
@@ -150,20 +156,22 @@ def _output_to(path: str | os.PathLike | None) -> Iterator[None]:
             os.close(fd)
 
 
-def get_session(master: str = "local[*]", app_name: str = "skewlab", jvm_output: str | os.PathLike | None = None,
-                **conf: Any):
+def get_session(master: str | None = None, app_name: str = "skewlab",
+                jvm_output: str | os.PathLike | None = None, **conf: Any):
     """Return the process-wide SparkSession, building it on first use.
 
-    ``conf``: Spark settings by their real keys, e.g.
-    ``get_session("local[2]", **{"spark.sql.shuffle.partitions": "2"})``; they override
-    :data:`DEFAULT_CONF`.  ``jvm_output``: file for the JVM's own output when this call starts it
-    (see the module docstring).
+    ``master``: ``None`` = the cluster's ``spark.master`` (spark-submit, spark-defaults.conf), else
+    ``local[*]``.  ``conf``: Spark settings by their real keys, e.g.
+    ``get_session("local[2]", **{"spark.sql.shuffle.partitions": "2"})``; they override everything
+    else (:mod:`skewlab.engine.runtimes.spark.cluster_settings`).  ``jvm_output``: file for the JVM's
+    own output when this call starts it (see the module docstring).  A driver host the executors
+    cannot reach is a :class:`skewlab.shared.UsageError` before the session is built.
     """
     global _SESSION
-    # Must happen before the JVM (and with it the Python worker factory) starts.
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no hostname lookup / "resolves to loopback" warning
+    explicit = {str(k): str(v) for k, v in conf.items()}
+    if master is not None and is_local_master(master):
+        # Must happen before the JVM starts: no hostname lookup / "resolves to loopback" warning.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with _LOCK:
         if _SESSION is not None and _alive(_SESSION):
             spark = _SESSION
@@ -173,11 +181,25 @@ def get_session(master: str = "local[*]", app_name: str = "skewlab", jvm_output:
                 except Exception:  # noqa: BLE001 - static confs cannot change on a live session
                     pass
             return spark
+        from pyspark import SparkConf, SparkContext
         from pyspark.sql import SparkSession
 
+        # The JVM inherits the interpreter choice as the old code gave it (a local master, or one not yet
+        # known); it is taken back below if the cluster's master turns out not to be local.
+        provisional = python_env(master or "local[*]", explicit, os.environ) if master is None or is_local_master(master) else {}
+        os.environ.update(provisional)
+        with _output_to(jvm_output):
+            SparkContext._ensure_initialized()  # the JVM, with what spark-submit/spark-defaults.conf gave it
+        cluster = dict(SparkConf().getAll())
+        master, settings = plan_settings(master, cluster, explicit, DEFAULT_CONF)
+        problem = loopback_problem(master, settings.get("spark.driver.host", cluster.get("spark.driver.host"))
+                                   or os.environ.get("SPARK_LOCAL_IP"))
+        if problem:
+            raise UsageError(problem)
+        for variable in provisional:
+            os.environ.pop(variable, None)
+        os.environ.update(python_env(master, {**cluster, **settings}, os.environ))
         builder = SparkSession.builder.master(master).appName(app_name)
-        settings = dict(DEFAULT_CONF)
-        settings.update({str(k): str(v) for k, v in conf.items()})
         for key, value in settings.items():
             builder = builder.config(key, value)
         with _output_to(jvm_output):

@@ -131,6 +131,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from skewlab.engine.config import settings
 from skewlab.engine.config.params import Param, ParamError, resolve_params
 from skewlab.engine.workloads.key_file import RAW_BYTES, parse_separator, read_key_file
+from skewlab.shared import filesystems
 
 try:  # Spark >= 4.2: admission control API
     from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
@@ -205,8 +206,9 @@ class RouteFiles:
     """Routing snapshots the engine publishes for routing inside the sources (see the module docstring).
 
     ``route-<v>.snap`` holds the pickled :class:`skewlab.engine.runtimes.spark.topology.RoutingSnapshot` for
-    micro-batch ``v``; ``NEXT`` holds the version the next planned batch uses.  Both are written to a
-    temporary file, flushed to disk and renamed, so a reader sees a whole file or the previous one.
+    micro-batch ``v``; ``NEXT`` holds the version the next planned batch uses.  Both are written
+    atomically through :mod:`skewlab.shared.filesystems` (a local path or a URI the executors can
+    read), so a reader sees a whole file or the previous one.
     The last ``keep`` versions stay on disk: a batch that was applied but not yet committed by Spark
     when the engine died is re-planned, with its own version, on the next start.
     """
@@ -215,46 +217,39 @@ class RouteFiles:
     FLUSH = "FLUSH"
 
     def __init__(self, directory: str | os.PathLike, keep: int = 4) -> None:
-        self.dir = os.fspath(directory)
+        self.dir = filesystems.resolve(directory)
         self.keep = max(int(keep), 2)
 
     def path(self, version: int) -> str:
-        return os.path.join(self.dir, f"route-{int(version)}.snap")
-
-    @staticmethod
-    def _write(path: str, data: bytes) -> None:
-        tmp = f"{path}.tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        return filesystems.join(self.dir, f"route-{int(version)}.snap")
 
     def publish(self, version: int, data: bytes, flush: bool = False) -> None:
         """Make ``data`` the snapshot of batch ``version`` and ``version`` the next one.  ``flush``: the
         batch must run even if no new tuple arrives (state in flight between workers: see
         :func:`_with_route`)."""
-        os.makedirs(self.dir, exist_ok=True)
+        filesystems.makedirs(self.dir)
         version = int(version)
-        self._write(self.path(version), data)
-        flush_path = os.path.join(self.dir, self.FLUSH)
+        filesystems.write_bytes(self.path(version), data)
+        flush_path = filesystems.join(self.dir, self.FLUSH)
         if flush:
-            self._write(flush_path, str(version).encode("ascii"))
-        elif os.path.exists(flush_path):
-            os.unlink(flush_path)
-        self._write(os.path.join(self.dir, self.NEXT), str(version).encode("ascii"))
-        for name in os.listdir(self.dir):
+            filesystems.write_bytes(flush_path, str(version).encode("ascii"))
+        else:
+            filesystems.remove(flush_path)
+        filesystems.write_bytes(filesystems.join(self.dir, self.NEXT), str(version).encode("ascii"))
+        for name in filesystems.list_names(self.dir):
             m = re.fullmatch(r"route-(\d+)\.snap", name)
             if m and int(m.group(1)) <= version - self.keep:
                 try:
-                    os.unlink(os.path.join(self.dir, name))
+                    filesystems.remove(filesystems.join(self.dir, name))
                 except OSError:
                     pass
 
+    def _read_number(self, name: str) -> int:
+        return int(filesystems.read_bytes(filesystems.join(self.dir, name)).decode("ascii").strip())
+
     def next_version(self) -> int:
         try:
-            with open(os.path.join(self.dir, self.NEXT), "rb") as fh:
-                return int(fh.read().decode("ascii").strip())
+            return self._read_number(self.NEXT)
         except (OSError, ValueError):
             raise ValueError(f"no routing snapshot published in {self.dir} (route_dir is set by the skewlab "
                              "engine, which publishes one before it starts a query)") from None
@@ -262,15 +257,13 @@ class RouteFiles:
     def flush_version(self) -> int | None:
         """The version that must run even without new data, if any."""
         try:
-            with open(os.path.join(self.dir, self.FLUSH), "rb") as fh:
-                return int(fh.read().decode("ascii").strip())
+            return self._read_number(self.FLUSH)
         except (OSError, ValueError):
             return None
 
     def read(self, version: int) -> bytes:
         try:
-            with open(self.path(version), "rb") as fh:
-                return fh.read()
+            return filesystems.read_bytes(self.path(version))
         except OSError:
             raise ValueError(f"routing snapshot {int(version)} is missing in {self.dir}: the checkpoint "
                              "directory was changed or pruned while a batch was pending") from None
@@ -766,8 +759,10 @@ class GeneratorStreamReader(_PacedRangeReader):
 
 # ============================================================================ file
 def _file_identity(path: str) -> tuple:
-    st = os.stat(path)
-    return (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    location = filesystems.resolve(path)
+    filesystem, inside, _ = filesystems.filesystem(location)
+    info = filesystem.get_file_info(inside)
+    return (location, info.size, info.mtime_ns)
 
 
 def load_key_file(path: str, column: str = "", sep: str = ",", header: bool | None = None):
@@ -795,8 +790,8 @@ def _cached_key_file(path: str, column: str, sep: str, header: bool | None):
 class FileDataSource(DataSource):
     """``skewlab-file``: replay a text/CSV file of keys at a target rate.
 
-    Options: ``path`` (required; readable by the executors — local mode or a shared file
-    system), ``column`` (``""`` = one key per line (default); digits = 0-based CSV column;
+    Options: ``path`` (required; a path or URI the executors can read — local mode, a shared file
+    system or an object store: :mod:`skewlab.shared.filesystems`), ``column`` (``""`` = one key per line (default); digits = 0-based CSV column;
     a name = CSV column by header), ``sep`` (default ``,``; ``tab`` = a tab), ``header`` (default:
     true iff ``column`` is a name); the file is read by :func:`skewlab.engine.workloads.key_file.read_key_file`
     (the reader of ``skewlab simulate --input`` too), ``partitions`` (source instances P, default 1), ``rate`` (lines/s over
@@ -823,14 +818,14 @@ class FileStreamReader(_PacedRangeReader):
     def __init__(self, options: Mapping[str, Any]) -> None:
         o = source_options(options, FILE, FILE_OPTIONS)
         path = o["path"]
-        if not os.path.isfile(path):
+        if not filesystems.is_file(filesystems.resolve(path)):
             raise ValueError(f"{FILE}: no such file: {path}")
         column, header = o["column"].strip(), o["header"]
         sep = parse_separator(o["sep"], FILE)
         self.instances = o["partitions"]
         self.max_per_batch = o["max_per_batch"]
         self.rate = o["rate"]
-        self.cfg = (os.path.abspath(path), column, sep, header, self.instances)
+        self.cfg = (filesystems.resolve(path), column, sep, header, self.instances)
         self._pacer: _Pacer | None = None  # built on first use: parsing the file is the costly part
         self._last = [0] * self.instances
         self.routes = _route_files(o)
