@@ -287,3 +287,58 @@ def test_simulate_db_errors_are_one_line(tmp_path, capsys):
     assert code == 2 and err.count("\n") == 1 and "--db: unsupported database" in err
     code, _, err = run(capsys, "simulate", "--messages", "100", "--db", f"sqlite:///{tmp_path}/")
     assert code == 2 and err.count("\n") == 1 and "cannot open database" in err
+
+
+def skewlab(cwd, *argv):
+    """The real ``skewlab`` console command in ``cwd`` (what the user sees)."""
+    return subprocess.run([sys.executable, "-m", "skewlab", *argv], capture_output=True, text=True, cwd=cwd,
+                          timeout=120)
+
+
+def one_line_exit_2(proc, fragment):
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert fragment in proc.stderr, proc.stderr
+
+
+def test_db_that_is_not_a_database_url_creates_nothing(tmp_path):
+    """Issue 26 item 5: a bare word is a typo, not a SQLite file; a missing directory is not created."""
+    one_line_exit_2(skewlab(tmp_path, "simulate", "--messages", "100", "--db", "notaurl"), "not a database URL")
+    missing = tmp_path / "nonexistent" / "dir"
+    one_line_exit_2(skewlab(tmp_path, "simulate", "--messages", "100", "--db", f"sqlite:///{missing}/x.db"),
+                    "does not exist")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_control_needs_an_existing_skewlab_database(tmp_path):
+    """Issue 26 item 5: ``control`` on a database nobody reads says so instead of "submitting"."""
+    one_line_exit_2(skewlab(tmp_path, "control", "--db", f"sqlite:///{tmp_path}/nonexistent.db", "set-workers", "12"),
+                    "no skewlab database")
+    assert not (tmp_path / "nonexistent.db").exists()
+    import sqlite3
+
+    sqlite3.connect(tmp_path / "other.db").execute("CREATE TABLE t (x)").connection.commit()
+    one_line_exit_2(skewlab(tmp_path, "control", "--db", f"sqlite:///{tmp_path}/other.db", "status"),
+                    "no skewlab tables")
+
+
+def test_control_refuses_a_finished_run_and_addresses_the_live_one(tmp_path, capsys):
+    """Issue 26 item 11: nothing is queued for a finished run; a live run's commands carry its id, and
+    ``status`` lists only the live run's (and global) commands."""
+    from skewlab.storage import connect
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    store = connect(url)
+    old = store.create_run("hash", {}, seed=0, n_workers=4)
+    store.submit_command("pause", {}, run_id=old)
+    store.finish_run(old)
+    one_line_exit_2(skewlab(tmp_path, "control", "--db", url, "set-workers", "6"), f"run {old} is finished")
+    assert [c["kind"] for c in store.recent_commands()] == ["pause"]  # nothing new queued
+    live = store.create_run("hash", {}, seed=0, n_workers=4)
+    code, out, err = run(capsys, "control", "--db", url, "set-workers", "6")
+    assert code == 0, err
+    newest = store.recent_commands(1)[0]
+    assert (newest["kind"], newest["run_id"]) == ("set-workers", live)
+    code, out, err = run(capsys, "control", "--db", url, "status")
+    assert code == 0 and "set-workers" in out and "pause" not in out, out
+    store.close()
