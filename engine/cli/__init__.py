@@ -103,6 +103,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         bar.close()
         if store is not None:
             store.close()
+    dead = result.get("dead_letters") or {}
+    if dead:
+        reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(dead.items()))
+        print(f"skewlab: warning: {sum(dead.values())} input record(s) without a key were dropped as dead letters "
+              f"({reasons})", file=sys.stderr)
     if args.json:
         json.dump(result, sys.stdout, default=_json_default)
         sys.stdout.write("\n")

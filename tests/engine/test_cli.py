@@ -342,3 +342,23 @@ def test_control_refuses_a_finished_run_and_addresses_the_live_one(tmp_path, cap
     code, out, err = run(capsys, "control", "--db", url, "status")
     assert code == 0 and "set-workers" in out and "pause" not in out, out
     store.close()
+
+
+def test_simulate_counts_and_warns_about_malformed_csv_rows(tmp_path):
+    """Issue 26 item 6: a missing column, an empty key and an unterminated quote are dead letters:
+    counted in the result, warned about on stderr, stored with the run."""
+    from skewlab.storage import connect
+
+    f = tmp_path / "k.csv"
+    f.write_text('id,word\n1,a\n2\n3,\n4,"b,c\n5,a\n6,d\n')
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    proc = skewlab(tmp_path, "simulate", "--algorithm", "hash", "--workers", "2", "--input", str(f),
+                   "--column", "word", "--json", "--db", url)
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout)
+    assert r["messages"] == 3
+    assert r["dead_letters"] == {"missing_column": 1, "empty_key": 1, "bad_quote": 1}
+    assert "3 input record(s) without a key were dropped as dead letters" in proc.stderr
+    assert "bad_quote 1, empty_key 1, missing_column 1" in proc.stderr
+    with connect(url) as store:
+        assert {d["reason"]: d["count"] for d in store.dead_letters(r["run_id"])} == r["dead_letters"]
