@@ -365,7 +365,16 @@ class DashboardData:
         """The last ``limit`` intervals of a run and summary statistics (for run comparison)."""
         rows = self.store.interval_metrics(int(run_id), limit=limit, latest=True)
         series = {k: [r.get(k) for r in rows] for k in SERIES_FIELDS}
-        return {"run_id": int(run_id), "series": series, "summary": summarize(rows)}
+        return {"run_id": int(run_id), "series": series, "summary": summarize(rows),
+                "throughput_kind": throughput_kind(self.run(int(run_id)) or {})}
+
+
+def throughput_kind(run: Mapping[str, Any]) -> str:
+    """What a run's ``throughput`` measures: ``"routing"`` for a ``skewlab simulate`` run (the local
+    runtime: tuples routed per second of routing, no Spark), ``"engine"`` otherwise (tuples per second
+    of whole micro-batches)."""
+    config = run.get("config") if isinstance(run.get("config"), Mapping) else {}
+    return "routing" if config.get("runtime") == "local" else "engine"
 
 
 def status_text(run: Mapping[str, Any]) -> str:

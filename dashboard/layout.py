@@ -26,8 +26,13 @@ from skewlab.storage.run_state import REBALANCE_EVENT_KINDS
 
 __all__ = [
     "GRAPH_CONFIG", "build_layout", "commands_view", "event_log", "kpi_cards", "migration_table",
-    "param_form", "runs_table",
+    "RUN_CONTROLS", "param_form", "runs_table",
 ]
+
+#: The operator controls that act on the selected run (disabled when it is not live; the apply
+#: button and the parameter fields follow the same rule through the form).
+RUN_CONTROLS = ("algo-select", "workers-minus", "workers-input", "workers-plus", "workers-set", "pause-btn",
+                "resume-btn")
 
 #: Plotly modebar: "download as PNG" (client-side) with a useful file name, no logo.
 GRAPH_CONFIG: dict[str, Any] = {
@@ -157,7 +162,7 @@ def build_layout(*, read_only: bool, token_required: bool, refresh_ms: int, bann
 
 
 def _sidebar(read_only: bool, token_required: bool, init: Mapping[str, Any]) -> list[Any]:
-    dis = bool(read_only)
+    dis = bool(init.get("controls-disabled", read_only))
     token_box = []
     if token_required:
         token_box = [html.Div([
@@ -194,6 +199,7 @@ def _sidebar(read_only: bool, token_required: bool, init: Mapping[str, Any]) -> 
             html.Button("Pause", id="pause-btn", n_clicks=0, disabled=dis, className="btn"),
             html.Button("Resume", id="resume-btn", n_clicks=0, disabled=dis, className="btn"),
         ], className="btn-row"),
+        html.Div(init.get("controls-note", ""), id="controls-note", className="control-msg muted"),
         html.Div(id="control-msg", className="control-msg", role="status"),
     ]
     return [
@@ -425,6 +431,8 @@ def runs_table(rows: Sequence[Mapping[str, Any]], export_base: str) -> Any:
             return started(r.get(key))
         if key == "status":
             return html.Span(status_text(r), className=f"status-badge {r.get(key) or ''}")
+        if key == "n_workers" and r.get("last_workers") is not None and r["last_workers"] != r.get(key):
+            return f"{r['last_workers']} (started with {r.get(key)})"  # after a set-workers: what runs now
         v = r.get(key)
         return "" if v is None else str(v)
 
