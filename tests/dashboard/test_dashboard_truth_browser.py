@@ -1,0 +1,146 @@
+"""What the dashboard says about stored runs, in a real browser (Playwright driving Debian's
+/usr/bin/chromium; issue 26 items 8–12).  No engine: the runs are written through the store as the
+engine and ``skewlab simulate --db`` write them, so every number on the page is known in advance.
+
+Missing Chromium or Playwright: skipped, or failed with the reason when ``CI`` is set (as
+``test_dashboard_browser.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+LAUNCH_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+
+
+def _require(what: str, ok: bool) -> None:
+    if not ok:
+        msg = f"dashboard browser tests need {what}"
+        if os.environ.get("CI"):
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+
+
+try:
+    from playwright.sync_api import expect, sync_playwright
+except ImportError:  # pragma: no cover - depends on the machine
+    sync_playwright = None  # type: ignore[assignment]
+
+_require("Playwright ('pip install playwright')", sync_playwright is not None)
+_require(f"Chromium at {CHROMIUM} ('apt-get install chromium')", os.access(CHROMIUM, os.X_OK))
+
+from skewlab.dashboard.app import create_app  # noqa: E402
+from skewlab.storage import IntervalRecord, connect  # noqa: E402
+
+SIM, LIVE = 1, 2  # run ids
+
+
+def _interval(i: int, workers: int, tuples: int = 1000, **metrics):
+    loads = [tuples / workers] * workers
+    return IntervalRecord.from_parts(i, i, {
+        "tuples": tuples, "n_workers": workers, "imbalance": 0.1 if tuples else 0.0,
+        "theta_max_observed": 0.05 if tuples else 0.0, "replication": 1.0, "routing_table_size": 10 + i,
+        "migration_cost": 0.0, "throughput": 5000.0, "batch_latency_ms": 200.0, **metrics},
+        workers=[{"worker": w, "tuples": int(v), "cost": float(v)} for w, v in enumerate(loads)],
+        routing={"entries": 10 + i, "amax": 200})
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    """Run 1: a finished ``simulate`` run (routing throughput).  Run 2: a running engine run that
+    started with 4 workers and runs on 6 since interval 5, whose first batch (0) had no tuples."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('truth')}/db.sqlite"
+    store = connect(url)
+    sim = store.create_run("hash", {}, n_workers=4, config={"runtime": "local"}, name="sim")
+    for i in range(10):
+        store.record_interval(sim, _interval(i, 4, throughput=2_000_000.0))
+    store.finish_run(sim)
+    live = store.create_run("mixed", {"theta_max": 0.08, "amax": 200}, n_workers=4, name="live",
+                            config={"interval": 1.0, "max_workers": 16})
+    assert (sim, live) == (SIM, LIVE)
+    for i in range(12):
+        store.record_interval(live, _interval(i, 4 if i < 5 else 6, tuples=0 if i == 0 else 1000))
+    store.close()
+    return url
+
+
+@pytest.fixture(scope="module")
+def page(db):
+    from werkzeug.serving import make_server
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    srv = make_server("127.0.0.1", 0, create_app(db).server, threaded=True)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        pg = browser.new_page(viewport={"width": 1600, "height": 1000})
+        pg.set_default_timeout(30_000)
+        pg.goto(f"http://127.0.0.1:{srv.server_port}/")
+        pg.wait_for_function("() => { const g = document.querySelector('#fig-imbalance .js-plotly-plot');"
+                             " return g && g.data && g.data.length && g.data[0].x.length > 0; }")
+        yield pg
+        browser.close()
+    srv.shutdown()
+    thread.join(timeout=10)
+    srv.server_close()
+
+
+def _select(page, dropdown: str, label_start: str) -> None:
+    page.click(dropdown)
+    page.get_by_role("option", name=re.compile("^" + re.escape(label_start))).click()
+
+
+RUN_BUTTONS = ("#workers-minus", "#workers-plus", "#workers-set", "#pause-btn", "#resume-btn", "#apply-btn")
+
+
+def test_worker_box_refuses_in_the_range_it_shows(page):
+    """Item 12: the box says [1, 16] (the run's --max-workers), and 0, −3, "x" are refused in that range."""
+    expect(page.locator("#workers-range")).to_have_text("[1, 16]")
+    for bad in ("0", "-3", "x"):
+        page.fill("#workers-input", bad)
+        page.click("#workers-set")
+        expect(page.locator("#control-msg")).to_contain_text(f"in [1, 16], got '{bad}'")
+        expect(page.locator("#control-msg")).not_to_contain_text("1024")
+
+
+def test_runs_table_and_comparison_say_what_they_show(page):
+    """Item 12: the runs table shows the workers a run has now; the comparison never puts the engine's
+    throughput and simulate's routing throughput under one label."""
+    page.click("text=Runs & comparison")
+    row = page.locator("#runs-table tr", has_text="live")
+    expect(row).to_contain_text("6 (started with 4)")
+    _select(page, "#compare-a", f"#{SIM} ")
+    _select(page, "#compare-b", f"#{LIVE} ")
+    table = page.locator("#compare-summary")
+    routing = table.locator("tr", has_text="routing throughput, simulate")
+    engine = table.locator("tr", has_text="engine throughput")
+    expect(routing).to_contain_text("2,000,000")
+    expect(routing.locator("td").nth(2)).to_have_text("—")
+    expect(engine.locator("td").nth(1)).to_have_text("—")
+    expect(engine.locator("td").nth(2)).to_have_text("5,000")
+    page.locator(".tab", has_text=re.compile("^Live$")).click()
+
+
+def test_controls_disabled_for_a_run_that_is_not_live(page):
+    """Item 11: the finished run's controls are disabled and say why; the running run's are not."""
+    for bid in RUN_BUTTONS[:-1]:
+        expect(page.locator(bid)).to_be_enabled()
+    page.get_by_role("checkbox", name="follow newest").uncheck()  # else the page returns to the newest run
+    _select(page, "#run-select", f"#{SIM} ")
+    expect(page.locator("#controls-note")).to_contain_text(f"run {SIM} is finished")
+    for bid in RUN_BUTTONS:
+        expect(page.locator(bid)).to_be_disabled()
+    expect(page.locator("#workers-input")).to_be_disabled()
+    _select(page, "#run-select", f"#{LIVE} ")
+    expect(page.locator("#controls-note")).to_have_text("")
+    expect(page.locator("#pause-btn")).to_be_enabled()
