@@ -69,6 +69,26 @@ SERIES_FIELDS: tuple[str, ...] = (
 )
 
 
+#: Metrics of an interval's load that a batch without tuples does not have (not "perfect balance"):
+#: drawn as gaps, left out of the comparison's statistics.
+LOAD_METRICS: tuple[str, ...] = ("imbalance", "theta_max_observed", "seeds_imbalance", "replication", "load_stddev")
+
+
+def _empty_batch(row: Mapping[str, Any]) -> bool:
+    """A batch that carried no tuple (batch 0 while the source starts, the batch after a resume)."""
+    return row.get("tuples") is not None and int(row["tuples"]) == 0
+
+
+def interval_series(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """Columns :data:`SERIES_FIELDS` of interval rows, with None for the :data:`LOAD_METRICS` of empty batches."""
+    series = {k: [r.get(k) for r in rows] for k in SERIES_FIELDS}
+    for i, r in enumerate(rows):
+        if _empty_batch(r):
+            for k in LOAD_METRICS:
+                series[k][i] = None
+    return series
+
+
 def window_for(n_workers: int | None, window: int = DEFAULT_WINDOW) -> int:
     """Intervals shown on the time axes for ``n_workers`` workers (see module docstring)."""
     n = max(int(n_workers or 1), 1)
@@ -267,7 +287,7 @@ class DashboardData:
             st.n_workers = int(rows[-1]["n_workers"])
         out["last_interval"] = upper
         out["first_interval"] = int(rows[0]["interval"])
-        series = {k: [r.get(k) for r in rows] for k in SERIES_FIELDS}
+        series = interval_series(rows)
         series["theta_max"] = [_num(st.param_at(int(iv), "theta_max")) for iv in series["interval"]]
         out["series"] = series
 
@@ -364,7 +384,7 @@ class DashboardData:
     def run_series(self, run_id: int, limit: int = 5_000) -> dict[str, Any]:
         """The last ``limit`` intervals of a run and summary statistics (for run comparison)."""
         rows = self.store.interval_metrics(int(run_id), limit=limit, latest=True)
-        series = {k: [r.get(k) for r in rows] for k in SERIES_FIELDS}
+        series = interval_series(rows)
         return {"run_id": int(run_id), "series": series, "summary": summarize(rows),
                 "throughput_kind": throughput_kind(self.run(int(run_id)) or {})}
 
@@ -498,7 +518,8 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Summary of interval rows: means and tails of the headline metrics."""
 
     def vals(k: str) -> np.ndarray:
-        return np.array([x for x in (_num(r.get(k)) for r in rows) if x is not None], dtype=np.float64)
+        of = [r for r in rows if not _empty_batch(r)] if k in LOAD_METRICS else rows
+        return np.array([x for x in (_num(r.get(k)) for r in of) if x is not None], dtype=np.float64)
 
     def stat(k: str, fn: Callable[[np.ndarray], float]) -> float | None:
         v = vals(k)
@@ -512,7 +533,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "imbalance_mean": stat("imbalance", np.mean),
         "imbalance_p95": stat("imbalance", lambda v: np.quantile(v, 0.95)),
         "theta_observed_max": stat("theta_max_observed", np.max),
-        "replication_mean": _mean([_replication(r.get("replication")) for r in rows]),
+        "replication_mean": _mean([_replication(r.get("replication")) for r in rows if not _empty_batch(r)]),
         "migration_cost_mean": stat("migration_cost", np.mean),
         "routing_table_max": stat("routing_table_size", np.max),
         "throughput_mean": stat("throughput", np.mean),

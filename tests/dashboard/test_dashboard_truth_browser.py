@@ -144,3 +144,17 @@ def test_controls_disabled_for_a_run_that_is_not_live(page):
     _select(page, "#run-select", f"#{LIVE} ")
     expect(page.locator("#controls-note")).to_have_text("")
     expect(page.locator("#pause-btn")).to_be_enabled()
+
+
+def _trace(page, fig: str, name: str) -> dict:
+    return page.evaluate(f"""() => {{ const g = document.querySelector('#{fig} .js-plotly-plot');
+        const t = g.data.find(t => t.name === {name!r}) || {{}}; return {{x: t.x, y: t.y}}; }}""")
+
+
+def test_an_empty_batch_is_a_gap_not_perfect_balance(page):
+    """Item 9: batch 0 of run 2 had no tuples: no imbalance point there (a gap), not 0."""
+    names = page.evaluate("() => document.querySelector('#fig-imbalance .js-plotly-plot').data.map(t => t.name)")
+    assert "imbalance" in names, names
+    t = _trace(page, "fig-imbalance", "imbalance")
+    assert t["x"][:3] == [0, 1, 2], t
+    assert t["y"][0] is None and t["y"][1] == pytest.approx(0.1), t
