@@ -89,6 +89,15 @@ def interval_series(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
     return series
 
 
+def interval_param(row: Mapping[str, Any], st: RunState, name: str) -> Any:
+    """Parameter ``name`` of the algorithm that routed the interval ``row``: as recorded with the row
+    (schema 3), else — older rows — as the run's events say it was in force at that interval."""
+    recorded = row.get("params")
+    if isinstance(recorded, Mapping):
+        return recorded.get(name)
+    return st.param_at(int(row["interval"]), name)
+
+
 def window_for(n_workers: int | None, window: int = DEFAULT_WINDOW) -> int:
     """Intervals shown on the time axes for ``n_workers`` workers (see module docstring)."""
     n = max(int(n_workers or 1), 1)
@@ -288,7 +297,7 @@ class DashboardData:
         out["last_interval"] = upper
         out["first_interval"] = int(rows[0]["interval"])
         series = interval_series(rows)
-        series["theta_max"] = [_num(st.param_at(int(iv), "theta_max")) for iv in series["interval"]]
+        series["theta_max"] = [_num(interval_param(r, st, "theta_max")) for r in rows]
         out["series"] = series
 
         def upto(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -303,8 +312,10 @@ class DashboardData:
              "processing_seconds": _num(r.get("processing_seconds"))}
             for r in sorted(latest_workers, key=lambda r: int(r["worker"]))
         ]
-        theta_now = _num(st.param_at(upper, "theta_max"))
+        # the newest interval's own settings (not those in force now: a command may have changed them since)
+        theta_now = _num(interval_param(rows[-1], st, "theta_max"))
         out["theta_now"] = theta_now
+        out["amax_now"] = _num(interval_param(rows[-1], st, "amax"))
         out["heat"] = worker_heat(workers, out["bands"], HEAT_CELLS if reset else None)
         plans = [e for e in st.rebalances if e["kind"] == "rebalance" and e["interval"] is not None and e["interval"] <= upper]
         out["plan"] = ({"interval": plans[-1]["interval"], "feasible": plans[-1]["detail"].get("feasible"),

@@ -232,7 +232,10 @@ def kpi_cards(data: Mapping[str, Any]) -> list[html.Div]:
 
     theta_now = data.get("theta_now")
     routing = data.get("routing") or {}
-    amax = (routing.get("amax") or [None])[-1] if routing.get("amax") else None
+    if "amax_now" in data:  # the interval's own Amax (None: its algorithm has none)
+        amax = data["amax_now"]
+    else:
+        amax = (routing.get("amax") or [None])[-1] if routing.get("amax") else None
     workers = data.get("workers") or []
     over = 0
     if workers:
@@ -265,7 +268,9 @@ def kpi_cards(data: Mapping[str, Any]) -> list[html.Div]:
     out.insert(0, html.Div([html.Div("algorithm · interval", className="kpi-label"),
                             html.Div(f"{algo} · #{interval if interval is not None else '—'}", className="kpi-value",
                                      id="kpi-algorithm-value")],
-                           className="kpi", title="live algorithm and the latest interval shown"))
+                           className="kpi kpi-algorithm",
+                           title="the algorithm of the latest interval shown, and that interval; the other cards "
+                                 "show the same interval with its own settings (θmax, Amax)"))
     if over_amax or infeasible:
         out.append(_plan_alert(plan if infeasible else {}, entries if over_amax else None, amax))
     return out

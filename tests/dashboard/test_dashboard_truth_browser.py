@@ -44,14 +44,14 @@ from skewlab.storage import IntervalRecord, connect  # noqa: E402
 SIM, LIVE = 1, 2  # run ids
 
 
-def _interval(i: int, workers: int, tuples: int = 1000, **metrics):
+def _interval(i: int, workers: int, tuples: int = 1000, amax: int | None = 200, params=None, **metrics):
     loads = [tuples / workers] * workers
     return IntervalRecord.from_parts(i, i, {
         "tuples": tuples, "n_workers": workers, "imbalance": 0.1 if tuples else 0.0,
         "theta_max_observed": 0.05 if tuples else 0.0, "replication": 1.0, "routing_table_size": 10 + i,
         "migration_cost": 0.0, "throughput": 5000.0, "batch_latency_ms": 200.0, **metrics},
         workers=[{"worker": w, "tuples": int(v), "cost": float(v)} for w, v in enumerate(loads)],
-        routing={"entries": 10 + i, "amax": 200})
+        routing={"entries": 10 + i, "amax": amax}, params=params)
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +67,13 @@ def db(tmp_path_factory):
     live = store.create_run("mixed", {"theta_max": 0.08, "amax": 200}, n_workers=4, name="live",
                             config={"interval": 1.0, "max_workers": 16})
     assert (sim, live) == (SIM, LIVE)
+    mixed = {"theta_max": 0.08, "amax": 200}
     for i in range(12):
-        store.record_interval(live, _interval(i, 4 if i < 5 else 6, tuples=0 if i == 0 else 1000))
+        # interval 11 is written after a switch to dchoices took effect (from interval 12): the routing
+        # row's Amax is the planner's at writing time (none), the interval's own settings are mixed's
+        store.record_interval(live, _interval(i, 4 if i < 5 else 6, tuples=0 if i == 0 else 1000,
+                                              amax=None if i == 11 else 200, params=mixed, algorithm="mixed"))
+    store.record_event(live, "algorithm", {"algorithm": "dchoices", "params": {}}, interval=12)
     store.close()
     return url
 
@@ -106,8 +111,11 @@ RUN_BUTTONS = ("#workers-minus", "#workers-plus", "#workers-set", "#pause-btn", 
 def test_worker_box_refuses_in_the_range_it_shows(page):
     """Item 12: the box says [1, 16] (the run's --max-workers), and 0, −3, "x" are refused in that range."""
     expect(page.locator("#workers-range")).to_have_text("[1, 16]")
+    expect(page.locator("#workers-input")).to_have_value("6")
+    page.wait_for_timeout(2000)  # the first refresh has re-synced the box (it would overwrite the typed text)
     for bad in ("0", "-3", "x"):
         page.fill("#workers-input", bad)
+        expect(page.locator("#workers-input")).to_have_value(bad)
         page.click("#workers-set")
         expect(page.locator("#control-msg")).to_contain_text(f"in [1, 16], got '{bad}'")
         expect(page.locator("#control-msg")).not_to_contain_text("1024")
@@ -158,3 +166,16 @@ def test_an_empty_batch_is_a_gap_not_perfect_balance(page):
     t = _trace(page, "fig-imbalance", "imbalance")
     assert t["x"][:3] == [0, 1, 2], t
     assert t["y"][0] is None and t["y"][1] == pytest.approx(0.1), t
+
+
+def test_kpi_cards_show_the_interval_with_its_own_settings(page):
+    """Item 8: interval 11 (mixed, Amax 200, θmax 0.08) is shown with its own settings although the run
+    has switched to dchoices since; θ is not uppercased into Θ; the algorithm card is not cut."""
+    expect(page.locator("#kpi-algorithm-value")).to_have_text("mixed · #11")
+    expect(page.locator("#kpi-routing_table_size .kpi-value")).to_have_text("21 / 200")
+    expect(page.locator("#kpi-theta_max_observed .kpi-value")).to_have_text("0.050 / 0.080")
+    label = page.locator("#kpi-theta_max_observed .kpi-label").inner_text()
+    assert "θmax" in label and "Θ" not in label, label
+    cut = page.evaluate("() => { const e = document.querySelector('#kpi-algorithm-value');"
+                        " return e.scrollWidth > e.clientWidth; }")
+    assert not cut

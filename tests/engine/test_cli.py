@@ -362,3 +362,19 @@ def test_simulate_counts_and_warns_about_malformed_csv_rows(tmp_path):
     assert "bad_quote 1, empty_key 1, missing_column 1" in proc.stderr
     with connect(url) as store:
         assert {d["reason"]: d["count"] for d in store.dead_letters(r["run_id"])} == r["dead_letters"]
+
+
+def test_each_stored_interval_carries_its_own_settings(tmp_path, capsys):
+    """Issue 26 item 8: an interval is stored with its algorithm's parameters as they were when it was
+    routed (schema 3), so the dashboard never pairs it with settings that came later."""
+    from skewlab.storage import connect
+
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    code, out, err = run(capsys, "simulate", "--algorithm", "mixed", "--param", "amax=321", "--workers", "4",
+                         "--messages", "20000", "--interval-messages", "5000", "--change", "2:algorithm=hash",
+                         "--json", "--db", url)
+    assert code == 0, err
+    with connect(url) as store:
+        rows = store.interval_metrics(json.loads(out)["run_id"])
+    assert [r["algorithm"] for r in rows] == ["mixed", "mixed", "hash", "hash"]
+    assert [r["params"].get("amax") for r in rows] == [321, 321, None, None]
