@@ -89,6 +89,15 @@ def interval_series(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
     return series
 
 
+def _planned_interval(migration: Mapping[str, Any]) -> int:
+    """The interval whose plan or command a migration carried out — the numbering of the commands ("applied
+    at interval N") and of the interval metrics; the row's own ``interval`` is when its import completed
+    (two micro-batches later in the Spark engine).  Rows that do not record it keep their own."""
+    detail = migration.get("detail")
+    planned = detail.get("planned_interval") if isinstance(detail, Mapping) else None
+    return int(planned) if planned is not None else int(migration["interval"])
+
+
 def interval_param(row: Mapping[str, Any], st: RunState, name: str) -> Any:
     """Parameter ``name`` of the algorithm that routed the interval ``row``: as recorded with the row
     (schema 3), else — older rows — as the run's events say it was in force at that interval."""
@@ -331,7 +340,7 @@ class DashboardData:
         migs = upto(store.migration_events(run_id, since_interval=since))
         out["migrations"] = migration_series(migs, series["interval"])
         out["migration_rows"] = [
-            {"interval": int(m["interval"]), "algorithm": m.get("algorithm") or "",
+            {"interval": _planned_interval(m), "imported": int(m["interval"]), "algorithm": m.get("algorithm") or "",
              "reason": str((m.get("detail") or {}).get("reason", "")) if isinstance(m.get("detail"), Mapping) else "",
              "keys_moved": int(m.get("keys_moved") or 0), "state_moved": _num(m.get("state_moved")),
              "migration_cost": _num(m.get("migration_cost")), "pause_ms": _num(m.get("pause_ms")),

@@ -395,12 +395,13 @@ def _num(v: Any, digits: int = 4) -> str:
 
 #: Columns of the migration table: (header, row key).
 _MIGRATION_COLUMNS = (
-    ("interval", "interval"), ("algorithm", "algorithm"), ("reason", "reason"), ("keys moved", "keys_moved"),
+    ("interval", "interval"), ("imported at", "imported"), ("algorithm", "algorithm"), ("reason", "reason"),
+    ("keys moved", "keys_moved"),
     ("state moved", "state_moved"), ("bytes moved", "bytes_moved"), ("migration cost", "migration_cost"),
     ("pause ms", "pause_ms"), ("pause batches", "pause_batches"),
 )
 #: Columns older engines did not report: shown only when a row has a value, empty cells where one has not.
-_MIGRATION_OPTIONAL = ("bytes_moved", "pause_batches")
+_MIGRATION_OPTIONAL = ("bytes_moved", "pause_batches", "imported")
 
 
 def _migration_cell(key: str, row: Mapping[str, Any]) -> str:
@@ -408,15 +409,19 @@ def _migration_cell(key: str, row: Mapping[str, Any]) -> str:
     v = row.get(key)
     if key in ("algorithm", "reason"):
         return v or ""
+    if key == "imported":  # only when the import completed in a later interval than the one that planned it
+        return "" if v is None or v == row.get("interval") else f"{int(v):,}"
     if key in _MIGRATION_OPTIONAL:
         return "" if v is None else (format_bytes(v) if key == "bytes_moved" else f"{int(v):,}")
     return _num(v)
 
 
 def migration_table(rows: Sequence[Mapping[str, Any]]) -> Any:
-    """The most recent migration events (newest first), with the bytes moved and the micro-batches the moved
-    keys were held when a row reports them."""
-    reported = {k for r in rows for k in _MIGRATION_OPTIONAL if r.get(k) is not None}
+    """The most recent migration events (newest first) under the interval that planned them (the numbering
+    of the commands and the KPI cards; "imported at" when the import completed later), with the bytes moved
+    and the micro-batches the moved keys were held when a row reports them."""
+    reported = {k for r in rows for k in _MIGRATION_OPTIONAL
+                if r.get(k) is not None and (k != "imported" or r[k] != r.get("interval"))}
     cols = [c for c in _MIGRATION_COLUMNS if c[1] not in _MIGRATION_OPTIONAL or c[1] in reported]
     return _table(cols, rows, "no migrations in this window", _migration_cell)
 

@@ -39,7 +39,7 @@ _require("Playwright ('pip install playwright')", sync_playwright is not None)
 _require(f"Chromium at {CHROMIUM} ('apt-get install chromium')", os.access(CHROMIUM, os.X_OK))
 
 from skewlab.dashboard.app import create_app  # noqa: E402
-from skewlab.storage import IntervalRecord, connect  # noqa: E402
+from skewlab.storage import IntervalRecord, MigrationRow, connect  # noqa: E402
 
 SIM, LIVE = 1, 2  # run ids
 
@@ -71,8 +71,12 @@ def db(tmp_path_factory):
     for i in range(12):
         # interval 11 is written after a switch to dchoices took effect (from interval 12): the routing
         # row's Amax is the planner's at writing time (none), the interval's own settings are mixed's
-        store.record_interval(live, _interval(i, 4 if i < 5 else 6, tuples=0 if i == 0 else 1000,
-                                              amax=None if i == 11 else 200, params=mixed, algorithm="mixed"))
+        rec = _interval(i, 4 if i < 5 else 6, tuples=0 if i == 0 else 1000, amax=None if i == 11 else 200,
+                        params=mixed, algorithm="mixed", migration_cost=0.25 if i == 8 else 0.0)
+        if i == 10:  # a rebalance planned in interval 8 whose import completed in interval 10
+            rec.migrations.append(MigrationRow(algorithm="mixed", keys_moved=5, state_moved=50.0, migration_cost=0.25,
+                                               detail={"reason": "rebalance", "planned_interval": 8}))
+        store.record_interval(live, rec)
     store.record_event(live, "algorithm", {"algorithm": "dchoices", "params": {}}, interval=12)
     store.close()
     return url
@@ -179,3 +183,13 @@ def test_kpi_cards_show_the_interval_with_its_own_settings(page):
     cut = page.evaluate("() => { const e = document.querySelector('#kpi-algorithm-value');"
                         " return e.scrollWidth > e.clientWidth; }")
     assert not cut
+
+
+def test_a_migration_is_numbered_by_the_interval_that_planned_it(page):
+    """Item 10: the migration planned in interval 8 (the interval whose metric carries its cost, and the
+    numbering of "applied at interval N") is listed under 8, imported at 10, with that cost."""
+    row = page.locator("#migration-table tbody tr").first
+    cells = row.locator("td")
+    expect(cells.nth(0)).to_have_text("8")
+    expect(cells.nth(1)).to_have_text("10")
+    expect(cells.nth(6)).to_have_text("0.25")
