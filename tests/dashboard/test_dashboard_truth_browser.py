@@ -9,34 +9,16 @@ Missing Chromium or Playwright: skipped, or failed with the reason when ``CI`` i
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run"]
+from tests.browser_fixtures import CHROMIUM, LAUNCH_ARGS, sync_playwright_or_skip
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
-
-def _require(what: str, ok: bool) -> None:
-    if not ok:
-        msg = f"dashboard browser tests need {what}"
-        if os.environ.get("CI"):
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
-
-
-try:
-    from playwright.sync_api import expect, sync_playwright
-except ImportError:  # pragma: no cover - depends on the machine
-    sync_playwright = None  # type: ignore[assignment]
-
-_require("Playwright ('pip install playwright')", sync_playwright is not None)
-_require(f"Chromium at {CHROMIUM} ('apt-get install chromium')", os.access(CHROMIUM, os.X_OK))
+sync_playwright, expect = sync_playwright_or_skip()
 
 from skewlab.dashboard.app import create_app  # noqa: E402
 from skewlab.storage import IntervalRecord, MigrationRow, connect  # noqa: E402
