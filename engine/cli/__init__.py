@@ -172,6 +172,13 @@ def cmd_engine(args: argparse.Namespace) -> int:
         max_batches=args.max_batches, max_workers=args.max_workers, sink=args.sink, service_us=args.service_us,
     )
     from skewlab.engine.runtimes.spark.engine import EngineFailed, default_data_dir
+    from skewlab.storage import open_store
+
+    cfg.validate()
+    try:  # a typo in --db: one line before Spark starts, never a new database somewhere
+        open_store(args.db).close()
+    except ValueError as exc:
+        raise UsageError(f"--db: {exc}") from None
 
     spark_log = default_data_dir() / "logs" / f"spark-{cfg.checkpoint_dir().name}.log"
     try:

@@ -307,6 +307,7 @@ def test_db_that_is_not_a_database_url_creates_nothing(tmp_path):
     missing = tmp_path / "nonexistent" / "dir"
     one_line_exit_2(skewlab(tmp_path, "simulate", "--messages", "100", "--db", f"sqlite:///{missing}/x.db"),
                     "does not exist")
+    one_line_exit_2(skewlab(tmp_path, "engine", "--db", "notaurl", "--duration", "1"), "not a database URL")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
