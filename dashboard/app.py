@@ -41,12 +41,14 @@ from skewlab.dashboard.controls import (
     workers_range,
     command_message,
     is_loopback,
+    not_live,
     pause_noop,
     submit,
     validate_fields,
 )
 from skewlab.dashboard.data import DEFAULT_WINDOW, MIGRATION_TABLE_ROWS, DashboardData, status_text, waiting_message
 from skewlab.dashboard.layout import (
+    RUN_CONTROLS,
     build_layout,
     commands_view,
     event_log,
@@ -379,11 +381,13 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
 
     # ---------------------------------------------------------------- controls
     @app.callback(Output("algo-select", "options"), Output("algo-select", "value"), Output("workers-input", "value"),
-                  Output("workers-range", "children"), Input("controls-state", "data"), prevent_initial_call=True)
+                  Output("workers-range", "children"), Output("controls-note", "children"),
+                  *[Output(cid, "disabled") for cid in RUN_CONTROLS],
+                  Input("controls-state", "data"), prevent_initial_call=True)
     def sync_controls(cs):
         c = _controls_outputs(cs, auth.read_only)
         return (c["algo-options"], c.get("algo-value", no_update), c.get("workers-value", no_update),
-                c.get("workers-range", no_update))
+                c.get("workers-range", no_update), c["controls-note"], *([c["controls-disabled"]] * len(RUN_CONTROLS)))
 
     @app.callback(Output("param-form", "children"), Output("apply-btn", "children"), Output("algo-summary", "children"),
                   Output("apply-btn", "disabled"),
@@ -422,6 +426,9 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
         if run_id is None:
             return "no run selected", "control-msg error", no_update
         run_id = int(run_id)
+        refusal = not_live((D.run(run_id) or {"id": run_id, "status": "missing"}))
+        if refusal is not None:  # server side too: a disabled button is not the protection
+            return f"refused: {refusal}", "control-msg error", no_update
         st = D.state(run_id)
         latest = store.interval_metrics(run_id, limit=1, latest=True)
         current_algo = latest[0]["algorithm"] if latest else (st.algorithm if st else "")
@@ -559,6 +566,10 @@ def _controls_outputs(cs: Mapping[str, Any] | None, read_only: bool, algo: str |
     catalog = {a["name"]: a for a in algorithm_catalog()}
     out: dict[str, Any] = {"algo-options": [{"label": n, "value": n, "title": a["summary"]} for n, a in catalog.items()]}
     cs = cs or {}
+    refusal = not_live({"id": cs.get("run_id"), "status": cs.get("status")}) if cs.get("run_id") is not None else None
+    out["controls-note"] = refusal or ""
+    out["controls-disabled"] = read_only or refusal is not None
+    read_only = out["controls-disabled"]
     if cs.get("algorithm"):
         out["algo-value"] = cs["algorithm"]
         out["workers-value"] = str(cs.get("n_workers") or "")
@@ -587,12 +598,16 @@ def _compare_table(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> 
         ("mean imbalance", "imbalance_mean", "f"), ("p95 imbalance", "imbalance_p95", "f"),
         ("max θ observed", "theta_observed_max", "f"), ("mean replication", "replication_mean", "f"),
         ("mean migration cost", "migration_cost_mean", "f"), ("max |A|", "routing_table_max", "int"),
-        ("mean throughput (tuples/s)", "throughput_mean", "int"), ("p95 batch latency (ms)", "latency_p95_ms", "int"),
+        ("mean engine throughput (tuples/s)", "engine", "int"),
+        ("mean routing throughput, simulate (tuples/s)", "routing", "int"),
+        ("p95 batch latency (ms)", "latency_p95_ms", "int"),
     )
 
     def cell(run: Mapping[str, Any] | None, key: str, kind: str) -> str:
         if not run:
             return "—"
+        if key in ("engine", "routing"):  # two measures, never under one label
+            key = "throughput_mean" if run.get("throughput_kind", "engine") == key else ""
         v = run["summary"].get(key)
         if v is None:
             return "—"

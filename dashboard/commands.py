@@ -6,10 +6,12 @@ from ``$SKEWLAB_DASHBOARD_TOKEN`` (preferred: a command-line argument is visible
 a non-loopback address without one, the dashboard is read-only and says so.  The token is never
 printed.
 
-``skewlab demo [--port N] [--db URL] [--duration S] [--new-run]`` starts the dashboard on 127.0.0.1
-and prints its URL as soon as it listens, then ``skewlab engine`` as a subprocess (generator source,
-SQLite under the data directory, checkpoint ``data/checkpoints/demo``; its log goes to
-``data/logs/demo-engine.log``), says when data flows, and on Ctrl-C / SIGTERM asks the engine to stop
+``skewlab demo [--port N] [--db URL] [--duration S] [--new-run]`` first checks its flags as the engine
+would (``--workers 0``, an unknown algorithm: one line, exit 2) and that the port is free ("port N is
+in use"), then starts the dashboard on 127.0.0.1 and prints its URL as soon as it listens, then
+``skewlab engine`` as a subprocess (generator source, SQLite under the data directory, checkpoint
+``data/checkpoints/demo``; its log is appended to ``data/logs/demo-engine.log``, and a failure quotes
+the last lines this attempt wrote), says when data flows, and on Ctrl-C / SIGTERM asks the engine to stop
 (SIGTERM: it finishes its batch and flushes its metrics), waits for it, then stops the web server.
 When the demo's checkpoint holds a run, the demo resumes it and says so on the terminal (run id,
 algorithm, workers); ``--new-run`` clears that checkpoint and starts a new run (earlier runs stay in
@@ -94,16 +96,40 @@ def _open_store(db: str | None) -> Any:
         raise UsageError(str(exc)) from None
 
 
+def _check_listen(host: str, port: int) -> None:
+    """One-line :class:`UsageError` if ``host:port`` cannot be listened on (say, the port is in use).
+
+    Probed with a socket of our own (closed at once, ``SO_REUSEADDR`` like the server's) because werkzeug
+    reports a failed bind on stderr in its own words and exits with status 1.
+    """
+    import errno
+    import socket
+
+    from werkzeug.serving import select_address_family
+
+    family = select_address_family(host, int(port))
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, int(port)))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise UsageError(f"port {port} is in use on {host} (another dashboard or demo?); choose another "
+                             "with --port, or --port 0 for any free one") from None
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def _make_server(app: Any, host: str, port: int) -> Any:
     from werkzeug.serving import make_server
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no request log lines per tick
+    _check_listen(host, port)
     try:
         return make_server(host, int(port), app.server, threaded=True)
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    except (SystemExit, ValueError) as exc:  # werkzeug exits on a port in use in some versions
-        raise UsageError(f"cannot listen on {host}:{port}: {exc}") from None
+    except (SystemExit, ValueError):  # werkzeug exits when the bind fails (taken since the probe above)
+        raise UsageError(f"cannot listen on {host}:{port} (taken by another program since it was checked)") from None
 
 
 def _warm_up(app: Any) -> None:
@@ -194,11 +220,25 @@ def _demo_checkpoint(db: str | None, url: str) -> Path:
     return _data_dir() / "checkpoints" / f"demo-{digest}"
 
 
-def _tail(path: Path, lines: int = 15) -> str:
+def _tail(path: Path, lines: int = 15, since: int = 0) -> str:
+    """The last ``lines`` lines of ``path`` written after byte offset ``since`` (this attempt's part of an
+    appended log)."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        with open(path, "rb") as fh:
+            fh.seek(since)
+            text = fh.read().decode(errors="replace")
     except OSError:
         return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _check_engine_flags(args: argparse.Namespace) -> None:
+    """The engine's own validation of the flags the demo passes on, before anything starts (one line)."""
+    from skewlab.engine.runtimes.spark.engine import EngineConfig
+
+    given = {"algorithm": args.algorithm, "workers": args.workers, "interval": args.interval, "rate": args.rate,
+             "duration": args.duration}
+    EngineConfig(**{name: value for name, value in given.items() if value is not None}).validate()
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -212,12 +252,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
         parse_assignments(args.conf or [])  # a malformed --conf fails here, not in the engine's log
     except ParamError as exc:
         raise UsageError(f"--conf: {exc}") from None
+    _check_engine_flags(args)  # e.g. --workers 0: refused before the URL is printed or the engine starts
     url = args.db or default_url()
     checkpoint = _demo_checkpoint(args.db, url)
     resumed = None if args.new_run else _resumable_run(checkpoint)
     if resumed is not None:
         _refuse_conflicting_flags(args, resumed, checkpoint)
-    store = _open_store(url)
+    store = _open_store(args.db)  # None: the default database, whose directory is created
     app = create_app(store=store, host="127.0.0.1")
     srv = _make_server(app, "127.0.0.1", args.port)  # fails before the engine starts if the port is taken
     _warm_up(app)
@@ -257,6 +298,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     # Installed before anything starts: a Ctrl-C at any moment from here on stops both cleanly.
     previous = _on_signals({signal.SIGINT: forward, signal.SIGTERM: forward})
     rc = 0
+    log_start = 0
     try:
         thread.start()
         started = time.time()
@@ -269,6 +311,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if signals["count"] == 0:
             print(f"skewlab demo: starting the Spark engine (log {log_path}; database {safe_url(url)}) …", flush=True)
             with open(log_path, "ab") as log:
+                log_start = log.tell()  # the report below quotes this attempt's lines only
                 engine["proc"] = subprocess.Popen(  # own session: Ctrl-C reaches the demo only; it forwards it
                     cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                     start_new_session=True)
@@ -301,7 +344,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         store.close()
     if rc != 0 and signals["count"] == 0:
         print(f"skewlab demo: the engine exited with status {rc}; last lines of {log_path}:", file=sys.stderr)
-        print(_tail(log_path), file=sys.stderr, flush=True)
+        print(_tail(log_path, since=log_start), file=sys.stderr, flush=True)
         return 2 if rc == 2 else 1
     print(f"skewlab demo: stopped (engine exit status {rc})", flush=True)
     return 0 if rc == 0 or signals["count"] > 0 else 1

@@ -29,6 +29,7 @@ from skewlab.engine.algorithms import registry
 from skewlab.engine.control.commands import CommandError, validate_command
 from skewlab.engine.config.params import Param, ParamError
 from skewlab.engine.config.settings import MAX_WORKERS, WORKERS, check
+from skewlab.storage.run_state import LIVE_STATUSES
 
 __all__ = [
     "Authorizer",
@@ -43,6 +44,7 @@ __all__ = [
     "command_message",
     "command_state",
     "is_loopback",
+    "not_live",
     "param_declarations",
     "pause_noop",
     "submit",
@@ -167,11 +169,20 @@ def build_workers_command(value: Any, max_workers: int | None = None) -> tuple[s
         raise CommandError(f"set-workers: enter a worker count in {workers_range(top)}")
     try:
         n = check(WORKERS, value)
-    except ParamError as exc:
-        raise CommandError(f"set-workers: {exc}") from None
+    except ParamError:  # the run's range, as shown next to the box (not the setting's [1, MAX_WORKERS])
+        raise CommandError(f"set-workers: enter a worker count in {workers_range(top)}, got {str(value)[:40]!r}") from None
     kind, payload = validate_command("set-workers", {"workers": n}, current_algorithm="hash", current_params={},
                                      max_workers=top)
     return kind, payload
+
+
+def not_live(run: Mapping[str, Any]) -> str | None:
+    """Why operator commands cannot go to ``run`` (its ``id`` and ``status``), or None for a live run:
+    only a running or paused engine reads commands; one queued for an ended run would stay pending."""
+    status = run.get("status")
+    if status in LIVE_STATUSES:
+        return None
+    return f"run {run.get('id')} is {status or 'unknown'}: controls act on a running engine only"
 
 
 def workers_range(max_workers: int | None = None) -> str:

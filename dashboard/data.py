@@ -69,6 +69,44 @@ SERIES_FIELDS: tuple[str, ...] = (
 )
 
 
+#: Metrics of an interval's load that a batch without tuples does not have (not "perfect balance"):
+#: drawn as gaps, left out of the comparison's statistics.
+LOAD_METRICS: tuple[str, ...] = ("imbalance", "theta_max_observed", "seeds_imbalance", "replication", "load_stddev")
+
+
+def _empty_batch(row: Mapping[str, Any]) -> bool:
+    """A batch that carried no tuple (batch 0 while the source starts, the batch after a resume)."""
+    return row.get("tuples") is not None and int(row["tuples"]) == 0
+
+
+def interval_series(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """Columns :data:`SERIES_FIELDS` of interval rows, with None for the :data:`LOAD_METRICS` of empty batches."""
+    series = {k: [r.get(k) for r in rows] for k in SERIES_FIELDS}
+    for i, r in enumerate(rows):
+        if _empty_batch(r):
+            for k in LOAD_METRICS:
+                series[k][i] = None
+    return series
+
+
+def _planned_interval(migration: Mapping[str, Any]) -> int:
+    """The interval whose plan or command a migration carried out — the numbering of the commands ("applied
+    at interval N") and of the interval metrics; the row's own ``interval`` is when its import completed
+    (two micro-batches later in the Spark engine).  Rows that do not record it keep their own."""
+    detail = migration.get("detail")
+    planned = detail.get("planned_interval") if isinstance(detail, Mapping) else None
+    return int(planned) if planned is not None else int(migration["interval"])
+
+
+def interval_param(row: Mapping[str, Any], st: RunState, name: str) -> Any:
+    """Parameter ``name`` of the algorithm that routed the interval ``row``: as recorded with the row
+    (schema 3), else — older rows — as the run's events say it was in force at that interval."""
+    recorded = row.get("params")
+    if isinstance(recorded, Mapping):
+        return recorded.get(name)
+    return st.param_at(int(row["interval"]), name)
+
+
 def window_for(n_workers: int | None, window: int = DEFAULT_WINDOW) -> int:
     """Intervals shown on the time axes for ``n_workers`` workers (see module docstring)."""
     n = max(int(n_workers or 1), 1)
@@ -267,8 +305,8 @@ class DashboardData:
             st.n_workers = int(rows[-1]["n_workers"])
         out["last_interval"] = upper
         out["first_interval"] = int(rows[0]["interval"])
-        series = {k: [r.get(k) for r in rows] for k in SERIES_FIELDS}
-        series["theta_max"] = [_num(st.param_at(int(iv), "theta_max")) for iv in series["interval"]]
+        series = interval_series(rows)
+        series["theta_max"] = [_num(interval_param(r, st, "theta_max")) for r in rows]
         out["series"] = series
 
         def upto(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -283,8 +321,10 @@ class DashboardData:
              "processing_seconds": _num(r.get("processing_seconds"))}
             for r in sorted(latest_workers, key=lambda r: int(r["worker"]))
         ]
-        theta_now = _num(st.param_at(upper, "theta_max"))
+        # the newest interval's own settings (not those in force now: a command may have changed them since)
+        theta_now = _num(interval_param(rows[-1], st, "theta_max"))
         out["theta_now"] = theta_now
+        out["amax_now"] = _num(interval_param(rows[-1], st, "amax"))
         out["heat"] = worker_heat(workers, out["bands"], HEAT_CELLS if reset else None)
         plans = [e for e in st.rebalances if e["kind"] == "rebalance" and e["interval"] is not None and e["interval"] <= upper]
         out["plan"] = ({"interval": plans[-1]["interval"], "feasible": plans[-1]["detail"].get("feasible"),
@@ -300,7 +340,7 @@ class DashboardData:
         migs = upto(store.migration_events(run_id, since_interval=since))
         out["migrations"] = migration_series(migs, series["interval"])
         out["migration_rows"] = [
-            {"interval": int(m["interval"]), "algorithm": m.get("algorithm") or "",
+            {"interval": _planned_interval(m), "imported": int(m["interval"]), "algorithm": m.get("algorithm") or "",
              "reason": str((m.get("detail") or {}).get("reason", "")) if isinstance(m.get("detail"), Mapping) else "",
              "keys_moved": int(m.get("keys_moved") or 0), "state_moved": _num(m.get("state_moved")),
              "migration_cost": _num(m.get("migration_cost")), "pause_ms": _num(m.get("pause_ms")),
@@ -364,8 +404,17 @@ class DashboardData:
     def run_series(self, run_id: int, limit: int = 5_000) -> dict[str, Any]:
         """The last ``limit`` intervals of a run and summary statistics (for run comparison)."""
         rows = self.store.interval_metrics(int(run_id), limit=limit, latest=True)
-        series = {k: [r.get(k) for r in rows] for k in SERIES_FIELDS}
-        return {"run_id": int(run_id), "series": series, "summary": summarize(rows)}
+        series = interval_series(rows)
+        return {"run_id": int(run_id), "series": series, "summary": summarize(rows),
+                "throughput_kind": throughput_kind(self.run(int(run_id)) or {})}
+
+
+def throughput_kind(run: Mapping[str, Any]) -> str:
+    """What a run's ``throughput`` measures: ``"routing"`` for a ``skewlab simulate`` run (the local
+    runtime: tuples routed per second of routing, no Spark), ``"engine"`` otherwise (tuples per second
+    of whole micro-batches)."""
+    config = run.get("config") if isinstance(run.get("config"), Mapping) else {}
+    return "routing" if config.get("runtime") == "local" else "engine"
 
 
 def status_text(run: Mapping[str, Any]) -> str:
@@ -489,7 +538,8 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Summary of interval rows: means and tails of the headline metrics."""
 
     def vals(k: str) -> np.ndarray:
-        return np.array([x for x in (_num(r.get(k)) for r in rows) if x is not None], dtype=np.float64)
+        of = [r for r in rows if not _empty_batch(r)] if k in LOAD_METRICS else rows
+        return np.array([x for x in (_num(r.get(k)) for r in of) if x is not None], dtype=np.float64)
 
     def stat(k: str, fn: Callable[[np.ndarray], float]) -> float | None:
         v = vals(k)
@@ -503,7 +553,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "imbalance_mean": stat("imbalance", np.mean),
         "imbalance_p95": stat("imbalance", lambda v: np.quantile(v, 0.95)),
         "theta_observed_max": stat("theta_max_observed", np.max),
-        "replication_mean": _mean([_replication(r.get("replication")) for r in rows]),
+        "replication_mean": _mean([_replication(r.get("replication")) for r in rows if not _empty_batch(r)]),
         "migration_cost_mean": stat("migration_cost", np.mean),
         "routing_table_max": stat("routing_table_size", np.max),
         "throughput_mean": stat("throughput", np.mean),

@@ -803,12 +803,14 @@ def compare_figure(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> 
         s = run["series"]
         x0 = s["interval"][0] if s["interval"] else 0
         x = [i - x0 for i in s["interval"]]
-        label = f"run {run['run_id']}"
+        routing = run.get("throughput_kind") == "routing"
+        label = f"run {run['run_id']}" + (" (simulate)" if routing else "")
         for row, key in enumerate(("imbalance", "throughput", "batch_latency_ms"), start=1):
             ref = _axis_ref(row)
+            what = ("routing tuples/s" if routing else "engine tuples/s") if key == "throughput" else key
             traces.append(dict(type="scatter", mode="lines", x=x, y=list(s[key]), name=label, legendgroup=label,
                                showlegend=row == 1, line=dict(color=color, width=1.6), xaxis=f"x{ref}",
-                               yaxis=f"y{ref}", hovertemplate=f"{label} %{{y:.4g}}<extra>{key}</extra>"))
+                               yaxis=f"y{ref}", hovertemplate=f"{label} %{{y:.4g}}<extra>{what}</extra>"))
     layout = _grid(3, spacing=0.06)
     layout.update(_base_layout(460, "compare"))
     for row, title in enumerate(("imbalance", "tuples/s", "latency ms"), start=1):

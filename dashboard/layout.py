@@ -26,8 +26,13 @@ from skewlab.storage.run_state import REBALANCE_EVENT_KINDS
 
 __all__ = [
     "GRAPH_CONFIG", "build_layout", "commands_view", "event_log", "kpi_cards", "migration_table",
-    "param_form", "runs_table",
+    "RUN_CONTROLS", "param_form", "runs_table",
 ]
+
+#: The operator controls that act on the selected run (disabled when it is not live; the apply
+#: button and the parameter fields follow the same rule through the form).
+RUN_CONTROLS = ("algo-select", "workers-minus", "workers-input", "workers-plus", "workers-set", "pause-btn",
+                "resume-btn")
 
 #: Plotly modebar: "download as PNG" (client-side) with a useful file name, no logo.
 GRAPH_CONFIG: dict[str, Any] = {
@@ -157,7 +162,7 @@ def build_layout(*, read_only: bool, token_required: bool, refresh_ms: int, bann
 
 
 def _sidebar(read_only: bool, token_required: bool, init: Mapping[str, Any]) -> list[Any]:
-    dis = bool(read_only)
+    dis = bool(init.get("controls-disabled", read_only))
     token_box = []
     if token_required:
         token_box = [html.Div([
@@ -194,6 +199,7 @@ def _sidebar(read_only: bool, token_required: bool, init: Mapping[str, Any]) -> 
             html.Button("Pause", id="pause-btn", n_clicks=0, disabled=dis, className="btn"),
             html.Button("Resume", id="resume-btn", n_clicks=0, disabled=dis, className="btn"),
         ], className="btn-row"),
+        html.Div(init.get("controls-note", ""), id="controls-note", className="control-msg muted"),
         html.Div(id="control-msg", className="control-msg", role="status"),
     ]
     return [
@@ -226,7 +232,10 @@ def kpi_cards(data: Mapping[str, Any]) -> list[html.Div]:
 
     theta_now = data.get("theta_now")
     routing = data.get("routing") or {}
-    amax = (routing.get("amax") or [None])[-1] if routing.get("amax") else None
+    if "amax_now" in data:  # the interval's own Amax (None: its algorithm has none)
+        amax = data["amax_now"]
+    else:
+        amax = (routing.get("amax") or [None])[-1] if routing.get("amax") else None
     workers = data.get("workers") or []
     over = 0
     if workers:
@@ -259,7 +268,9 @@ def kpi_cards(data: Mapping[str, Any]) -> list[html.Div]:
     out.insert(0, html.Div([html.Div("algorithm · interval", className="kpi-label"),
                             html.Div(f"{algo} · #{interval if interval is not None else '—'}", className="kpi-value",
                                      id="kpi-algorithm-value")],
-                           className="kpi", title="live algorithm and the latest interval shown"))
+                           className="kpi kpi-algorithm",
+                           title="the algorithm of the latest interval shown, and that interval; the other cards "
+                                 "show the same interval with its own settings (θmax, Amax)"))
     if over_amax or infeasible:
         out.append(_plan_alert(plan if infeasible else {}, entries if over_amax else None, amax))
     return out
@@ -384,12 +395,13 @@ def _num(v: Any, digits: int = 4) -> str:
 
 #: Columns of the migration table: (header, row key).
 _MIGRATION_COLUMNS = (
-    ("interval", "interval"), ("algorithm", "algorithm"), ("reason", "reason"), ("keys moved", "keys_moved"),
+    ("interval", "interval"), ("imported at", "imported"), ("algorithm", "algorithm"), ("reason", "reason"),
+    ("keys moved", "keys_moved"),
     ("state moved", "state_moved"), ("bytes moved", "bytes_moved"), ("migration cost", "migration_cost"),
     ("pause ms", "pause_ms"), ("pause batches", "pause_batches"),
 )
 #: Columns older engines did not report: shown only when a row has a value, empty cells where one has not.
-_MIGRATION_OPTIONAL = ("bytes_moved", "pause_batches")
+_MIGRATION_OPTIONAL = ("bytes_moved", "pause_batches", "imported")
 
 
 def _migration_cell(key: str, row: Mapping[str, Any]) -> str:
@@ -397,15 +409,19 @@ def _migration_cell(key: str, row: Mapping[str, Any]) -> str:
     v = row.get(key)
     if key in ("algorithm", "reason"):
         return v or ""
+    if key == "imported":  # only when the import completed in a later interval than the one that planned it
+        return "" if v is None or v == row.get("interval") else f"{int(v):,}"
     if key in _MIGRATION_OPTIONAL:
         return "" if v is None else (format_bytes(v) if key == "bytes_moved" else f"{int(v):,}")
     return _num(v)
 
 
 def migration_table(rows: Sequence[Mapping[str, Any]]) -> Any:
-    """The most recent migration events (newest first), with the bytes moved and the micro-batches the moved
-    keys were held when a row reports them."""
-    reported = {k for r in rows for k in _MIGRATION_OPTIONAL if r.get(k) is not None}
+    """The most recent migration events (newest first) under the interval that planned them (the numbering
+    of the commands and the KPI cards; "imported at" when the import completed later), with the bytes moved
+    and the micro-batches the moved keys were held when a row reports them."""
+    reported = {k for r in rows for k in _MIGRATION_OPTIONAL
+                if r.get(k) is not None and (k != "imported" or r[k] != r.get("interval"))}
     cols = [c for c in _MIGRATION_COLUMNS if c[1] not in _MIGRATION_OPTIONAL or c[1] in reported]
     return _table(cols, rows, "no migrations in this window", _migration_cell)
 
@@ -428,6 +444,8 @@ def runs_table(rows: Sequence[Mapping[str, Any]], export_base: str) -> Any:
             return str(config.get("operator") or "count")
         if key == "status":
             return html.Span(status_text(r), className=f"status-badge {r.get(key) or ''}")
+        if key == "n_workers" and r.get("last_workers") is not None and r["last_workers"] != r.get(key):
+            return f"{r['last_workers']} (started with {r.get(key)})"  # after a set-workers: what runs now
         v = r.get(key)
         return "" if v is None else str(v)
 

@@ -108,6 +108,13 @@ class StoreBase:
                 f"database schema version {found} does not match this skewlab (version {SCHEMA_VERSION})"
             )
 
+    def has_schema(self) -> bool:
+        """True if the database holds skewlab's tables (its ``meta`` table records a schema version)."""
+        with self._read() as conn:
+            if not inspect(conn).has_table(T_META.name):
+                return False
+            return conn.execute(select(T_META.c.value).where(T_META.c.key == "schema_version")).first() is not None
+
     @staticmethod
     def _upgrade(conn: Connection, version: int) -> None:
         """Add the columns of every schema version after ``version`` (:data:`skewlab.storage.models.ADDED_COLUMNS`)

@@ -1,7 +1,10 @@
 """Database URLs and engines: SQLite by default, PostgreSQL by URL.
 
 ``connect(url)`` is the one entry point; it returns a :class:`skewlab.storage.store.Store` whose tables exist
-and have the current schema version (an older database is upgraded when it is opened).
+and have the current schema version (an older database is upgraded when it is opened).  A URL a user
+typed goes through :func:`open_store` instead, which refuses what ``connect`` would quietly create: a
+bare word (not a URL), a SQLite file in a directory that does not exist, and — for ``existing`` — a
+database without skewlab's tables.
 
 URL handling (:func:`normalize_url`):
 
@@ -185,11 +188,38 @@ def connect(
     return store
 
 
-def open_store(url: str | URL | None = None) -> "Store":
-    """:func:`connect` for a user-given URL: any failure becomes a one-line ``ValueError`` (password hidden)."""
+def open_store(url: str | URL | None = None, *, existing: bool = False) -> "Store":
+    """:func:`connect` for a user-given URL: any failure becomes a one-line ``ValueError`` (password hidden).
+
+    Stricter than :func:`connect`, because a typo must not become a new database somewhere: a given URL
+    must name a database (``sqlite:///PATH`` or ``postgresql://…``, not a bare word), and a SQLite file's
+    directory must exist (only the default data directory is created).  ``existing``: the database must
+    already hold the skewlab schema (``skewlab control`` queues commands for a running engine; a fresh
+    empty database has none) — it is neither created nor upgraded.
+    """
+    parsed = _user_url(url)
+    if parsed.get_backend_name() == "sqlite" and not _is_memory(parsed):
+        path = Path(parsed.database).expanduser()
+        if url is not None and not path.resolve().parent.is_dir():
+            raise ValueError(f"cannot open database {safe_url(parsed)}: directory {path.parent} does not exist")
+        if existing and not path.is_file():
+            raise ValueError(f"no skewlab database at {safe_url(parsed)} (no such file)")
     try:
-        return connect(url)
+        store = connect(parsed, create=not existing)
     except ValueError:
         raise
+    except RuntimeError as exc:  # a schema version this skewlab does not know
+        raise ValueError(f"cannot open database {safe_url(parsed)}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - driver / sqlalchemy errors: one line, no password
-        raise ValueError(f"cannot open database {safe_url(url)}: {type(exc).__name__}") from None
+        raise ValueError(f"cannot open database {safe_url(parsed)}: {type(exc).__name__}") from None
+    if existing and not store.has_schema():
+        store.close()
+        raise ValueError(f"no skewlab database at {safe_url(parsed)} (it has no skewlab tables)")
+    return store
+
+
+def _user_url(url: str | URL | None) -> URL:
+    """:func:`normalize_url` of a user-given URL, refusing a bare word (which would be a SQLite file)."""
+    if isinstance(url, str) and url.strip() and "://" not in url:
+        raise ValueError(f"not a database URL: {url.strip()[:80]!r} (expected sqlite:///PATH or postgresql://…)")
+    return normalize_url(url)

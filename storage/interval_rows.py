@@ -89,6 +89,7 @@ def interval_rows(run_id: int, record: IntervalRecord) -> IntervalRows:
         "feasible": as_bool(record.feasible),
         "note": clean_text(record.note),
         "extra": dump_json(record.extra or {}, "extra"),
+        "params": None if record.params is None else dump_json(dict(record.params), "params"),
     }
     for col in _FLOAT_METRICS:
         metrics[col] = as_float(getattr(record, col))

@@ -44,7 +44,8 @@ Design decisions (the issue fixes the contents, not the layout):
   by an older version is upgraded in place when it is opened (:meth:`skewlab.storage.store.Store.create_schema`)
   by adding the nullable columns listed in :data:`ADDED_COLUMNS`; rows written before keep NULL there.
   Version 2 added ``worker_metrics.state_bytes``, ``migration_events.bytes_moved`` and
-  ``migration_events.pause_batches``.
+  ``migration_events.pause_batches``; version 3 added ``interval_metrics.params`` (the parameters of
+  the interval's algorithm as they were when it routed the interval; NULL in older rows).
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ __all__ = [
     "INTERVAL_METRIC_COLUMNS",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Command lifecycle: ``pending`` → ``applied`` | ``rejected`` (with a reason).
 COMMAND_STATUSES: tuple[str, ...] = ("pending", "applied", "rejected")
@@ -176,6 +177,8 @@ class IntervalMetric(Base):
     feasible: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     note: Mapped[str] = mapped_column(Text, default="")
     extra: Mapped[str] = mapped_column(Text, default="{}")
+    #: JSON object: the parameters of ``algorithm`` in force for this interval (None: not recorded)
+    params: Mapped[str | None] = mapped_column(Text, nullable=True)
 
     __table_args__ = (Index("ix_interval_metrics_run_interval", "run_id", "interval"),)
 
@@ -276,6 +279,7 @@ class MigrationEvent(Base):
 ADDED_COLUMNS: dict[int, tuple[tuple[str, str], ...]] = {
     2: (("worker_metrics", "state_bytes"), ("migration_events", "bytes_moved"),
         ("migration_events", "pause_batches")),
+    3: (("interval_metrics", "params"),),
 }
 
 

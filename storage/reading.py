@@ -23,7 +23,8 @@ class Reading(StoreBase):
         return None if row is None else decode_row("runs", row)
 
     def list_runs(self, limit: int | None = None, status: str | None = None) -> list[dict[str, Any]]:
-        """Runs, newest first, with progress: ``intervals``, ``last_interval``, ``last_batch``, ``last_wall_time``."""
+        """Runs, newest first, with progress: ``intervals``, ``last_interval``, ``last_batch``, ``last_wall_time``,
+        and ``last_workers`` (the worker count of the newest interval; ``n_workers`` is the run's start)."""
         agg = (
             select(
                 T_IM.c.run_id,
@@ -35,8 +36,12 @@ class Reading(StoreBase):
             .group_by(T_IM.c.run_id)
             .subquery()
         )
+        last_workers = (
+            select(T_IM.c.n_workers).where(T_IM.c.run_id == T_RUN.c.id)
+            .order_by(T_IM.c.batch_id.desc()).limit(1).correlate(T_RUN).scalar_subquery().label("last_workers")
+        )
         stmt = (
-            select(T_RUN, agg.c.intervals, agg.c.last_interval, agg.c.last_batch, agg.c.last_wall_time)
+            select(T_RUN, agg.c.intervals, agg.c.last_interval, agg.c.last_batch, agg.c.last_wall_time, last_workers)
             .select_from(T_RUN.outerjoin(agg, agg.c.run_id == T_RUN.c.id))
             .order_by(T_RUN.c.id.desc())
         )

@@ -148,6 +148,8 @@ class IntervalRecord:
     note: str = ""
     wall_time: float | None = None  #: seconds since the epoch
     extra: Mapping[str, Any] | None = None  #: JSON object
+    #: the parameters of ``algorithm`` in force for this interval (JSON object; None: not recorded)
+    params: Mapping[str, Any] | None = None
     workers: list[WorkerRow] = field(default_factory=list)
     hot_keys: list[HotKeyRow] = field(default_factory=list)
     shadow: list[ShadowRow] = field(default_factory=list)
@@ -176,6 +178,7 @@ class IntervalRecord:
         dead_letters: Any = None,
         extra: Mapping[str, Any] | None = None,
         wall_time: float | None = None,
+        params: Mapping[str, Any] | None = None,
     ) -> "IntervalRecord":
         """A record from loose mappings; ``ValueError`` names any unknown field.
 
@@ -209,6 +212,7 @@ class IntervalRecord:
             **metrics,
             wall_time=wall_time,
             extra=extra,
+            params=params,
             workers=_rows(WorkerRow, workers, "workers"),
             hot_keys=_rows(HotKeyRow, hot_keys, "hot_keys"),
             shadow=_rows(ShadowRow, shadow, "shadow", key_field="algorithm"),

@@ -14,12 +14,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-__all__ = ["OPERATOR_EVENT_KINDS", "REBALANCE_EVENT_KINDS", "RunState", "current_run"]
+__all__ = ["LIVE_STATUSES", "OPERATOR_EVENT_KINDS", "REBALANCE_EVENT_KINDS", "RunState", "current_run"]
 
 #: Operator actions among the event kinds (rebalances are the other kind a run records).
 OPERATOR_EVENT_KINDS = ("algorithm", "params", "workers", "pause", "resume")
 #: Rebalances: executed plans, and plans the controller's migration gate skipped (skewlab.engine.control.gate).
 REBALANCE_EVENT_KINDS = ("rebalance", "rebalance_skipped")
+#: Run statuses of an engine that is still there to apply operator commands.
+LIVE_STATUSES = ("running", "paused")
 _REBALANCE_KEEP = 5_000
 _PAGE = 5_000
 
@@ -27,7 +29,7 @@ _PAGE = 5_000
 def current_run(runs: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The run operator commands act on: the newest running or paused one, else the newest (``runs``
     newest first, as :meth:`skewlab.storage.store.Store.list_runs` returns them)."""
-    return next((r for r in runs if r.get("status") in ("running", "paused")), runs[0] if runs else None)
+    return next((r for r in runs if r.get("status") in LIVE_STATUSES), runs[0] if runs else None)
 
 
 @dataclass

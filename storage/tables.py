@@ -36,7 +36,7 @@ T_META: Table = Meta.__table__  # type: ignore[assignment]
 # JSON-text columns, decoded on read / export and encoded on write / import.
 JSON_COLUMNS: dict[str, tuple[str, ...]] = {
     "runs": ("params", "config"),
-    "interval_metrics": ("extra",),
+    "interval_metrics": ("extra", "params"),
     "migration_events": ("detail",),
     "hot_keys": ("workers",),
     "events": ("detail",),

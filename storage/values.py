@@ -184,7 +184,7 @@ def decode_row(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(row)
     for col in JSON_COLUMNS.get(table, ()):
         if col in out:
-            out[col] = load_json(out[col], [] if col in ("workers", "sample") else {})
+            out[col] = load_json(out[col], [] if col in ("workers", "sample") else (None if col == "params" else {}))
     return out
 
 def no_duplicates(rows: list[dict[str, Any]], field: str, what: str) -> None:

@@ -105,6 +105,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         bar.close()
         if store is not None:
             store.close()
+    dead = result.get("dead_letters") or {}
+    if dead:
+        reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(dead.items()))
+        print(f"skewlab: warning: {sum(dead.values())} input record(s) without a key were dropped as dead letters "
+              f"({reasons})", file=sys.stderr)
     if args.json:
         json.dump(result, sys.stdout, default=_json_default)
         sys.stdout.write("\n")
@@ -170,6 +175,13 @@ def cmd_engine(args: argparse.Namespace) -> int:
         spark_conf=parse_assignments(args.conf or []),
     )
     from skewlab.engine.runtimes.spark.engine import EngineFailed, default_data_dir
+    from skewlab.storage import open_store
+
+    cfg.validate()
+    try:  # a typo in --db: one line before Spark starts, never a new database somewhere
+        open_store(args.db).close()
+    except ValueError as exc:
+        raise UsageError(f"--db: {exc}") from None
 
     spark_log = default_data_dir() / "logs" / f"spark-{os.path.basename(cfg.checkpoint_dir())}.log"
     try:
@@ -228,15 +240,19 @@ def _live_settings(store: Any) -> dict[str, Any] | None:
 
 def cmd_control(args: argparse.Namespace) -> int:
     from skewlab.engine.control.commands import CommandError, validate_command
-    from skewlab.storage import connect
+    from skewlab.storage import open_store
+    from skewlab.storage.run_state import LIVE_STATUSES
 
-    store = connect(args.db)
+    try:
+        store = open_store(args.db, existing=True)  # never a fresh empty database nobody reads
+    except ValueError as exc:
+        raise UsageError(f"--db: {exc}") from None
     live = _live_settings(store)
     if args.action == "status":
         if live is not None:
             print(f"run {live['id']} {live['name']} algorithm={live['algorithm']} workers={live['workers']} "
                   f"status={live['status']}")
-        for c in store.recent_commands(args.limit):
+        for c in store.recent_commands(args.limit, run_id=None if live is None else live["id"]):
             if c.get("applied_interval") is not None:
                 where = f" at interval {c['applied_interval']}"
             else:
@@ -260,6 +276,10 @@ def cmd_control(args: argparse.Namespace) -> int:
         if args.values:
             raise UsageError(f"{args.action} takes no arguments")
         kind, payload = args.action, {}
+    if live is None or live["status"] not in LIVE_STATUSES:
+        which = "no run" if live is None else f"run {live['id']} is {live['status']}"
+        raise UsageError(f"{which}: commands go to a running engine (start one with 'skewlab engine' or "
+                         "'skewlab demo')")
     # Validate what can be validated here (the engine validates again against its current state).
     current = live["algorithm"] if live else "hash"
     current_params = live["params"] if live else {}
@@ -273,8 +293,8 @@ def cmd_control(args: argparse.Namespace) -> int:
             validate_command(kind, payload, current_algorithm=current, current_params=current_params)
     except CommandError as exc:
         raise UsageError(str(exc)) from None
-    cid = store.submit_command(kind, payload)
-    print(f"command {cid} {kind} submitted (pending); see 'skewlab control --db ... status'")
+    cid = store.submit_command(kind, payload, run_id=live["id"])
+    print(f"command {cid} {kind} submitted to run {live['id']} (pending); see 'skewlab control --db ... status'")
     return 0
 
 

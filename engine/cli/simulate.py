@@ -119,6 +119,9 @@ def run_simulation(
     ``progress(interval, messages_done, messages_total)`` is called after every interval.  With
     ``store`` (a :class:`skewlab.storage.store.Store`) the run is saved: a new run (named ``run_name``) with
     one record per interval, finished (or failed) at the end; the result then has ``run_id``.
+    The result's ``dead_letters`` counts the input records dropped without a key, by reason (a key
+    file's malformed rows, :meth:`skewlab.engine.workloads.key_file.KeyRecords.dead_letters`); the stored
+    run carries them with its first interval, as the engine stores its dead letters.
     """
     cfg.validate()
     wparams = dict(cfg.workload_params)
@@ -127,6 +130,7 @@ def run_simulation(
         # Fang's fluctuation f is defined on the loads of the n task instances (Sec. V).
         wparams["instances"] = cfg.workers
     workload = create_workload(cfg.workload, cfg.seed, wparams)
+    dead: dict[str, tuple[int, list[str]]] = dict(getattr(workload, "dead_letters", {}))
     grouping = registry.create(cfg.algorithm, cfg.workers, cfg.sources, cfg.seed, cfg.params)
     runtime = LocalRuntime(grouping, workload.vocab, window=cfg.window, cost_model=cfg.cost_model)
     total = stream_messages(cfg.messages, workload)
@@ -136,7 +140,7 @@ def run_simulation(
     if store is not None:
         run_id = store.create_run(grouping.name, dict(grouping.p), seed=cfg.seed, n_workers=cfg.workers,
                                   workload=cfg.workload, config=_run_config(cfg), name=run_name)
-        record = lambda rec: store.record_interval(run_id, rec)  # noqa: E731
+        record = _recorder(store, run_id, dead)
     try:
         out = runtime.run(workload.batches(total, cfg.interval_messages), cfg.changes, tick, record)
     except BaseException as exc:
@@ -158,6 +162,7 @@ def run_simulation(
         "cost_model": cfg.cost_model,
         "distinct_keys": len(workload.vocab),
         "theta_max_observed": out.pop("theta_max_observed"),
+        "dead_letters": {reason: count for reason, (count, _) in dead.items()},
     }
     out.pop("algorithm", None)
     out.pop("workers", None)
@@ -165,6 +170,21 @@ def run_simulation(
     if run_id is not None:
         result["run_id"] = run_id
     return result
+
+
+def _recorder(store: Any, run_id: int, dead: dict[str, tuple[int, list[str]]]) -> Callable[[Any], None]:
+    """Store each interval's record; the first one also carries the input's dead letters."""
+    from skewlab.storage.records import DeadLetterRow
+
+    pending = [DeadLetterRow(reason, count, samples) for reason, (count, samples) in dead.items()]
+
+    def record(rec: Any) -> None:
+        if pending:
+            rec.dead_letters.extend(pending)
+            pending.clear()
+        store.record_interval(run_id, rec)
+
+    return record
 
 
 def _run_config(cfg: SimulationConfig) -> dict[str, Any]:

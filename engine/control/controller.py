@@ -265,6 +265,7 @@ class Controller:
         row: dict[str, Any] = {
             "interval": self.interval,
             "algorithm": self.planner.name,
+            "params": dict(self.planner.p),  # in force for this interval (a command may change them next)
             "workers": self.n_workers,
             "tuples": tuples,
             "worker_loads": loads.tolist(),

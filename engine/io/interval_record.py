@@ -61,6 +61,7 @@ def interval_record(
         batch_id=batch_id,
         interval=row["interval"],
         **metrics,
+        params=row.get("params"),
         workers=list(workers),
         hot_keys=[HotKeyRow(**h) for h in hot_keys],
         shadow=[ShadowRow(**s) for s in shadow],

@@ -17,8 +17,12 @@ Rules (one set for both paths):
   The header is the first non-blank line; blank lines before it are not records.
 * **Dead letters.**  A record without a key gets ``key=None`` and a reason: ``bad_utf8``,
   ``empty_line`` (blank or white space only), ``missing_column`` (row too short), ``empty_key``
-  (the column's field is blank).  The Spark source emits them as dead letters (column ``error``);
-  the ``file`` workload skips them (and refuses a file with a ``bad_utf8`` line).
+  (the column's field is blank), ``bad_quote`` (a CSV row whose quote is not closed, or with text
+  after a closing quote: :mod:`csv` in strict mode refuses it; read leniently, an open quote would
+  swallow the rest of the row into one key).  The Spark source emits them as dead letters (column
+  ``error``); the ``file`` workload counts them (:meth:`KeyRecords.dead_letters`, the engine's
+  ``{reason: (count, samples)}`` form), ``skewlab simulate`` warns and stores them, and a file with a
+  ``bad_utf8`` line is refused there.
 * **User errors** (:class:`~skewlab.engine.config.params.ParamError`, one line, prefixed with ``owner``): a
   missing, unreadable or directory path, a bad separator, a column name that is not in the header
   (or with ``header=False``), a column index beyond the first row's width.
@@ -56,6 +60,18 @@ class KeyRecords:
     def good(self) -> list[str]:
         """The keys of the records that have one, in file order."""
         return [k for k in self.keys if k is not None]
+
+    def dead_letters(self, max_samples: int = 5) -> dict[str, tuple[int, list[str]]]:
+        """Records without a key as ``{reason: (count, samples)}`` (samples: hex of the first bytes, at
+        most ``max_samples`` per reason) — the form the engine counts dead letters in."""
+        out: dict[str, tuple[int, list[str]]] = {}
+        for error, raw in zip(self.errors, self.raws):
+            if error is not None:
+                count, samples = out.get(error, (0, []))
+                if len(samples) < max_samples:
+                    samples.append(raw or "")
+                out[error] = (count + 1, samples)
+        return out
 
 
 def _one_line(text: object) -> str:
@@ -98,6 +114,14 @@ def _lines(data: bytes) -> list[bytes]:
     if lines and lines[-1] == b"":
         lines.pop()
     return [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
+
+
+def _row(text: str, sep: str) -> list[str] | None:
+    """One data row's fields, or None if it is not valid CSV (an unclosed quote, text after a quote)."""
+    try:
+        return next(csv.reader([text], delimiter=sep, strict=True), [])
+    except csv.Error:
+        return None
 
 
 def _fields(text: str, sep: str) -> list[str]:
@@ -150,8 +174,10 @@ def read_key_file(path: str, column: str = "", sep: str = ",", header: bool | No
         if index is None:
             out.add(text.strip())
             continue
-        row = _fields(text, sep)
-        if index >= len(row):
+        row = _row(text, sep)
+        if row is None:
+            out.add(None, "bad_quote", line)
+        elif index >= len(row):
             out.add(None, "missing_column", line)
         elif not row[index].strip():
             out.add(None, "empty_key", line)

@@ -106,9 +106,9 @@ class FileWorkload(Workload):
     The file is read by :func:`skewlab.engine.workloads.key_file.read_key_file`, the reader of the Spark
     file source too (its rules: lines, CSV ``column`` by name or 0-based index, ``header``,
     ``delimiter`` (``tab`` means a tab), white space stripped, UTF-8 with an optional BOM).  Records
-    without a key are skipped: blank lines silently, the others (empty field, row too short) counted
-    in :attr:`skipped`; a line that is not UTF-8 is an error here (the Spark source emits it as a
-    dead letter).
+    without a key are skipped and counted in :attr:`dead_letters` (``{reason: (count, samples)}``, as
+    the engine counts them; :attr:`skipped`: those other than blank lines); a line that is not UTF-8
+    is an error here (the Spark source emits it as a dead letter).
 
     * ``loop`` false: the stream ends at the end of the file, so fewer than ``messages`` keys may
       come out (the last batch is then shorter).  ``loop`` true: the file repeats until
@@ -146,7 +146,8 @@ class FileWorkload(Workload):
         keys = records.good()
         if not keys:
             raise ParamError(f"{owner}: {path!r} contains no keys (empty file or only blank lines/fields)")
-        self.skipped = sum(e is not None and e != "empty_line" for e in records.errors)
+        self.dead_letters = records.dead_letters()
+        self.skipped = sum(count for reason, (count, _) in self.dead_letters.items() if reason != "empty_line")
         self.ids = self.vocab.encode(keys)  # the file's keys in order, as vocabulary ids
 
     @property

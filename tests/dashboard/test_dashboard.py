@@ -740,8 +740,9 @@ def test_port_in_use_is_a_usage_error(store):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen(1)
-        with pytest.raises(UsageError, match="cannot listen"):
-            _make_server(app, "127.0.0.1", s.getsockname()[1])
+        port = s.getsockname()[1]
+        with pytest.raises(UsageError, match=f"^port {port} is in use on 127.0.0.1 "):
+            _make_server(app, "127.0.0.1", port)
 
 
 def test_gunicorn_factory_reads_the_environment(tmp_path, monkeypatch):

@@ -27,30 +27,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser_fixtures import CHROMIUM, LAUNCH_ARGS, sync_playwright_or_skip
+
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run"]
 VIEWPORT = {"width": 1600, "height": 1000}
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
 
-
-def _require(what: str, ok: bool) -> None:
-    if not ok:
-        msg = f"dashboard browser tests need {what}"
-        if os.environ.get("CI"):
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
-
-
-try:
-    from playwright.sync_api import expect, sync_playwright
-except ImportError:  # pragma: no cover - depends on the machine
-    sync_playwright = None  # type: ignore[assignment]
-
-_require("Playwright ('pip install playwright')", sync_playwright is not None)
-_require(f"Chromium at {CHROMIUM} ('apt-get install chromium')", os.access(CHROMIUM, os.X_OK))
+sync_playwright, expect = sync_playwright_or_skip()
 pytest.importorskip("pyspark")
 
 from skewlab.dashboard.app import create_app  # noqa: E402

@@ -304,3 +304,95 @@ def test_simulate_db_errors_are_one_line(tmp_path, capsys):
     assert code == 2 and err.count("\n") == 1 and "--db: unsupported database" in err
     code, _, err = run(capsys, "simulate", "--messages", "100", "--db", f"sqlite:///{tmp_path}/")
     assert code == 2 and err.count("\n") == 1 and "cannot open database" in err
+
+
+def skewlab(cwd, *argv):
+    """The real ``skewlab`` console command in ``cwd`` (what the user sees)."""
+    return subprocess.run([sys.executable, "-m", "skewlab", *argv], capture_output=True, text=True, cwd=cwd,
+                          timeout=120)
+
+
+def one_line_exit_2(proc, fragment):
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert fragment in proc.stderr, proc.stderr
+
+
+def test_db_that_is_not_a_database_url_creates_nothing(tmp_path):
+    """Issue 26 item 5: a bare word is a typo, not a SQLite file; a missing directory is not created."""
+    one_line_exit_2(skewlab(tmp_path, "simulate", "--messages", "100", "--db", "notaurl"), "not a database URL")
+    missing = tmp_path / "nonexistent" / "dir"
+    one_line_exit_2(skewlab(tmp_path, "simulate", "--messages", "100", "--db", f"sqlite:///{missing}/x.db"),
+                    "does not exist")
+    one_line_exit_2(skewlab(tmp_path, "engine", "--db", "notaurl", "--duration", "1"), "not a database URL")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_control_needs_an_existing_skewlab_database(tmp_path):
+    """Issue 26 item 5: ``control`` on a database nobody reads says so instead of "submitting"."""
+    one_line_exit_2(skewlab(tmp_path, "control", "--db", f"sqlite:///{tmp_path}/nonexistent.db", "set-workers", "12"),
+                    "no skewlab database")
+    assert not (tmp_path / "nonexistent.db").exists()
+    import sqlite3
+
+    sqlite3.connect(tmp_path / "other.db").execute("CREATE TABLE t (x)").connection.commit()
+    one_line_exit_2(skewlab(tmp_path, "control", "--db", f"sqlite:///{tmp_path}/other.db", "status"),
+                    "no skewlab tables")
+
+
+def test_control_refuses_a_finished_run_and_addresses_the_live_one(tmp_path, capsys):
+    """Issue 26 item 11: nothing is queued for a finished run; a live run's commands carry its id, and
+    ``status`` lists only the live run's (and global) commands."""
+    from skewlab.storage import connect
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    store = connect(url)
+    old = store.create_run("hash", {}, seed=0, n_workers=4)
+    store.submit_command("pause", {}, run_id=old)
+    store.finish_run(old)
+    one_line_exit_2(skewlab(tmp_path, "control", "--db", url, "set-workers", "6"), f"run {old} is finished")
+    assert [c["kind"] for c in store.recent_commands()] == ["pause"]  # nothing new queued
+    live = store.create_run("hash", {}, seed=0, n_workers=4)
+    code, out, err = run(capsys, "control", "--db", url, "set-workers", "6")
+    assert code == 0, err
+    newest = store.recent_commands(1)[0]
+    assert (newest["kind"], newest["run_id"]) == ("set-workers", live)
+    code, out, err = run(capsys, "control", "--db", url, "status")
+    assert code == 0 and "set-workers" in out and "pause" not in out, out
+    store.close()
+
+
+def test_simulate_counts_and_warns_about_malformed_csv_rows(tmp_path):
+    """Issue 26 item 6: a missing column, an empty key and an unterminated quote are dead letters:
+    counted in the result, warned about on stderr, stored with the run."""
+    from skewlab.storage import connect
+
+    f = tmp_path / "k.csv"
+    f.write_text('id,word\n1,a\n2\n3,\n4,"b,c\n5,a\n6,d\n')
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    proc = skewlab(tmp_path, "simulate", "--algorithm", "hash", "--workers", "2", "--input", str(f),
+                   "--column", "word", "--json", "--db", url)
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout)
+    assert r["messages"] == 3
+    assert r["dead_letters"] == {"missing_column": 1, "empty_key": 1, "bad_quote": 1}
+    assert "3 input record(s) without a key were dropped as dead letters" in proc.stderr
+    assert "bad_quote 1, empty_key 1, missing_column 1" in proc.stderr
+    with connect(url) as store:
+        assert {d["reason"]: d["count"] for d in store.dead_letters(r["run_id"])} == r["dead_letters"]
+
+
+def test_each_stored_interval_carries_its_own_settings(tmp_path, capsys):
+    """Issue 26 item 8: an interval is stored with its algorithm's parameters as they were when it was
+    routed (schema 3), so the dashboard never pairs it with settings that came later."""
+    from skewlab.storage import connect
+
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    code, out, err = run(capsys, "simulate", "--algorithm", "mixed", "--param", "amax=321", "--workers", "4",
+                         "--messages", "20000", "--interval-messages", "5000", "--change", "2:algorithm=hash",
+                         "--json", "--db", url)
+    assert code == 0, err
+    with connect(url) as store:
+        rows = store.interval_metrics(json.loads(out)["run_id"])
+    assert [r["algorithm"] for r in rows] == ["mixed", "mixed", "hash", "hash"]
+    assert [r["params"].get("amax") for r in rows] == [321, 321, None, None]

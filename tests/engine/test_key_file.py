@@ -33,6 +33,8 @@ def write(tmp_path, data: bytes, name="k.txt") -> str:
         # short rows, empty fields, bad UTF-8
         (b"a,b\n1\n2,\n3,\xff\n", "b", None, [None, None, None],
          ["missing_column", "empty_key", "bad_utf8"]),
+        # an unclosed quote does not swallow the rest of the row into one key; text after a quote is bad too
+        (b"a,b\n1,\"x,y\n2,z\n3,\"q\"r\n", "b", None, [None, "z", None], ["bad_quote", None, "bad_quote"]),
         # empty file: no records
         (b"", "", None, [], []),
         (b"", "word", None, [], []),

@@ -770,7 +770,7 @@ def load_key_file(path: str, column: str = "", sep: str = ",", header: bool | No
 
     Read by :func:`skewlab.engine.workloads.key_file.read_key_file` (the reader ``skewlab simulate --input``
     uses too; its docstring states the rules); a line without a key has ``key = NULL`` and
-    ``error`` = ``bad_utf8`` | ``empty_line`` | ``missing_column`` | ``empty_key``.
+    ``error`` = ``bad_utf8`` | ``empty_line`` | ``missing_column`` | ``empty_key`` | ``bad_quote``.
     """
     records = read_key_file(path, column, sep, header, owner=FILE)
     return (pa.array(records.keys, type=pa.string()), pa.array(records.errors, type=pa.string()),
