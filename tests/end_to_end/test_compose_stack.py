@@ -32,7 +32,8 @@ import pytest
 
 from tests.docker_fixtures import STAND_IN_TAGS, DockerDaemon, build_stand_in_images, ensure_debian_docker
 
-pytestmark = pytest.mark.slow
+# the first test's time includes building the images (pytest-timeout counts fixture set-up)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "skewlab:compose-test"
@@ -97,6 +98,12 @@ class Stack:
         """Runs, interval rows and worker counts of the test's run, read from PostgreSQL by the engine's code."""
         res = self.compose("exec", "-T", "engine", "python", "-c", PROBE, RUN_NAME, timeout=120)
         return json.loads(res.stdout.strip().splitlines()[-1])
+
+    def sql(self, query: str) -> list[list[str]]:
+        """Rows of ``query`` run by psql in the postgres container (works while the engine is stopped)."""
+        res = self.compose("exec", "-T", "postgres", "psql", "-U", "skewlab", "-d", "skewlab", "-tA", "-F", "\t",
+                           "-c", query, timeout=120)
+        return [line.split("\t") for line in res.stdout.splitlines() if line]
 
     def logs_tail(self) -> str:
         """The last lines of every service's log (for failure messages)."""
@@ -211,8 +218,6 @@ def test_a_control_command_is_applied(stack):
 
 
 def test_stop_and_start_resume_the_run(stack):
-    before = stack.probe()
-    run_id = next(rid for rid, name, _ in before["runs"] if name == RUN_NAME)
     stack.compose("stop", "producer", "dashboard", "engine", timeout=300)
     stopped = stack.services()
     for name in ("producer", "engine", "dashboard"):
@@ -220,10 +225,16 @@ def test_stop_and_start_resume_the_run(stack):
     # SIGTERM is a clean stop for both (not 143, which `restart: on-failure` would restart)
     assert stopped["producer"]["ExitCode"] == 0, stack.logs_tail()
     assert stopped["engine"]["ExitCode"] == 0, stack.logs_tail()
+    # the stopped engine finished its batch and marked its run stopped
+    (run_id, status, last_batch), = stack.sql(
+        "SELECT r.id, r.status, max(m.batch_id) FROM runs r JOIN interval_metrics m ON m.run_id = r.id "
+        f"WHERE r.name = '{RUN_NAME}' GROUP BY r.id, r.status")
+    assert status == "stopped", status
     stack.compose("start", timeout=600)
     stack.wait_healthy(600)
     after = stack.wait_for("batches after the restart",
-                           lambda p: max(p["batches"] or [0]) > max(before["batches"]), 600)
+                           lambda p: max(p["batches"] or [0]) > int(last_batch), 600)
+    run_id = int(run_id)
     assert [(rid, name) for rid, name, _ in after["runs"]] == [(run_id, RUN_NAME)], after["runs"]
     assert dict((rid, status) for rid, _, status in after["runs"])[run_id] == "running"
     assert after["batches"] == sorted(set(after["batches"])), "batch numbers continue, none repeated"
