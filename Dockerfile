@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # The skewlab image: one image for the producer, the engine (PySpark, local master) and the dashboard.
 # Which one runs is the command: `skewlab produce ...`, `skewlab engine ...`, `skewlab dashboard ...`
 # (see docker-compose.yml and docs/docker.md).

@@ -38,7 +38,7 @@ health() {
         engine)
             exec python - "${2:-}" <<'EOF'
 import sys
-from storage import connect
+from skewlab.storage import connect
 name = sys.argv[1]
 try:
     runs = connect(create=False).list_runs(limit=50)  # $SKEWLAB_DB_URL

@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from typing import Any, Sequence
 
 from skewlab.engine.config import settings
@@ -209,15 +211,19 @@ def cmd_produce(args: argparse.Namespace) -> int:
         raise UsageError(f"--partitions must be >= 1, got {args.partitions}")
     workload = create_workload(args.workload, args.seed, wparams)  # validates before connecting
     bar = Progress(args.messages, f"produce {args.topic}")
+    stop = threading.Event()
+    # SIGTERM (`docker compose stop`, kill): stop sending, flush what was sent, exit 0
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     try:
         out = produce(args.bootstrap, args.topic, workload, None, args.seed, args.rate, args.messages,
-                      partitions=args.partitions, progress=bar)
+                      partitions=args.partitions, progress=bar, stop=stop)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     finally:
+        signal.signal(signal.SIGTERM, previous)
         bar.close()
-    print(f"produced {out['messages']} messages to {out['topic']} ({out['partitions']} partitions) "
-          f"in {out['seconds']:.1f} s ({out['rate']:.0f}/s)")
+    print(f"{'stopped by SIGTERM after' if out['stopped'] else 'produced'} {out['messages']} messages to "
+          f"{out['topic']} ({out['partitions']} partitions) in {out['seconds']:.1f} s ({out['rate']:.0f}/s)")
     return 0
 
 

@@ -29,6 +29,7 @@ here (the actual partition count is returned and used).
 from __future__ import annotations
 
 import re
+import threading
 import time
 from typing import Any, Mapping
 
@@ -138,6 +139,7 @@ def produce(
     chunk: int = 10_000,
     placement: str = "roundrobin",
     timeout_s: float = 10.0,
+    stop: threading.Event | None = None,
 ) -> dict[str, Any]:
     """Replay ``messages`` tuples of a workload into ``topic`` at about ``rate`` tuples/s.
 
@@ -147,6 +149,9 @@ def produce(
     exists with that many partitions first (:func:`ensure_topic`); ``None`` = use the topic as it
     is.  ``chunk`` is the workload's ``interval_messages``.  ``progress``: a callable
     ``progress(done, total)`` or an object with ``update(done)`` (:class:`skewlab.engine.cli.progress.Progress`).
+
+    ``stop``: when set (checked after every block of messages), stop sending early; what was sent is
+    still flushed and the result counts only those messages, with ``"stopped": True``.
 
     Pacing: after every block of ``max(1, min(1000, rate/50))`` messages the producer sleeps until
     ``t0 + sent/rate``, so the long-run rate is ``rate`` (bursts of at most one block; the client
@@ -194,6 +199,7 @@ def produce(
         sent = 0
         t0 = time.perf_counter()
         _report(progress, 0, messages)
+        stopped = False
         for ids in wl.batches(messages, chunk):
             if len(key_bytes) < len(names):  # vocabularies only grow
                 key_bytes.extend(n.encode("utf-8") for n in names[len(key_bytes):])
@@ -204,11 +210,19 @@ def produce(
                 if sent % block == 0:
                     if failure:
                         raise ValueError(f"kafka: send to {topic!r} failed: {type(failure[0]).__name__}: {failure[0]}")
+                    if stop is not None and stop.is_set():
+                        stopped = True
+                        break
                     if rate > 0:
                         wait = t0 + sent / rate - time.perf_counter()
                         if wait > 0:
-                            time.sleep(wait)
+                            if stop is not None:
+                                stop.wait(wait)
+                            else:
+                                time.sleep(wait)
             _report(progress, sent, messages)
+            if stopped:
+                break
         try:
             producer.flush(timeout=max(timeout_s * 3, 30.0))
         except Exception as exc:  # noqa: BLE001 - KafkaTimeoutError
@@ -218,7 +232,7 @@ def produce(
             raise ValueError(f"kafka: send to {topic!r} failed: {type(failure[0]).__name__}: {failure[0]}")
         seconds = time.perf_counter() - t0
         return {"topic": topic, "messages": sent, "partitions": n_parts, "seconds": seconds,
-                "rate": sent / seconds if seconds > 0 else float("inf")}
+                "rate": sent / seconds if seconds > 0 else float("inf"), "stopped": stopped}
     finally:
         try:
             producer.close(timeout=1)

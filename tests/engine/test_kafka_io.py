@@ -104,3 +104,41 @@ def test_produce_cli(kafka_broker, capsys):
     err = capsys.readouterr().err
     assert err.startswith("skewlab: error:") and err.count("\n") == 1
     assert main(["produce", "--bootstrap", kafka_broker, "--topic", "t", "--workload", "zipf", "--zipf", "-1"]) == 2
+
+
+def test_produce_cli_stops_cleanly_on_sigterm(kafka_broker):
+    """``docker compose stop`` sends SIGTERM to ``skewlab produce``: it stops sending, flushes what it
+    sent (all of it is in the topic) and exits 0 (not 143, which ``restart: on-failure`` would restart)."""
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skewlab", "produce", "--bootstrap", kafka_broker, "--topic", "cli-sigterm",
+         "--messages", "10000000", "--rate", "2000", "--partitions", "2", "--keys", "50"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if sum(len(r) for r in kafka_io.read_topic(kafka_broker, "cli-sigterm").values()) >= 1000:
+                    break
+            except ValueError:  # the producer has not created the topic yet
+                pass
+            time.sleep(0.5)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    m = re.search(r"stopped by SIGTERM after (\d+) messages to cli-sigterm \(2 partitions\)", out)
+    assert m, out
+    sent = int(m.group(1))
+    assert 1000 <= sent < 10_000_000
+    assert sum(len(r) for r in kafka_io.read_topic(kafka_broker, "cli-sigterm").values()) == sent
+
