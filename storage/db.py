@@ -192,4 +192,13 @@ def open_store(url: str | URL | None = None) -> "Store":
     except ValueError:
         raise
     except Exception as exc:  # noqa: BLE001 - driver / sqlalchemy errors: one line, no password
-        raise ValueError(f"cannot open database {safe_url(url)}: {type(exc).__name__}") from None
+        raise ValueError(f"cannot open database {safe_url(url)}: {driver_reason(exc)}") from None
+
+
+def driver_reason(exc: BaseException) -> str:
+    """The database driver's own message (psycopg's "connection refused", "password authentication
+    failed for user ...", "database ... does not exist") on one line, without SQLAlchemy's wrapper and
+    link; the exception's type name when it has no message."""
+    orig = getattr(exc, "orig", None) or exc
+    text = " ".join(line.strip() for line in str(orig).splitlines() if line.strip())
+    return f"{type(orig).__name__}: {text}" if text else type(orig).__name__

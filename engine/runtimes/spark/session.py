@@ -57,6 +57,8 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator
 
+from skewlab.shared import UsageError
+
 __all__ = ["DEFAULT_CONF", "get_session", "stop_session"]
 
 #: Static (JVM start) and SQL settings applied when the session is built; ``**conf`` overrides.
@@ -181,7 +183,16 @@ def get_session(master: str = "local[*]", app_name: str = "skewlab", jvm_output:
         for key, value in settings.items():
             builder = builder.config(key, value)
         with _output_to(jvm_output):
-            spark = builder.getOrCreate()
+            try:
+                spark = builder.getOrCreate()
+            except Exception as exc:  # noqa: BLE001 - pyspark's PySparkRuntimeError
+                if "JAVA_GATEWAY_EXITED" not in str(exc):
+                    raise
+                from skewlab.engine.runtimes.spark.java import java_problem
+
+                where = f"; its output is in {jvm_output}" if jvm_output is not None else ""
+                raise UsageError(f"Spark's Java process exited at start{where}: "
+                                 f"{java_problem() or 'check JAVA_HOME and java -version'}") from None
             spark.sparkContext.setLogLevel("ERROR")
         _quiet_accumulator_server(getattr(spark.sparkContext, "_accumulatorServer", None))
         if _CHECKPOINT_MANAGER_KEY not in settings:
