@@ -16,6 +16,12 @@ algorithm, workers); ``--new-run`` clears that checkpoint and starts a new run (
 the database); ``--algorithm``/``--workers`` that differ from the resumed run's are refused with the
 way to start fresh, never silently ignored.  A second Ctrl-C forwards SIGINT (the engine stops at once), a
 third kills it.  The database URL reaches the engine through ``$SKEWLAB_DB_URL``, not its command line.
+Before anything starts, a missing or too old Java is one line (:mod:`skewlab.engine.runtimes.spark.java`).
+
+``--source kafka`` starts the local tansu broker (:mod:`skewlab.engine.io.local_broker`, in memory), creates
+topic ``keys`` and runs ``skewlab produce`` into it (logs ``data/logs/demo-broker.log``,
+``demo-producer.log``), then the engine on that topic; always a new run (checkpoint
+``data/checkpoints/demo-kafka``: the broker's topic does not outlive it).  They are stopped after the engine.
 
 For production, serve ``app.server`` with gunicorn instead (``dashboard/README.md``).
 """
