@@ -5,7 +5,7 @@ the first batch with tuples, and when every shadow grouping has joined.
 
 Usage::
 
-    python bench/bench_first_batch.py [--python PYTHON] [--runs 1] [--max-batches 6] [--timeout 600]
+    python bench/bench_first_batch.py [--python PYTHON] [--runs 1] [--max-batches 6] [--timeout 600] [--warm-cache]
 
 Each run starts ``PYTHON -m skewlab engine`` (default: this interpreter; pass another checkout's
 interpreter to compare) in a fresh temporary directory with ``NUMBA_CACHE_DIR`` set to a fresh empty
@@ -14,7 +14,9 @@ first line after its session exists (``Spark started in``; an older engine's ``r
 kernels ready" the line that ends the wait for them (absent when Spark took longer than compiling
 them); the first data batch is the first status line
 with ``tuples`` > 0.  Prints one JSON line per run with the seconds since the process start and the
-1-minute load average before and after (the machine's load changes every number here).
+1-minute load average before and after (the machine's load changes every number here).  With
+``--warm-cache`` the installation's own cache is used instead: the same run without compilation, so
+cold minus warm is what compiling costs.
 """
 
 from __future__ import annotations
@@ -30,12 +32,15 @@ import threading
 import time
 
 
-def one_run(python: str, max_batches: int, timeout: float) -> dict:
+def one_run(python: str, max_batches: int, timeout: float, warm: bool = False) -> dict:
     with tempfile.TemporaryDirectory(prefix="skewlab-first-batch-") as tmp:
-        cache = os.path.join(tmp, "numba-cache")
-        os.mkdir(cache)
-        env = dict(os.environ, NUMBA_CACHE_DIR=cache, SKEWLAB_DATA_DIR=os.path.join(tmp, "data"), PYTHONUNBUFFERED="1")
+        env = dict(os.environ, SKEWLAB_DATA_DIR=os.path.join(tmp, "data"), PYTHONUNBUFFERED="1")
         env.pop("SKEWLAB_DB_URL", None)
+        if warm:  # the installation's own cache (warm after scripts/install or an earlier run)
+            env.pop("NUMBA_CACHE_DIR", None)
+        else:
+            env["NUMBA_CACHE_DIR"] = os.path.join(tmp, "numba-cache")
+            os.mkdir(env["NUMBA_CACHE_DIR"])
         load_before = os.getloadavg()[0]
         started = time.monotonic()
         proc = subprocess.Popen([python, "-m", "skewlab", "engine", "--max-batches", str(max_batches),
@@ -49,7 +54,7 @@ def one_run(python: str, max_batches: int, timeout: float) -> dict:
             lines.append((time.monotonic() - started, line.rstrip()))
         proc.wait()
         timer.cancel()
-        out: dict = {"exit_status": proc.returncode, "load_before": round(load_before, 1),
+        out: dict = {"cache": "warm" if warm else "cold", "exit_status": proc.returncode, "load_before": round(load_before, 1),
                      "load_after": round(os.getloadavg()[0], 1)}
         for t, line in lines:
             if "spark_up_s" not in out and (line.startswith("Spark started in") or re.match(r"run \d+: ", line)):
@@ -75,9 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--max-batches", type=int, default=6)
     ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--warm-cache", action="store_true",
+                    help="use the installation's numba cache instead of a fresh one (the compile-free reference)")
     args = ap.parse_args(argv)
     for _ in range(args.runs):
-        print(json.dumps({"python": args.python, **one_run(args.python, args.max_batches, args.timeout)}), flush=True)
+        print(json.dumps({"python": args.python, **one_run(args.python, args.max_batches, args.timeout, args.warm_cache)}), flush=True)
     return 0
 
 
