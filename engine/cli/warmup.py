@@ -14,13 +14,15 @@ operator's pair probe.  The cache
 lives where numba puts it (``__pycache__`` beside the sources, or ``$NUMBA_CACHE_DIR``).
 
 ``python3 -m skewlab.engine.cli.warmup NAME ...`` compiles only the named groupings, in that order, and
-prints ``ready NAME`` on stdout as each one is in the cache: the Spark engine runs it in the background
-at start, the live grouping first, and lets each shadow grouping join when its line arrives
+prints ``ready NAME`` on stdout as each one is in the cache; after the first it lowers its own priority
+(``nice`` 10).  The Spark engine runs it in the background at start, the live grouping first, and
+lets each shadow grouping join when its line arrives
 (:mod:`skewlab.engine.runtimes.background_warmup`).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Sequence
@@ -58,6 +60,8 @@ def warm_up(progress: bool = False, names: Sequence[str] | None = None, ready_li
             _engine_kernels()
         if ready_lines:
             print(f"ready {name}", flush=True)
+        if only and i == 1 and hasattr(os, "nice"):
+            os.nice(10)  # the rest (shadows) yields the CPU to the engine's batches
     if not only:
         _engine_kernels()
     if progress:
