@@ -3,7 +3,7 @@
 Modules
 -------
 * :mod:`skewlab.bench.cli` — the ``bench`` subcommand (``add_commands``), targets ``all``, ``nasir``, ``fang``,
-  ``gedik``, ``dkg``, ``guo-zhou``, ``trace``, ``perf``; options ``--out DIR`` (default ``docs``), ``--quick``,
+  ``gedik``, ``dkg``, ``guo-zhou``, ``trace``, ``fish``, ``perf``; options ``--out DIR`` (default ``docs``), ``--quick``,
   ``--seed``.
 * :mod:`skewlab.bench.common` — run context, progress, simulation helpers shared by the reproductions,
   figure/table/results-page writers.
@@ -11,6 +11,7 @@ Modules
   ``skewlab.bench.repro_guo_zhou`` — one module per paper; each has ``run(ctx) -> Section``
   (``skewlab.bench.nasir_theta``: the θ sweep of Nasir Q1 / Fig. 7 and Fig. 8, part of ``repro_nasir``).
 * ``skewlab.bench.repro_trace`` — every grouping per interval on a real timestamped trace (``flights``).
+* ``skewlab.bench.repro_fish`` — FISH vs D-/W-Choices on the flights trace and on Zipf / drift.
 * :mod:`skewlab.bench.perf` — routing throughput, plan time, Spark end-to-end, store query time.
 * ``skewlab.bench.bench_routing``, ``skewlab.bench.bench_plan``, ``skewlab.bench.bench_gedik``, ``skewlab.bench.bench_spark`` — the
   stand-alone benchmark scripts; their functions are reused by the modules above.
@@ -29,5 +30,6 @@ TARGETS: dict[str, str] = {
     "dkg": "repro_dkg",
     "guo-zhou": "repro_guo_zhou",
     "trace": "repro_trace",
+    "fish": "repro_fish",
     "perf": "perf",
 }

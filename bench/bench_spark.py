@@ -194,7 +194,8 @@ def run_engine(name: str, args: Any, tmp: str) -> dict[str, Any]:
     """Run :class:`SparkEngine` with grouping ``name`` for ``warmup + batches`` micro-batches; returns
     the rate, the per-worker figures of the measured batches (module docstring) and ``first_batch_ok``."""
     from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine
-    from skewlab.engine.runtimes.spark.result_sink import read_sink
+    from skewlab.engine.operators import load_operator
+    from skewlab.engine.runtimes.spark.result_sink import read_sink, sink_schema
     from skewlab.storage import connect
 
     stamps: list[tuple[float, int, int]] = []
@@ -236,11 +237,11 @@ def run_engine(name: str, args: Any, tmp: str) -> dict[str, Any]:
     measured = {b for _, b, _ in stamps[args.warmup:]}
     out.update(worker_figures([r for r in wrows if int(r["batch_id"]) in measured], out["tuples"], args.workers))
     _, first_b, first_n = stamps[0]
-    res = read_sink(sink)
+    res = read_sink(sink, sink_schema(load_operator(_arg(args, "operator"))))
     import numpy as np
     import pyarrow.compute as pc
 
-    counts = res.filter(pc.equal(res.column("batch"), first_b)).column("count").to_numpy()
+    counts = res.filter(pc.equal(res.column("batch"), first_b)).column("result").to_numpy()
     # count: the first batch's windowed counts sum to its tuples; join: the pairs of n tuples of a key
     # in one batch are n(n-1)/2, so only the count operator has this check
     out["first_batch_ok"] = int(np.sum(counts)) == first_n if _arg(args, "operator") == "count" else None

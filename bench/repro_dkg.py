@@ -238,8 +238,10 @@ def _table3_verdicts(rows, r70) -> str:
 
     dper = {a: _val(rows, a, "replication_per_seed", r=r70) for a in ALGOS}
     d_ranked = all(k < p < d < s for s, k, p, d in zip(*(dper[a] for a in ALGOS)))
+    d_close = all(abs(dc[a].mean - PAPER_TABLE3[a][1]) <= 0.15 * PAPER_TABLE3[a][1] for a in ALGOS)
     return "\n\n".join([
-        f"{_verdict(ranked and close_all, ranked)} (StdDev) — *Table 3 (twitter-election, 68 % skew, s = 5, n = 10): "
+        # a synthetic stand-in for the paper's data set cannot reproduce its table: at most "partly"
+        f"{_verdict(False, ranked and close_all)} (StdDev, on a synthetic stand-in) — *Table 3 (twitter-election, 68 % skew, s = 5, n = 10): "
         "StdDev KG 20.3, PKG 12.4, DKG 4.1, SG ≈ 0.*  country-skew-r"
         f"{r70} is our synthetic stand-in (the real data set is not available): KG {close('hash')}, PKG "
         f"{close('pkg')}, DKG {close('dkg')}, SG {st['shuffle'].format(2)}; the ranking SG < DKG < PKG < KG holds "
@@ -248,7 +250,8 @@ def _table3_verdicts(rows, r70) -> str:
         "r/2 % each), so a 70 % synthetic key lands close to the paper's 68 % real one; DKG's value depends on how "
         "far the hot key's width grows (Table 1 caps it at 8 of 10 workers) and on where its consecutive candidate "
         "workers fall, which is what the seeds move.",
-        f"{_verdict(False, d_ranked)} (DistCost) — *paper SG 2.45, KG 1.00, PKG 1.16, DKG 1.24; ours SG "
+        f"{_verdict(False, d_ranked and d_close)} (DistCost" + (", the ordering only" if d_ranked and not d_close else "")
+        + f") — *paper SG 2.45, KG 1.00, PKG 1.16, DKG 1.24; ours SG "
         f"{dc['shuffle'].format(3)}, KG {dc['hash'].format(3)}, PKG {dc['pkg'].format(3)}, DKG "
         f"{dc['dkg'].format(3)}.*  The ordering KG < PKG < DKG < SG is the paper's"
         + (" in every seed" if d_ranked else " (not in every seed)")

@@ -539,6 +539,9 @@ def _markdown(ctx, sec, sweeps, readj, amax_rows, compact, S, scale) -> str:
         f"{S['intervals']} intervals of {S['per']:,} tuples (K = 10⁶: {max(3, S['intervals'] // 2)} intervals of "
         f"10⁶), window w = 1, linear cost; base configuration N_D = {BASE['n']}, θmax = {BASE['theta']}, "
         f"K = {S['base_keys']:,}, f = {BASE['f']}, Amax = {BASE['amax']}, β = 1.5; every sweep varies one of them.  "
+        "LLFD, MinTable, MinMig, Mixed and MixedBF run with skewlab's `fill_underloaded` extension, on by default (not in "
+        "the paper: the plan also sheds keys from the most-loaded workers until the candidates cover the deficit of "
+        "the workers below (1 − θmax)·L̄; engine/algorithms/rebalancers/fang.py, deviation 5).  "
         "Averages over intervals 1 … end (the first plan, from pure hashing, is excluded).  Every configuration "
         f"runs once per seed ({seed_txt}; stream and grouping seeded alike, one stream per seed shared by the "
         "algorithms); tables give `mean (min–max)` over the seeds, figures the mean line and the min–max band.  "
@@ -632,7 +635,11 @@ def _discussion(sweeps, readj, amax_rows, compact, S, scale) -> dict[str, str]:
     mixm = [get("theta", "mixed", t)["migration"] for t in ths]
     falls = all(b <= a for a, b in zip(mixm, mixm[1:]))
     out["fig9"] = (
-        f"- {_verdict(min(rmean) >= 2.5 and seeds_below == 0, min(rmean) > 1)} — *Fig. 9, \"MinTable incurs three "
+        # the figure's claim is the factor 3: partly needs at least 2× in the mean at every θmax; Mixed merely
+        # migrating less (a factor above 1) is said as the direction only
+        f"- {_verdict(min(rmean) >= 2.5 and seeds_below == 0, min(rmean) >= 2)}"
+        + (" (the direction holds, not the factor)" if 1 < min(rmean) < 2 else "")
+        + " — *Fig. 9, \"MinTable incurs three "
         "times the migration cost of Mixed\"; more migration for a stricter θmax; plan time falls as θmax grows; even "
         f"θmax = 0.02 plans in < 1 s.* MinTable / Mixed migration ratio over θmax ∈ {{{', '.join(map(str, ths))}}}: "
         + ", ".join(spread(ratio[t]).format(2) + "×" for t in ths)
@@ -780,7 +787,8 @@ def _discussion(sweeps, readj, amax_rows, compact, S, scale) -> dict[str, str]:
         "sets (Social, Stock) and TPC-H, which we have neither; the local simulation has no throughput model "
         "(skewlab's own Spark throughput is measured in the Performance section, a different experiment).  Fig. 7's "
         "effect (hashing alone is unbalanced) is visible in the routed imbalance of `hash`/`pkg` in the scale-out "
-        "table; the parameter studies of Fig. 18–21 are not part of this benchmark.")
+        "table; the parameter studies of Fig. 18–21 are not part of this benchmark.  Every figure here is run with "
+        "window w = 1 only; the paper's second setting, w = 5 (Sec. V), is not run (lack of time).")
     return out
 
 

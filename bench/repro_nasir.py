@@ -432,6 +432,12 @@ def _checks(sec: Section, rows, q2, S) -> None:
           f"{len(dd)} runs")
 
 
+#: the paper's figures this bench does not produce, and why
+NOT_RUN = (
+    "**Not run** — *Fig. 4 (D-Choices' overhead d/n from Eq. 3 vs skew, |K| = 10⁴, m = 10⁷) and Fig. 12 (imbalance over time of PKG, D-C, W-C on the WP, TW and CT data sets).*  Fig. 4 is analytic and only the d chosen on our streams is reported (Fig. 9 / Q2 above), not Eq. 3's d over z; Fig. 12 needs the paper's real data sets, which we do not have (the flights trace over time: `skewlab bench trace` and `skewlab bench fish`)."
+)
+
+
 def _markdown(sec: Section, rows, q2, S, mem, distinct) -> str:
     """Set-up, then every figure with its verdict (and the tables behind it), then the notes."""
     K = S["keys"][0]
@@ -484,6 +490,7 @@ def _markdown(sec: Section, rows, q2, S, mem, distinct) -> str:
         parts.extend(tables.get(name, []))
     parts.append(text["distinct"])
     parts.append(text["definitions"])
+    parts.append(NOT_RUN)
     return "\n\n".join(p for p in parts if p)
 
 
@@ -615,8 +622,12 @@ def _discussion(rows, q2, S, mem, distinct, q1, fig8, seeds) -> dict[str, str]:
         ep, ed, es = worst(est_pkg), worst(est_dc), worst(est_sg)
         pkg_rep = min(_one(rows, keys=K, z=z, n=n_big[0], algorithm="pkg")["replication"] for z in zs)
         hs = {e["z"]: e["head"] for e in mem if e["n"] == _mem_ns(S)[0]}
+        # the paper's two bounds: <= ~30 % over PKG, >= 80 % less than SG; reproduced when both hold for the
+        # estimate and the measured pairs, partly when one bound holds for one of them, else not
+        pkg_ok = [ep[0] <= 0.35, mp[0] <= 0.35]
+        sg_ok = [es[0] <= 0.2, ms[0] <= 0.2]
         out["memory"] = (
-            f"{_verdict(ep[0] <= 0.35 and es[0] <= 0.2, True)} — *the paper (Fig. 5/6): D-C and W-C need at most "
+            f"{_verdict(all(pkg_ok + sg_ok), any(pkg_ok + sg_ok))} — *the paper (Fig. 5/6): D-C and W-C need at most "
             "~30 % more memory than PKG (W-C up to 25 % at n = 100) and at least 80 % less than SG (n ∈ {50, 100}, "
             "|K| = 10⁴).*  With the paper's own estimate mem = Σ_k min(f_k, c_k) (c = 2 for PKG and the tail, d or n "
             f"for the head; Sec. IV-B) evaluated on our streams, the worst mean overhead over PKG is {100 * ep[0]:.0f} % "

@@ -430,6 +430,7 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
         run = D.run(run_id) or {}
         config = run.get("config") if isinstance(run.get("config"), Mapping) else {}
         operator = config.get("operator", "count")
+        mergeable = config.get("operator_mergeable")
         max_workers = config.get("max_workers")
         try:
             if trig == "apply-btn":
@@ -438,7 +439,8 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
                 if errors:
                     return ("refused: " + "; ".join(errors.values()), "control-msg error", no_update)
                 kind, payload = build_algorithm_command(algo, params, current_algorithm=current_algo,
-                                                        current_params=current_params, operator=operator)
+                                                        current_params=current_params, operator=operator,
+                                                        mergeable=mergeable)
             elif trig in ("workers-minus", "workers-plus"):
                 kind, payload = build_workers_command(int(n_now) + (1 if trig == "workers-plus" else -1), max_workers)
             elif trig == "workers-set":

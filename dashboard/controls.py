@@ -138,9 +138,11 @@ def build_algorithm_command(
     current_algorithm: str,
     current_params: Mapping[str, Any],
     operator: str = "count",
+    mergeable: bool | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """``set-param`` (only the changed values) when the form is for the live algorithm, else
-    ``set-algorithm``; validated with :func:`skewlab.engine.control.commands.validate_command`.  Raises CommandError."""
+    ``set-algorithm``; validated with :func:`skewlab.engine.control.commands.validate_command` against the
+    run's operator (``operator``, ``mergeable``: a split-key grouping needs a mergeable one).  Raises CommandError."""
     if form_algorithm == current_algorithm:
         changed = {k: v for k, v in params.items() if current_params.get(k) != v}
         if not changed:
@@ -149,7 +151,7 @@ def build_algorithm_command(
     else:
         kind, payload = "set-algorithm", {"algorithm": form_algorithm, "params": dict(params)}
     validate_command(kind, payload, current_algorithm=current_algorithm, current_params=current_params,
-                     operator=operator)
+                     operator=operator, mergeable=mergeable)
     return kind, payload
 
 

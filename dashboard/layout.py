@@ -413,7 +413,7 @@ def migration_table(rows: Sequence[Mapping[str, Any]]) -> Any:
 def runs_table(rows: Sequence[Mapping[str, Any]], export_base: str) -> Any:
     """Every run with its progress and export links."""
     cols = (("id", "id"), ("name", "name"), ("algorithm", "algorithm"), ("workers", "n_workers"),
-            ("workload", "workload"), ("status", "status"), ("intervals", "intervals"), ("started", "created_at"),
+            ("workload", "workload"), ("operator", "operator"), ("status", "status"), ("intervals", "intervals"), ("started", "created_at"),
             ("export", "export"))
 
     def cell(key: str, r: Mapping[str, Any]) -> Any:
@@ -423,6 +423,9 @@ def runs_table(rows: Sequence[Mapping[str, Any]], export_base: str) -> Any:
                     html.A("CSV", href=f"{export_base}run-{rid}-csv.zip", className="export")]
         if key == "created_at":
             return started(r.get(key))
+        if key == "operator":  # the run's keyed operator: a built-in's name or the user's package.module:Class
+            config = r.get("config") if isinstance(r.get("config"), Mapping) else {}
+            return str(config.get("operator") or "count")
         if key == "status":
             return html.Span(status_text(r), className=f"status-badge {r.get(key) or ''}")
         v = r.get(key)

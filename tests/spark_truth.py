@@ -54,11 +54,11 @@ def batch_values(checkpoint: Path, keys_of) -> dict[int, dict[str, list[int]]]:
 def join_truth(per_batch: dict[int, dict[str, list[int]]], window: int) -> dict[tuple[int, str], tuple[int, int]]:
     """(batch, key) → (pairs joined, checksum) of the sliding-window self-join: each tuple with the
     key's tuples of the previous ``window - 1`` batches and the earlier ones of its own batch.  The
-    checksum uses :func:`skewlab.engine.runtimes.spark.window_state.join_probe`, itself checked pair by pair against a
+    checksum uses :func:`skewlab.engine.operators.builtin.join_probe`, itself checked pair by pair against a
     brute-force enumeration in tests/engine/test_window_state.py."""
     import numpy as np
 
-    from skewlab.engine.runtimes.spark.window_state import join_probe
+    from skewlab.engine.operators.builtin import join_probe
 
     out = {}
     for b, per in per_batch.items():
@@ -79,7 +79,24 @@ def windowed_truth(per_batch: dict[int, Counter], window: int) -> dict[tuple[int
     return truth
 
 
-def sink_results(sink: Any, join: bool = False, latest: bool = False) -> tuple[dict[tuple[int, str], Any], int, int]:
+def ewma_truth(per_batch: dict[int, Counter], window: int, alpha: float) -> dict[tuple[int, str], float]:
+    """(batch, key) → the EWMA of the key's tuples per batch over the batches of ``(batch - window,
+    batch]`` in which it had tuples, oldest first (examples/ewma_rate.py's definition, folded here
+    from the offset log's counts)."""
+    out = {}
+    for b, counter in per_batch.items():
+        for k in counter:
+            m = None
+            for j in range(b - window + 1, b + 1):
+                c = per_batch.get(j, Counter())[k]
+                if c:
+                    m = float(c) if m is None else alpha * c + (1 - alpha) * m
+            out[(b, k)] = m
+    return out
+
+
+def sink_results(sink: Any, join: bool = False, latest: bool = False, schema: Any = None
+                 ) -> tuple[dict[tuple[int, str], Any], int, int]:
     """The sink's results merged per (batch, key), the number of rows and of distinct (batch, key,
     worker) rows (equal unless a worker wrote a result twice).  ``sink``: a Parquet directory or a sink
     of :mod:`skewlab.engine.runtimes.spark.result_sink` (e.g. ``SparkEngine.results``).
@@ -89,11 +106,14 @@ def sink_results(sink: Any, join: bool = False, latest: bool = False) -> tuple[d
     0 from workers that gave the key away), or with ``latest`` the sum over workers of each one's
     latest share at or before that batch (split-key groupings: :func:`skewlab.engine.runtimes.spark.operator.merge_latest_shares`;
     count only).
-    Values: the windowed count, or with ``join`` (pairs, checksum)."""
-    table = sink.read() if hasattr(sink, "read") else read_sink(str(sink))
+    Values: the windowed count, or with ``join`` (pairs, checksum); ``schema``: the sink's columns
+    when ``sink`` is a directory of another operator's results
+    (:func:`skewlab.engine.runtimes.spark.result_sink.sink_schema`)."""
+    table = sink.read() if hasattr(sink, "read") else read_sink(str(sink), schema)
     t = table.to_pydict()
+    checksums = t["checksum"] if join else [None] * len(t["key"])
     rows = [(b, k, w, (c, x) if join else c)
-            for b, k, c, x, w in zip(t["batch"], t["key"], t["count"], t["checksum"], t["worker"])]
+            for b, k, c, x, w in zip(t["batch"], t["key"], t["result"], checksums, t["worker"])]
     distinct = len({(b, k, w) for b, k, w, _ in rows})
     add = (lambda u, v: (u[0] + v[0], u[1] + v[1])) if join else (lambda u, v: u + v)
     zero = (0, 0) if join else 0
@@ -103,7 +123,7 @@ def sink_results(sink: Any, join: bool = False, latest: bool = False) -> tuple[d
             merged[(b, k)] = add(merged.get((b, k), zero), v)
         return merged, len(rows), distinct
     m = merge_latest_shares(table).to_pydict()
-    merged = {(b, k): c for b, k, c in zip(m["batch"], m["key"], m["count"])}
+    merged = {(b, k): c for b, k, c in zip(m["batch"], m["key"], m["result"])}
     return merged, len(rows), distinct
 
 

@@ -18,7 +18,7 @@ from skewlab.engine.config.settings import SOURCES, WORKERS, check
 __all__ = ["NAMES", "UnknownAlgorithm", "create", "describe", "get", "names", "register", "validate_params"]
 
 NAMES: tuple[str, ...] = (
-    "hash", "consistent", "shuffle", "pkg", "dchoices", "wchoices", "rr-head", "dkg",
+    "hash", "consistent", "shuffle", "pkg", "dchoices", "wchoices", "rr-head", "fish", "dkg",
     "llfd", "mintable", "minmig", "mixed", "mixed-bf", "scan", "redist", "readj",
     "elb", "clb", "uhlb",
 )

@@ -557,6 +557,24 @@ class SpaceSaving:
             for s in range(self.n_sources):
                 self.rebuild_table(s)
 
+    #: the arrays (source on axis 0) that make up one source's sketch; the hash table is derived from
+    #: them (:meth:`rebuild_table`), so it is not shipped
+    SOURCE_ARRAYS: tuple[str, ...] = ("cnt", "ring", "ovf", "hot", "meta")
+
+    def export_source(self, source: int) -> dict[str, np.ndarray]:
+        """Copies of ``source``'s arrays (:data:`SOURCE_ARRAYS`), to ship with the source's state."""
+        s = self._check(source)
+        return {a: getattr(self, a)[s].copy() for a in self.SOURCE_ARRAYS}
+
+    def import_source(self, source: int, arrays: dict[str, np.ndarray]) -> None:
+        """Install arrays from :meth:`export_source` for ``source`` and rebuild its hash table (other
+        names, e.g. a "table" from an older sender, are derived data and ignored)."""
+        s = self._check(source)
+        for a, value in arrays.items():
+            if a in self.SOURCE_ARRAYS:
+                getattr(self, a)[s] = value
+        self.rebuild_table(s)
+
     def rebuild_table(self, source: int) -> None:
         """Rebuild ``source``'s hash table from its counters (after its arrays were replaced)."""
         s = self._check(source)

@@ -240,7 +240,7 @@ def _live_settings(store: Any) -> dict[str, Any] | None:
     config = run.get("config") if isinstance(run.get("config"), dict) else {}
     return {"id": run_id, "name": run.get("name") or "", "status": run.get("status"), "algorithm": st.algorithm,
             "params": dict(st.params), "workers": st.n_workers or (latest[0].get("n_workers") if latest else None),
-            "operator": config.get("operator") or "count"}
+            "operator": config.get("operator") or "count", "operator_mergeable": config.get("operator_mergeable")}
 
 
 def cmd_control(args: argparse.Namespace) -> int:
@@ -281,10 +281,11 @@ def cmd_control(args: argparse.Namespace) -> int:
     current = live["algorithm"] if live else "hash"
     current_params = live["params"] if live else {}
     operator = live["operator"] if live else "count"
+    mergeable = live["operator_mergeable"] if live else None
     try:
         if kind != "set-param":
             kind, payload = validate_command(kind, payload, current_algorithm=current, current_params={},
-                                             operator=operator)
+                                             operator=operator, mergeable=mergeable)
         else:
             validate_command(kind, payload, current_algorithm=current, current_params=current_params)
     except CommandError as exc:
@@ -414,7 +415,9 @@ def add_commands(sub: Any) -> None:
                    help="where the operator's results go: a directory of Parquet files (default "
                         "data/results/<checkpoint name>) or kafka://HOST:PORT/TOPIC (partition W = worker W, "
                         "exactly once; the topic is created with --max-workers partitions if missing)")
-    e.add_argument("--operator", default="count", help="count (windowed word count) or join (self-join)")
+    e.add_argument("--operator", default="count",
+                   help="the keyed operator: count (windowed word count), join (self-join), or a user's "
+                        "package.module:Class (a skewlab.engine.operators.KeyedOperator; see docs/operators.md)")
     e.add_argument("--service-us", type=float, default=0.0,
                    help="emulated service time per tuple in microseconds, slept by the worker that applies it "
                         "(Nasir et al. ICDE'16 add 1 ms per message; default 0 = none)")

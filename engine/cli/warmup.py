@@ -75,7 +75,7 @@ def _engine_kernels() -> None:
     import pyarrow as pa
 
     from skewlab.engine.algorithms.keys import FingerprintVocabulary, fingerprint_keys
-    from skewlab.engine.runtimes.spark.window_state import join_probe
+    from skewlab.engine.operators.builtin import join_probe
 
     keys = pa.array([f"k{i % 97}" for i in range(1_000)])
     FingerprintVocabulary().encode_fps(fingerprint_keys(keys))  # the Spark driver's statistics

@@ -34,6 +34,7 @@ from typing import Any, Mapping
 from skewlab.engine.algorithms import registry
 from skewlab.engine.config.params import ParamError
 from skewlab.engine.config.settings import MAX_WORKERS, WORKERS, check
+from skewlab.engine.operators import is_mergeable, split_key_refusal
 from skewlab.shared import COMMAND_KINDS
 
 __all__ = ["CommandError", "CommandResult", "MAX_WORKERS", "ScheduledCommand", "apply_command", "validate_command"]
@@ -75,9 +76,13 @@ def validate_command(
     current_algorithm: str,
     current_params: Mapping[str, Any],
     operator: str = "count",
+    mergeable: bool | None = None,
     max_workers: int = MAX_WORKERS,
 ) -> tuple[str, dict[str, Any]]:
-    """Check a command; return ``(kind, normalised payload)`` or raise :class:`CommandError`."""
+    """Check a command; return ``(kind, normalised payload)`` or raise :class:`CommandError`.
+
+    ``operator``: the run's operator; ``mergeable``: whether it is (the run's stored
+    ``operator_mergeable``; ``None``: :func:`skewlab.engine.operators.is_mergeable` of the name)."""
     if not isinstance(kind, str) or kind not in COMMAND_KINDS:
         raise CommandError(f"unknown command kind {str(kind)[:40]!r}; known: {', '.join(COMMAND_KINDS)}")
     if payload is None:
@@ -95,8 +100,9 @@ def validate_command(
             if len(name) > 64:
                 raise CommandError(f"set-algorithm: unknown algorithm {name[:40]!r}... (name too long)")
             cls = registry.get(name)
-            if operator == "join" and not cls.single_owner:
-                raise CommandError(f"set-algorithm: {name} splits keys over workers and cannot serve a join")
+            refusal = split_key_refusal(operator, is_mergeable(operator, mergeable), name, cls.single_owner)
+            if refusal:
+                raise CommandError(f"set-algorithm: {refusal}")
             params = payload.get("params") or {}
             if not isinstance(params, Mapping):
                 raise CommandError("set-algorithm: 'params' must be an object")
@@ -131,7 +137,7 @@ def validate_command(
 
 
 def apply_command(controller: Any, kind: Any, payload: Any, *, operator: str = "count",
-                  max_workers: int = MAX_WORKERS, paused: bool | None = None) -> CommandResult:
+                  mergeable: bool | None = None, max_workers: int = MAX_WORKERS, paused: bool | None = None) -> CommandResult:
     """Validate and apply one command to a :class:`~skewlab.engine.control.controller.Controller`.
 
     Never raises for bad commands: returns a rejected result with the reason, state unchanged.
@@ -142,7 +148,7 @@ def apply_command(controller: Any, kind: Any, payload: Any, *, operator: str = "
     g = controller.planner
     try:
         kind, clean = validate_command(kind, payload, current_algorithm=g.name, current_params=g.p,
-                                       operator=operator, max_workers=max_workers)
+                                       operator=operator, mergeable=mergeable, max_workers=max_workers)
     except CommandError as exc:
         return CommandResult("rejected", str(exc))
     if kind == "set-algorithm":

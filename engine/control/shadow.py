@@ -25,23 +25,18 @@ from skewlab.engine.algorithms import registry
 from skewlab.engine.control.controller import Controller
 from skewlab.engine.algorithms.keys import Vocabulary
 from skewlab.engine.algorithms.source_routing import route_sources
+from skewlab.engine.operators import is_mergeable, split_key_refusal
 
 __all__ = ["ShadowEvaluator", "default_shadow_names"]
 
 
-def default_shadow_names(live: str, operator: str = "count") -> list[str]:
-    """Every registered grouping except the live one that can serve ``operator``.
-
-    A join needs all tuples of a key on one worker, so split-key groupings cannot serve it.
-    """
-    out = []
-    for name in registry.names():
-        if name == live:
-            continue
-        if operator == "join" and not registry.get(name).single_owner:
-            continue
-        out.append(name)
-    return out
+def default_shadow_names(live: str, operator: str = "count", mergeable: bool | None = None) -> list[str]:
+    """Every registered grouping except the live one that can serve the run's operator (named
+    ``operator``; ``mergeable``: its declaration, ``None``: :func:`skewlab.engine.operators.is_mergeable`
+    of the name) by :func:`skewlab.engine.operators.split_key_refusal`."""
+    mergeable = is_mergeable(operator, mergeable)
+    return [name for name in registry.names()
+            if name != live and split_key_refusal(operator, mergeable, name, registry.get(name).single_owner) is None]
 
 
 class ShadowEvaluator:

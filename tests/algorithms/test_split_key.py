@@ -727,6 +727,32 @@ def test_tail_key_never_leaves_its_two_choices():
         assert used <= {int(candidate(np.array([rare]), 0, n)[0]), int(candidate(np.array([rare]), 1, n)[0])}
 
 
+@pytest.mark.parametrize("algo", ALL_ALGOS)
+def test_distinct_gives_colliding_keys_a_second_worker(algo):
+    """Option ``distinct``: a key whose F_0 = F_1 (the paper's hashes collide, 1/n of the keys) is
+    split over F_0 and the first later F_i naming another worker; without it, it stays on F_0 (as
+    under hash)."""
+    n = 8
+    fps = vocab_fps(1000)
+    f0, f1 = candidate(fps, 0, n), candidate(fps, 1, n)
+    colliding = np.flatnonzero(f0 == f1)[:5]
+    assert colliding.size == 5
+    # tail keys (a warm-up longer than the stream keeps every key out of the head); each alone
+    params = {} if algo == "pkg" else {"warmup": 10**6}
+    for k in colliding:
+        second = next(c for c in (int(candidate(fps[k:k + 1], i, n)[0]) for i in range(1, 1000)) if c != f0[k])
+        for distinct, expected in ((False, {int(f0[k])}), (True, {int(f0[k]), second})):
+            router = registry.create(algo, n, params={**params, "distinct": distinct}).router
+            used = set(router.route(np.repeat(fps[k], 100)).tolist())
+            assert used == expected, (distinct, k, used)
+    # keys whose choices differ route exactly as without the option
+    other = np.flatnonzero(f0 != f1)[:50]
+    stream = fps[other][zipf_ranks(5000, 50, 1.1, 3)]
+    a = registry.create(algo, n, params={**params, "distinct": False}).router.route(stream)
+    b = registry.create(algo, n, params={**params, "distinct": True}).router.route(stream)
+    assert np.array_equal(a, b)
+
+
 # ---------------------------------------------------------------------------------------------
 # Balance
 # ---------------------------------------------------------------------------------------------
@@ -905,7 +931,7 @@ def test_registry_and_params():
         assert cls.single_owner is False and cls.rebalancing is False
         assert cls.summary and cls.paper
     assert registry.get("dchoices") is DChoicesGrouping
-    assert {p.name for p in DChoicesGrouping.params} == {"head_threshold", "epsilon", "capacity", "warmup", "refresh", "decay", "epoch"}
+    assert {p.name for p in DChoicesGrouping.params} == {"head_threshold", "epsilon", "capacity", "warmup", "refresh", "decay", "epoch", "distinct"}
     with pytest.raises(ParamError):
         registry.create("dchoices", 5, params={"capacity": 0})
     with pytest.raises(ParamError):

@@ -31,6 +31,8 @@ def quick_run(tmp_path_factory):
 
 def test_exit_status_and_every_section(quick_run):
     out, code, sections = quick_run
+    for s in sections.values():  # no unfilled f-string placeholder in the generated text (Gedik Fig. 3/4 had one)
+        assert not re.search(r"\{[a-z_]+\[", s.markdown), s.key
     failed = {k: [(c.name, c.detail) for c in s.checks if not c.ok] for k, s in sections.items()}
     assert code == 0, failed
     assert list(sections) == list(TARGETS)

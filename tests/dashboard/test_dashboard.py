@@ -312,8 +312,14 @@ def test_commands_built_from_the_form_are_validated():
     assert kind == "set-param" and payload == {"params": {"theta_max": 0.3}}
     kind, payload = build_algorithm_command("pkg", {}, current_algorithm="mixed", current_params=MIXED)
     assert kind == "set-algorithm" and payload == {"algorithm": "pkg", "params": {}}
-    with pytest.raises(CommandError, match="cannot serve a join"):
+    with pytest.raises(CommandError, match="pkg splits keys over workers, and operator join cannot merge"):
         build_algorithm_command("pkg", {}, current_algorithm="mixed", current_params=MIXED, operator="join")
+    # a user operator: the run's stored declaration decides
+    with pytest.raises(CommandError, match="operator my.ops:Ewma cannot merge"):
+        build_algorithm_command("pkg", {}, current_algorithm="mixed", current_params=MIXED, operator="my.ops:Ewma",
+                                mergeable=False)
+    assert build_algorithm_command("pkg", {}, current_algorithm="mixed", current_params=MIXED,
+                                   operator="my.ops:Ewma", mergeable=True)[0] == "set-algorithm"
     assert build_workers_command("5") == ("set-workers", {"workers": 5})
     for bad in (0, "abc", 2.5, 5000):
         with pytest.raises(CommandError, match=r"\[1, 1024\]"):
@@ -761,3 +767,31 @@ def test_worker_box_shows_the_runs_state_partitions():
                             read_only=False)
     assert out["workers-range"] == "[1, 12]" and out["workers-value"] == "6"
     assert _run_summary({"id": 4, "status": "running", "config": {}})["max_workers"] is None
+
+
+def test_runs_table_names_each_runs_operator():
+    from skewlab.dashboard.layout import runs_table
+
+    rows = [{"id": 2, "config": {"operator": "examples.ewma_rate:EwmaRate"}, "status": "running"},
+            {"id": 1, "config": {}, "status": "finished"}]
+    text = str(runs_table(rows, "/export/"))
+    assert "'operator'" in text and "examples.ewma_rate:EwmaRate" in text and "'count'" in text
+
+
+def test_form_refuses_a_split_key_switch_for_a_non_mergeable_operator(store):
+    """The run's operator (a user's, stored as not mergeable) cannot serve pkg: the form says why and
+    sends nothing; a key grouping is still sent.  The same form on a count run sends pkg."""
+    user = store.create_run("mixed", MIXED, n_workers=4, config={
+        "interval": 1.0, "operator": "examples.ewma_rate:EwmaRate", "operator_mergeable": False})
+    counting = store.create_run("mixed", MIXED, n_workers=4, config={"interval": 1.0, "operator": "count"})
+    for rid in (user, counting):
+        for i in range(3):
+            record(store, rid, i)
+    client = create_app(store=store).server.test_client()
+    text = _apply_form(client, user, {}, algo="pkg").get_data(as_text=True)
+    assert "refused" in text and "pkg splits keys over workers, and operator examples.ewma_rate:EwmaRate " \
+                                  "cannot merge" in text, text
+    assert store.recent_commands(10) == []
+    assert "submitted" in _apply_form(client, user, {}, algo="hash").get_data(as_text=True)
+    assert "submitted" in _apply_form(client, counting, {}, algo="pkg").get_data(as_text=True)
+    assert [c["payload"]["algorithm"] for c in store.recent_commands(10)] == ["pkg", "hash"]

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"skewlab": "skewlab", "shared": "skewlab.shared", "storage": "skewlab.storage",
             "engine": "skewlab.engine", "dashboard": "skewlab.dashboard", "bench": "skewlab.bench"}
 #: the engine's layers, bottom up: a module may import its own layer and the ones below
-ENGINE_LAYERS = {"config": 0, "algorithms": 1, "workloads": 1, "control": 2, "io": 3, "runtimes": 3, "cli": 4}
+ENGINE_LAYERS = {"config": 0, "algorithms": 1, "workloads": 1, "operators": 1, "control": 2, "io": 3, "runtimes": 3, "cli": 4}
 
 
 def _module_name(path: Path) -> str:

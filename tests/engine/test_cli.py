@@ -78,6 +78,14 @@ def test_simulate_file_input(tmp_path, capsys):
         (["plan", "--snapshot", "/nonexistent.json", "--algorithm", "hash"], "does not produce plans"),
         (["engine", "--service-us", "-1"], "--service-us must be in [0, 1e+06]"),
         (["engine", "--service-us", "nan"], "--service-us must be in [0, 1e+06]"),
+        (["engine", "--operator", "median"], "--operator must be one of count|sum|mean|min|max|distinct|join"),
+        (["engine", "--operator", "no_such_pkg.ops:Op"], "cannot import no_such_pkg.ops"),
+        (["engine", "--operator", "json:JSONDecoder"], "is not a subclass of skewlab.engine.operators.KeyedOperator"),
+        (["engine", "--operator", "join", "--algorithm", "pkg"],
+         "pkg splits keys over workers, and operator join cannot merge"),
+        (["engine", "--operator", "examples.ewma_rate:EwmaRate", "--algorithm", "dchoices"],
+         "dchoices splits keys over workers, and operator ewma_rate cannot merge"),
+        (["engine", "--operator", "mean"], "mean reads a value per tuple, and the engine's records carry no values"),
         (["nosuchcommand"], "invalid choice"),
     ],
 )
@@ -105,6 +113,15 @@ def test_algorithms_lists_every_registry_name_with_ranges(capsys):
     for a in info:
         for p in a["params"]:
             assert p["range"] and "default" in p
+
+
+def test_engine_refuses_a_bad_operator_in_one_line():
+    """The user's view: a real `skewlab engine` process, before Spark starts."""
+    proc = subprocess.run([sys.executable, "-m", "skewlab", "engine", "--operator", "json:loads"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == "skewlab: error: --operator 'json:loads': loads is not a subclass of " \
+                          "skewlab.engine.operators.KeyedOperator\n"
 
 
 def test_console_script_entry_point():

@@ -53,7 +53,19 @@ def test_bad_commands_rejected_state_unchanged(controller, kind, payload, fragme
 
 def test_join_refuses_split_key_groupings(controller):
     res = apply_command(controller, "set-algorithm", {"algorithm": "shuffle"}, operator="join")
-    assert res.status == "rejected" and "cannot serve a join" in res.reason
+    assert res.status == "rejected" and "shuffle splits keys over workers, and operator join cannot merge" in res.reason
+
+
+def test_split_key_rule_follows_the_operators_declaration(controller):
+    """A user operator: refused when its run declared it not mergeable (or did not say), applied when
+    it declared it mergeable; a built-in's own declaration (mean: mergeable) holds without a flag."""
+    res = apply_command(controller, "set-algorithm", {"algorithm": "pkg"}, operator="my.ops:Ewma")
+    assert res.status == "rejected" and "operator my.ops:Ewma cannot merge" in res.reason
+    assert apply_command(controller, "set-algorithm", {"algorithm": "pkg"}, operator="my.ops:Ewma",
+                         mergeable=False).status == "rejected"
+    assert apply_command(controller, "set-algorithm", {"algorithm": "pkg"}, operator="mean").status == "applied"
+    assert apply_command(controller, "set-algorithm", {"algorithm": "dchoices"}, operator="my.ops:Ewma",
+                         mergeable=True).status == "applied"
 
 
 def test_commands_apply_and_are_idempotent(controller):

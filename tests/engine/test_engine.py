@@ -17,8 +17,8 @@ from skewlab.cli import main  # noqa: E402
 from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine  # noqa: E402
 from skewlab.storage import connect  # noqa: E402
 from tests.engine_helpers import by_fingerprint, generator_keys_of, generator_truth  # noqa: E402
-from tests.spark_truth import (batch_keys, batch_values, committed_ranges, join_truth, only,  # noqa: E402
-                               sink_results, windowed_truth)
+from tests.spark_truth import (batch_keys, batch_values, committed_ranges, ewma_truth, join_truth,  # noqa: E402
+                               only, sink_results, windowed_truth)
 
 ZIPF = {"keys": 300, "z": 1.2}
 
@@ -139,7 +139,7 @@ def test_split_keys_with_a_finite_window_merge_to_the_ground_truth(spark, tmp_pa
 def _holders(sink, first_batch):
     t = sink.read().to_pydict()
     out = {}
-    for b, k, w, c in zip(t["batch"], t["key"], t["worker"], t["count"]):
+    for b, k, w, c in zip(t["batch"], t["key"], t["worker"], t["result"]):
         if b == first_batch and c:
             out.setdefault(k, set()).add(w)
     return out
@@ -175,6 +175,34 @@ def test_join_operator_on_the_executors_equals_the_pairwise_truth(spark, tmp_pat
     assert rows == distinct and only(final(got, tmp_path / "ckpt"), truth) == truth
     assert sum(p for p, _ in truth.values()) > 0
     assert engine.store.migration_events(engine.run_id)
+
+
+def test_user_operator_through_a_migration_a_refused_split_and_a_restart(spark, tmp_path):
+    """The user's operator of examples/ewma_rate.py (``--operator examples.ewma_rate:EwmaRate``) runs
+    on the executors: through a worker change (its partial states move between tasks) and a restart
+    from the checkpoint, every (batch, key) result in the sink equals the EWMA folded from Spark's
+    offset log; a switch to a split-key grouping is rejected with the reason (it is not mergeable)."""
+    from examples.ewma_rate import ALPHA
+
+    cfg = gen_cfg(tmp_path, operator="examples.ewma_rate:EwmaRate", algorithm="mixed", params={"theta_max": 0.05},
+                  window=3, max_batches=5, shadow=[], workload_params={"keys": 60, "z": 1.2}, max_per_batch=1500)
+
+    def after(engine, batch_id):
+        if batch_id == 1:
+            engine.store.submit_command("set-workers", {"workers": 5})
+            engine.store.submit_command("set-algorithm", {"algorithm": "dchoices"})
+
+    engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
+    assert engine.run() == 0
+    assert engine.controller.n_workers == 5 and engine.controller.planner.name == "mixed"
+    refused = [c for c in engine.store.recent_commands(10, run_id=engine.run_id) if c["kind"] == "set-algorithm"]
+    assert refused[0]["status"] == "rejected" and "operator ewma_rate cannot merge" in refused[0]["reason"]
+    assert engine.store.migration_events(engine.run_id)
+    SparkEngine(dataclasses.replace(cfg, max_batches=2), log=lambda m: None).run()  # restart: same checkpoint
+    got, rows, distinct = sink_results(engine.results)
+    truth = final(ewma_truth(batch_keys(tmp_path / "ckpt", generator_keys_of(cfg)), cfg.window, ALPHA), tmp_path / "ckpt")
+    assert rows == distinct and only(final(got, tmp_path / "ckpt"), truth) == truth
+    assert any(v != int(v) for v in truth.values())  # a real average, not a count
 
 
 def test_kafka_sink_through_a_migration_equals_the_ground_truth(spark, tmp_path, kafka_broker):

@@ -16,20 +16,20 @@ import pytest
 from skewlab.engine.io import kafka_io
 from skewlab.engine.config.params import ParamError
 from skewlab.engine.runtimes.spark import result_sink as R
-from skewlab.engine.runtimes.spark.result_sink import SINK_SCHEMA
+from skewlab.engine.runtimes.spark.result_sink import sink_schema
 
 
 def results(batch: int, worker: int, keys: list[str], counts: list[int] | None = None) -> pa.Table:
     n = len(keys)
     return pa.table({"batch": pa.array([batch] * n, pa.int64()), "key": pa.array(keys, pa.string()),
-                     "count": pa.array(counts or list(range(1, n + 1)), pa.int64()),
-                     "checksum": pa.nulls(n, pa.int64()), "worker": pa.array([worker] * n, pa.int32())},
-                    schema=SINK_SCHEMA)
+                     "result": pa.array(counts or list(range(1, n + 1)), pa.int64()),
+                     "worker": pa.array([worker] * n, pa.int32())},
+                    schema=sink_schema())
 
 
 def rows_of(table: pa.Table) -> list[tuple]:
     t = table.to_pydict()
-    return sorted(zip(t["batch"], t["key"], t["count"], t["worker"]))
+    return sorted(zip(t["batch"], t["key"], t["result"], t["worker"]))
 
 
 def raw(broker: str, topic: str) -> dict[int, list[dict]]:

@@ -102,7 +102,7 @@ def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
     out2 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 2, P, idle, {to: [blob]}), P, states)))
     assert out2["summaries"][other]["imported_keys"] == 1
     res = read_sink(sink).to_pydict()
-    got = sorted(zip(res["batch"], res["key"], res["count"]))
+    got = sorted(zip(res["batch"], res["key"], res["result"]))
     assert got == [(0, "a", 3), (0, "b", 1), (1, "a", 0), (1, "a", 5)]  # the old owner's retraction, then 3 + 2
 
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from skewlab.engine.algorithms.keys import fingerprints
-from skewlab.engine.runtimes.spark.window_state import JOIN_MASK, WorkerWindow
+from skewlab.engine.operators.builtin import JOIN_MASK, Join
+from skewlab.engine.runtimes.spark.window_state import WorkerWindow
 
 
 def by_fp(orders):
@@ -42,7 +43,7 @@ def test_window_of_one_batch_and_single_key():
     w = WorkerWindow(1)
     for b in range(4):
         res = w.step(b, ["k"], np.array([b + 1]))["results"]
-        assert res == [(b, "k", b + 1, None)]
+        assert res == [(b, "k", b + 1)]
 
 
 def test_export_hold_import_keeps_exact_counts():
@@ -55,7 +56,7 @@ def test_export_hold_import_keeps_exact_counts():
     assert "x" not in a.index
     # batch 2: b imports x's window, releases the held batch-1 tuples (window 3 + 5), then batch 2's
     res = b.step(2, ["x"], np.array([2]), imports=[ex[1]])["results"]
-    assert res == [(1, "x", 8, None), (2, "x", 10, None)]
+    assert res == [(1, "x", 8), (2, "x", 10)]
 
 
 def test_export_of_key_without_state_releases_the_hold():
@@ -64,7 +65,7 @@ def test_export_of_key_without_state_releases_the_hold():
     assert ex[1]["count"].size == 0 and ex[1]["present"] == [] and ex[1]["keys"] == []
     assert ex[1]["fps"].tolist() == fingerprints(["new"]).tolist()  # the receiver learns the move is complete
     assert b.step(0, ["new"], np.array([2]), expect=fingerprints(["new"]))["results"] == []
-    assert b.step(1, [], np.zeros(0, np.int64), imports=[ex[1]])["results"] == [(0, "new", 2, None)]
+    assert b.step(1, [], np.zeros(0, np.int64), imports=[ex[1]])["results"] == [(0, "new", 2)]
     assert not b.expect and not b.held
 
 
@@ -164,10 +165,10 @@ def join_truth(history, W):
 
 
 def test_join_probes_every_tuple_in_the_window():
-    w = WorkerWindow(2, join=True)
-    r0 = w.step(0, ["a"], np.array([2]), values=[[1, 2]])["results"]
-    r1 = w.step(1, ["a"], np.array([1]), values=[[4]])["results"]
-    r2 = w.step(2, ["a"], np.array([1]), values=[[8]])["results"]
+    w = WorkerWindow(2, Join())
+    r0 = w.step(0, ["a"], np.array([2]), partials=[np.array([1, 2], np.int64)])["results"]
+    r1 = w.step(1, ["a"], np.array([1]), partials=[np.array([4], np.int64)])["results"]
+    r2 = w.step(2, ["a"], np.array([1]), partials=[np.array([8], np.int64)])["results"]
     assert r0 == [(0, "a", 1, 1 ^ 2)]
     assert r1 == [(1, "a", 2, (4 ^ 1) + (4 ^ 2))]
     assert r2 == [(2, "a", 1, 8 ^ 4)]  # batch 0 left the window
@@ -180,7 +181,7 @@ def test_join_with_random_moves_equals_brute_force(seed):
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
     W, n, batches = 3, 3, 12
-    workers = [WorkerWindow(W, join=True) for _ in range(n)]
+    workers = [WorkerWindow(W, Join()) for _ in range(n)]
     owner: dict[str, int] = {}
     orders: dict[int, dict[int, list[str]]] = {}
     expect: dict[int, list[str]] = {}
@@ -200,7 +201,7 @@ def test_join_with_random_moves_equals_brute_force(seed):
         for w in range(n):
             mine = [k for k in per_key if owner.setdefault(k, hash(k) % n) == w]
             step = workers[w].step(b, mine, np.array([len(per_key[k]) for k in mine], dtype=np.int64),
-                                   values=[per_key[k] for k in mine], imports=imports.get(w, []),
+                                   partials=[np.asarray(per_key[k], np.int64) for k in mine], imports=imports.get(w, []),
                                    exports=by_fp(orders.get(w, {})), expect=fingerprints(expect.get(w, [])))
             for r in step["results"]:
                 assert (r[0], r[1], w) not in seen
@@ -209,7 +210,7 @@ def test_join_with_random_moves_equals_brute_force(seed):
                 emitted[(r[0], r[1])] = (p0 + r[2], c0 + r[3])
             for target, blob in step["exports"].items():
                 next_imports[target].append(blob)
-            workers[w] = WorkerWindow.loads(workers[w].dumps())
+            workers[w] = WorkerWindow.loads(workers[w].dumps(), Join())
         imports = dict(next_imports)
         orders, expect = {}, {}
         if b < batches:
@@ -232,10 +233,10 @@ def test_split_key_from_two_holders_is_released_after_both_blobs():
     b.step(0, ["k"], np.array([8]))
     ea = a.step(1, [], np.zeros(0, np.int64), exports={2: fingerprints(["k"])})
     eb = b.step(1, [], np.zeros(0, np.int64), exports={2: fingerprints(["k"])})
-    assert ea["results"] == [(1, "k", 0, None)] and eb["results"] == [(1, "k", 0, None)]  # retractions
+    assert ea["results"] == [(1, "k", 0)] and eb["results"] == [(1, "k", 0)]  # retractions
     assert c.step(1, ["k"], np.array([9]), expect=fingerprints(["k"]))["results"] == []
     res = c.step(2, [], np.zeros(0, np.int64), imports=[ea["exports"][2], eb["exports"][2]])["results"]
-    assert res == [(1, "k", 28, None)]
+    assert res == [(1, "k", 28)]
 
 
 def test_export_to_several_targets_fingerprints_the_state_once(monkeypatch):
@@ -284,9 +285,9 @@ def test_split_keys_with_a_finite_window_merge_to_the_windowed_count(seed):
             ks, cs = counts_of(routed[w])
             rows += [(r[0], r[1], r[2], w) for r in workers[w].step(b, ks, cs, changes=True)["results"]]
     table = pa.table({"batch": [r[0] for r in rows], "key": [r[1] for r in rows],
-                      "count": [r[2] for r in rows], "worker": [r[3] for r in rows]})
+                      "result": [r[2] for r in rows], "worker": [r[3] for r in rows]})
     merged = merge_latest_shares(table).to_pydict()
-    got = {(b, k): c for b, k, c in zip(merged["batch"], merged["key"], merged["count"])}
+    got = {(b, k): c for b, k, c in zip(merged["batch"], merged["key"], merged["result"])}
     seen = {k for b in per_batch for k in per_batch[b]}
     for b in range(batches):
         for k in seen:
@@ -307,7 +308,7 @@ def test_changes_off_emits_only_keys_with_tuples():
         return sorted(w.step(2, [], np.zeros(0, np.int64), changes=changes)["results"])
 
     assert run(False) == []  # single-owner runs: a result per key with tuples only
-    assert run(True) == [(2, "a", 1, None), (2, "b", 0, None)]  # b's window emptied: share 0
+    assert run(True) == [(2, "a", 1), (2, "b", 0)]  # b's window emptied: share 0
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -378,9 +379,9 @@ def test_split_keys_moving_with_a_finite_window_merge_to_the_windowed_count(seed
         imports = dict(next_imports)
     assert len({(r[0], r[1], r[3]) for r in rows}) == len(rows)
     merged = merge_latest_shares(pa.table({"batch": [r[0] for r in rows], "key": [r[1] for r in rows],
-                                           "count": [r[2] for r in rows], "worker": [r[3] for r in rows]})).to_pydict()
+                                           "result": [r[2] for r in rows], "worker": [r[3] for r in rows]})).to_pydict()
     latest: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for b, k, c in zip(merged["batch"], merged["key"], merged["count"]):
+    for b, k, c in zip(merged["batch"], merged["key"], merged["result"]):
         latest[k].append((b, c))
     for k in holders:
         for b in range(batches):

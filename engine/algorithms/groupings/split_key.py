@@ -30,7 +30,10 @@ recomputed per source at ``warmup`` and then every ``refresh`` tuples instead of
 source's sketch is multiplied by ``decay`` every ``epoch`` tuples (as FISH's epoch decay, Chen et
 al., arXiv 1806.00760), so H holds the keys with recent frequency >= θ; ``decay = 1`` (default) is
 the paper.  Decays and refreshes depend on the source's tuple count only (``state[s, ST_LOST]``
-holds what the decays took off N_s), so routing stays independent of batching.
+holds what the decays took off N_s), so routing stays independent of batching.  (5) Option
+``distinct`` (off by default = the paper): PKG's second choice is the first of F_1, F_2, … that
+differs from F_0 (:func:`_second_choice`), for ``pkg`` and the tail of the head-aware groupings; in
+the paper F_0 = F_1 for 1/n of the keys, which then have one worker as under hash.
 
 ``resize(n)``: local loads restart at zero, sketches are kept, θ and warm-up follow the new n, d is
 recomputed at each source's next tuple.  Kernel layout, per-tuple timings and what was tried:
@@ -318,8 +321,23 @@ def _refresh_d(sketch, theta, eps, n, probs):  # pragma: no cover - compiled
 # ---------------------------------------------------------------------------------------------
 # Routing kernels
 # ---------------------------------------------------------------------------------------------
+@njit(cache=True, inline="always")
+def _second_choice(fp, f0, n_u64, magic_hi, magic_lo):  # pragma: no cover - compiled
+    """The first of F_1, F_2, … that differs from ``f0`` (option ``distinct``: PKG's two choices
+    name two workers); ``f0`` itself when n = 1.  Terminates: i ↦ mix64(fp + i·GOLDEN) is a
+    bijection, so the sequence names every worker (expected draws n/(n−1))."""
+    if n_u64 < np.uint64(2):
+        return f0
+    i = 1
+    c = _cand(fp, i, n_u64, magic_hi, magic_lo)
+    while c == f0:
+        i += 1
+        c = _cand(fp, i, n_u64, magic_hi, magic_lo)
+    return c
+
+
 @njit(cache=True, _nrt=False)
-def _pkg_kernel(fps, out, loads, magic_hi, magic_lo, chunk_f0, chunk_f1):  # pragma: no cover - compiled
+def _pkg_kernel(fps, out, loads, magic_hi, magic_lo, chunk_f0, chunk_f1, distinct):  # pragma: no cover - compiled
     n = loads.size
     d = np.uint64(n)
     m = fps.size
@@ -330,6 +348,8 @@ def _pkg_kernel(fps, out, loads, magic_hi, magic_lo, chunk_f0, chunk_f1):  # pra
         for x in range(stop - start):
             a = _ug(chunk_f0, x)
             b = _ug(chunk_f1, x)
+            if distinct and b == a:
+                b = _second_choice(_ug(fps, start + x), a, d, magic_hi, magic_lo)
             la = _ug(loads, a)
             lb = _ug(loads, b)
             if lb < la:
@@ -499,7 +519,7 @@ def _dchoices_pick(  # pragma: no cover - compiled
 
 @njit(cache=True, inline="always")
 def _head_body(  # pragma: no cover - compiled
-    mode, kind, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+    mode, kind, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
     magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
 ):
     """Alg. 1 for one batch of one source; returns how many tuples of ``fps`` it routed.
@@ -595,6 +615,8 @@ def _head_body(  # pragma: no cover - compiled
             else:
                 w = _ug(chunk_f0, x)
                 cand = _ug(chunk_f1, x)
+                if distinct and cand == w:
+                    cand = _second_choice(fp, w, n_u64, magic_hi, magic_lo)
                 if _ug(loads, cand) < _ug(loads, w):
                     w = cand
             if track:
@@ -622,55 +644,55 @@ def _d_kind(d, n):  # pragma: no cover - compiled
 
 @njit(cache=True, _nrt=False)
 def _head_kernel_d_pre(  # pragma: no cover - compiled
-    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
     magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
 ):
     return _head_body(
-        MODE_D, KIND_PRE, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+        MODE_D, KIND_PRE, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
         magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
     )
 
 
 @njit(cache=True, _nrt=False)
 def _head_kernel_d_cache(  # pragma: no cover - compiled
-    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
     magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
 ):
     return _head_body(
-        MODE_D, KIND_CACHE, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+        MODE_D, KIND_CACHE, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
         magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
     )
 
 
 @njit(cache=True, _nrt=False)
 def _head_kernel_d_track(  # pragma: no cover - compiled
-    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
     magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
 ):
     return _head_body(
-        MODE_D, KIND_TRACK, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+        MODE_D, KIND_TRACK, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
         magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
     )
 
 
 @njit(cache=True, _nrt=False)
 def _head_kernel_w(  # pragma: no cover - compiled
-    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
     magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
 ):
     return _head_body(
-        MODE_W, KIND_TRACK, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+        MODE_W, KIND_TRACK, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
         magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
     )
 
 
 @njit(cache=True, _nrt=False)
 def _head_kernel_rr(  # pragma: no cover - compiled
-    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
     magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
 ):
     return _head_body(
-        MODE_RR, KIND_RR, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh,
+        MODE_RR, KIND_RR, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
         magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
     )
 
@@ -729,10 +751,19 @@ class PKGRouter(_SplitKeyRouter):
         fps = np.ascontiguousarray(fps, dtype=np.uint64).ravel()
         out = np.empty(fps.size, dtype=np.int64)
         if fps.size:
-            _pkg_kernel(fps, out, self.loads[s], self._magic_hi, self._magic_lo, self._chunk_f0, self._chunk_f1)
+            _pkg_kernel(
+                fps, out, self.loads[s], self._magic_hi, self._magic_lo, self._chunk_f0, self._chunk_f1,
+                bool(self.p.get("distinct", False)),
+            )
         return out
 
 
+_DISTINCT = Param(
+    "distinct", "bool", False,
+    "PKG's second choice is the first of F_1, F_2, … that differs from F_0, so every key (the tail "
+    "keys of the head-aware groupings) has two different workers; off = the paper, where F_0 = F_1 "
+    "happens for 1/n of the keys and such a key has one worker (as under hash)",
+)
 _THETA = Param(
     "head_threshold", "float", 0.0,
     "θ: a key is in the head when its guaranteed frequency (count − error)/N at the source is >= θ; "
@@ -781,14 +812,10 @@ class _HeadRouter(_SplitKeyRouter):
     mode: ClassVar[int] = 0
 
     source_state_attrs: ClassVar[tuple[str, ...]] = ("loads", "state", "_hslot", "_cfp", "_cmeta", "_crow")
-    #: the SpaceSaving arrays with the source on axis 0 (see skewlab.engine.algorithms.sketches.SpaceSaving); the hash
-    #: table is derived from them and rebuilt on arrival (SpaceSaving.rebuild_table), not shipped
-    _SKETCH_ARRAYS: ClassVar[tuple[str, ...]] = ("cnt", "ring", "ovf", "hot", "meta")
-
     def source_state(self, source: int) -> dict[str, Any]:
         """Local loads, head state, choice cache and the source's SpaceSaving sketch."""
         out = super().source_state(source)
-        out["sketch"] = {a: getattr(self.sketch, a)[source].copy() for a in self._SKETCH_ARRAYS}
+        out["sketch"] = self.sketch.export_source(source)
         return out
 
     def set_source_state(self, source: int, state: Mapping[str, Any]) -> None:
@@ -796,10 +823,7 @@ class _HeadRouter(_SplitKeyRouter):
         sketch = state.pop("sketch", None)
         super().set_source_state(source, state)
         if sketch:
-            for a, value in sketch.items():
-                if a in self._SKETCH_ARRAYS:  # (a "table" from an older sender is derived data: rebuilt)
-                    getattr(self.sketch, a)[source] = value
-            self.sketch.rebuild_table(source)
+            self.sketch.import_source(source, sketch)
 
     def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
         super().__init__(n_workers, n_sources, seed, params)
@@ -906,7 +930,7 @@ class _HeadRouter(_SplitKeyRouter):
             args = (
                 self.loads[s], st, self.sketch.arrays(s), self._cache(s),
                 self.theta, float(self.p.get("epsilon", 1e-4)), self.warmup - int(st[ST_LOST]),
-                int(self.p.get("refresh", 1)), self._magic_hi, self._magic_lo, self._chunk_f0, self._chunk_f1, self._chunk_f2, self._chunk_f3,
+                int(self.p.get("refresh", 1)), bool(self.p.get("distinct", False)), self._magic_hi, self._magic_lo, self._chunk_f0, self._chunk_f1, self._chunk_f2, self._chunk_f3,
                 self._probs, self._tw,
             )
             while pos < end:  # D-Choices: the kernel stops where a refresh changes the kind of pick
@@ -989,6 +1013,7 @@ class PKGGrouping(StreamingPlanner):
     summary: ClassVar[str] = "Partial key grouping: least loaded of two hash choices (local load per source)"
     paper: ClassVar[str] = "nasir-icde16 Sec. II-B (PKG, Nasir et al. ICDE 2015)"
     single_owner: ClassVar[bool] = False
+    params: ClassVar[tuple[Param, ...]] = (_DISTINCT,)
     router_class: ClassVar[type[Router]] = PKGRouter
 
 
@@ -997,7 +1022,7 @@ class DChoicesGrouping(StreamingPlanner):
     name: ClassVar[str] = "dchoices"
     summary: ClassVar[str] = "D-Choices: heavy hitters get d >= 2 distinct hash choices (d from Eq. 3), tail PKG"
     paper: ClassVar[str] = "nasir-icde16 Sec. III-B, IV-A, Alg. 1 (D-Choices)"
-    params: ClassVar[tuple[Param, ...]] = (_THETA, _EPSILON, _CAPACITY, _WARMUP, _REFRESH, _DECAY, _EPOCH)
+    params: ClassVar[tuple[Param, ...]] = (_THETA, _EPSILON, _CAPACITY, _WARMUP, _REFRESH, _DECAY, _EPOCH, _DISTINCT)
     single_owner: ClassVar[bool] = False
     router_class: ClassVar[type[Router]] = DChoicesRouter
 
@@ -1007,7 +1032,7 @@ class WChoicesGrouping(StreamingPlanner):
     name: ClassVar[str] = "wchoices"
     summary: ClassVar[str] = "W-Choices: heavy hitters may go to any worker (least loaded), tail PKG"
     paper: ClassVar[str] = "nasir-icde16 Sec. III-B, Alg. 1 (W-Choices)"
-    params: ClassVar[tuple[Param, ...]] = (_THETA, _CAPACITY, _WARMUP, _DECAY, _EPOCH)
+    params: ClassVar[tuple[Param, ...]] = (_THETA, _CAPACITY, _WARMUP, _DECAY, _EPOCH, _DISTINCT)
     single_owner: ClassVar[bool] = False
     router_class: ClassVar[type[Router]] = WChoicesRouter
 
@@ -1017,6 +1042,6 @@ class RoundRobinHeadGrouping(StreamingPlanner):
     name: ClassVar[str] = "rr-head"
     summary: ClassVar[str] = "Round robin for heavy hitters over all workers, tail PKG"
     paper: ClassVar[str] = "nasir-icde16 Sec. III-B (Round-Robin baseline)"
-    params: ClassVar[tuple[Param, ...]] = (_THETA, _CAPACITY, _WARMUP, _DECAY, _EPOCH)
+    params: ClassVar[tuple[Param, ...]] = (_THETA, _CAPACITY, _WARMUP, _DECAY, _EPOCH, _DISTINCT)
     single_owner: ClassVar[bool] = False
     router_class: ClassVar[type[Router]] = RoundRobinHeadRouter

@@ -71,11 +71,13 @@ from skewlab.engine.config.params import ParamError
 from skewlab.engine.config import settings as run_settings
 from skewlab.engine.config.settings import MAX_WORKERS, check
 from skewlab.engine.control.shadow import ShadowEvaluator, default_shadow_names
+from skewlab.engine.operators import KeyedOperator, load_operator, split_key_refusal
+from skewlab.engine.operators.builtin import Join
 from skewlab.engine.runtimes.background_warmup import BackgroundWarmup
-from skewlab.engine.runtimes.spark.result_sink import open_sink, restore_sink
+from skewlab.engine.runtimes.spark.result_sink import open_sink, restore_sink, sink_schema
 from skewlab.storage.records import IntervalRecord
 
-__all__ = ["EngineConfig", "SparkEngine", "OPERATORS", "SOURCES"]
+__all__ = ["EngineConfig", "SparkEngine", "SOURCES"]
 
 # py4j logs every exception our foreachBatch callback raises, with the whole traceback; the engine
 # logs its own failures in one line and refuses batches on purpose while stopping.
@@ -141,7 +143,6 @@ def _first_line(exc: BaseException) -> str:
             return f"{cls[-1] + ': ' if cls else ''}{inner[-1].group(1)}: {inner[-1].group(2)}"[:300]
     return first[:300]
 
-OPERATORS = {"count": "linear", "join": "join"}
 #: --service-us above one second per tuple is a typo, not an experiment
 MAX_SERVICE_US = 1e6
 SOURCES = ("generator", "kafka", "file")
@@ -180,12 +181,16 @@ class EngineConfig:
     #: emulated service time per tuple in µs (0 = none): see :func:`skewlab.engine.runtimes.spark.operator.make_handler`
     service_us: float = 0.0
 
+    def keyed_operator(self) -> KeyedOperator:
+        """The operator ``operator`` names (:func:`skewlab.engine.operators.load_operator`; one-line
+        :class:`ParamError` if it names none)."""
+        return load_operator(self.operator)
+
     def validate(self) -> None:
         """One-line :class:`ParamError` for every bad setting (before Spark starts)."""
         if self.source not in SOURCES:
             raise ParamError(f"--source must be one of {'|'.join(SOURCES)}, got {self.source!r}")
-        if self.operator not in OPERATORS:
-            raise ParamError(f"--operator must be one of {'|'.join(OPERATORS)}, got {self.operator!r}")
+        operator = self.keyed_operator()
         for name in ("workers", "sources", "interval", "rate", "max_per_batch", "window"):
             check(name, getattr(self, name))
         if self.max_workers is not None:
@@ -198,11 +203,13 @@ class EngineConfig:
             raise ParamError(f"--duration must be > 0 seconds, got {self.duration}")
         cls = registry.get(self.algorithm)
         registry.validate_params(self.algorithm, self.params)
-        if self.operator == "join" and not cls.single_owner:
-            raise ParamError(
-                f"{self.algorithm} splits keys over workers and cannot serve the join operator "
-                "(a join needs every tuple of a key on one worker); use a key grouping or a rebalancer"
-            )
+        if operator.needs_value and not isinstance(operator, Join):
+            raise ParamError(f"--operator {self.operator}: {operator.name} reads a value per tuple, and the engine's "
+                             "records carry no values yet (only the join's tuple positions); run count, join or an "
+                             "operator with needs_value = False")
+        refusal = split_key_refusal(operator.name, operator.mergeable, self.algorithm, cls.single_owner)
+        if refusal:
+            raise ParamError(refusal)
         if self.source == "kafka" and (not self.bootstrap or not self.topic):
             raise ParamError("--source kafka needs --bootstrap HOST:PORT and --topic NAME")
         if self.source == "file":
@@ -292,6 +299,8 @@ class SparkEngine:
         """``spark_log``: file for the JVM's own output and for Python warnings, so that the console
         carries the engine's lines only (``skewlab engine``); ``None`` leaves both where they are."""
         cfg.validate()
+        #: the keyed operator the workers run (pickled to the executors with the query's function)
+        self.operator = cfg.keyed_operator()
         self.spark_log = spark_log
         self.after_batch = after_batch
         self.cfg = cfg
@@ -381,7 +390,8 @@ class SparkEngine:
                     "start a new run with --run-name NAME or --checkpoint DIR")
             self.partitions = int(snap["partitions"])
             try:
-                self.results = restore_sink(snap["sink"], snap.get("sink_start"), self.partitions)
+                self.results = restore_sink(snap["sink"], snap.get("sink_start"), self.partitions,
+                                            schema=sink_schema(self.operator))
             except ParamError:
                 self.store.close()
                 raise
@@ -408,22 +418,26 @@ class SparkEngine:
         else:
             vocab = FingerprintVocabulary()
             grouping = registry.create(self.cfg.algorithm, self.cfg.workers, self.cfg.sources, self.cfg.seed, self.cfg.params)
-            self.controller = Controller(grouping, vocab, window=self.cfg.window, cost_model=OPERATORS[self.cfg.operator])
-            names = self.cfg.shadow if self.cfg.shadow is not None else default_shadow_names(grouping.name, self.cfg.operator)
+            self.controller = Controller(grouping, vocab, window=self.cfg.window, cost_model=self.operator.cost_model)
+            names = self.cfg.shadow if self.cfg.shadow is not None else default_shadow_names(
+                grouping.name, self.operator.name, self.operator.mergeable)
             self.shadow = (  # the shadows join when their kernels are compiled (_join_shadows)
                 ShadowEvaluator([], vocab, n_workers=self.cfg.workers, n_sources=self.cfg.sources, seed=self.cfg.seed,
-                                window=self.cfg.window, cost_model=OPERATORS[self.cfg.operator],
+                                window=self.cfg.window, cost_model=self.operator.cost_model,
                                 max_tuples=self.cfg.shadow_max_tuples, waiting=names)
                 if names else None
             )
             self.partitions = self.cfg.partitions()
             try:  # before the run exists: an unusable sink is a start-up error
-                self.results = open_sink(self.cfg.sink_spec(), self.partitions, log=self.log)
+                self.results = open_sink(self.cfg.sink_spec(), self.partitions, schema=sink_schema(self.operator),
+                                         log=self.log)
             except ParamError:
                 self.store.close()
                 raise
             config = {k: v for k, v in asdict(self.cfg).items() if k != "db"}
             config["max_workers"] = self.partitions  # the state partitions: set-workers' upper limit
+            # the dashboard and `skewlab control` apply the split-key rule without importing the operator
+            config["operator_mergeable"] = self.operator.mergeable
             self.run_id = self.store.create_run(
                 grouping.name, grouping.p, seed=self.cfg.seed, n_workers=self.cfg.workers,
                 workload=self.cfg.workload if self.cfg.source == "generator" else f"{self.cfg.source}",
@@ -464,7 +478,7 @@ class SparkEngine:
             payload["changes"] = self.shares_split
         self.routes.publish(batch_id, RoutingSnapshot(batch_id, self.controller.planner.router, self.partitions,
                                                       control, self.next_imports,
-                                                      values=self.cfg.operator == "join").dumps(),
+                                                      values=self.operator.needs_value).dumps(),
                             flush=bool(self.next_imports or self.next_orders[0].size))
 
     def _track_migrations(self, batch_id: int, exports: list[tuple[int, int, bytes]], latency_ms: float
@@ -544,8 +558,8 @@ class SparkEngine:
             if cid in self.applied_commands:
                 continue
             before = self.controller.planner.name, dict(self.controller.planner.p)
-            res = apply_command(self.controller, cmd.get("kind"), cmd.get("payload"), operator=self.cfg.operator,
-                                max_workers=self.partitions, paused=None if self._backpressure else self.paused)
+            res = apply_command(self.controller, cmd.get("kind"), cmd.get("payload"), operator=self.operator.name,
+                                mergeable=self.operator.mergeable, max_workers=self.partitions, paused=None if self._backpressure else self.paused)
             self.applied_commands.append(cid)
             marks.append((cid, res.status, res.reason or None))
             if res.status == "rejected":
@@ -744,17 +758,23 @@ class SparkEngine:
 
         fmt, opts = self.cfg.source_options()
         opts["route_dir"] = str(self.routes.dir)  # the sources route (skewlab.engine.runtimes.spark.sources)
-        join = self.cfg.operator == "join"
-        if join:
-            opts["route_values"] = "true"  # each tuple's value, for the join function
+        if self.operator.needs_value:
+            opts["route_values"] = "true"  # each tuple's value, for the operator
         self._publish_route(self.last_batch + 1)
         P = self.partitions
         configure_state_store(spark, P)
+        module = sys.modules.get(type(self.operator).__module__)
+        if module is not None and not module.__name__.startswith("skewlab."):
+            # a user's operator travels with the handler by value: its module need not be importable
+            # on the executors (Spark pickles the handler with its own cloudpickle)
+            from pyspark import cloudpickle
+
+            cloudpickle.register_pickle_by_value(module)
         labels = F.array(*[F.lit(v) for v in worker_labels(P)])
         routed = spark.readStream.format(fmt).options(**opts).load()
         out = (routed.withColumn("label", F.element_at(labels, (F.col("worker") % P) + 1))
                .groupBy("label")
-               .applyInPandasWithState(make_handler(P, self.cfg.window, self.results, join, named=self.cfg.top_k,
+               .applyInPandasWithState(make_handler(P, self.cfg.window, self.results, self.operator, named=self.cfg.top_k,
                                                     service_us=self.cfg.service_us),
                                        OUT_SCHEMA, STATE_SCHEMA, "append", "NoTimeout"))
         return (

@@ -13,9 +13,11 @@ Per batch the handler of worker ``w``
 1. reads its special rows (``worker = P + w``): the batch's control row (batch id, exports, keys to
    expect), import rows (export blobs of other workers, carried by the driver from the previous
    batch) and the sources' side rows;
-2. runs :meth:`WorkerWindow.step` (import, slide, export, hold, count);
-3. writes its results — ``(batch, key, windowed count)``, or for the join ``(batch, key, pairs
-   joined, checksum)`` — to the sink (:mod:`skewlab.engine.runtimes.spark.result_sink`): by default one Parquet file
+2. computes the keyed operator's per-key partial states of the batch at once
+   (:meth:`skewlab.engine.operators.KeyedOperator.partials`; not for count, whose state is the
+   tuple count) and runs :meth:`WorkerWindow.step` (import, slide, export, hold, apply);
+3. writes its results — ``(batch, key, result, <operator columns>)``: the windowed count, the join's
+   pairs joined and checksum, ... (:func:`skewlab.engine.runtimes.spark.result_sink.sink_schema`) — to the sink (:mod:`skewlab.engine.runtimes.spark.result_sink`): by default one Parquet file
    per (batch, worker), written atomically under a name fixed by the batch, so a replayed batch
    rewrites the same file with the same rows; or partition ``w`` of a Kafka topic, where a replay
    writes only the records not yet there: results are exactly once;
@@ -46,7 +48,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from skewlab.engine.runtimes.spark.result_sink import SINK_SCHEMA
+from skewlab.engine.operators import KeyedOperator
+from skewlab.engine.runtimes.spark.result_sink import sink_schema
 from skewlab.engine.runtimes.spark.window_state import WorkerWindow, key_fingerprints
 
 __all__ = ["EXPORT", "OUT_ARROW", "OUT_SCHEMA", "SIDE", "STAT", "STATE_SCHEMA", "SUMMARY", "make_handler",
@@ -63,31 +66,31 @@ def _decode(key: str) -> dict[str, Any]:
 
 
 def merge_latest_shares(results: pa.Table) -> pa.Table:
-    """Per-key results of a split-key run: ``(batch, key, count)`` for every (batch, key) with a row,
-    ``count`` = the sum over workers of each worker's latest share at or before that batch.
+    """Per-key results of a split-key run: ``(batch, key, result)`` for every (batch, key) with a row,
+    ``result`` = the sum over workers of each worker's latest share at or before that batch.
 
-    ``results``: sink rows (:data:`SINK_SCHEMA`; a row for the same (batch, key, worker) written later
+    ``results``: sink rows of the count operator (a row for the same (batch, key, worker) written later
     replaces an earlier one).  Exact when the workers emit on every change of their share — new
     tuples, retractions on export, and old batches leaving the window, which the engine asks of
     them whenever a key may have several owners (:meth:`WorkerWindow.step` ``changes``).  For a
     single-owner run it equals the owner's row (the others' retractions are 0)."""
     import pandas as pd
 
-    df = results.select(["batch", "key", "worker", "count"]).to_pandas()
+    df = results.select(["batch", "key", "worker", "result"]).to_pandas()
     if df.empty:
         return pa.table({"batch": pa.array([], pa.int64()), "key": pa.array([], pa.string()),
-                         "count": pa.array([], pa.int64())})
+                         "result": pa.array([], pa.int64())})
     df = df.drop_duplicates(["batch", "key", "worker"], keep="last")
-    wide = df.pivot(index=["key", "batch"], columns="worker", values="count").sort_index()
+    wide = df.pivot(index=["key", "batch"], columns="worker", values="result").sort_index()
     shares = wide.groupby(level="key").ffill().fillna(0)  # each worker's latest share, per key
-    total = shares.sum(axis=1).astype(np.int64).reset_index(name="count")
-    return pa.Table.from_pandas(total[["batch", "key", "count"]], preserve_index=False)
+    total = shares.sum(axis=1).astype(np.int64).reset_index(name="result")
+    return pa.Table.from_pandas(total[["batch", "key", "result"]], preserve_index=False)
 
 
-def make_handler(partitions: int, window: int, sink: Any, join: bool = False, named: int = 10,
+def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperator | None = None, named: int = 10,
                  service_us: float = 0.0) -> Callable[..., Iterator[Any]]:
-    """The ``applyInPandasWithState`` function of the count operator, or with ``join`` of the join
-    operator (input rows then carry ``value``; see the module docstring).  ``sink``: a sink of
+    """The ``applyInPandasWithState`` function of ``operator`` (default count; an operator that
+    reads values gets input rows with ``value``; see the module docstring).  ``sink``: a sink of
     :mod:`skewlab.engine.runtimes.spark.result_sink`, or a directory for Parquet results.  ``named``: how many of its
     most frequent keys per batch a worker reports by name.
 
@@ -100,7 +103,9 @@ def make_handler(partitions: int, window: int, sink: Any, join: bool = False, na
 
     from skewlab.engine.runtimes.spark.result_sink import ParquetSink
 
-    results = sink if hasattr(sink, "write") else ParquetSink(str(sink))
+    op = operator if operator is not None else WorkerWindow(1).operator
+    schema = sink_schema(op)
+    results = sink if hasattr(sink, "write") else ParquetSink(str(sink), schema)
 
     P = int(partitions)
     W = int(window)
@@ -140,21 +145,20 @@ def make_handler(partitions: int, window: int, sink: Any, join: bool = False, na
             batch = None
         else:
             batch = int(control["batch"])
-        values = None
-        if join and len(data):
-            codes, uniq = pd.factorize(data, sort=False)
-            order = np.argsort(codes, kind="stable")
-            counts = np.bincount(codes, minlength=len(uniq)).astype(np.int64)
-            vals = rows["value"].to_numpy(dtype=np.int64)[order]
-            values = np.split(vals, np.cumsum(counts)[:-1])
-            keys = list(uniq)
-        else:
+        win = WorkerWindow.loads(state.get[0], op) if state.exists else WorkerWindow(W, op)
+        partials = None
+        if win.ring_only:
             vc = data.value_counts(sort=False)
             keys = vc.index.tolist()
             counts = vc.to_numpy(dtype=np.int64)
-            values = [] if join else None
+        else:
+            codes, uniq = pd.factorize(data, sort=False)
+            codes = codes.astype(np.int64, copy=False)
+            counts = np.bincount(codes, minlength=len(uniq)).astype(np.int64)
+            keys = list(uniq)
+            values = rows["value"].to_numpy() if op.needs_value else None
+            partials = op.partials(codes, len(keys), values) if len(keys) else []
         fps = key_fingerprints(keys)
-        win = WorkerWindow.loads(state.get[0]) if state.exists else WorkerWindow(W, join)
         out_kind: list[int] = []
         out_key: list[str | None] = []
         out_count: list[int] = []
@@ -167,7 +171,7 @@ def make_handler(partitions: int, window: int, sink: Any, join: bool = False, na
         if batch is not None:
             # tuples applied in this call = arrived (new + carried held) - still held - held carried away
             arrived = win.held_tuples() + int(counts.sum()) + sum(int(h[2]) for b in imports for h in b.get("held", ()))
-            step = win.step(batch, keys, counts, values=values, fps=fps, imports=imports,
+            step = win.step(batch, keys, counts, partials=partials, fps=fps, imports=imports,
                             exports={int(t): ks for t, ks in control.get("exports", {}).items()},
                             expect=control.get("expect", ()), changes=bool(control.get("changes")))
             applied = arrived - win.held_tuples() - sum(int(h[2]) for blob in step["exports"].values()
@@ -177,13 +181,9 @@ def make_handler(partitions: int, window: int, sink: Any, join: bool = False, na
             res = step["results"]
             n_results = len(res)
             if res:
-                table = pa.table({
-                    "batch": pa.array([r[0] for r in res], pa.int64()),
-                    "key": pa.array([r[1] for r in res], pa.string()),
-                    "count": pa.array([r[2] for r in res], pa.int64()),
-                    "checksum": pa.array([r[3] for r in res], pa.int64()),
-                    "worker": pa.array(np.full(len(res), worker, np.int32)),
-                }, schema=SINK_SCHEMA)
+                cols = list(zip(*res))  # batch, key, result, the operator's columns
+                cols.append(np.full(len(res), worker, np.int32))
+                table = pa.table([pa.array(c, f.type) for c, f in zip(cols, schema)], schema=schema)
                 results.write(batch, worker, table)
             for target, blob in step["exports"].items():
                 b = pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)

@@ -3,8 +3,8 @@
 ``--sink`` selects it (:func:`parse_sink`): a directory (the default, ``data/results/<checkpoint
 name>``) or ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC``.  The handler of worker ``w``
 (:func:`skewlab.engine.runtimes.spark.operator.make_handler`) calls ``write(batch, w, table)`` once per micro-batch
-with its result rows (:data:`SINK_SCHEMA`); ``read()`` returns every result row of the run in the
-same columns.  Both sinks are exactly once from the same two facts: a replayed
+with its result rows (:func:`sink_schema`: ``batch, key, result``, the operator's columns,
+``worker``); ``read()`` returns every result row of the run in the same columns.  Both sinks are exactly once from the same two facts: a replayed
 micro-batch produces the same rows (Spark restores the state version before it), and one writer —
 the worker's task — owns each (batch, worker) output.
 
@@ -21,8 +21,8 @@ the worker's task — owns each (batch, worker) output.
   only after every task of ``b`` finished, and a task flushes (``acks=all``, idempotent producer)
   before it returns.  A worker without results writes nothing.
 
-Kafka record format: key = the result key (UTF-8), value = JSON ``{"batch", "count", "checksum",
-"worker", "out_batch", "seq", "n"}`` — the result row (``batch`` is the row's own batch: held tuples
+Kafka record format: key = the result key (UTF-8), value = JSON ``{"batch", "result", <operator
+columns>, "worker", "out_batch", "seq", "n"}`` — the result row (``batch`` is the row's own batch: held tuples
 released after an import report their arrival batch) and its place in the output of micro-batch
 ``out_batch`` of ``worker`` (``seq`` of ``n``).  A reader takes a (out_batch, worker) group once all
 ``n`` records are there (:func:`read_kafka_sink`), ignoring duplicates of a ``seq``.
@@ -46,16 +46,27 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 from skewlab.engine.config.params import ParamError
+from skewlab.engine.operators import KeyedOperator
+from skewlab.engine.operators.builtin import Count
 
-__all__ = ["KafkaSink", "ParquetSink", "SINK_SCHEMA", "open_sink", "parse_sink", "read_kafka_sink", "read_sink",
-           "restore_sink", "sink_file", "write_atomic_parquet"]
+__all__ = ["KafkaSink", "ParquetSink", "open_sink", "parse_sink", "read_kafka_sink", "read_sink",
+           "restore_sink", "sink_file", "sink_schema", "write_atomic_parquet"]
 
 KAFKA_SCHEME = "kafka://"
-_ORDER = [("batch", "ascending"), ("key", "ascending"), ("count", "ascending"), ("checksum", "ascending")]
-#: one result per (batch, key): ``count`` = the windowed count (count operator) or the pairs joined
-#: (join operator), ``checksum`` = NULL (count) or the sum of the joined pairs' values (join)
-SINK_SCHEMA = pa.schema([("batch", pa.int64()), ("key", pa.string()), ("count", pa.int64()),
-                         ("checksum", pa.int64()), ("worker", pa.int32())])
+
+
+def sink_schema(operator: KeyedOperator | type[KeyedOperator] = Count) -> pa.Schema:
+    """The sink's columns for ``operator``: ``batch, key, result`` (the operator's result: the
+    windowed count, the pairs joined, the mean, ...), the operator's own columns
+    (:attr:`~skewlab.engine.operators.KeyedOperator.columns`: the join's ``checksum``, the mean's
+    ``n``), and ``worker`` (the worker that emitted the row)."""
+    return pa.schema([pa.field("batch", pa.int64()), pa.field("key", pa.string()), *operator.schema_fields(),
+                      pa.field("worker", pa.int32())])
+
+
+def _order(schema: pa.Schema) -> list[tuple[str, str]]:
+    """The canonical row order of a (batch, worker) output: every column but the worker's."""
+    return [(name, "ascending") for name in schema.names if name != "worker"]
 
 
 def sink_file(sink_dir: str, batch: int, worker: int) -> str:
@@ -74,8 +85,9 @@ def write_atomic_parquet(path: str, table: pa.Table) -> None:
     os.replace(tmp, path)
 
 
-def read_sink(sink_dir: str) -> pa.Table:
-    """Every result row in ``sink_dir`` (columns of :data:`SINK_SCHEMA`)."""
+def read_sink(sink_dir: str, schema: pa.Schema | None = None) -> pa.Table:
+    """Every result row in ``sink_dir`` (columns ``schema``, default :func:`sink_schema` of count)."""
+    schema = schema if schema is not None else sink_schema()
     import pyarrow.parquet as pq
 
     tables = []
@@ -86,8 +98,8 @@ def read_sink(sink_dir: str) -> pa.Table:
                 continue
             for name in sorted(os.listdir(d)):
                 if name.endswith(".parquet") and not name.startswith("."):
-                    tables.append(pq.read_table(os.path.join(d, name), schema=SINK_SCHEMA))
-    return pa.concat_tables(tables) if tables else SINK_SCHEMA.empty_table()
+                    tables.append(pq.read_table(os.path.join(d, name), schema=schema))
+    return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
 def parse_sink(spec: str) -> tuple[str, ...]:
@@ -109,12 +121,13 @@ def parse_sink(spec: str) -> tuple[str, ...]:
     return ("kafka", url.netloc, topic)
 
 
-def open_sink(spec: str, partitions: int, *, log: Callable[[str], None] = lambda m: None,
-              timeout_s: float = 10.0) -> "ParquetSink | KafkaSink":
-    """The sink of a new run, emptied of an earlier run's results (see the module docstring)."""
+def open_sink(spec: str, partitions: int, *, schema: pa.Schema | None = None,
+              log: Callable[[str], None] = lambda m: None, timeout_s: float = 10.0) -> "ParquetSink | KafkaSink":
+    """The sink of a new run (rows of ``schema``, default :func:`sink_schema` of count), emptied of an
+    earlier run's results (see the module docstring)."""
     kind, *where = parse_sink(spec)
     if kind == "parquet":
-        sink = ParquetSink(where[0])
+        sink = ParquetSink(where[0], schema)
         sink.clear(log)
         return sink
     bootstrap, topic = where
@@ -122,26 +135,27 @@ def open_sink(spec: str, partitions: int, *, log: Callable[[str], None] = lambda
     start = _end_offsets(bootstrap, topic, partitions, timeout_s)
     if any(start.values()):
         log(f"new run: results go to kafka topic {topic!r} after the records already there (start offsets {start})")
-    return KafkaSink(bootstrap, topic, start)
+    return KafkaSink(bootstrap, topic, start, schema=schema)
 
 
-def restore_sink(spec: str, start: dict[int, int] | None, partitions: int, *,
+def restore_sink(spec: str, start: dict[int, int] | None, partitions: int, *, schema: pa.Schema | None = None,
                  timeout_s: float = 10.0) -> "ParquetSink | KafkaSink":
     """The sink of a restored run (``spec`` and ``start`` from its snapshot); a Kafka broker that is
     unreachable or a topic with too few partitions is a :class:`ParamError` before the query starts."""
     kind, *where = parse_sink(spec)
     if kind == "parquet":
-        return ParquetSink(where[0])
+        return ParquetSink(where[0], schema)
     bootstrap, topic = where
     _check_partitions(bootstrap, topic, partitions, timeout_s, create=False)
-    return KafkaSink(bootstrap, topic, {int(p): int(o) for p, o in (start or {}).items()})
+    return KafkaSink(bootstrap, topic, {int(p): int(o) for p, o in (start or {}).items()}, schema=schema)
 
 
 class ParquetSink:
     """Results as ``DIR/batch=B/worker-W.parquet`` (:func:`sink_file`)."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, schema: pa.Schema | None = None) -> None:
         self.url = str(directory)
+        self.schema = schema if schema is not None else sink_schema()
         self.start: dict[int, int] | None = None
 
     def write(self, batch: int, worker: int, table: pa.Table) -> None:
@@ -150,7 +164,7 @@ class ParquetSink:
 
     def read(self) -> pa.Table:
 
-        return read_sink(self.url)
+        return read_sink(self.url, self.schema)
 
     def clear(self, log: Callable[[str], None]) -> None:
         """Delete the ``batch=N`` directories an earlier run with this sink left."""
@@ -166,7 +180,9 @@ class ParquetSink:
 class KafkaSink:
     """Results as records of ``topic``, worker ``w`` on partition ``w``, from offsets ``start``."""
 
-    def __init__(self, bootstrap: str, topic: str, start: dict[int, int], *, timeout_s: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, topic: str, start: dict[int, int], *, schema: pa.Schema | None = None,
+                 timeout_s: float = 30.0) -> None:
+        self.schema = schema if schema is not None else sink_schema()
         self.bootstrap = bootstrap
         self.topic = topic
         self.start = dict(start)
@@ -180,7 +196,8 @@ class KafkaSink:
         from kafka import TopicPartition
 
         tp = TopicPartition(self.topic, int(worker))
-        rows = table.sort_by(_ORDER).to_pydict()
+        rows = table.sort_by(_order(self.schema)).to_pydict()
+        fields = [f for f in self.schema.names if f not in ("key", "worker")]
         n = len(rows["key"])
         key = (self.bootstrap, self.timeout_s)
         try:
@@ -191,8 +208,7 @@ class KafkaSink:
             producer = _PRODUCERS.get(key, lambda: _producer(self.bootstrap, self.timeout_s))
             failure: list[BaseException] = []
             for s in todo:
-                value = json.dumps({"batch": rows["batch"][s], "count": rows["count"][s],
-                                    "checksum": rows["checksum"][s], "worker": int(worker),
+                value = json.dumps({**{f: rows[f][s] for f in fields}, "worker": int(worker),
                                     "out_batch": int(batch), "seq": s, "n": n}, separators=(",", ":"))
                 producer.send(self.topic, key=rows["key"][s].encode("utf-8"), value=value.encode("ascii"),
                               partition=int(worker)).add_errback(failure.append)
@@ -233,13 +249,13 @@ class KafkaSink:
         return set()
 
     def read(self) -> pa.Table:
-        return read_kafka_sink(self.bootstrap, self.topic, self.start, timeout_s=self.timeout_s)
+        return read_kafka_sink(self.bootstrap, self.topic, self.start, schema=self.schema, timeout_s=self.timeout_s)
 
 
 def read_kafka_sink(bootstrap: str, topic: str, start: dict[int, int] | None = None, *,
-                    timeout_s: float = 30.0) -> pa.Table:
+                    schema: pa.Schema | None = None, timeout_s: float = 30.0) -> pa.Table:
     """Every result row a :class:`KafkaSink` wrote to ``topic`` from offsets ``start`` (default: each
-    partition's beginning), in the columns of :data:`SINK_SCHEMA`: one row per
+    partition's beginning), in the columns ``schema`` (default :func:`sink_schema` of count): one row per
     (out_batch, worker, seq) of the groups whose ``n`` records are all there; an incomplete group (a
     write cut short, completed by the replay) is left out, like a Parquet file not yet renamed."""
     from skewlab.engine.io.kafka_io import read_topic
@@ -249,17 +265,17 @@ def read_kafka_sink(bootstrap: str, topic: str, start: dict[int, int] | None = N
         for offset, key, value in recs:
             m = _meta(topic, part, offset, key, value)
             groups.setdefault((m["out_batch"], m["worker"]), {}).setdefault(m["seq"], (key.decode("utf-8"), m))
-    cols: dict[str, list] = {name: [] for name in SINK_SCHEMA.names}
+    schema = schema if schema is not None else sink_schema()
+    cols: dict[str, list] = {name: [] for name in schema.names}
     for (_, _), recs in sorted(groups.items()):
         n = next(iter(recs.values()))[1]["n"]
         if set(recs) != set(range(n)):
             continue
         for s in range(n):
             key, m = recs[s]
-            for name in ("batch", "count", "checksum", "worker"):
-                cols[name].append(m[name])
-            cols["key"].append(key)
-    return pa.table(cols, schema=SINK_SCHEMA)
+            for name in schema.names:
+                cols[name].append(key if name == "key" else m.get(name))
+    return pa.table(cols, schema=schema)
 
 
 class _Refused(RuntimeError):

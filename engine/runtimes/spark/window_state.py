@@ -1,18 +1,16 @@
-"""The keyed state of one worker of the Spark engine: a sliding window of per-key tuple counts.
+"""The keyed state of one worker of the Spark engine: a sliding window of a keyed operator's
+per-key partial states.
 
-A worker of the ``count`` operator keeps, for every key it owns, the number of its tuples in each of
-the last ``window`` micro-batches (one interval = one micro-batch) and emits, for every key that
-received tuples in batch ``b``, the key's windowed count over batches ``(b - window, b]``.  One
-:class:`WorkerWindow` is the whole state of one worker; the engine keeps it as one binary value in
-Spark's state store (one state partition per worker, :mod:`skewlab.engine.runtimes.spark.operator`), so Spark
-checkpoints and recovers it with the query's offsets.
-
-The ``join`` operator (a sliding-window self-join on the key, as fang-hpdc17's Stock join) keeps in
-addition every tuple's value (its source position) per key and batch; each new tuple of key ``k``
-probes all of ``k``'s tuples in the window — those of earlier batches and the earlier ones of its
-own batch — and evaluates the join function on every pair (:func:`join_probe`), so the work of a
-key is proportional to its window state.  It emits per (batch, key) the number of joined pairs and
-the sum of the pairs' join values (a checksum that a test recomputes pair by pair).
+A worker keeps, for every key it owns, the number of its tuples in each of the last ``window``
+micro-batches (one interval = one micro-batch) and, for every operator but ``count``, the key's
+partial state of each of those batches (:class:`skewlab.engine.operators.KeyedOperator`); for every
+key that received tuples in batch ``b`` it emits the operator's result over batches
+``(b - window, b]`` (:meth:`~skewlab.engine.operators.KeyedOperator.emit`).  ``count``'s partial
+state is the tuple count itself, so its results are the ring's window sums (the same numbers as
+``Count.emit``, vectorised over all keys).  One :class:`WorkerWindow` is the whole state of one
+worker; the engine keeps it as one binary value in Spark's state store (one state partition per
+worker, :mod:`skewlab.engine.runtimes.spark.operator`), so Spark checkpoints and recovers it with the
+query's offsets.
 
 Migration (the protocol of fang-hpdc17 Sec. III-C and gedik-vldbj14 Sec. 5, carried through
 micro-batches; the steps and their order are in :meth:`WorkerWindow.step`):
@@ -42,31 +40,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
 
 from skewlab.engine.algorithms.keys import fingerprint_keys
+from skewlab.engine.operators import KeyedOperator
+from skewlab.engine.operators.builtin import Count
 
-__all__ = ["JOIN_MASK", "WorkerWindow", "join_probe", "key_fingerprints"]
-
-#: the join value of a pair of tuples with values a, b: ``(a XOR b) AND JOIN_MASK`` (symmetric, so a
-#: batch's pairs give the same sum in any arrival order; masked so sums of 1e14 pairs fit int64)
-JOIN_MASK = 0xFFFF
-
-
-@njit(cache=True)
-def join_probe(new, old):  # pragma: no cover - compiled
-    """Sum of the join values of every new tuple with every ``old`` tuple and every earlier new one.
-
-    ``new``, ``old``: int64 tuple values of one key.  Work ``len(new) * len(old) + len(new)**2 / 2``."""
-    acc = np.int64(0)
-    mask = np.int64(JOIN_MASK)
-    for i in range(new.size):
-        a = new[i]
-        for j in range(old.size):
-            acc += (a ^ old[j]) & mask
-        for j in range(i):
-            acc += (a ^ new[j]) & mask
-    return acc
+__all__ = ["WorkerWindow", "key_fingerprints"]
 
 
 def key_fingerprints(keys: Sequence[str]) -> np.ndarray:
@@ -77,26 +56,27 @@ def key_fingerprints(keys: Sequence[str]) -> np.ndarray:
 class WorkerWindow:
     """Sliding-window per-key state of one worker, with export/hold/import for migration.
 
-    ``join=False``: per-key counts (the ``count`` operator).  ``join=True``: also the tuples' values
-    per key and batch (the ``join`` operator).  Results are ``(batch, key, count, checksum)``:
-    ``count`` the windowed count (count) or the pairs joined (join), ``checksum`` ``None`` (count) or
-    the sum of the pairs' join values (join).
+    ``operator``: the keyed operator (default ``count``).  Results are ``(batch, key, *row)``, ``row``
+    the operator's result tuple (:meth:`~skewlab.engine.operators.KeyedOperator.emit`: ``(count,)``,
+    ``(pairs, checksum)`` of the join, ...).
     """
 
-    def __init__(self, window: int, join: bool = False) -> None:
+    def __init__(self, window: int, operator: KeyedOperator | None = None) -> None:
         if int(window) < 1:
             raise ValueError(f"window must be >= 1 batch, got {window}")
         self.window = int(window)
-        self.join = bool(join)
+        self.operator = operator if operator is not None else Count()
+        #: count: the ring's cells are its partial states, no others are kept
+        self.ring_only = type(self.operator) is Count
         self.keys: list[str] = []
         self.index: dict[str, int] = {}
         self.ring = np.zeros((0, self.window), dtype=np.int64)
         #: batch held by each ring column (-1: none yet)
         self.col_batch = np.full(self.window, -1, dtype=np.int64)
         self.last = -1  # the batch the window was last slid to
-        #: (join) tuple values: key -> {batch: int64 array}
-        self.values: dict[str, dict[int, np.ndarray]] = {}
-        #: tuples of keys in flight towards this worker: key -> [(batch, count, values or None), ...]
+        #: the operator's partial states (all operators but count): key -> {batch: partial state}
+        self.partials: dict[str, dict[int, Any]] = {}
+        #: tuples of keys in flight towards this worker: key -> [(batch, count, partial or None), ...]
         self.held: dict[str, list[tuple[int, int, Any]]] = {}
         #: fingerprints of the keys whose state is on its way here (their new tuples are held until it
         #: arrives); the driver names keys by fingerprint (:func:`skewlab.engine.algorithms.keys.fingerprint`)
@@ -132,14 +112,14 @@ class WorkerWindow:
                 self.ring[:, b % self.window] = 0
                 self.col_batch[b % self.window] = -1
         self.last = batch
-        if self.values:
+        if self.partials:
             low = batch - self.window
-            for k in list(self.values):
-                per = self.values[k]
+            for k in list(self.partials):
+                per = self.partials[k]
                 for b in [b for b in per if b <= low]:
                     del per[b]
                 if not per:
-                    del self.values[k]
+                    del self.partials[k]
         if self.ring.shape[0]:
             alive = self.ring.any(axis=1)
             if not alive.all():
@@ -149,7 +129,7 @@ class WorkerWindow:
         self.ring = self.ring[alive]
         gone = [k for k, a in zip(self.keys, alive) if not a]
         for k in gone:
-            self.values.pop(k, None)
+            self.partials.pop(k, None)
         self.keys = [k for k, a in zip(self.keys, alive) if a]
         self.index = {k: i for i, k in enumerate(self.keys)}
 
@@ -180,41 +160,41 @@ class WorkerWindow:
         cols = (self.col_batch > batch - self.window) & (self.col_batch <= batch)
         return self.ring[rows][:, cols].sum(axis=1)
 
-    def _window_values(self, key: str, batch: int) -> np.ndarray:
-        per = self.values.get(key)
+    def _window_partials(self, key: str, batch: int) -> list[Any]:
+        """The key's partial states of the batches in the window ending at ``batch``, oldest first."""
+        per = self.partials.get(key)
         if not per:
-            return np.zeros(0, dtype=np.int64)
-        parts = [v for b, v in per.items() if batch - self.window < b <= batch]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            return []
+        return [per[b] for b in sorted(per) if batch - self.window < b <= batch]
 
-    def _append_values(self, key: str, batch: int, vals: np.ndarray) -> None:
-        per = self.values.setdefault(key, {})
-        per[batch] = np.concatenate([per[batch], vals]) if batch in per else np.asarray(vals, dtype=np.int64)
+    def _store_partial(self, key: str, batch: int, partial: Any) -> None:
+        per = self.partials.setdefault(key, {})
+        per[batch] = self.operator.concat(per[batch], partial) if batch in per else partial
 
-    def _apply(self, keys: list[str], counts: np.ndarray, batch: int, values: Sequence[Any] | None
-               ) -> list[tuple[int, str, int, int | None]]:
-        """Add tuples of ``batch`` (``keys`` unique) and return their results."""
+    def _apply(self, keys: list[str], counts: np.ndarray, batch: int, partials: Sequence[Any] | None
+               ) -> list[tuple]:
+        """Add tuples of ``batch`` (``keys`` unique; ``partials``: their partial states, not for
+        count) and return their results."""
         if not keys:
             return []
         rows = self._rows(keys)
-        if not self.join:
+        if self.ring_only:
             self._add_at(rows, batch, counts)
-            return [(batch, k, int(c), None) for k, c in zip(keys, self._window_sum(rows, batch).tolist())]
+            return [(batch, k, int(c)) for k, c in zip(keys, self._window_sum(rows, batch).tolist())]
         out = []
-        for k, v in zip(keys, values):  # type: ignore[arg-type]
-            v = np.asarray(v, dtype=np.int64)
-            old = self._window_values(k, batch)
-            pairs = v.size * old.size + v.size * (v.size - 1) // 2
-            out.append((batch, k, int(pairs), int(join_probe(v, old))))
-            self._append_values(k, batch, v)
+        emit = self.operator.emit
+        for k, p in zip(keys, partials):  # type: ignore[arg-type]
+            out.append((batch, k, *emit(self._window_partials(k, batch), p)))
+            self._store_partial(k, batch, p)
         self._add_at(rows, batch, counts)
         return out
 
     # ------------------------------------------------------------------ tuples
-    def add(self, keys: Sequence[str], counts: np.ndarray, batch: int, values: Sequence[Any] | None = None,
-            fps: np.ndarray | None = None) -> list[tuple[int, str, int, int | None]]:
-        """Apply one batch's per-key counts (``keys`` unique; ``values``: per key the tuples' values,
-        join only; ``fps``: the keys' fingerprints if known) at ``batch`` (the window's current end).
+    def add(self, keys: Sequence[str], counts: np.ndarray, batch: int, partials: Sequence[Any] | None = None,
+            fps: np.ndarray | None = None) -> list[tuple]:
+        """Apply one batch's per-key counts (``keys`` unique; ``partials``: per key the operator's
+        partial state of the batch, not for count; ``fps``: the keys' fingerprints if known) at
+        ``batch`` (the window's current end).
         Tuples of keys whose fingerprint is in :attr:`expect` are held (emitted on import).  Returns
         the results of the others."""
         counts = np.asarray(counts, dtype=np.int64)
@@ -223,13 +203,13 @@ class WorkerWindow:
             wait = np.isin(fps, np.fromiter(self.expect, dtype=np.uint64, count=len(self.expect)))
             for i in np.flatnonzero(wait).tolist():
                 self.held.setdefault(keys[i], []).append(
-                    (int(batch), int(counts[i]), None if values is None else np.asarray(values[i], dtype=np.int64)))
+                    (int(batch), int(counts[i]), None if partials is None else partials[i]))
             if wait.any():
                 keep = np.flatnonzero(~wait)
                 keys = [keys[i] for i in keep.tolist()]
                 counts = counts[keep]
-                values = None if values is None else [values[i] for i in keep.tolist()]
-        return self._apply(list(keys), counts, int(batch), values)
+                partials = None if partials is None else [partials[i] for i in keep.tolist()]
+        return self._apply(list(keys), counts, int(batch), partials)
 
     # ------------------------------------------------------------------ migration
     def export(self, orders: Mapping[int, np.ndarray]) -> dict[int, dict[str, Any]]:
@@ -240,8 +220,8 @@ class WorkerWindow:
         receiver knows the move is complete), ``keys`` (the names of those this worker had: state or
         held tuples), ``present`` (those with state), the non-zero window cells as arrays ``row``
         (index into ``present``), ``col`` (index into ``batches``, the window's batch per column),
-        ``count`` (and ``values``, one array per cell, for the join), and ``held`` (``(key, batch,
-        count, values)`` of tuples held here).  The state's keys are fingerprinted and the ring
+        ``count`` (and ``partials``, the operator's partial state of each cell as bytes, not for
+        count), and ``held`` (``(key, batch, count, partial)`` of tuples held here).  The state's keys are fingerprinted and the ring
         compacted once for all targets."""
         orders = {int(t): np.unique(np.asarray(f, dtype=np.uint64)) for t, f in orders.items() if len(f)}
         if not orders:
@@ -262,7 +242,7 @@ class WorkerWindow:
                 self.quiet.pop(k, None)
             blob: dict[str, Any] = {"fps": fps, "keys": list(dict.fromkeys(present + held + quiet)), "present": present,
                                     "row": np.zeros(0, np.int32), "batches": self.col_batch.copy(),
-                                    "col": np.zeros(0, np.int16), "count": np.zeros(0, np.int32), "values": None}
+                                    "col": np.zeros(0, np.int16), "count": np.zeros(0, np.int32), "partials": None}
             if present:
                 sub = self.ring[rows]
                 r, c = np.nonzero(sub)
@@ -270,9 +250,11 @@ class WorkerWindow:
                 # compact cells: at most `window` distinct batches, counts of one batch fit 32 bits
                 blob.update(row=r.astype(np.int32), col=c.astype(np.int16),
                             count=counts.astype(np.int32) if counts.max() < 2**31 else counts)
-                if self.join:
-                    blob["values"] = [self.values.get(present[i], {}).get(int(self.col_batch[j]))
-                                      for i, j in zip(r.tolist(), c.tolist())]
+                if not self.ring_only:
+                    dumps = self.operator.dumps
+                    cells = (self.partials.get(present[i], {}).get(int(self.col_batch[j]))
+                             for i, j in zip(r.tolist(), c.tolist()))
+                    blob["partials"] = [None if p is None else dumps(p) for p in cells]
                 alive[rows] = False
             blob["held"] = [(k, *e) for k in held if k in self.held for e in self.held.pop(k)]
             self.expect.difference_update(fps.tolist())
@@ -281,7 +263,7 @@ class WorkerWindow:
             self._keep(alive)
         return blobs
 
-    def import_(self, blobs: Sequence[dict[str, Any]]) -> tuple[list[tuple[int, str, int, int | None]], int]:
+    def import_(self, blobs: Sequence[dict[str, Any]]) -> tuple[list[tuple], int]:
         """Merge export blobs — a key's blobs from all its old holders, before anything is released —
         then apply the held tuples of their keys (the blobs' and this worker's), whose results are
         emitted now at their own batch: per batch, all keys at once, in batch order.
@@ -290,7 +272,7 @@ class WorkerWindow:
         low = self.last - self.window
         dropped = 0
         window: list[tuple[int, np.ndarray, np.ndarray]] = []  # (batch, ring rows, counts)
-        released: dict[int, dict[str, list[Any]]] = {}  # batch -> key -> [count, values...]
+        released: dict[int, dict[str, list[Any]]] = {}  # batch -> key -> [count, partial or None]
         arrived: list[np.ndarray] = []
         for blob in blobs:
             batch, count = blob["batches"][blob["col"]], blob["count"].astype(np.int64)
@@ -301,10 +283,11 @@ class WorkerWindow:
                 for b in np.unique(batch[inside]).tolist():
                     sel = inside & (batch == b)
                     window.append((b, rows[sel], count[sel]))
-                if self.join:
+                if not self.ring_only:
+                    loads = self.operator.loads
                     for i in np.flatnonzero(inside).tolist():
-                        if blob["values"][i] is not None:
-                            self._append_values(blob["present"][blob["row"][i]], int(batch[i]), blob["values"][i])
+                        if blob["partials"][i] is not None:
+                            self._store_partial(blob["present"][blob["row"][i]], int(batch[i]), loads(blob["partials"][i]))
             for k, b, c, vals in blob.get("held", ()):
                 self._hold_release(released, k, b, c, vals)
             arrived.append(np.asarray(blob["fps"], dtype=np.uint64))
@@ -317,28 +300,28 @@ class WorkerWindow:
                 for b, c, vals in self.held.pop(waiting[i]):
                     self._hold_release(released, waiting[i], b, c, vals)
         self.expect.difference_update(fps.tolist())
-        results: list[tuple[int, str, int, int | None]] = []
+        results: list[tuple] = []
         for b in sorted(released):
             if b <= low:
                 continue  # left the window before it could be applied (never in the protocol)
             per = released[b]
             ks = list(per)
             counts = np.fromiter((per[k][0] for k in ks), dtype=np.int64, count=len(ks))
-            values = [np.concatenate(per[k][1:]) if len(per[k]) > 1 else np.zeros(0, np.int64) for k in ks] \
-                if self.join else None
-            results.extend(self._apply(ks, counts, b, values))
+            partials = None if self.ring_only else [per[k][1] for k in ks]
+            results.extend(self._apply(ks, counts, b, partials))
         return results, dropped
 
     def _hold_release(self, released: dict[int, dict[str, list[Any]]], key: str, batch: int, count: int,
-                      values: Any) -> None:
-        """Collect a held entry for release: per batch and key, the total count and the values."""
-        entry = released.setdefault(int(batch), {}).setdefault(key, [0])
+                      partial: Any) -> None:
+        """Collect a held entry for release: per batch and key, the total count and the partial
+        state of the held tuples, in their arrival order."""
+        entry = released.setdefault(int(batch), {}).setdefault(key, [0, None])
         entry[0] += int(count)
-        if values is not None:
-            entry.append(np.asarray(values, dtype=np.int64))
+        if partial is not None:
+            entry[1] = partial if entry[1] is None else self.operator.concat(entry[1], partial)
 
     # ------------------------------------------------------------------ one batch
-    def step(self, batch: int, keys: Sequence[str], counts: np.ndarray, *, values: Sequence[Any] | None = None,
+    def step(self, batch: int, keys: Sequence[str], counts: np.ndarray, *, partials: Sequence[Any] | None = None,
              fps: np.ndarray | None = None, imports: Sequence[dict[str, Any]] = (),
              exports: dict[int, np.ndarray] | None = None, expect: np.ndarray | Sequence[int] = (),
              changes: bool = False) -> dict[str, Any]:
@@ -360,14 +343,14 @@ class WorkerWindow:
         when all did).  A split key's shares then stay exact between its tuples: the sum over workers
         of each one's latest share is the key's windowed count at every batch
         (:func:`skewlab.engine.runtimes.spark.operator.merge_latest_shares`).
-        Returns ``results`` (list of ``(batch, key, count, checksum)``), ``exports`` (target → blob).
+        Returns ``results`` (list of ``(batch, key, *row)``), ``exports`` (target → blob).
         """
         batch = int(batch)
         if batch <= self.last:
             raise ValueError(f"routing snapshot of batch {batch}, but this worker's state is already at batch "
                              f"{self.last}: the routing files do not match this checkpoint; start a new run with "
                              "--run-name or --checkpoint")
-        track = changes and not self.join
+        track = changes and self.ring_only
         if track:  # the shares that can change without tuples: keys with counts in batches about to leave
             leaving = (self.col_batch >= 0) & (self.col_batch <= batch - self.window)
             rows = np.flatnonzero(self.ring[:, leaving].any(axis=1)) if leaving.any() else np.zeros(0, np.int64)
@@ -379,18 +362,20 @@ class WorkerWindow:
             reported.update((r[1], r[2]) for r in results)  # in batch order: the latest wins
         self.slide(batch)
         blobs = self.export(exports or {})
-        for blob in blobs.values():  # retraction: this worker's share of each key it gave away is now 0
-            results.extend((batch, k, 0, 0 if self.join else None) for k in blob["keys"])
+        if blobs:  # retraction: this worker's share of each key it gave away is now empty
+            empty = self.operator.empty()
+            for blob in blobs.values():
+                results.extend((batch, k, *empty) for k in blob["keys"])
         self.expect.update(np.asarray(expect, dtype=np.uint64).tolist())
-        results.extend(self.add(list(keys), counts, batch, values, fps=fps))
+        results.extend(self.add(list(keys), counts, batch, partials, fps=fps))
         if track:
             results.extend(self._expired(batch, reported, {r[1] for r in results if r[0] == batch}))
         if len({(r[0], r[1]) for r in results}) < len(results):  # a key given away and fed again: last wins
             results = list({(r[0], r[1]): r for r in results}.values())
         return {"results": results, "exports": blobs}
 
-    def _arrived(self, batch: int, blobs: Sequence[dict[str, Any]], released: list[tuple[int, str, int, Any]],
-                 reported: dict[str, int]) -> list[tuple[int, str, int, None]]:
+    def _arrived(self, batch: int, blobs: Sequence[dict[str, Any]], released: list[tuple],
+                 reported: dict[str, int]) -> list[tuple]:
         """Results at ``batch`` (the export batch) of the keys whose move these blobs complete and that
         had no held tuples to release: this worker's share of them is now their windowed count — the
         imported window plus any it already held, 0 if nothing is left (it did not report them while
@@ -409,9 +394,9 @@ class WorkerWindow:
         get = self.index.get
         rows = np.fromiter((get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
         sums = self._window_sum(np.maximum(rows, 0), batch) if len(self.keys) else np.zeros(len(keys), np.int64)
-        return [(batch, k, int(c) if r >= 0 else 0, None) for k, c, r in zip(keys, sums.tolist(), rows.tolist())]
+        return [(batch, k, int(c) if r >= 0 else 0) for k, c, r in zip(keys, sums.tolist(), rows.tolist())]
 
-    def _expired(self, batch: int, reported: dict[str, int], emitted: set[str]) -> list[tuple[int, str, int, None]]:
+    def _expired(self, batch: int, reported: dict[str, int], emitted: set[str]) -> list[tuple]:
         """Results at ``batch`` of the keys whose windowed count moved away from the share last
         ``reported`` without a result in this step: their old batches left the window (0: all did)."""
         get = self.index.get
@@ -426,21 +411,31 @@ class WorkerWindow:
         sums = self.ring.sum(axis=1)
         now = np.where(rows >= 0, sums[np.maximum(rows, 0)] if sums.size else 0, 0)
         before = np.fromiter((reported[k] for k in keys), dtype=np.int64, count=len(keys))
-        return [(batch, keys[i], int(now[i]), None) for i in np.flatnonzero(now != before).tolist()]
+        return [(batch, keys[i], int(now[i])) for i in np.flatnonzero(now != before).tolist()]
 
     # ------------------------------------------------------------------ serialisation
     def dumps(self) -> bytes:
-        """Sparse serialisation: non-zero (row, column, count) cells, keys, window position, values,
-        flights."""
+        """Sparse serialisation: non-zero (row, column, count) cells, keys, window position, the
+        partial states (each by the operator's ``dumps``), flights."""
         r, c = np.nonzero(self.ring)
         cells = (r.astype(np.int32), c.astype(np.int16), self.ring[r, c])
-        return pickle.dumps((self.window, self.join, self.keys, cells, self.col_batch, self.last, self.values,
-                             self.held, self.expect, self.quiet), protocol=pickle.HIGHEST_PROTOCOL)
+        dumps = self.operator.dumps
+        partials = {k: {b: dumps(p) for b, p in per.items()} for k, per in self.partials.items()}
+        held = {k: [(b, n, None if p is None else dumps(p)) for b, n, p in entries] for k, entries in self.held.items()}
+        return pickle.dumps((self.window, self.operator.name, self.keys, cells, self.col_batch, self.last, partials,
+                             held, self.expect, self.quiet), protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
-    def loads(cls, data: bytes) -> "WorkerWindow":
-        window, join, keys, (r, c, v), col_batch, last, values, held, expect, *rest = pickle.loads(data)
-        self = cls(window, join)
+    def loads(cls, data: bytes, operator: KeyedOperator | None = None) -> "WorkerWindow":
+        """The state :meth:`dumps` wrote, of ``operator`` (default count)."""
+        window, name, keys, (r, c, v), col_batch, last, partials, held, expect, *rest = pickle.loads(data)
+        self = cls(window, operator)
+        if name != self.operator.name:
+            raise ValueError(f"this worker's state belongs to operator {name}, not {self.operator.name}; "
+                             "start a new run with --run-name or --checkpoint")
+        loads = self.operator.loads
+        partials = {k: {b: loads(p) for b, p in per.items()} for k, per in partials.items()}
+        held = {k: [(b, n, None if p is None else loads(p)) for b, n, p in entries] for k, entries in held.items()}
         self.quiet = rest[0] if rest else {}  # states written before shares were tracked have none
         self.keys = keys
         self.index = {k: i for i, k in enumerate(keys)}
@@ -448,7 +443,7 @@ class WorkerWindow:
         self.ring[r.astype(np.int64), c.astype(np.int64)] = v
         self.col_batch = col_batch
         self.last = last
-        self.values = values
+        self.partials = partials
         self.held = held
         self.expect = expect
         return self

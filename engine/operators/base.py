@@ -1,0 +1,124 @@
+"""The keyed-operator interface: what a user's (or a built-in) keyed computation provides to the engine.
+
+A worker of the engine receives, per micro-batch, the tuples of the keys routed to it.  The operator
+turns them into per-key *partial states* — one per key and batch, computed from the whole batch at
+once (:meth:`KeyedOperator.partials`: integer key codes + a value array, no Python call per tuple) —
+and the engine keeps, per key, the partial states of the last ``window`` batches.  At batch ``b`` it
+asks the operator for the key's result from the partials of the earlier batches still in the window
+and the new one (:meth:`KeyedOperator.emit`).  Migration and checkpoints move a key's partials as bytes
+(:meth:`KeyedOperator.dumps` / :meth:`KeyedOperator.loads`).
+
+An operator whose result is a function of the *merge* of its partial states — whatever worker each
+came from — is :class:`MergeableOperator`: it provides :meth:`MergeableOperator.combine` (associative
+and commutative) and :meth:`MergeableOperator.finish`.  Only such an operator may run under a
+split-key grouping (several workers hold shares of one key: nasir-icde15's PKG, D-Choices); the rule
+is :func:`split_key_refusal`, declared here once and called by the CLI, command validation, the
+shadows and the dashboard's form.
+"""
+
+from __future__ import annotations
+
+import pickle
+from abc import ABC, abstractmethod
+from functools import reduce
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["KeyedOperator", "MergeableOperator", "split_key_refusal"]
+
+
+class KeyedOperator(ABC):
+    """One keyed, windowed operator.  Subclass it, set the class attributes, implement the methods.
+
+    Instances are created on the driver (validation, naming) and pickled to the executors with the
+    query's function, so they must be picklable (plain attributes; the defining module importable on
+    the executors — :func:`skewlab.engine.operators.registry.load_operator` checks it at start-up).
+    """
+
+    #: the name shown in the dashboard, the run's configuration and the sink's files
+    name: ClassVar[str] = ""
+    #: reads a value per tuple (``--value-field``); ``False``: only the keys (count)
+    needs_value: ClassVar[bool] = True
+    #: the Arrow type of the sink's ``result`` column
+    result_type: ClassVar[pa.DataType] = pa.float64()
+    #: further result columns (name, Arrow type) after ``result``, in the order :meth:`emit` returns them
+    columns: ClassVar[tuple[tuple[str, pa.DataType], ...]] = ()
+    #: how the controller weighs a key's tuples (``linear``: per tuple; ``join``: per pair probed),
+    #: :class:`skewlab.engine.control.controller.Controller` cost models
+    cost_model: ClassVar[str] = "linear"
+    #: False here; :class:`MergeableOperator` sets it (read it, never set it by hand)
+    mergeable: ClassVar[bool] = False
+
+    @abstractmethod
+    def partials(self, codes: np.ndarray, n_keys: int, values: np.ndarray | None) -> list[Any]:
+        """The partial state of each of ``n_keys`` keys from one worker's batch, vectorised.
+
+        ``codes``: int64, tuple ``i`` belongs to key ``codes[i]`` (every code in ``[0, n_keys)``
+        occurs); ``values``: the tuples' values (float64; int64 for :data:`join`), ``None`` when
+        :attr:`needs_value` is false.  Returns a list of ``n_keys`` partial states."""
+
+    @abstractmethod
+    def concat(self, first: Any, then: Any) -> Any:
+        """The partial state of one key's tuples ``first`` followed by ``then``, both of one batch on
+        one worker (tuples held during a migration, released with the batch's own)."""
+
+    @abstractmethod
+    def emit(self, window: Sequence[Any], new: Any) -> tuple:
+        """The key's result at a batch: ``window`` the partials of its earlier batches still in the
+        window (oldest first), ``new`` the batch's.  Returns ``(result, *columns)``."""
+
+    def empty(self) -> tuple:
+        """The result of a key without tuples: what a worker emits for a key it gave away (its share
+        of the key is now empty).  Default: :meth:`emit` of the partial state of no tuples."""
+        return self.emit([], self.partials(np.zeros(0, np.int64), 1, np.zeros(0))[0])
+
+    def dumps(self, partial: Any) -> bytes:
+        """One partial state as bytes (migration, checkpoints)."""
+        return pickle.dumps(partial, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def loads(self, data: bytes) -> Any:
+        return pickle.loads(data)
+
+    @classmethod
+    def schema_fields(cls) -> list[pa.Field]:
+        """The sink's columns of this operator: ``result`` and :attr:`columns`."""
+        return [pa.field("result", cls.result_type)] + [pa.field(n, t) for n, t in cls.columns]
+
+
+class MergeableOperator(KeyedOperator):
+    """A keyed operator whose result is :meth:`finish` of the :meth:`combine` of its partial states:
+    the window's batches, and the shares of a key split over several workers, merge alike."""
+
+    mergeable: ClassVar[bool] = True
+
+    @abstractmethod
+    def combine(self, a: Any, b: Any) -> Any:
+        """Merge two partial states of one key (associative and commutative)."""
+
+    @abstractmethod
+    def finish(self, state: Any) -> tuple:
+        """The result ``(result, *columns)`` of a merged state."""
+
+    def concat(self, first: Any, then: Any) -> Any:
+        return self.combine(first, then)
+
+    def merge(self, states: Sequence[Any]) -> Any:
+        """The merge of several partial states of one key (at least one)."""
+        return reduce(self.combine, states)
+
+    def emit(self, window: Sequence[Any], new: Any) -> tuple:
+        return self.finish(self.merge([*window, new]))
+
+
+def split_key_refusal(operator: str, mergeable: bool, grouping: str, single_owner: bool) -> str | None:
+    """Why ``grouping`` cannot serve the operator named ``operator``, or ``None`` if it can.
+
+    The one rule: a split-key grouping (``single_owner`` false: a key's tuples go to several
+    workers) needs a mergeable operator (:attr:`KeyedOperator.mergeable`), because each worker then
+    sees only a share of the key and the key's result is the merge of the shares."""
+    if single_owner or mergeable:
+        return None
+    return (f"{grouping} splits keys over workers, and operator {operator} cannot merge a key's "
+            "partial states from several workers; use a key grouping or a rebalancer")

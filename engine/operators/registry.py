@@ -1,0 +1,64 @@
+"""Operators by name: the built-ins (:data:`skewlab.engine.operators.builtin.BUILTINS`) and a user's
+``package.module:Class``, resolved and checked once at start-up (:func:`load_operator`)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pickle
+
+from skewlab.engine.config.params import ParamError
+from skewlab.engine.operators.base import KeyedOperator
+from skewlab.engine.operators.builtin import BUILTINS
+
+__all__ = ["OperatorError", "is_mergeable", "load_operator"]
+
+
+class OperatorError(ParamError):
+    """``--operator`` names no usable operator (one line, exit status 2)."""
+
+
+def is_mergeable(spec: str, declared: bool | None = None) -> bool:
+    """Whether the operator ``spec`` may run under a split-key grouping, where its module need not be
+    importable (the dashboard, ``skewlab control``): ``declared`` (the flag a run stored in its
+    configuration, ``operator_mergeable``) when known, else the built-in's declaration; an unknown
+    user operator counts as not mergeable."""
+    if declared is not None:
+        return bool(declared)
+    cls = BUILTINS.get(str(spec))
+    return bool(cls and cls.mergeable)
+
+
+def load_operator(spec: str) -> KeyedOperator:
+    """The operator ``spec`` names: a built-in (``count``, ``sum``, ...) or ``package.module:Class``,
+    a subclass of :class:`~skewlab.engine.operators.base.KeyedOperator` constructible without
+    arguments, importable here and (the engine ships it to its executors by pickling) picklable."""
+    spec = str(spec).strip()
+    if spec in BUILTINS:
+        return BUILTINS[spec]()
+    if ":" not in spec:
+        raise OperatorError(f"--operator must be one of {'|'.join(BUILTINS)} or package.module:Class, got {spec[:80]!r}")
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise OperatorError(f"--operator {spec[:80]!r}: expected package.module:Class")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or the module's own error while importing
+        raise OperatorError(f"--operator {spec[:80]!r}: cannot import {module_name}: {type(exc).__name__}: {exc}"[:300]) from None
+    cls = getattr(module, attr, None)
+    if cls is None:
+        raise OperatorError(f"--operator {spec[:80]!r}: module {module_name} has no {attr}")
+    if not (inspect.isclass(cls) and issubclass(cls, KeyedOperator)):
+        raise OperatorError(f"--operator {spec[:80]!r}: {attr} is not a subclass of "
+                            "skewlab.engine.operators.KeyedOperator")
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(cls.__abstractmethods__))
+        raise OperatorError(f"--operator {spec[:80]!r}: {attr} does not implement {missing}")
+    if not cls.name:
+        raise OperatorError(f"--operator {spec[:80]!r}: {attr} has no name (set the class attribute name)")
+    try:
+        operator = cls()
+        pickle.loads(pickle.dumps(operator))
+    except Exception as exc:
+        raise OperatorError(f"--operator {spec[:80]!r}: cannot create and pickle {attr}(): {type(exc).__name__}: {exc}"[:300]) from None
+    return operator

@@ -1,0 +1,44 @@
+"""A user-defined keyed operator: the exponentially weighted moving average (EWMA) of each key's
+tuples per micro-batch, over the batches in the window in which the key had tuples.
+
+Run it on the engine (from the repository root)::
+
+    PYTHONPATH=. skewlab engine --operator examples.ewma_rate:EwmaRate --algorithm mixed
+
+The partial state of a key in a batch is its tuple count (vectorised over the worker's batch:
+one ``np.bincount``); the result folds the window's counts oldest first,
+``m = alpha * count + (1 - alpha) * m``.  The fold depends on the order of the batches, so the
+operator is not mergeable: a split-key grouping (pkg, dchoices, ...) is refused for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from skewlab.engine.operators import KeyedOperator
+
+#: the weight of the newest batch
+ALPHA = 0.5
+
+
+class EwmaRate(KeyedOperator):
+    """Per-key EWMA of tuples per batch (key-only: reads no value)."""
+
+    name: ClassVar[str] = "ewma_rate"
+    needs_value: ClassVar[bool] = False
+    result_type: ClassVar[pa.DataType] = pa.float64()
+
+    def partials(self, codes: np.ndarray, n_keys: int, values: np.ndarray | None) -> list[Any]:
+        return np.bincount(codes, minlength=n_keys).tolist()
+
+    def concat(self, first: int, then: int) -> int:
+        return first + then
+
+    def emit(self, window: Sequence[int], new: int) -> tuple:
+        m = None
+        for count in [*window, new]:
+            m = float(count) if m is None else ALPHA * count + (1 - ALPHA) * m
+        return (m,)
