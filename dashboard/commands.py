@@ -18,6 +18,12 @@ algorithm, workers); ``--new-run`` clears that checkpoint and starts a new run (
 the database); ``--algorithm``/``--workers`` that differ from the resumed run's are refused with the
 way to start fresh, never silently ignored.  A second Ctrl-C forwards SIGINT (the engine stops at once), a
 third kills it.  The database URL reaches the engine through ``$SKEWLAB_DB_URL``, not its command line.
+Before anything starts, a missing or too old Java is one line (:mod:`skewlab.engine.runtimes.spark.java`).
+
+``--source kafka`` starts the local tansu broker (:mod:`skewlab.engine.io.local_broker`, in memory), creates
+topic ``keys`` and runs ``skewlab produce`` into it (logs ``data/logs/demo-broker.log``,
+``demo-producer.log``), then the engine on that topic; always a new run (checkpoint
+``data/checkpoints/demo-kafka``: the broker's topic does not outlive it).  They are stopped after the engine.
 
 For production, serve ``app.server`` with gunicorn instead (``dashboard/README.md``).
 """
@@ -44,6 +50,11 @@ from skewlab.engine.config.params import ParamError, parse_assignments
 __all__ = ["add_commands", "cmd_dashboard", "cmd_demo"]
 
 DEFAULT_PORT = 8050
+#: ``demo --source kafka``: the topic the demo's producer feeds, its partitions (= source instances) and
+#: the producer's rate in messages/s when ``--rate`` is not given
+DEMO_TOPIC = "keys"
+DEMO_PARTITIONS = 2
+DEMO_KAFKA_RATE = 20_000
 
 
 def add_commands(subparsers: Any) -> None:
@@ -75,6 +86,9 @@ def add_commands(subparsers: Any) -> None:
     m.add_argument("--rate", type=float, default=None, help="generator tuples/s (default: the engine's)")
     m.add_argument("--conf", action="append", metavar="KEY=VALUE", default=None,
                    help="Spark setting for the engine (repeatable), passed to `skewlab engine --conf`")
+    m.add_argument("--source", choices=("generator", "kafka"), default="generator",
+                   help="generator (default) or kafka: a local in-memory Kafka-protocol broker (tansu, from "
+                        "skewlab[kafka-demo]) with a producer feeding topic 'keys'; always a new run")
     m.add_argument("--new-run", action="store_true",
                    help="start a new run instead of resuming the demo's last one (its metrics stay in the database)")
     m.set_defaults(func=cmd_demo)
@@ -243,6 +257,7 @@ def _check_engine_flags(args: argparse.Namespace) -> None:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from skewlab.dashboard.app import create_app
+    from skewlab.engine.runtimes.spark.java import java_problem
     from skewlab.storage import default_url, safe_url
 
     _check_port(args.port)
@@ -253,8 +268,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     except ParamError as exc:
         raise UsageError(f"--conf: {exc}") from None
     _check_engine_flags(args)  # e.g. --workers 0: refused before the URL is printed or the engine starts
+    problem = java_problem()  # before anything starts: one line instead of Spark's traceback in the log
+    if problem is not None:
+        raise UsageError(problem)
+    kafka = args.source == "kafka"
+    tansu = _find_broker() if kafka else None
     url = args.db or default_url()
     checkpoint = _demo_checkpoint(args.db, url)
+    if kafka:  # the broker keeps its topic in memory: nothing to resume, a new run every time
+        checkpoint = checkpoint.with_name(checkpoint.name + "-kafka")
+        args.new_run = True
     resumed = None if args.new_run else _resumable_run(checkpoint)
     if resumed is not None:
         _refuse_conflicting_flags(args, resumed, checkpoint)
@@ -274,6 +297,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for setting in args.conf or []:
         cmd += ["--conf", setting]
     env = dict(os.environ, SKEWLAB_DB_URL=url, PYTHONUNBUFFERED="1")
+    helpers: list[subprocess.Popen] = []  # the demo's broker and producer (--source kafka)
 
     thread = threading.Thread(target=srv.serve_forever, name="skewlab-dashboard", daemon=True)
     signals = {"count": 0}
@@ -308,6 +332,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print(f"skewlab demo: resuming run {resumed['run_id']} ({resumed['algorithm']} on {resumed['workers']} "
                   f"workers, after batch {resumed['batch']}) from {checkpoint}; 'skewlab demo --new-run' starts a "
                   "new run", flush=True)
+        if kafka and signals["count"] == 0:
+            cmd += _start_kafka(tansu, args.rate, helpers)
         if signals["count"] == 0:
             print(f"skewlab demo: starting the Spark engine (log {log_path}; database {safe_url(url)}) …", flush=True)
             with open(log_path, "ab") as log:
@@ -336,6 +362,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        _stop_helpers(helpers)
         if thread.is_alive():
             srv.shutdown()
             thread.join(timeout=10)
@@ -348,6 +375,59 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return 2 if rc == 2 else 1
     print(f"skewlab demo: stopped (engine exit status {rc})", flush=True)
     return 0 if rc == 0 or signals["count"] > 0 else 1
+
+
+def _find_broker() -> str:
+    """The tansu binary for ``--source kafka``; a one-line :class:`UsageError` when it is not installed."""
+    from skewlab.engine.io.local_broker import INSTALL_HINT, find_tansu
+
+    binary = find_tansu()
+    if binary is None:
+        raise UsageError(f"--source kafka needs the local broker: {INSTALL_HINT}; or run the engine against "
+                         "your own Kafka: skewlab engine --source kafka --bootstrap HOST:PORT --topic NAME")
+    return binary
+
+
+def _start_kafka(binary: str, rate: float | None, helpers: list[subprocess.Popen]) -> list[str]:
+    """Start the local broker, create topic :data:`DEMO_TOPIC` and start ``skewlab produce`` into it
+    (both appended to ``helpers``, logs under ``data/logs``); returns the engine's source flags."""
+    from skewlab.engine.io.kafka_io import ensure_topic
+    from skewlab.engine.io.local_broker import start_tansu
+
+    logs = _data_dir() / "logs"
+    try:
+        proc, address = start_tansu(binary, logs / "demo-broker.log", new_session=True)
+    except RuntimeError as exc:
+        raise UsageError(f"--source kafka: {exc} (log {logs / 'demo-broker.log'})") from None
+    helpers.append(proc)
+    try:
+        ensure_topic(address, DEMO_TOPIC, DEMO_PARTITIONS)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    produce = [sys.executable, "-m", "skewlab", "produce", "--bootstrap", address, "--topic", DEMO_TOPIC,
+               "--rate", str(rate if rate is not None else DEMO_KAFKA_RATE), "--messages", str(10**12)]
+    with open(logs / "demo-producer.log", "ab") as log:
+        helpers.append(subprocess.Popen(produce, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True))
+    print(f"skewlab demo: Kafka-protocol broker (tansu, in memory) at {address}, topic {DEMO_TOPIC!r} fed by "
+          f"skewlab produce (logs {logs / 'demo-broker.log'}, {logs / 'demo-producer.log'})", flush=True)
+    return ["--source", "kafka", "--bootstrap", address, "--topic", DEMO_TOPIC, "--sources", str(DEMO_PARTITIONS)]
+
+
+def _stop_helpers(helpers: list[subprocess.Popen]) -> None:
+    """Stop the producer, then the broker (after the engine has stopped)."""
+    from skewlab.engine.io.local_broker import stop_tansu
+
+    for proc in reversed(helpers[1:]):
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    if helpers:
+        stop_tansu(helpers[0])
 
 
 def _data_flows(store: Any, since: float) -> int | None:

@@ -6,7 +6,7 @@ default with WAL + busy timeout + foreign keys, PostgreSQL by URL) and the repos
 :mod:`skewlab.storage.commands` and :mod:`skewlab.storage.export`) and the typed record one interval writes
 (:class:`skewlab.storage.records.IntervalRecord`).  Typical use::
 
-    from storage import IntervalRecord, WorkerRow, connect
+    from skewlab.storage import IntervalRecord, WorkerRow, connect
     store = connect()                       # ./data/skewlab.db, or $SKEWLAB_DB_URL
     run = store.create_run("mixed", {"theta_max": 0.1}, seed=7, n_workers=8)
     store.record_interval(run, IntervalRecord(batch_id=0, interval=0, imbalance=0.2, tuples=1000,

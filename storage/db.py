@@ -211,7 +211,7 @@ def open_store(url: str | URL | None = None, *, existing: bool = False) -> "Stor
     except RuntimeError as exc:  # a schema version this skewlab does not know
         raise ValueError(f"cannot open database {safe_url(parsed)}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - driver / sqlalchemy errors: one line, no password
-        raise ValueError(f"cannot open database {safe_url(parsed)}: {type(exc).__name__}") from None
+        raise ValueError(f"cannot open database {safe_url(parsed)}: {driver_reason(exc)}") from None
     if existing and not store.has_schema():
         store.close()
         raise ValueError(f"no skewlab database at {safe_url(parsed)} (it has no skewlab tables)")
@@ -223,3 +223,12 @@ def _user_url(url: str | URL | None) -> URL:
     if isinstance(url, str) and url.strip() and "://" not in url:
         raise ValueError(f"not a database URL: {url.strip()[:80]!r} (expected sqlite:///PATH or postgresql://…)")
     return normalize_url(url)
+
+
+def driver_reason(exc: BaseException) -> str:
+    """The database driver's own message (psycopg's "connection refused", "password authentication
+    failed for user ...", "database ... does not exist") on one line, without SQLAlchemy's wrapper and
+    link; the exception's type name when it has no message."""
+    orig = getattr(exc, "orig", None) or exc
+    text = " ".join(line.strip() for line in str(orig).splitlines() if line.strip())
+    return f"{type(orig).__name__}: {text}" if text else type(orig).__name__

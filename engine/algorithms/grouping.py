@@ -234,8 +234,6 @@ class RoutingTable:
         return self.keys, self.workers
 
     def __setstate__(self, state: tuple) -> None:
-        if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
-            state = (state[1]["keys"], state[1]["workers"])  # pickled by an older skewlab (slots only)
         self.keys, self.workers = state
         self._index = None
 

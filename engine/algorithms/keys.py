@@ -273,7 +273,7 @@ class Vocabulary:
     100k keys to pickle, 2 objects per key).  Names only ever grow (``encode``/``extend`` append), so
     the packed form is cached and extended by the new names only.  Loading rebuilds the list and the
     index dict (one decode, one slice per name).  ``surrogatepass`` keeps any Python ``str`` (also lone
-    surrogates) intact.  A pickle of the previous layout (plain ``__dict__``) still loads.
+    surrogates) intact.
     """
 
     def __init__(self, names: Sequence[str] = ()) -> None:
@@ -343,9 +343,6 @@ class Vocabulary:
         return {"names_utf8": blob, "name_lengths": small, "fps": self._fps}
 
     def __setstate__(self, state: dict) -> None:
-        if "names_utf8" not in state:  # the previous layout: plain attributes
-            self.__dict__.update(state)
-            return
         blob = state["names_utf8"]
         lengths = np.asarray(state["name_lengths"]).astype(np.int64)
         text = blob.decode("utf-8", "surrogatepass")

@@ -184,13 +184,31 @@ def cmd_engine(args: argparse.Namespace) -> int:
         open_store(args.db).close()
     except ValueError as exc:
         raise UsageError(f"--db: {exc}") from None
-
+    check_spark_can_start(cfg)
     spark_log = default_data_dir() / "logs" / f"spark-{os.path.basename(cfg.checkpoint_dir())}.log"
     try:
         return SparkEngine(cfg, spark_log=spark_log).run()
     except EngineFailed as exc:
         print(f"skewlab: error: {exc} (the batch is replayed when the engine restarts)", file=sys.stderr)
         return 1
+
+
+def check_spark_can_start(cfg: Any) -> None:
+    """What the engine needs outside Python, checked before Spark starts (which takes 10-30 s): a Java
+    Spark runs on, and for ``--source kafka`` a broker that answers with the topic.  One-line
+    :class:`UsageError` otherwise."""
+    from skewlab.engine.runtimes.spark.java import java_problem
+
+    problem = java_problem()
+    if problem is not None:
+        raise UsageError(problem)
+    if cfg.source == "kafka":
+        from skewlab.engine.io.kafka_io import topic_partitions
+
+        try:
+            topic_partitions(cfg.bootstrap, cfg.topic)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
 
 
 def cmd_produce(args: argparse.Namespace) -> int:

@@ -288,12 +288,12 @@ class Controller:
         verdict: GateVerdict | None = None
         gated = self.planner.rebalancing and bool(self.planner.p.get("gate"))
         if gated:
-            self._migration_gate().observe(stats)  # judge the previous plan on this interval
+            self.gate.observe(stats)  # judge the previous plan on this interval
         if rebalance and self.planner.rebalancing and stats.keys.size and self.planner.should_rebalance(stats):
             plan = self.planner.plan(stats)
             plan_seconds = plan.plan_seconds
             if gated:
-                verdict = self._migration_gate().judge(stats, plan, int(self.planner.p.get("gate_horizon", 1)))
+                verdict = self.gate.judge(stats, plan, int(self.planner.p.get("gate_horizon", 1)))
             if verdict is None or verdict.pays:
                 ev = self._execute_plan(stats, plan, verdict)
                 moved += ev.state_moved
@@ -358,15 +358,9 @@ class Controller:
         self._orders = []
         return out
 
-    def _migration_gate(self) -> MigrationGate:
-        """:attr:`gate` (created here for a controller unpickled from an older snapshot)."""
-        if getattr(self, "gate", None) is None:
-            self.gate = MigrationGate()
-        return self.gate
-
     def _skip_plan(self, plan: Plan, verdict: GateVerdict) -> None:
         """Record a plan the gate skipped: nothing moves, the grouping keeps its routing."""
-        self.skipped_plans = getattr(self, "skipped_plans", 0) + 1
+        self.skipped_plans += 1
         self._event(
             "rebalance_skipped",
             algorithm=self.planner.name,
@@ -405,7 +399,7 @@ class Controller:
 
     def migrate_to_owners(self, reason: str, **detail: Any) -> MigrationEvent:
         """Move every key's state to where the current grouping sends it (see module docstring)."""
-        self._migration_gate().forget_pending()  # owners change: the last plan cannot be judged
+        self.gate.forget_pending()  # owners change: the last plan cannot be judged
         codes, _ = self.state.merged()
         keys, workers = decode(codes)
         if keys.size == 0:
@@ -482,8 +476,7 @@ class Controller:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state = dict(state)
-        # (a snapshot written before packing holds plain arrays)
-        state["_pair_log"] = [p if isinstance(p, np.ndarray) else unpack_codes(p) for p in state.get("_pair_log", [])]
+        state["_pair_log"] = [unpack_codes(p) for p in state["_pair_log"]]
         self.__dict__.update(state)
 
     # ------------------------------------------------------------------ results
@@ -512,7 +505,7 @@ class Controller:
             "migration_cost": self.cum_state_moved / self.cum_state_total if self.cum_state_total > 0 else 0.0,
             "state_moved": self.cum_state_moved,
             "migrations": len(self.migrations),
-            "skipped_plans": getattr(self, "skipped_plans", 0),
+            "skipped_plans": self.skipped_plans,
             "plan_seconds": self.cum_plan_seconds,
             "tuples_per_second": self.cum_tuples / self.cum_route_seconds if self.cum_route_seconds > 0 else 0.0,
         }

@@ -42,6 +42,9 @@ def default_shadow_names(live: str, operator: str = "count", mergeable: bool | N
 class ShadowEvaluator:
     """Keeps one shadow :class:`Controller` per algorithm and feeds it every interval."""
 
+    #: algorithms that join later (:meth:`join`); the class default covers snapshots written without it
+    waiting: list[str] = []  # noqa: RUF012 - replaced per instance, never mutated while empty
+
     def __init__(
         self,
         names: Iterable[str],
@@ -53,8 +56,13 @@ class ShadowEvaluator:
         window: int = 10,
         cost_model: str = "linear",
         max_tuples: int = 200_000,
+        waiting: Iterable[str] = (),
     ) -> None:
+        """``names`` are shadowed from the start; ``waiting`` ones from the interval :meth:`join` admits
+        them (the Spark engine lets a shadow join once its numba kernels are compiled, so compiling
+        them does not hold the first batches)."""
         self.vocab = vocab
+        self.waiting: list[str] = [n for n in waiting if n not in names]
         self.n_sources = int(n_sources)
         self.max_tuples = int(max_tuples)
         self.rng = np.random.default_rng(seed + 7919)
@@ -76,10 +84,21 @@ class ShadowEvaluator:
         """
         if name in self.controllers:
             return False
+        if name in self.waiting:
+            self.waiting.remove(name)
         g = like.planner
         grouping = registry.create(name, g.n_workers, g.n_sources, g.seed, params)
         self.controllers[name] = Controller(grouping, self.vocab, window=like.window, cost_model=like.cost_model)
         return True
+
+    def join(self, ready: Iterable[str] | None, like: Controller) -> list[str]:
+        """Start shadowing the waiting algorithms in ``ready`` (``None``: all of them), set up like the
+        live controller ``like`` (:meth:`add`), with empty state from this interval on; returns their names."""
+        ready_set = None if ready is None else set(ready)
+        joined = [n for n in self.waiting if ready_set is None or n in ready_set]
+        for name in joined:
+            self.add(name, None, like)
+        return joined
 
     def resize(self, n_workers: int) -> None:
         for c in self.controllers.values():

@@ -499,12 +499,8 @@ class KeyedWindowState:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.window = int(state["window"])
         slots = list(state["slots"])
-        if slots and isinstance(slots[0][0], np.ndarray):  # pickled before packing: plain arrays
-            self.slots = deque((np.asarray(c, np.int64), np.asarray(n, np.int64)) for c, n in slots)
-            self._packed = deque([None] * len(slots))
-        else:
-            self.slots = deque((unpack_codes(c), unpack_small(n)) for c, n in slots)
-            self._packed = deque(slots)
+        self.slots = deque((unpack_codes(c), unpack_small(n)) for c, n in slots)
+        self._packed = deque(slots)
         self._merged = None
         self._presence = None
         self._rebuild()

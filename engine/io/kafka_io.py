@@ -1,6 +1,7 @@
 """Kafka input for the Spark engine: create topics and replay any workload into Kafka.
 
 * :func:`ensure_topic` — create a topic with ``P`` partitions if it does not exist.
+* :func:`topic_partitions` — the broker answers and the topic exists (the engine checks it before Spark).
 * :func:`produce` — replay ``skewlab.engine.workloads`` workload ``workload`` into a topic at a target
   rate: record key = the workload key string as UTF-8, value = the message's global index as
   ASCII digits (a small payload that lets a consumer check order and completeness).
@@ -33,7 +34,7 @@ import threading
 import time
 from typing import Any, Mapping
 
-__all__ = ["end_offsets", "ensure_topic", "produce", "read_records", "read_topic"]
+__all__ = ["end_offsets", "ensure_topic", "produce", "read_records", "read_topic", "topic_partitions"]
 
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
@@ -68,6 +69,26 @@ def _client(cls, bootstrap: str, timeout_s: float, **extra):
     except Exception as exc:  # noqa: BLE001 - NoBrokersAvailable, KafkaTimeoutError, config errors
         raise ValueError(f"kafka: cannot reach broker at {bootstrap} within {timeout_s:g}s: "
                          f"{type(exc).__name__}: {exc}") from None
+
+
+def topic_partitions(bootstrap: str, topic: str, *, timeout_s: float = 10.0) -> int:
+    """Partition count of the existing ``topic``: checks that the broker answers and the topic is there
+    (before the engine starts Spark).  :class:`ValueError` (one line) when either is not the case."""
+    from kafka import KafkaConsumer
+
+    _check_args(bootstrap, topic)
+    consumer = _client(KafkaConsumer, bootstrap, timeout_s, group_id=None, enable_auto_commit=False,
+                       client_id="skewlab-check")
+    try:
+        parts = consumer.partitions_for_topic(topic)
+    except Exception as exc:  # noqa: BLE001 - KafkaTimeoutError, broker errors
+        raise ValueError(f"kafka: cannot read topic {topic!r} at {bootstrap}: {type(exc).__name__}: {exc}") from None
+    finally:
+        consumer.close()
+    if not parts:
+        raise ValueError(f"kafka: topic {topic!r} does not exist at {bootstrap} "
+                         f"(skewlab produce --bootstrap {bootstrap} --topic {topic} --partitions N creates it)")
+    return len(parts)
 
 
 def _partition_count(admin, topic: str) -> int:

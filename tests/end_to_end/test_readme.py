@@ -116,6 +116,7 @@ RUN_BY: dict[str, str] = {
     "--checkpoint ck --sink results --db sqlite:///skewlab.db --source file --input keys.txt":
         "tests/end_to_end/test_cluster.py (namespace cluster)",
     "skewlab demo [--port 8050] [--db URL] [--new-run]": "test_demo_and_dashboard_options",
+    "skewlab demo --source kafka": "test_demo_kafka",
     "skewlab dashboard --db URL [--host H] [--port N] [--token T]": "test_demo_and_dashboard_options",
     "skewlab bench all --out docs": "test_bench_commands",
     "skewlab bench dkg --out docs": "test_bench_commands",
@@ -603,6 +604,30 @@ def test_demo_main_command(tmp_path):
     assert rc == 0 and "stopped (engine exit status 0)" in demo.text, demo.text[-4000:]
     (r,) = _runs(f"sqlite:///{tmp_path / 'data' / 'skewlab.db'}")
     assert r["status"] == "stopped" and r["intervals"] >= 1, r
+
+
+@pytest.mark.slow
+def test_demo_kafka(tmp_path):
+    """``skewlab demo --source kafka``: the bundled broker and a producer feed the engine; Ctrl-C stops all
+    three (nothing of the broker or the producer is left running)."""
+    from skewlab.engine.io.local_broker import find_tansu
+
+    if find_tansu() is None:
+        pytest.skip("tansu (skewlab[kafka-demo]) is not installed")
+    if not _port_free(8050):
+        pytest.fail("port 8050 (skewlab demo's default) is taken on this machine; free it to run the README's demo")
+    demo = Service(readme("skewlab demo --source kafka"), tmp_path)
+    try:
+        line = demo.wait_for(lambda ln: "Kafka-protocol broker" in ln, 120, "the broker line")
+        address = re.search(r"at (127\.0\.0\.1:\d+)", line).group(1)
+        demo.wait_for(lambda ln: "data is flowing (run 1)" in ln, 600, "data flowing")
+    finally:
+        rc = demo.interrupt()
+    assert rc == 0 and "stopped (engine exit status 0)" in demo.text, demo.text[-4000:]
+    (r,) = _runs(f"sqlite:///{tmp_path / 'data' / 'skewlab.db'}")
+    assert r["config"].get("source") == "kafka" and r["intervals"] >= 1, r
+    with pytest.raises(OSError):  # the broker is gone
+        socket.create_connection(tuple(address.split(":")), timeout=2).close()
 
 
 @pytest.mark.slow

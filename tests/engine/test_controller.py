@@ -133,14 +133,6 @@ def test_vocabulary_pickle_roundtrip(first, more):
         assert x.encode(more).tolist() == v.encode(more).tolist()
 
 
-def test_vocabulary_old_pickle_layout_loads():
-    v = Vocabulary(["a", "b"])
-    old = Vocabulary.__new__(Vocabulary)
-    old.__setstate__({"_index": dict(v._index), "names": list(v.names), "_fps": v.fps.copy()})
-    assert old.names == ["a", "b"] and old.id_of("b") == 1
-    assert pickle.loads(pickle.dumps(old)).names == ["a", "b"]
-
-
 def test_empty_controller_pickles_and_degenerate_intervals(tmp_path):
     c = Controller(registry.create("hash", 1), Vocabulary(["solo"]), window=1)
     back = pickle.loads(pickle.dumps(c))

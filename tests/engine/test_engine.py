@@ -346,7 +346,10 @@ def test_engine_cli_user_errors(capsys, argv, fragment):
     assert fragment in err and err.count("\n") == 1
 
 
-def test_engine_cli_query_failure_is_one_line_exit_1(spark, kafka_broker, tmp_path, capsys):
+def test_engine_cli_query_failure_is_one_line_exit_1(spark, kafka_broker, tmp_path, capsys, monkeypatch):
+    import skewlab.engine.cli as engine_cli
+
+    monkeypatch.setattr(engine_cli, "check_spark_can_start", lambda cfg: None)  # the query itself fails
     argv = ["engine", "--source", "kafka", "--bootstrap", kafka_broker, "--topic", "no-such-topic",
             "--db", f"sqlite:///{tmp_path}/db.sqlite", "--checkpoint", str(tmp_path / "ckpt"), "--shadow", "",
             "--duration", "60"]

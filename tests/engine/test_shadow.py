@@ -40,3 +40,33 @@ def test_shadow_scales_large_intervals_and_resizes():
     assert s.controllers["hash"].n_workers == 5
     s.evaluate(np.zeros(0, np.int64), np.zeros(0, np.int64))
     assert s.controllers["hash"].intervals[-1]["tuples"] == 0
+
+
+def test_waiting_shadows_join_when_ready_set_up_like_the_live_controller():
+    import pickle
+
+    from skewlab.engine.control.controller import Controller
+
+    v = Vocabulary(["a", "b", "c"])
+    live = Controller(registry.create("hash", 7, 3, 5), v, window=4)
+    s = ShadowEvaluator([], v, n_workers=2, waiting=["pkg", "shuffle"])
+    assert s.evaluate(np.array([0, 1]), np.array([3, 4])) == [] and s.waiting == ["pkg", "shuffle"]
+    assert s.join({"shuffle": 1.0}, like=live) == ["shuffle"] and s.waiting == ["pkg"]
+    c = s.controllers["shuffle"]
+    assert (c.n_workers, c.planner.n_sources, c.planner.seed, c.window) == (7, 3, 5, 4)
+    s = pickle.loads(pickle.dumps(s))  # the engine's snapshot keeps who is still waiting
+    assert s.join(None, like=live) == ["pkg"] and s.waiting == [] and s.names == ["shuffle", "pkg"]
+    assert {r["algorithm"] for r in s.evaluate(np.array([0, 1]), np.array([3, 4]))} == {"shuffle", "pkg"}
+
+
+def test_background_warmup_reports_each_grouping_ready_in_order():
+    from skewlab.engine.runtimes.background_warmup import BackgroundWarmup
+
+    w = BackgroundWarmup(["hash", "shuffle"])
+    try:
+        assert w.wait_for("shuffle")
+        ready = w.ready()
+        assert set(ready) == {"hash", "shuffle"} and ready["hash"] <= ready["shuffle"]
+    finally:
+        w.close()
+    assert w.finished

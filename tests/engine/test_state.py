@@ -121,14 +121,6 @@ def test_pickle_roundtrip_keeps_sliding_and_is_compact():
     assert_pair(back.merged(), ref_merged(list(back.slots)))
 
 
-def test_old_pickle_layout_still_loads():
-    s = KeyedWindowState(2)
-    s.add_interval(encode([1, 2], [0, 1]), np.array([3, 4]))
-    old = KeyedWindowState.__new__(KeyedWindowState)
-    old.__setstate__({"window": 2, "slots": deque(s.slots), "_merged": None})
-    assert_pair(old.merged(), s.merged())
-
-
 def test_degenerate_state():
     s = KeyedWindowState(1)
     assert s.merged()[0].size == 0 and s.total() == 0.0 and s.per_worker(3).tolist() == [0, 0, 0]

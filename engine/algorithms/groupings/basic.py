@@ -74,8 +74,6 @@ class ConsistentHashRing:
         return self.points, self.owners, self.replicas, self.salt
 
     def __setstate__(self, state: tuple) -> None:
-        if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):  # older pickle
-            state = tuple(state[1][a] for a in ("points", "owners", "replicas", "salt"))
         self.points, self.owners, self.replicas, self.salt = state
         self._index = None
 

@@ -537,7 +537,7 @@ class FangRebalancer(RebalancingPlanner):
 
     def make_ring(self, n_workers: int) -> ConsistentHashRing | None:
         """h(k): the consistent-hash ring (``base=consistent``, Fang Sec. II-A/V) or ``None`` for
-        fp mod n (``base=mod``; also a grouping pickled before the parameter existed)."""
+        fp mod n (``base=mod``)."""
         if self.p.get("base", "mod") != "consistent":
             return None
         return ConsistentHashRing(n_workers, int(self.p["replicas"]), self.seed)

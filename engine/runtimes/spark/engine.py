@@ -73,6 +73,7 @@ from skewlab.engine.config.settings import MAX_WORKERS, check
 from skewlab.engine.control.shadow import ShadowEvaluator, default_shadow_names
 from skewlab.engine.operators import KeyedOperator, load_operator, split_key_refusal
 from skewlab.engine.operators.builtin import Join
+from skewlab.engine.runtimes.background_warmup import BackgroundWarmup
 from skewlab.engine.runtimes.spark.cluster_settings import check_executors, is_local_master
 from skewlab.engine.runtimes.spark.result_sink import open_sink, restore_sink, sink_schema
 from skewlab.storage.records import IntervalRecord
@@ -358,6 +359,8 @@ class SparkEngine:
         #: the latest shares add up to each key's windowed count (operator.merge_latest_shares)
         self.shares_split = False
         self._latencies: list[float] = []
+        #: the numba warm-up child of :meth:`run` (None outside run(): waiting shadows join at once)
+        self.kernels: BackgroundWarmup | None = None
         limit_retained_memory()  # the driver's per-batch temporaries go back to the system when freed
         self._restore_or_init()
         self.controller.track_orders = True
@@ -429,10 +432,10 @@ class SparkEngine:
             self.controller = Controller(grouping, vocab, window=self.cfg.window, cost_model=self.operator.cost_model)
             names = self.cfg.shadow if self.cfg.shadow is not None else default_shadow_names(
                 grouping.name, self.operator.name, self.operator.mergeable)
-            self.shadow = (
-                ShadowEvaluator(names, vocab, n_workers=self.cfg.workers, n_sources=self.cfg.sources, seed=self.cfg.seed,
+            self.shadow = (  # the shadows join when their kernels are compiled (_join_shadows)
+                ShadowEvaluator([], vocab, n_workers=self.cfg.workers, n_sources=self.cfg.sources, seed=self.cfg.seed,
                                 window=self.cfg.window, cost_model=self.operator.cost_model,
-                                max_tuples=self.cfg.shadow_max_tuples)
+                                max_tuples=self.cfg.shadow_max_tuples, waiting=names)
                 if names else None
             )
             self.partitions = self.cfg.partitions()
@@ -654,6 +657,7 @@ class SparkEngine:
         # shadow what-if and hot keys on the interval's per-key counts
         uk, inv = np.unique(key_ids, return_inverse=True) if key_ids.size else (key_ids, key_ids)
         per_key = np.bincount(inv, weights=u["counts"], minlength=uk.size).astype(np.int64) if key_ids.size else key_ids
+        self._join_shadows(batch_id)
         shadow_rows = self.shadow.evaluate(uk, per_key) if self.shadow is not None else []
         hot = self._hot_keys(uk, per_key, key_ids, u["workers"], row["tuples"])
 
@@ -723,6 +727,20 @@ class SparkEngine:
             out.append({"key": self.key_names.get(fp, f"#{fp:016x}"), "fingerprint": fp, "count": int(per_key[i]),
                         "share": float(per_key[i] / total), "workers": dest, "rank": rank})
         return out
+
+    def _join_shadows(self, batch_id: int) -> None:
+        """Let the waiting shadow groupings whose kernels are compiled join (all of them outside
+        :meth:`run` or once the warm-up child has exited: then the driver compiles what is left)."""
+        if self.shadow is None or not self.shadow.waiting:
+            return
+        kernels = self.kernels
+        ready = None if kernels is None or kernels.finished else kernels.ready()
+        joined = self.shadow.join(ready, like=self.controller)
+        if joined and kernels is not None:
+            left = len(self.shadow.waiting)
+            self.log(f"batch {batch_id}: shadow grouping(s) {', '.join(joined)} joined "
+                     f"({time.monotonic() - kernels.started:.0f} s after start; "
+                     + (f"{left} still compiling)" if left else "all shadows running)"))
 
     def _status_line(self, batch_id: int, row: dict[str, Any], record: IntervalRecord, dead: dict) -> str:
         parts = [
@@ -800,11 +818,25 @@ class SparkEngine:
         reason = None
         query = None
         try:
+            live = self.controller.planner.name
+            waiting = list(self.shadow.waiting) if self.shadow is not None else []
+            self.kernels = BackgroundWarmup([live, *waiting])
+            self.log(f"routing kernels: compiling {live}" + (f" and {len(waiting)} shadow grouping(s)" if waiting else "")
+                     + " in the background while Spark starts (numba; the first run after an install compiles, "
+                     "later runs load them from the cache in seconds); shadows join when ready")
+            started = time.monotonic()
             spark = get_session(self.cfg.master, f"skewlab-engine-{self.run_id}", jvm_output=self.spark_log,
                                 **self.cfg.spark_conf)
             if not is_local_master(spark.sparkContext.master):
                 check_executors(spark)  # one line, not a hung query, when the executors cannot run skewlab
             _quiet_stream_errors(spark)
+            spark_up = time.monotonic()
+            waiting_live = live not in self.kernels.ready()
+            self.log(f"Spark started in {spark_up - started:.0f} s"
+                     + (f"; waiting for the routing kernels of {live} …" if waiting_live else ""))
+            self.kernels.wait_for(live, self.stop_requested)
+            if waiting_live:
+                self.log(f"routing kernels of {live} ready {time.monotonic() - spark_up:.0f} s later")
             # After the session: SparkContext installs its own SIGINT handler (cancel jobs + raise),
             # which would interrupt a batch; ours finishes the batch and flushes metrics first.
             if main_thread:
@@ -851,6 +883,8 @@ class SparkEngine:
                 status = "stopped"
             if query is not None:
                 self._stop_query(query)
+            if self.kernels is not None:
+                self.kernels.close()
             if self.sink is not None and not self.sink.flush(force=True):
                 self.log(f"warning: {self.sink.backlog} interval(s) not yet written; they are kept in the snapshot "
                          "and written on the next start")

@@ -203,7 +203,16 @@ def get_session(master: str | None = None, app_name: str = "skewlab",
         for key, value in settings.items():
             builder = builder.config(key, value)
         with _output_to(jvm_output):
-            spark = builder.getOrCreate()
+            try:
+                spark = builder.getOrCreate()
+            except Exception as exc:  # noqa: BLE001 - pyspark's PySparkRuntimeError
+                if "JAVA_GATEWAY_EXITED" not in str(exc):
+                    raise
+                from skewlab.engine.runtimes.spark.java import java_problem
+
+                where = f"; its output is in {jvm_output}" if jvm_output is not None else ""
+                raise UsageError(f"Spark's Java process exited at start{where}: "
+                                 f"{java_problem() or 'check JAVA_HOME and java -version'}") from None
             spark.sparkContext.setLogLevel("ERROR")
         _quiet_accumulator_server(getattr(spark.sparkContext, "_accumulatorServer", None))
         if _CHECKPOINT_MANAGER_KEY not in settings:

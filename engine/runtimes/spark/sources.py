@@ -22,83 +22,6 @@ instance; at time ``t`` the source has emitted ``total0 + ⌊rate · (t − t0)�
 (``max_per_batch``) more, so a backlog drains as from a real queue.  A total is split over the
 instances by :func:`fair_split` (water-filling).  ``Trigger.AvailableNow`` ignores ``rate``.
 
-column      type      meaning
-==========  ========  =============================================================================
-``key``     STRING    the grouping key; NULL exactly when ``error`` is set
-``source``  INT       source instance: generator/file partition index, Kafka partition id
-``seq``     BIGINT    position in the instance's stream: generator tuple index within the
-                      instance, file line position within the instance (data line
-                      ``seq·P + source``, header excluded), Kafka offset
-``error``   STRING    NULL for a good record, else the dead-letter reason (see below)
-``raw``     STRING    (file, kafka) hex of the first 32 bytes of a bad record's key, else NULL
-``ts``      BIGINT    (kafka) record timestamp, ms since the epoch
-==========  ========  =============================================================================
-
-Dead letters (``error``): ``no_key`` (Kafka record without key), ``bad_utf8``, ``oversized``
-(key longer than ``max_key_bytes``), ``empty_line`` / ``missing_column`` / ``empty_key`` (file: the
-rules of :mod:`skewlab.engine.workloads.key_file`).  Bad records are
-emitted, never raised, so the engine can count them; a query never dies on a malformed record.
-
-Admission control (generator and file)
---------------------------------------
-Offsets are JSON ``{"0": n0, "1": n1, ...}``: tuples consumed per source instance.  The driver-side
-reader keeps an anchor ``(t0, total0)`` set at its first ``latestOffset`` call; at time ``t`` the
-source has *emitted* ``total0 + ⌊rate · (t − t0)⌋`` tuples in total (``rate <= 0``: unlimited).
-``latestOffset`` returns ``min(emitted, start_total + limit)`` where ``limit`` is the engine's read
-limit (default :class:`ReadMaxRows` of option ``max_per_batch``; with ``ReadAllAvailable`` the
-option is ignored as the API demands, except for an unlimited-rate infinite stream, which is still
-cut at ``max_per_batch`` per batch).  If Spark falls behind the rate, a backlog builds up and is
-drained ``max_per_batch`` at a time, as with a real queue.  A total ``T`` is split over the
-instances by water-filling (:func:`fair_split`): as equal as possible, lower indices first, never
-above an instance's length; for the file source this is exactly "the first ``T`` lines, line ``i``
-to instance ``i mod P``".  ``Trigger.AvailableNow`` ignores ``rate`` (a paced synthetic source
-would have "nothing available" at query start): it processes the whole finite stream, or one
-``max_per_batch`` for an infinite one, in batches of at most ``max_per_batch``.
-
-Routing inside the source (option ``route_dir``)
-------------------------------------------------
-With ``route_dir`` set (the engine sets it), every source instance routes its own tuples, as the
-sources of the papers do (Nasir et al. Sec. II: each source decides the worker of each of its
-messages from its local state): ``read`` passes its record batches through
-:func:`skewlab.engine.runtimes.spark.topology.make_router` and the source's schema is
-:data:`skewlab.engine.runtimes.spark.topology.ROUTED_SCHEMA` (``key, worker`` plus one side row per instance; with
-option ``route_values=true``, for the join operator, :data:`~skewlab.engine.runtimes.spark.topology.ROUTED_VALUES_SCHEMA`:
-also ``value``, the tuple's ``seq``).
-Routing in the scan saves a whole Python stage per micro-batch (the JVM would otherwise convert
-every tuple to Arrow, ship it to a second Python worker and convert the routed rows back).
-
-The engine publishes the routing snapshot of micro-batch ``v`` as a file ``route-<v>.snap`` in
-``route_dir`` and the number ``v`` in ``route_dir/NEXT`` (:class:`RouteFiles`) *before* Spark
-plans batch ``v``.  ``latestOffset`` records that number in the batch's end offset (field
-``"route"``; only when the batch has new data, so an idle stream does not start empty batches)
-and ``partitions`` ships the snapshot named by the end offset to the executors inside each input
-partition.  A batch replayed from Spark's offset log therefore uses the snapshot it was planned
-with.  ``NEXT`` missing (no engine published yet) or a named snapshot missing is an error that
-says so.
-
-Options
--------
-Each source declares its options as :class:`~skewlab.engine.config.params.Param` (:data:`GENERATOR_OPTIONS`,
-:data:`FILE_OPTIONS`, :data:`KAFKA_OPTIONS`; the run settings among them come from
-:mod:`skewlab.engine.config.settings`) and parses them with :func:`source_options`: the same ranges and one-line
-messages as the CLI and the engine's commands.
-
-Executor-side caches
---------------------
-Python workers are reused between tasks (``spark.python.worker.reuse``), so module-level caches
-live across micro-batches in each worker process:
-
-* generator: per ``(configuration, instance)`` the workload object, its ``batches()`` iterator and
-  the current chunk.  A read that starts at or after the cached position advances the iterator,
-  generating and discarding any chunks in between (sequential reads cost O(range + chunk); when
-  Spark alternates an instance's tasks between W worker processes, each of them generates the
-  stream up to where it reads, so at most W times the generation work).  A read that starts
-  *before* the current chunk (a replay after a failure) rebuilds the workload and skips forward
-  from tuple 0: O(start) generation work.  Results are identical either way because the stream
-  of an instance is a pure function of the configuration.
-* file: the parsed key column of the whole file per ``(path, size, mtime, column, sep, header)``
-  (memory ~ the file's keys per worker process).  The file must not change while a query runs.
-=======
 Routing inside the source (option ``route_dir``, set by the engine): each instance routes its own
 tuples through :func:`skewlab.engine.runtimes.spark.topology.make_router`, as the sources of the papers do (Nasir
 et al. Sec. II), and emits :data:`skewlab.engine.runtimes.spark.topology.ROUTED_SCHEMA` (or
@@ -108,6 +31,7 @@ snapshot of batch ``v`` is the file ``route-<v>.snap`` named in ``route_dir/NEXT
 uses the snapshot it was planned with.  Executor-side caches (the generator's iterator, the file's
 parsed keys) live across micro-batches in reused Python workers.  Details of each of these
 mechanisms: docs/design-notes.md, "engine/runtimes/spark/sources.py".
+
 Options: each source declares its options as :class:`~skewlab.engine.config.params.Param` (:data:`GENERATOR_OPTIONS`,
 :data:`FILE_OPTIONS`, :data:`KAFKA_OPTIONS`; run settings among them from :mod:`skewlab.engine.config.settings`)
 and parses them with :func:`source_options`, with the CLI's ranges and one-line messages.

@@ -1,0 +1,75 @@
+"""Compile groupings' numba kernels in a background process while a runtime starts.
+
+numba compiles a kernel on its first call in a process and caches it on disk (``cache=True``); every
+later process loads it in milliseconds.  After a plain ``pip install`` the cache is empty, and the
+Spark engine's first batch would compile the live grouping's kernels (in its executors) and every
+shadow grouping's (in its driver) — most of a minute on two cores.  :class:`BackgroundWarmup` runs
+``python -m skewlab.engine.cli.warmup LIVE SHADOW...`` as a child process (its own interpreter: no
+lock shared with the driver), which compiles the live grouping first (while Spark starts), then the
+shadows one by one, printing ``ready NAME`` as each is in the cache.  The engine starts its query
+once the live grouping is ready and lets each shadow join when its line arrives.  With a warm cache
+the child only loads the kernels and is done in seconds.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from typing import Sequence
+
+__all__ = ["BackgroundWarmup"]
+
+
+class BackgroundWarmup:
+    """One warm-up child process over ``names`` (in order) and the names it has reported ready."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = list(dict.fromkeys(names))
+        self.started = time.monotonic()
+        self._ready: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "skewlab.engine.cli.warmup", *self.names],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+        self._reader = threading.Thread(target=self._read, name="skewlab-warmup", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            word, _, name = line.strip().partition(" ")
+            if word == "ready" and name:
+                with self._lock:
+                    self._ready[name] = time.monotonic() - self.started
+        self._proc.wait()
+
+    def ready(self) -> dict[str, float]:
+        """Names compiled so far → seconds after the start at which each was ready."""
+        with self._lock:
+            return dict(self._ready)
+
+    @property
+    def finished(self) -> bool:
+        """The child has exited (all names ready, or it failed: then the engine compiles what is left itself)."""
+        return not self._reader.is_alive()
+
+    def wait_for(self, name: str, stop: threading.Event | None = None) -> bool:
+        """Block until ``name`` is ready (True), the child has exited without it or ``stop`` is set (False)."""
+        while name not in self.ready():
+            if self.finished or (stop is not None and stop.is_set()):
+                return name in self.ready()
+            time.sleep(0.1)
+        return True
+
+    def close(self) -> None:
+        """Stop the child if it still runs (the run ended first)."""
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._reader.join(timeout=5)
