@@ -18,17 +18,12 @@ import os
 import numpy as np
 import pytest
 
-from tests.dashboard.test_dashboard_browser import CHROMIUM, Served, _require, browser  # noqa: F401 - browser: the fixture
+from tests.browser_fixtures import sync_playwright_or_skip
+from tests.dashboard.test_dashboard_browser import Served, browser  # noqa: F401 - browser: the fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
-try:
-    from playwright.sync_api import sync_playwright
-except ImportError:  # pragma: no cover - depends on the machine
-    sync_playwright = None  # type: ignore[assignment]
-
-_require("Playwright ('pip install playwright')", sync_playwright is not None)
-_require(f"Chromium at {CHROMIUM} ('apt-get install chromium')", os.access(CHROMIUM, os.X_OK))
+sync_playwright, _ = sync_playwright_or_skip()
 
 from skewlab.dashboard.app import create_app  # noqa: E402
 from skewlab.engine.algorithms import registry  # noqa: E402
