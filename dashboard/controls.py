@@ -169,8 +169,12 @@ def build_workers_command(value: Any, max_workers: int | None = None) -> tuple[s
         raise CommandError(f"set-workers: enter a worker count in {workers_range(top)}")
     try:
         n = check(WORKERS, value)
-    except ParamError:  # the run's range, as shown next to the box (not the setting's [1, MAX_WORKERS])
-        raise CommandError(f"set-workers: enter a worker count in {workers_range(top)}, got {str(value)[:40]!r}") from None
+    except ParamError:  # said in the run's range, as shown next to the box (not the setting's [1, MAX_WORKERS])
+        try:
+            check(replace(WORKERS, high=top), value)
+        except ParamError as exc:
+            raise CommandError(f"set-workers: enter a worker count in {workers_range(top)} ({exc})") from None
+        raise
     kind, payload = validate_command("set-workers", {"workers": n}, current_algorithm="hash", current_params={},
                                      max_workers=top)
     return kind, payload

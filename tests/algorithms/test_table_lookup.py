@@ -43,20 +43,6 @@ def test_routing_table_lookup_equals_the_binary_search(size):
     assert clone._index is None and np.array_equal(clone.lookup(fps, default), got)
 
 
-def test_routing_table_and_ring_load_pickles_of_the_slots_only_layout():
-    """Before the indexes, both classes pickled as ``(None, {slot: value})`` (the default for
-    ``__slots__``); such a state must still load."""
-    keys = np.array([5, 9, 2**63], dtype=np.uint64)
-    t = RoutingTable.__new__(RoutingTable)
-    t.__setstate__((None, {"keys": keys, "workers": np.array([1, 2, 3])}))
-    assert t.lookup(np.array([9, 4, 2**63], np.uint64), np.zeros(3, np.int64)).tolist() == [2, 0, 3]
-    ring = ConsistentHashRing(4, 16, 1)
-    old = ConsistentHashRing.__new__(ConsistentHashRing)
-    old.__setstate__((None, {"points": ring.points, "owners": ring.owners, "replicas": 16, "salt": ring.salt}))
-    fps = np.arange(1000, dtype=np.uint64)
-    assert np.array_equal(old.lookup(fps), ring.lookup(fps))
-
-
 def _unmix64(h: int) -> int:
     """Inverse of the SplitMix64 finaliser ``skewlab.engine.algorithms.keys.mix64`` (each step is invertible)."""
     m = 2**64 - 1

@@ -13,8 +13,6 @@ Missing Chromium or Playwright: the module is skipped, or fails with the reason 
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 

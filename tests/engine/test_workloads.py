@@ -40,7 +40,8 @@ def words_en():
 
 # ----------------------------------------------------------------------------- registry & contract
 def test_all_workloads_registered_with_summary_and_valid_defaults():
-    assert set(workload_names()) == {"zipf", "drift", "gaussian", "country-skew", "words", "file", "flights"}
+    assert set(workload_names()) == {"zipf", "drift", "gaussian", "country-skew", "words", "file", "flights",
+                                    "movielens", "pizza", "police-stops"}
     for name in workload_names():
         cls = WORKLOADS[name]
         assert cls.summary and len(cls.summary) < 120
