@@ -147,7 +147,8 @@ def _trace(ctx: Context, label: str, workload: str, wparams: dict[str, Any], syn
         row = {"algorithm": alg, "rebalancing": bool(registry.get(alg).rebalancing),
                "median": float(np.mean([r["median"] for r in mine])), "p90": float(np.mean([r["p90"] for r in mine])),
                "migration": float(np.mean([r["migration"] for r in mine])),
-               "median_per_seed": [r["median"] for r in mine], "p90_per_seed": [r["p90"] for r in mine]}
+               "median_per_seed": [r["median"] for r in mine], "p90_per_seed": [r["p90"] for r in mine],
+               "intervals": min(r["intervals"] for r in mine)}
         if row["rebalancing"]:
             theirs = runs[(alg, False)]
             row["base_median"] = float(np.mean([r["median"] for r in theirs]))

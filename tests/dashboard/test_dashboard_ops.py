@@ -95,7 +95,9 @@ def test_the_engine_keeps_shadowing_every_algorithm_the_run_switched_away_from(t
             eng.store.submit_command("set-algorithm", {"algorithm": algo, "params": {}})
             marks, _ = eng._apply_commands(eng.last_batch + 1)
             assert [m[1] for m in marks] == ["applied"]
-        assert {"mixed", "hash", "dchoices", "dkg"} <= set(eng.shadow.names)
+        # every algorithm switched away from (the default shadows join once their kernels are compiled,
+        # which only a running engine does: tests/engine/test_shadow.py)
+        assert {"mixed", "hash", "dchoices"} <= set(eng.shadow.names)
         assert eng.shadow.controllers["mixed"].planner.p == MIXED
         line = eng._status_line(0, {"algorithm": "dkg", "workers": 4, "tuples": 0, "imbalance": 0.0,
                                     "replication": 0.0, "routing_table_size": 0, "migration_cost": 0.0},

@@ -330,7 +330,7 @@ def test_pause_and_resume_lose_nothing(spark, tmp_path):
 @pytest.mark.parametrize(
     "argv, fragment",
     [
-        (["engine", "--operator", "join", "--algorithm", "pkg"], "cannot serve the join operator"),
+        (["engine", "--operator", "join", "--algorithm", "pkg"], "operator join cannot merge a key's partial states"),
         (["engine", "--source", "file", "--input", "/nonexistent"], "cannot read input file"),
         (["engine", "--algorithm", "nope"], "unknown algorithm"),
         (["engine", "--source", "kafka"], "needs --bootstrap"),
@@ -366,7 +366,10 @@ def test_engine_cli_query_failure_is_one_line_exit_1(spark, kafka_broker, tmp_pa
 
 
 def test_control_cli_submits_validated_commands(tmp_path, capsys):
+    from skewlab.storage import connect
+
     db = f"sqlite:///{tmp_path}/c.sqlite"
+    connect(db).create_run("hash", {}, seed=0, n_workers=4)  # a live run: control refuses an ended one
     assert main(["control", "--db", db, "set-workers", "4"]) == 0
     assert main(["control", "--db", db, "set-algorithm", "mixed", "theta_max=0.2"]) == 0
     assert main(["control", "--db", db, "set-workers", "zero"]) == 2
