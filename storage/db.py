@@ -206,13 +206,14 @@ def open_store(url: str | URL | None = None, *, existing: bool = False) -> "Stor
             raise ValueError(f"no skewlab database at {safe_url(parsed)} (no such file)")
     try:
         store = connect(parsed, create=not existing)
+        schema = store.has_schema() if existing else True  # the first connection when nothing is created
     except ValueError:
         raise
     except RuntimeError as exc:  # a schema version this skewlab does not know
         raise ValueError(f"cannot open database {safe_url(parsed)}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - driver / sqlalchemy errors: one line, no password
         raise ValueError(f"cannot open database {safe_url(parsed)}: {driver_reason(exc)}") from None
-    if existing and not store.has_schema():
+    if not schema:
         store.close()
         raise ValueError(f"no skewlab database at {safe_url(parsed)} (it has no skewlab tables)")
     return store

@@ -338,6 +338,10 @@ def test_control_needs_an_existing_skewlab_database(tmp_path):
     sqlite3.connect(tmp_path / "other.db").execute("CREATE TABLE t (x)").connection.commit()
     one_line_exit_2(skewlab(tmp_path, "control", "--db", f"sqlite:///{tmp_path}/other.db", "status"),
                     "no skewlab tables")
+    # a PostgreSQL server that does not answer (the first connection is made by the schema check): the
+    # driver's reason on one line (issue 26 item 4), not a traceback
+    one_line_exit_2(skewlab(tmp_path, "control", "--db", "postgresql+psycopg://u@127.0.0.1:1/x", "status"),
+                    "Connection refused")
 
 
 def test_control_refuses_a_finished_run_and_addresses_the_live_one(tmp_path, capsys):
