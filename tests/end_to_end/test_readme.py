@@ -331,7 +331,8 @@ def test_tracebacks_ignores_only_pyspark_shutdown_noise():
 #: library FutureWarnings, tracebacks) belongs in its Spark log
 _ENGINE_LINES = re.compile(
     r"^(run \d+[: ]|restored run |batch \d+ |command \d+ |paused: |stopping: |cannot read commands: |"
-    r"metrics (database|buffer) |warning: |input file |fault injection: |skewlab: )")
+    r"metrics (database|buffer) |warning: |input file |fault injection: |skewlab: |"
+    r"routing kernels[: ]|Spark started in |batch \d+: shadow grouping)")  # the background kernel warm-up
 
 
 def foreign_lines(text: str) -> list[str]:
