@@ -41,6 +41,8 @@ A key's frequency estimate is ``count / N`` and its *guaranteed* frequency ``(co
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -48,6 +50,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = [
+    "SketchPerSource",
     "SpaceSaving",
     "prefetch",
     "ss_collect",
@@ -646,3 +649,23 @@ class SpaceSaving:
             out_c[hit] = counts[pos[hit]]
             out_e[hit] = errs[pos[hit]]
         return out_c, out_e
+
+
+class SketchPerSource:
+    """Router mixin: a source's state (:meth:`source_state`, shipped to the executor that routes it)
+    carries that source's slice of the router's :class:`SpaceSaving` ``self.sketch`` beside the
+    router's own per-source state.  Put it before the router base class."""
+
+    sketch: SpaceSaving
+
+    def source_state(self, source: int) -> dict[str, Any]:
+        out = super().source_state(source)  # type: ignore[misc]
+        out["sketch"] = self.sketch.export_source(source)
+        return out
+
+    def set_source_state(self, source: int, state: Mapping[str, Any]) -> None:
+        state = dict(state)
+        sketch = state.pop("sketch", None)
+        super().set_source_state(source, state)  # type: ignore[misc]
+        if sketch:
+            self.sketch.import_source(source, sketch)

@@ -48,7 +48,7 @@ from skewlab.engine.algorithms.grouping import Router, StreamingPlanner
 from skewlab.engine.algorithms.groupings.basic import ConsistentHashRing
 from skewlab.engine.algorithms.keys import mix64
 from skewlab.engine.algorithms.registry import register
-from skewlab.engine.algorithms.sketches import SpaceSaving
+from skewlab.engine.algorithms.sketches import SketchPerSource, SpaceSaving
 from skewlab.engine.config.params import Param
 
 __all__ = ["FishGrouping", "FishRouter", "fish_choices"]
@@ -95,7 +95,7 @@ def _fish_kernel(owners, hot_idx, cand, n_cand, loads, out):  # pragma: no cover
         out[x] = w
 
 
-class FishRouter(Router):
+class FishRouter(SketchPerSource, Router):
     """Per source: local loads, SpaceSaving hotness sketch, tuple count, the epoch's hot set."""
 
     source_state_attrs: ClassVar[tuple[str, ...]] = ("loads", "seen", "hot_fps", "hot_p", "hot_cand", "hot_d")
@@ -128,19 +128,6 @@ class FishRouter(Router):
         return e if e > 0 else 250 * self.n_workers
 
     # ------------------------------------------------------------------ per-source state
-    def source_state(self, source: int) -> dict[str, Any]:
-        """Local loads, tuple count, the epoch's hot set and the source's SpaceSaving sketch."""
-        out = super().source_state(source)
-        out["sketch"] = self.sketch.export_source(source)
-        return out
-
-    def set_source_state(self, source: int, state: Mapping[str, Any]) -> None:
-        state = dict(state)
-        sketch = state.pop("sketch", None)
-        super().set_source_state(source, state)
-        if sketch:
-            self.sketch.import_source(source, sketch)
-
     def _source(self, source: int) -> int:
         s = int(source)
         if not 0 <= s < self.n_sources:

@@ -56,6 +56,7 @@ from skewlab.engine.algorithms.keys import mix64_scalar, reduce_scalar
 from skewlab.engine.config.params import Param
 from skewlab.engine.algorithms.registry import register
 from skewlab.engine.algorithms.sketches import (
+    SketchPerSource,
     PF_COUNTER,
     PF_SLOT,
     SHIFT,
@@ -806,24 +807,12 @@ _REFRESH = Param(
 )
 
 
-class _HeadRouter(_SplitKeyRouter):
+class _HeadRouter(SketchPerSource, _SplitKeyRouter):
     """Head/tail split with a SpaceSaving sketch per source; subclasses set ``mode``."""
 
     mode: ClassVar[int] = 0
 
     source_state_attrs: ClassVar[tuple[str, ...]] = ("loads", "state", "_hslot", "_cfp", "_cmeta", "_crow")
-    def source_state(self, source: int) -> dict[str, Any]:
-        """Local loads, head state, choice cache and the source's SpaceSaving sketch."""
-        out = super().source_state(source)
-        out["sketch"] = self.sketch.export_source(source)
-        return out
-
-    def set_source_state(self, source: int, state: Mapping[str, Any]) -> None:
-        state = dict(state)
-        sketch = state.pop("sketch", None)
-        super().set_source_state(source, state)
-        if sketch:
-            self.sketch.import_source(source, sketch)
 
     def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
         super().__init__(n_workers, n_sources, seed, params)
