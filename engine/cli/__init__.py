@@ -62,8 +62,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             raise UsageError("--input replays a file; do not combine it with --workload")
         workload = "file"
         wparams["path"] = args.input
-        if args.column is not None:
-            wparams["column"] = args.column
+        key_field = _key_field(args)
+        if key_field is not None:
+            wparams["column"] = key_field
+        if args.value_field is not None:
+            wparams["value_column"] = args.value_field
+    elif args.key_field is not None or args.column is not None or args.value_field is not None:
+        raise UsageError("--key-field/--column/--value-field name CSV columns of an --input file")
     workload = workload or "zipf"
     if workload in ("zipf", "drift"):
         if args.zipf is not None:
@@ -171,7 +176,8 @@ def cmd_engine(args: argparse.Namespace) -> int:
         max_per_batch=args.max_per_batch, checkpoint=args.checkpoint, run_name=args.run_name or "",
         duration=args.duration, master=args.master, window=args.window, operator=args.operator,
         workload=args.workload, workload_params=wparams, seed=args.seed, bootstrap=args.bootstrap or "",
-        topic=args.topic or "", path=args.input or "", column=args.column or "",
+        topic=args.topic or "", path=args.input or "", key_field=_key_field(args) or "",
+        value_field=args.value_field or "",
         shadow=None if args.shadow is None else [n for n in args.shadow.split(",") if n],
         max_batches=args.max_batches, max_workers=args.max_workers, sink=args.sink, service_us=args.service_us,
         spark_conf=parse_assignments(args.conf or []),
@@ -191,6 +197,13 @@ def cmd_engine(args: argparse.Namespace) -> int:
     except EngineFailed as exc:
         print(f"skewlab: error: {exc} (the batch is replayed when the engine restarts)", file=sys.stderr)
         return 1
+
+
+def _key_field(args: argparse.Namespace) -> str | None:
+    """``--key-field``, or its alias ``--column``; UsageError if both are given and differ."""
+    if args.key_field is not None and args.column is not None and args.key_field != args.column:
+        raise UsageError(f"--column is an alias of --key-field: give one, not both ({args.column!r}, {args.key_field!r})")
+    return args.key_field if args.key_field is not None else args.column
 
 
 def check_spark_can_start(cfg: Any) -> None:
@@ -398,7 +411,11 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--zipf", type=float, default=None, help="Zipf exponent z (zipf/drift workloads; default 1.0)")
     s.add_argument("--keys", type=int, default=None, help="number of distinct keys K (zipf/drift workloads; default 10000)")
     s.add_argument("--input", default=None, help="replay keys from FILE (one key per line, or a CSV column)")
-    s.add_argument("--column", default=None, help="CSV column (name or 0-based index) with --input")
+    s.add_argument("--key-field", default=None, help="CSV column (name or 0-based index) of the key, with --input")
+    s.add_argument("--column", default=None, help="alias of --key-field")
+    s.add_argument("--value-field", default=None,
+                   help="CSV column of each record's value, with --input: records without a number there are "
+                        "dead letters, as in the engine (simulate has no operator: the values are not used)")
     s.add_argument("--workload-param", action="append", metavar="NAME=VALUE", help="workload parameter (repeatable)")
     s.add_argument("--messages", type=int, default=settings.MESSAGES.default, help=settings.flag_help(settings.MESSAGES, "default: the whole --input file, else 1e6"))
     s.add_argument("--interval-messages", type=int, default=settings.INTERVAL_MESSAGES.default,
@@ -464,7 +481,15 @@ def add_commands(sub: Any) -> None:
     e.add_argument("--bootstrap", default=None, help="Kafka bootstrap HOST:PORT (--source kafka)")
     e.add_argument("--topic", default=None, help="Kafka topic (--source kafka)")
     e.add_argument("--input", default=None, help="file to replay (--source file)")
-    e.add_argument("--column", default=None, help="CSV column (--source file)")
+    e.add_argument("--key-field", default=None,
+                   help="where each record's key is: a CSV column, name or 0-based index (--source file; default "
+                        "the whole line), or a dotted field of the JSON record value such as user.id (--source "
+                        "kafka; default the record key)")
+    e.add_argument("--column", default=None, help="alias of --key-field")
+    e.add_argument("--value-field", default=None,
+                   help="where each record's value is, for --operator sum|mean|min|max|distinct or a user's "
+                        "operator of values: a CSV column (--source file) or a dotted JSON field such as "
+                        "amount (--source kafka); the generator draws seeded values itself")
     e.add_argument("--shadow", default=None, help="comma-separated shadow algorithms ('' = none; default all)")
     e.set_defaults(func=cmd_engine)
 

@@ -45,7 +45,7 @@ __all__ = ["STREAM_FIELDS", "SnapshotStore", "stream_mismatch"]
 
 #: engine settings that identify the stream a checkpoint belongs to
 STREAM_FIELDS = ("source", "operator", "workload", "workload_params", "seed", "sources", "window",
-                 "bootstrap", "topic", "path", "column", "db")
+                 "bootstrap", "topic", "path", "column", "key_field", "value_field", "db")
 
 
 def stream_mismatch(saved: dict[str, Any] | None, wanted: dict[str, Any]) -> list[str]:

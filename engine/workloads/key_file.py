@@ -12,7 +12,12 @@ Rules (one set for both paths):
   character; ``tab`` or ``\\t`` mean a tab), and ``column`` is a 0-based index (all digits) or a
   column name.  Keys are stripped of surrounding white space and are strings (``"007"`` and ``"7"``
   are different keys).
-* **Header.**  ``header=None`` (the default): the file has a header iff ``column`` is a name.
+* **Value.**  ``value_column`` (optional, a name or 0-based index like ``column``; it needs a key
+  ``column``): each record's value, a finite number parsed by
+  :func:`skewlab.engine.workloads.record_fields.parse_value` (``values[i]``, float; ``None`` without a
+  value column).
+* **Header.**  ``header=None`` (the default): the file has a header iff ``column`` (or
+  ``value_column``) is a name.
   ``header=True`` skips the header also with an index; ``header=False`` with a name is an error.
   The header is the first non-blank line; blank lines before it are not records.
 * **Dead letters.**  A record without a key gets ``key=None`` and a reason: ``bad_utf8``,
@@ -22,10 +27,12 @@ Rules (one set for both paths):
   swallow the rest of the row into one key).  The Spark source emits them as dead letters (column
   ``error``); the ``file`` workload counts them (:meth:`KeyRecords.dead_letters`, the engine's
   ``{reason: (count, samples)}`` form), ``skewlab simulate`` warns and stores them, and a file with a
-  ``bad_utf8`` line is refused there.
+  ``bad_utf8`` line is refused there.  With a value column also: ``missing_column`` (the row is too
+  short for it), ``empty_value`` (its field is blank), ``bad_value_type`` (not a finite number).
 * **User errors** (:class:`~skewlab.engine.config.params.ParamError`, one line, prefixed with ``owner``): a
   missing, unreadable or directory path, a bad separator, a column name that is not in the header
-  (or with ``header=False``), a column index beyond the first row's width.
+  (or with ``header=False``), a column index beyond the first row's width, a value column without a
+  key column.
 
 An empty file has no records (the caller decides whether that is an error).
 """
@@ -36,6 +43,7 @@ import csv
 from dataclasses import dataclass, field
 
 from skewlab.engine.config.params import ParamError
+from skewlab.engine.workloads.record_fields import parse_value
 from skewlab.shared import filesystems
 
 __all__ = ["KeyRecords", "RAW_BYTES", "parse_separator", "read_key_file"]
@@ -45,16 +53,19 @@ RAW_BYTES = 32  # bytes of a bad record kept (as hex) in ``raws``
 
 @dataclass
 class KeyRecords:
-    """One entry per record (data line): ``keys[i]`` or, when it is None, ``errors[i]`` says why and
-    ``raws[i]`` holds the hex of the line's first :data:`RAW_BYTES` bytes."""
+    """One entry per record (data line): ``keys[i]`` and ``values[i]`` (``None`` without a value
+    column) or, when the key is None, ``errors[i]`` says why and ``raws[i]`` holds the hex of the
+    line's first :data:`RAW_BYTES` bytes."""
 
     keys: list[str | None] = field(default_factory=list)
     errors: list[str | None] = field(default_factory=list)
     raws: list[str | None] = field(default_factory=list)
+    values: list[float | None] = field(default_factory=list)
 
-    def add(self, key: str | None, error: str | None = None, line: bytes = b"") -> None:
+    def add(self, key: str | None, error: str | None = None, line: bytes = b"", value: float | None = None) -> None:
         self.keys.append(key)
         self.errors.append(error)
+        self.values.append(value)
         self.raws.append(None if error is None else bytes(line[:RAW_BYTES]).hex())
 
     def good(self) -> list[str]:
@@ -132,36 +143,38 @@ def _fields(text: str, sep: str) -> list[str]:
 
 
 def read_key_file(path: str, column: str = "", sep: str = ",", header: bool | None = None, *,
-                  owner: str = "key file") -> KeyRecords:
+                  value_column: str = "", owner: str = "key file") -> KeyRecords:
     """The records of ``path`` under the module's rules; ParamError (one line) for a user error."""
     column = str(column or "").strip()
+    value_column = str(value_column or "").strip()
     sep = parse_separator(sep, owner)
-    by_name = column != "" and not column.isdigit()
+    if value_column and not column:
+        raise ParamError(f"{owner}: a value column ({value_column!r}) needs a key column too (--key-field)")
+    named = [c for c in (column, value_column) if c and not c.isdigit()]
     if header is None:
-        header = by_name
-    elif by_name and not header:
-        raise ParamError(f"{owner}: column {column!r} is a name but header is false")
+        header = bool(named)
+    elif named and not header:
+        raise ParamError(f"{owner}: column {named[0]!r} is a name but header is false")
     lines = _lines(_read_bytes(path, owner))
     out = KeyRecords()
     index: int | None = None
+    value_index: int | None = None
     if column and header:
         while lines and not lines[0].strip():
             lines = lines[1:]
         if lines:
             names = [f.strip() for f in _fields(lines[0].decode("utf-8", errors="replace"), sep)]
             lines = lines[1:]
-            if by_name:
-                if column not in names:
-                    shown = ", ".join(repr(h) for h in names[:12]) + (", ..." if len(names) > 12 else "")
-                    raise ParamError(f"{owner}: unknown column {_one_line(column)!r}: not in the header of "
-                                     f"{path!r} ({_one_line(shown)})")
-                index = names.index(column)
-            else:
-                index = _checked_index(column, len(names), path, owner)
+            index = _header_index(column, names, path, owner)
+            if value_column:
+                value_index = _header_index(value_column, names, path, owner)
     elif column:
         first = next((ln for ln in lines if ln.strip()), None)
         width = 0 if first is None else len(_fields(first.decode("utf-8", errors="replace"), sep))
         index = _checked_index(column, width, path, owner) if first is not None else int(column)
+        if value_column:
+            value_index = (_checked_index(value_column, width, path, owner) if first is not None
+                           else int(value_column))
     for line in lines:
         try:
             text = line.decode("utf-8")
@@ -177,13 +190,30 @@ def read_key_file(path: str, column: str = "", sep: str = ",", header: bool | No
         row = _row(text, sep)
         if row is None:
             out.add(None, "bad_quote", line)
-        elif index >= len(row):
+        elif index >= len(row) or (value_index is not None and value_index >= len(row)):
             out.add(None, "missing_column", line)
         elif not row[index].strip():
             out.add(None, "empty_key", line)
-        else:
+        elif value_index is None:
             out.add(row[index].strip())
+        else:
+            value, reason = parse_value(row[value_index])
+            if reason:
+                out.add(None, reason, line)
+            else:
+                out.add(row[index].strip(), value=value)
     return out
+
+
+def _header_index(column: str, names: list[str], path: str, owner: str) -> int:
+    """The index of ``column`` (a name of the header ``names``, or a 0-based index within it)."""
+    if column.isdigit():
+        return _checked_index(column, len(names), path, owner)
+    if column not in names:
+        shown = ", ".join(repr(h) for h in names[:12]) + (", ..." if len(names) > 12 else "")
+        raise ParamError(f"{owner}: unknown column {_one_line(column)!r}: not in the header of "
+                         f"{path!r} ({_one_line(shown)})")
+    return names.index(column)
 
 
 def _checked_index(column: str, width: int, path: str, owner: str) -> int:

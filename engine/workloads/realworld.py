@@ -108,7 +108,9 @@ class FileWorkload(Workload):
     ``delimiter`` (``tab`` means a tab), white space stripped, UTF-8 with an optional BOM).  Records
     without a key are skipped and counted in :attr:`dead_letters` (``{reason: (count, samples)}``, as
     the engine counts them; :attr:`skipped`: those other than blank lines); a line that is not UTF-8
-    is an error here (the Spark source emits it as a dead letter).
+    is an error here (the Spark source emits it as a dead letter).  With ``value_column`` a record
+    needs a number there too (the engine's ``--value-field``), so the same records are replayed as
+    the engine's operator of values sees; the values themselves are not used (no operator here).
 
     * ``loop`` false: the stream ends at the end of the file, so fewer than ``messages`` keys may
       come out (the last batch is then shorter).  ``loop`` true: the file repeats until
@@ -124,6 +126,8 @@ class FileWorkload(Workload):
     params: ClassVar[tuple[Param, ...]] = (
         Param("path", "str", "", "file to replay (UTF-8 text)"),
         Param("column", "str", "", "CSV column name or 0-based index; empty = one key per line", high=256),
+        Param("value_column", "str", "", "CSV column of each record's value: records without a number there "
+              "are dead letters, as in the engine (the local runtime replays keys only)", high=256),
         Param("loop", "bool", False, "start over at the end of the file"),
         Param("header", "bool", False, "with a column index: skip the first row (a name implies a header)"),
         Param("delimiter", "str", ",", "CSV field delimiter: one character, or 'tab'", high=3),
@@ -137,7 +141,8 @@ class FileWorkload(Workload):
             raise ParamError(f"{owner}: parameter path is required (the file to replay)")
         self.path = path
         records = read_key_file(path, str(self.p["column"]), str(self.p["delimiter"]),
-                                True if self.p["header"] else None, owner=owner)
+                                True if self.p["header"] else None, value_column=str(self.p["value_column"]),
+                                owner=owner)
         if not records.keys:
             raise ParamError(f"{owner}: {path!r} is empty")
         if "bad_utf8" in records.errors:

@@ -96,6 +96,6 @@ def test_simulate_and_spark_file_source_read_the_same_keys(tmp_path, data, colum
     path = write(tmp_path, data, "same.csv")
     w = create_workload("file", 0, {"path": path, "column": column})
     simulated = [w.vocab.names[i] for i in np.concatenate(list(w.batches(w.length, 4)))]
-    keys, errors, _ = S.load_key_file(path, column)
+    keys, errors, _, _ = S.load_key_file(path, column)
     spark = [k for k, e in zip(keys.to_pylist(), errors.to_pylist()) if e is None]
     assert simulated == spark and simulated

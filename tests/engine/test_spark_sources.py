@@ -235,16 +235,16 @@ def test_generator_trace_stride_mode_is_the_simulated_stream():
 def test_load_key_file_modes(tmp_path):
     plain = tmp_path / "keys.txt"
     plain.write_bytes(b"a\nb b\r\n\nc\n")
-    keys, errs, raws = S.load_key_file(str(plain))
+    keys, errs, raws, _ = S.load_key_file(str(plain))
     assert keys.to_pylist() == ["a", "b b", None, "c"]
     assert errs.to_pylist() == [None, None, "empty_line", None]
     csvf = tmp_path / "k.csv"
     csvf.write_bytes(b'id,word\n1,apple\n2,"x,y"\n3\n4,\xff\n')
-    keys, errs, raws = S.load_key_file(str(csvf), "word")
+    keys, errs, raws, _ = S.load_key_file(str(csvf), "word")
     assert keys.to_pylist() == ["apple", "x,y", None, None]
     assert errs.to_pylist() == [None, None, "missing_column", "bad_utf8"]
     assert raws.to_pylist()[3] == b"4,\xff".hex()
-    keys, _, _ = S.load_key_file(str(csvf), "0", header=True)
+    keys, _, _, _ = S.load_key_file(str(csvf), "0", header=True)
     assert keys.to_pylist() == ["1", "2", "3", None]  # a line must be valid UTF-8 as a whole
     with pytest.raises(ValueError, match="not in the header"):
         S.load_key_file(str(csvf), "nope")

@@ -176,7 +176,13 @@ class EngineConfig:
     bootstrap: str = ""
     topic: str = ""
     path: str = ""
+    #: the CSV column (file) or dotted JSON path into the record value (kafka) of each record's key;
+    #: ``column`` is its older name (``--column``), kept as an alias
+    key_field: str = ""
     column: str = ""
+    #: the CSV column (file) or dotted JSON path (kafka) of each record's value, for operators that read
+    #: one (:attr:`KeyedOperator.needs_value`); the generator draws seeded values itself
+    value_field: str = ""
     shadow: list[str] | None = None
     shadow_max_tuples: int = 50_000
     top_k: int = 10
@@ -190,6 +196,45 @@ class EngineConfig:
         """The operator ``operator`` names (:func:`skewlab.engine.operators.load_operator`; one-line
         :class:`ParamError` if it names none)."""
         return load_operator(self.operator)
+
+    def key_field_name(self) -> str:
+        """``--key-field``, else its alias ``--column`` (``""``: the record key, or the whole line)."""
+        return (self.key_field or self.column or "").strip()
+
+    def value_kind(self, operator: KeyedOperator | None = None) -> str:
+        """What the routed tuples carry as value for ``operator`` (default: the configured one), one
+        of :data:`skewlab.engine.runtimes.spark.topology.VALUE_KINDS`: ``seq`` for the join (its
+        tuples' positions), ``field`` for an operator of values, ``none`` for one of keys only."""
+        op = operator if operator is not None else self.keyed_operator()
+        if not op.needs_value:
+            return "none"
+        return "seq" if isinstance(op, Join) else "field"
+
+    def _validate_fields(self, operator: KeyedOperator) -> None:
+        """The records' key and value fields against the source and the operator (issue 24, item 1)."""
+        from skewlab.engine.workloads.record_fields import parse_path
+
+        key_field, value_field = self.key_field_name(), (self.value_field or "").strip()
+        if self.key_field and self.column and self.key_field.strip() != self.column.strip():
+            raise ParamError(f"--column is an alias of --key-field: give one, not both ({self.column!r}, "
+                             f"{self.key_field!r})")
+        if self.source == "generator" and (key_field or value_field):
+            raise ParamError("--key-field/--value-field name fields of the records of --source kafka|file; the "
+                             "generator draws its own keys and seeded values")
+        kind = self.value_kind(operator)
+        if kind != "field" and value_field:
+            raise ParamError(f"--value-field {value_field}: operator {operator.name} reads no value per tuple "
+                             f"({'its tuples are joined by position' if kind == 'seq' else 'keys only'}); drop it "
+                             "or use sum, mean, min, max, distinct")
+        if kind == "field" and self.source != "generator" and not value_field:
+            where = "a dotted JSON field of the record value" if self.source == "kafka" else "a CSV column"
+            raise ParamError(f"--operator {self.operator}: {operator.name} reads a value per tuple; name it with "
+                             f"--value-field ({where}, e.g. amount)")
+        if self.source == "kafka":
+            parse_path(key_field, "--key-field")
+            parse_path(value_field, "--value-field")
+        if self.source == "file" and value_field and not key_field:
+            raise ParamError("--value-field with --source file needs --key-field too (the CSV column of the key)")
 
     def validate(self) -> None:
         """One-line :class:`ParamError` for every bad setting (before Spark starts)."""
@@ -208,10 +253,7 @@ class EngineConfig:
             raise ParamError(f"--duration must be > 0 seconds, got {self.duration}")
         cls = registry.get(self.algorithm)
         registry.validate_params(self.algorithm, self.params)
-        if operator.needs_value and not isinstance(operator, Join):
-            raise ParamError(f"--operator {self.operator}: {operator.name} reads a value per tuple, and the engine's "
-                             "records carry no values yet (only the join's tuple positions); run count, join or an "
-                             "operator with needs_value = False")
+        self._validate_fields(operator)
         refusal = split_key_refusal(operator.name, operator.mergeable, self.algorithm, cls.single_owner)
         if refusal:
             raise ParamError(refusal)
@@ -262,11 +304,13 @@ class EngineConfig:
                 "partitions": str(self.sources),
                 "rate": str(self.rate),
                 "max_per_batch": str(self.max_per_batch),
+                "values": str(self.value_kind() == "field").lower(),
             }
         if self.source == "file":
             return "skewlab-file", {
                 "path": filesystems.resolve(self.path),
-                "column": self.column,
+                "column": self.key_field_name(),
+                "value_column": self.value_field,
                 "partitions": str(self.sources),
                 "rate": str(self.rate),
                 "max_per_batch": str(self.max_per_batch),
@@ -275,6 +319,8 @@ class EngineConfig:
             "bootstrap": self.bootstrap,
             "topic": self.topic,
             "max_per_batch": str(self.max_per_batch),
+            "key_field": self.key_field_name(),
+            "value_field": self.value_field,
         }
 
 
@@ -489,7 +535,7 @@ class SparkEngine:
             payload["changes"] = self.shares_split
         self.routes.publish(batch_id, RoutingSnapshot(batch_id, self.controller.planner.router, self.partitions,
                                                       control, self.next_imports,
-                                                      values=self.operator.needs_value).dumps(),
+                                                      values=self.cfg.value_kind(self.operator)).dumps(),
                             flush=bool(self.next_imports or self.next_orders[0].size))
 
     def _track_migrations(self, batch_id: int, exports: list[tuple[int, int, bytes]], latency_ms: float
@@ -769,8 +815,7 @@ class SparkEngine:
 
         fmt, opts = self.cfg.source_options()
         opts["route_dir"] = str(self.routes.dir)  # the sources route (skewlab.engine.runtimes.spark.sources)
-        if self.operator.needs_value:
-            opts["route_values"] = "true"  # each tuple's value, for the operator
+        opts["route_values"] = self.cfg.value_kind(self.operator)  # each tuple's value, for the operator
         self._publish_route(self.last_batch + 1)
         P = self.partitions
         configure_state_store(spark, P)

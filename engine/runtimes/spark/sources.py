@@ -13,8 +13,11 @@ exactly the records of its range, so a replayed micro-batch yields identical rec
 (:data:`SCHEMAS`): ``key`` (NULL exactly when ``error`` is set), ``source``, ``seq`` (position in
 the instance's stream; Kafka offset), ``error`` (dead-letter reason: ``no_key``, ``bad_utf8``,
 ``oversized``, and for files ``empty_line``, ``missing_column``, ``empty_key`` by the rules of
-:mod:`skewlab.engine.workloads.key_file`), ``raw`` (file, kafka: hex of the first 32 bytes
-of a bad key) and ``ts`` (kafka: record timestamp, ms).  Bad records are emitted, never raised.
+:mod:`skewlab.engine.workloads.key_file`; for the records' fields those of
+:mod:`skewlab.engine.workloads.record_fields`), ``raw`` (file, kafka: hex of the first 32 bytes
+of a bad key) and ``ts`` (kafka: record timestamp, ms), and with values (:func:`has_values`: a
+file's ``value_column``, Kafka's ``value_field``, the generator's ``values``) ``value`` (DOUBLE,
+NULL exactly when ``error`` is set).  Bad records are emitted, never raised.
 
 Admission control (generator and file): offsets are JSON ``{"0": n0, ...}``, tuples consumed per
 instance; at time ``t`` the source has emitted ``total0 + ⌊rate · (t − t0)⌋`` tuples
@@ -27,7 +30,8 @@ tuples through :func:`skewlab.engine.runtimes.spark.topology.make_router`, as th
 et al. Sec. II), and emits :data:`skewlab.engine.runtimes.spark.topology.ROUTED_SCHEMA` (or
 :data:`~skewlab.engine.runtimes.spark.topology.ROUTED_VALUES_SCHEMA` with ``route_values=true``).  The routing
 snapshot of batch ``v`` is the file ``route-<v>.snap`` named in ``route_dir/NEXT``
-(:class:`RouteFiles`); ``latestOffset`` records ``v`` in the batch's end offset, so a replayed batch
+(:class:`RouteFiles`); ``route_values`` (``none`` | ``seq`` | ``field``) names the value routed rows carry
+(:data:`~skewlab.engine.runtimes.spark.topology.VALUE_KINDS`); ``latestOffset`` records ``v`` in the batch's end offset, so a replayed batch
 uses the snapshot it was planned with.  Executor-side caches (the generator's iterator, the file's
 parsed keys) live across micro-batches in reused Python workers.  Details of each of these
 mechanisms: docs/design-notes.md, "engine/runtimes/spark/sources.py".
@@ -55,6 +59,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from skewlab.engine.config import settings
 from skewlab.engine.config.params import Param, ParamError, resolve_params
 from skewlab.engine.workloads.key_file import RAW_BYTES, parse_separator, read_key_file
+from skewlab.engine.workloads.record_fields import json_fields, parse_path
 from skewlab.shared import filesystems
 
 try:  # Spark >= 4.2: admission control API
@@ -78,7 +83,10 @@ __all__ = [
     "UNBOUNDED",
     "fair_split",
     "generator_stream_ids",
+    "generator_values",
+    "has_values",
     "load_key_file",
+    "parse_kafka_fields",
     "partition_seed",
     "register",
     "source_options",
@@ -104,6 +112,22 @@ ARROW_SCHEMAS: dict[str, pa.Schema] = {
     name: pa.schema([(col.split()[0], _ARROW_TYPES[col.split()[0]]) for col in ddl.split(", ")])
     for name, ddl in SCHEMAS.items()
 }
+#: the column a source with values adds after its own (:func:`has_values`)
+VALUE_COLUMN = "value DOUBLE"
+_VALUE_FIELD = pa.field("value", pa.float64())
+
+
+def has_values(fmt: str, options: Mapping[str, Any]) -> bool:
+    """Does source ``fmt`` with ``options`` emit each record's value (column ``value``)?"""
+    given = {str(k).lower(): v for k, v in dict(options).items()}
+    if fmt == GENERATOR:
+        return str(given.get("values", "")).strip().lower() in ("true", "1", "yes")
+    name = "value_column" if fmt == FILE else "value_field"
+    return bool(str(given.get(name) or "").strip())
+
+
+def _arrow_schema(fmt: str, values: bool) -> pa.Schema:
+    return ARROW_SCHEMAS[fmt].append(_VALUE_FIELD) if values else ARROW_SCHEMAS[fmt]
 
 
 def register(spark) -> None:
@@ -115,11 +139,14 @@ def register(spark) -> None:
 def _schema(fmt: str, options: Mapping[str, Any]) -> str:
     """The DDL a source produces: its own columns, or the routed ones with ``route_dir``."""
     if options.get("route_dir"):
-        from skewlab.engine.runtimes.spark.topology import ROUTED_SCHEMA, ROUTED_VALUES_SCHEMA
+        from skewlab.engine.runtimes.spark.topology import ROUTED_FIELD_SCHEMA, ROUTED_SCHEMA, ROUTED_VALUES_SCHEMA
 
         routed_values = source_options(options, fmt, _ROUTE_OPTIONS)["route_values"]
-        return ROUTED_VALUES_SCHEMA if routed_values else ROUTED_SCHEMA
-    return SCHEMAS[fmt]
+        if routed_values == "field" and not has_values(fmt, options):
+            raise ParamError(f"{fmt}: route_values=field needs a source with values "
+                             "(value_column, value_field, values=true)")
+        return {"seq": ROUTED_VALUES_SCHEMA, "field": ROUTED_FIELD_SCHEMA}.get(routed_values, ROUTED_SCHEMA)
+    return f"{SCHEMAS[fmt]}, {VALUE_COLUMN}" if has_values(fmt, options) else SCHEMAS[fmt]
 
 
 # ============================================================================ routing snapshots
@@ -249,7 +276,8 @@ def _routed(route: bytes | None, batches: Iterator[pa.RecordBatch], lead: bool =
 # ============================================================================ shared helpers
 _ROUTE_OPTIONS = (
     Param("route_dir", "str", "", "directory of the engine's routing snapshots (set by the engine)"),
-    Param("route_values", "bool", False, "routed rows carry the tuple's seq as value (join operator)"),
+    Param("route_values", "choice", "none", "the value routed rows carry: none, the tuple's seq (join operator) "
+          "or its value field", choices=("none", "seq", "field")),
 )
 #: Options of ``skewlab-generator`` (see :class:`GeneratorDataSource`); run settings from :mod:`skewlab.engine.config.settings`.
 GENERATOR_OPTIONS: tuple[Param, ...] = (
@@ -262,6 +290,7 @@ GENERATOR_OPTIONS: tuple[Param, ...] = (
           high=UNBOUNDED),
     Param("mode", "choice", "seed", "seed: independent draws per instance; stride: one global stream",
           choices=("seed", "stride")),
+    Param("values", "bool", False, "emit a seeded value beside each key (generator_values)"),
     replace(settings.MAX_PER_BATCH, default=500_000),
     replace(settings.RATE, default=100_000.0),
     *_ROUTE_OPTIONS,
@@ -270,6 +299,8 @@ GENERATOR_OPTIONS: tuple[Param, ...] = (
 FILE_OPTIONS: tuple[Param, ...] = (
     Param("path", "str", None, "the key file (required)"),
     Param("column", "str", "", "CSV column name or 0-based index; empty = one key per line", high=256),
+    Param("value_column", "str", "", "CSV column (name or 0-based index) of each record's value; empty = none",
+          high=256),
     Param("sep", "str", ",", "CSV separator: one character, or 'tab'", high=3),
     Param("header", "bool", None, "the file has a header line (default: iff column is a name)"),
     replace(settings.SOURCES, name="partitions", default=1, help="source instances"),
@@ -286,6 +317,8 @@ KAFKA_OPTIONS: tuple[Param, ...] = (
     Param("timeout_ms", "int", 30_000, "broker requests and one read, ms", low=100, high=3_600_000),
     Param("probe_highwater", "bool", True, "raise end offsets to the high watermark of a Fetch"),
     Param("key_from", "choice", "key", "the grouping key is the record's key or value", choices=("key", "value")),
+    Param("key_field", "str", "", "dotted path of the key in the record's JSON value (empty: key_from)", high=256),
+    Param("value_field", "str", "", "dotted path of the value in the record's JSON value (empty: none)", high=256),
     Param("max_key_bytes", "int", 1024, "longer keys are dead letters 'oversized'", low=1),
     *_ROUTE_OPTIONS,
 )
@@ -420,6 +453,23 @@ def partition_seed(seed: int, instance: int) -> int:
     """
     ss = np.random.SeedSequence([int(seed) % (1 << 64), int(instance)])
     return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+#: the generator's values are integers in ``[0, VALUE_RANGE)`` (exact in float64 sums of any order)
+VALUE_RANGE = 1000
+
+
+def generator_values(seed: int, instance: int, seqs: np.ndarray) -> np.ndarray:
+    """The seeded value (float64, an integer in ``[0, VALUE_RANGE)``) of the tuples at positions ``seqs``
+    of source instance ``instance``: SplitMix64 (Steele et al., OOPSLA 2014) of the instance's seed
+    (:func:`partition_seed`) plus ``seq`` times its odd increment, a pure function of (seed, instance,
+    seq), so every replay, any range and the tests' ground truth draw the same values."""
+    with np.errstate(over="ignore"):
+        z = np.uint64(partition_seed(seed, instance)) + np.asarray(seqs, np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z % np.uint64(VALUE_RANGE)).astype(np.float64)
 
 
 def _stride_caps(messages: int, chunk: int, instances: int) -> list[int]:
@@ -662,23 +712,20 @@ class GeneratorStreamReader(_PacedRangeReader):
         self.pacer = _Pacer(o["rate"], self.max_per_batch, caps)
         self._last = [0] * self.instances
         self.routes = _route_files(o)
+        self.values = o["values"]
 
     # ---------------------------------------------------------------- executor
     def _records(self, partition: _RangePartition) -> Iterator[pa.RecordBatch]:
-        schema = ARROW_SCHEMAS[GENERATOR]
+        schema = _arrow_schema(GENERATOR, self.values)
         cfg, p = partition.cfg, partition.instance
         stream = _gen_stream(cfg, p)
         for first, keys in stream.read(partition.start, partition.end):
             n = len(keys)
-            yield pa.RecordBatch.from_arrays(
-                [
-                    keys,
-                    pa.array(np.full(n, p, dtype=np.int32)),
-                    pa.array(np.arange(first, first + n, dtype=np.int64)),
-                    pa.nulls(n, pa.string()),
-                ],
-                schema=schema,
-            )
+            seqs = np.arange(first, first + n, dtype=np.int64)
+            cols = [keys, pa.array(np.full(n, p, dtype=np.int32)), pa.array(seqs), pa.nulls(n, pa.string())]
+            if self.values:
+                cols.append(pa.array(generator_values(cfg[2], p, seqs)))
+            yield pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
 # ============================================================================ file
@@ -689,26 +736,29 @@ def _file_identity(path: str) -> tuple:
     return (location, info.size, info.mtime_ns)
 
 
-def load_key_file(path: str, column: str = "", sep: str = ",", header: bool | None = None):
-    """The records of a key file as ``(keys, errors, raws)`` Arrow string arrays, one entry per data line.
+def load_key_file(path: str, column: str = "", sep: str = ",", header: bool | None = None, value_column: str = ""):
+    """The records of a key file as ``(keys, errors, raws, values)`` Arrow arrays (strings; values
+    float64), one entry per data line.
 
     Read by :func:`skewlab.engine.workloads.key_file.read_key_file` (the reader ``skewlab simulate --input``
     uses too; its docstring states the rules); a line without a key has ``key = NULL`` and
-    ``error`` = ``bad_utf8`` | ``empty_line`` | ``missing_column`` | ``empty_key`` | ``bad_quote``.
+    ``error`` = ``bad_utf8`` | ``empty_line`` | ``missing_column`` | ``empty_key`` | ``bad_quote`` and,
+    with ``value_column``, ``empty_value`` | ``bad_value_type``.  ``values`` is all NULL without
+    ``value_column``.
     """
-    records = read_key_file(path, column, sep, header, owner=FILE)
+    records = read_key_file(path, column, sep, header, value_column=value_column, owner=FILE)
     return (pa.array(records.keys, type=pa.string()), pa.array(records.errors, type=pa.string()),
-            pa.array(records.raws, type=pa.string()))
+            pa.array(records.raws, type=pa.string()), pa.array(records.values, type=pa.float64()))
 
 
 @functools.lru_cache(maxsize=4)
-def _key_file_of(identity: tuple, column: str, sep: str, header: bool | None):
+def _key_file_of(identity: tuple, column: str, sep: str, header: bool | None, value_column: str):
     """:func:`load_key_file` per file version ``identity`` (path, size, mtime) and reading rules."""
-    return load_key_file(identity[0], column, sep, header)
+    return load_key_file(identity[0], column, sep, header, value_column)
 
 
-def _cached_key_file(path: str, column: str, sep: str, header: bool | None):
-    return _key_file_of(_file_identity(path), column, sep, header)
+def _cached_key_file(path: str, column: str, sep: str, header: bool | None, value_column: str = ""):
+    return _key_file_of(_file_identity(path), column, sep, header, value_column)
 
 
 class FileDataSource(DataSource):
@@ -716,7 +766,8 @@ class FileDataSource(DataSource):
 
     Options: ``path`` (required; a path or URI the executors can read — local mode, a shared file
     system or an object store: :mod:`skewlab.shared.filesystems`), ``column`` (``""`` = one key per line (default); digits = 0-based CSV column;
-    a name = CSV column by header), ``sep`` (default ``,``; ``tab`` = a tab), ``header`` (default:
+    a name = CSV column by header), ``value_column`` (the CSV column of each record's value, by name
+    or index; default none), ``sep`` (default ``,``; ``tab`` = a tab), ``header`` (default:
     true iff ``column`` is a name); the file is read by :func:`skewlab.engine.workloads.key_file.read_key_file`
     (the reader of ``skewlab simulate --input`` too), ``partitions`` (source instances P, default 1), ``rate`` (lines/s over
     all instances, ``0`` = unlimited (default)), ``max_per_batch`` (default 500000).
@@ -749,7 +800,7 @@ class FileStreamReader(_PacedRangeReader):
         self.instances = o["partitions"]
         self.max_per_batch = o["max_per_batch"]
         self.rate = o["rate"]
-        self.cfg = (filesystems.resolve(path), column, sep, header, self.instances)
+        self.cfg = (filesystems.resolve(path), column, sep, header, self.instances, o["value_column"].strip())
         self._pacer: _Pacer | None = None  # built on first use: parsing the file is the costly part
         self._last = [0] * self.instances
         self.routes = _route_files(o)
@@ -757,15 +808,16 @@ class FileStreamReader(_PacedRangeReader):
     @property
     def pacer(self) -> _Pacer:
         if self._pacer is None:
-            path, column, sep, header, instances = self.cfg
-            lines = len(_cached_key_file(path, column, sep, header)[0])
+            path, column, sep, header, instances, value_column = self.cfg
+            lines = len(_cached_key_file(path, column, sep, header, value_column)[0])
             caps = [len(range(p, lines, instances)) for p in range(instances)]
             self._pacer = _Pacer(self.rate, self.max_per_batch, caps)
         return self._pacer
 
     def _records(self, partition: _RangePartition) -> Iterator[pa.RecordBatch]:
-        path, column, sep, header, instances = partition.cfg
-        keys, errors, raws = _cached_key_file(path, column, sep, header)
+        path, column, sep, header, instances, value_column = partition.cfg
+        keys, errors, raws, values = _cached_key_file(path, column, sep, header, value_column)
+        schema = _arrow_schema(FILE, bool(value_column))
         p = partition.instance
         step = 65_536
         for lo in range(partition.start, partition.end, step):
@@ -775,11 +827,11 @@ class FileStreamReader(_PacedRangeReader):
             keep = lines < len(keys)  # the file shrank under us: emit what exists
             pos, lines = pos[keep], lines[keep]
             take = pa.array(lines)
-            yield pa.RecordBatch.from_arrays(
-                [keys.take(take), pa.array(np.full(lines.size, p, dtype=np.int32)), pa.array(pos),
-                 errors.take(take), raws.take(take)],
-                schema=ARROW_SCHEMAS[FILE],
-            )
+            cols = [keys.take(take), pa.array(np.full(lines.size, p, dtype=np.int32)), pa.array(pos),
+                    errors.take(take), raws.take(take)]
+            if value_column:
+                cols.append(values.take(take))
+            yield pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
 # ============================================================================ kafka
@@ -835,6 +887,34 @@ def parse_kafka_record(key: bytes | None, value: bytes | None, key_from: str, ma
         return None, "bad_utf8", _hex(data)
 
 
+def parse_kafka_fields(key: bytes | None, value: bytes | None, key_from: str, max_key_bytes: int,
+                       key_path: Sequence[str] = (), value_path: Sequence[str] = ()):
+    """``(key, value, error, raw)`` for one record: the key by :func:`parse_kafka_record`, or with
+    ``key_path`` from that field of the record's JSON value; with ``value_path`` the value from that
+    field (else ``None``); the fields' rules and dead-letter reasons are those of
+    :mod:`skewlab.engine.workloads.record_fields`.  ``raw``: hex of the value's first bytes for a bad field."""
+    if not key_path and not value_path:
+        k, err, raw = parse_kafka_record(key, value, key_from, max_key_bytes)
+        return k, None, err, raw
+    if key_path:
+        if value is None:
+            return None, None, "no_value", _hex(key)
+    else:
+        k, err, raw = parse_kafka_record(key, value, key_from, max_key_bytes)
+        if err:
+            return None, None, err, raw
+        if value is None:
+            return None, None, "no_value", _hex(key)
+    field_key, number, err = json_fields(value, key_path, value_path)
+    if err:
+        return None, None, err, _hex(value)
+    if key_path:
+        if len(field_key.encode("utf-8")) > max_key_bytes:
+            return None, None, "oversized", _hex(value)
+        k = field_key
+    return k, number, None, None
+
+
 class KafkaDataSource(DataSource):
     """``skewlab-kafka``: a Kafka topic, one source instance per Kafka partition.
 
@@ -842,7 +922,8 @@ class KafkaDataSource(DataSource):
     ``max_per_batch`` (records per micro-batch over all partitions, default 100000; split over
     the partitions' backlogs by water-filling), ``starting`` (``earliest`` (default) |
     ``latest``: where a new query starts), ``max_key_bytes`` (default 1024), ``key_from``
-    (``key`` (default) | ``value``), ``timeout_ms`` (broker requests and the completion of one
+    (``key`` (default) | ``value``), ``key_field`` / ``value_field`` (dotted paths into the record's
+    JSON value: the key, instead of ``key_from``, and the value (column ``value``): :func:`parse_kafka_fields`), ``timeout_ms`` (broker requests and the completion of one
     ``read``, default 30000), ``probe_highwater`` (default true).
 
     Key rule (one rule per query, never a per-record guess): with ``key_from=key`` the record
@@ -888,7 +969,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.probe = o["probe_highwater"]
         key_from = o["key_from"]
         max_key_bytes = o["max_key_bytes"]
-        self.cfg = (self.bootstrap, self.topic, key_from, max_key_bytes, self.timeout_ms)
+        key_path = parse_path(o["key_field"], f"{KAFKA}: key_field")
+        value_path = parse_path(o["value_field"], f"{KAFKA}: value_field")
+        self.cfg = (self.bootstrap, self.topic, key_from, max_key_bytes, self.timeout_ms, key_path, value_path)
         self._client = None
         self._earliest: dict[int, int] = {}
         self._target: dict[int, int] | None = None
@@ -998,7 +1081,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: _KafkaPartition) -> Iterator[pa.RecordBatch]:
         from kafka import TopicPartition
 
-        bootstrap, topic, _, _, timeout_ms = partition.cfg
+        bootstrap, topic, timeout_ms = partition.cfg[0], partition.cfg[1], partition.cfg[4]
         consumer = _read_consumer(bootstrap, timeout_ms)
         tp = TopicPartition(topic, partition.kpart)
         consumer.assign([tp])
@@ -1011,11 +1094,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         topic = tp.topic
         timeout_ms = partition.cfg[4]
         key_from, max_key_bytes = partition.cfg[2], partition.cfg[3]
+        key_path, value_path = partition.cfg[5], partition.cfg[6]
         start, end = partition.start, partition.end
         consumer.seek(tp, start)
         pos = start
         deadline = time.monotonic() + timeout_ms / 1000.0
         cols: dict[str, list] = {"key": [], "seq": [], "error": [], "raw": [], "ts": []}
+        if value_path:
+            cols["value"] = []
         while pos < end:
             got = consumer.poll(timeout_ms=200, max_records=min(end - pos, 50_000)).get(tp, [])
             progressed = False
@@ -1025,8 +1111,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if rec.offset >= end:
                     pos = end
                     break
-                key, err, raw = parse_kafka_record(rec.key, rec.value, key_from, max_key_bytes)
+                key, value, err, raw = parse_kafka_fields(rec.key, rec.value, key_from, max_key_bytes,
+                                                          key_path, value_path)
                 cols["key"].append(key)
+                if value_path:
+                    cols["value"].append(value)
                 cols["seq"].append(rec.offset)
                 cols["error"].append(err)
                 cols["raw"].append(raw)
@@ -1054,14 +1143,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @staticmethod
     def _batch(cols: dict[str, list], kpart: int) -> pa.RecordBatch:
         n = len(cols["key"])
-        return pa.RecordBatch.from_arrays(
-            [
-                pa.array(cols["key"], type=pa.string()),
-                pa.array(np.full(n, kpart, dtype=np.int32)),
-                pa.array(cols["seq"], type=pa.int64()),
-                pa.array(cols["error"], type=pa.string()),
-                pa.array(cols["raw"], type=pa.string()),
-                pa.array(cols["ts"], type=pa.int64()),
-            ],
-            schema=ARROW_SCHEMAS[KAFKA],
-        )
+        arrays = [
+            pa.array(cols["key"], type=pa.string()),
+            pa.array(np.full(n, kpart, dtype=np.int32)),
+            pa.array(cols["seq"], type=pa.int64()),
+            pa.array(cols["error"], type=pa.string()),
+            pa.array(cols["raw"], type=pa.string()),
+            pa.array(cols["ts"], type=pa.int64()),
+        ]
+        if "value" in cols:
+            arrays.append(pa.array(cols["value"], type=pa.float64()))
+        return pa.RecordBatch.from_arrays(arrays, schema=_arrow_schema(KAFKA, "value" in cols))

@@ -43,6 +43,8 @@ from skewlab.engine.algorithms.keys import fingerprint_keys
 
 __all__ = [
     "ROUTED_SCHEMA",
+    "ROUTED_FIELD_SCHEMA",
+    "VALUE_KINDS",
     "ROUTED_VALUES_SCHEMA",
     "RoutingSnapshot",
     "control_payloads",
@@ -58,6 +60,10 @@ __all__ = [
 ROUTED_SCHEMA = "key string, worker int"
 #: routed tuples of the join operator: also each tuple's value (its position ``seq`` in its source)
 ROUTED_VALUES_SCHEMA = "key string, worker int, value long"
+#: routed tuples of an operator of the records' values (``--value-field``; the source's ``value`` column)
+ROUTED_FIELD_SCHEMA = "key string, worker int, value double"
+#: the value a routed tuple carries (:attr:`RoutingSnapshot.values`): none, its ``seq``, its ``value`` field
+VALUE_KINDS = ("none", "seq", "field")
 
 @dataclass
 class RoutingSnapshot:
@@ -75,7 +81,10 @@ class RoutingSnapshot:
     partitions: int = 0
     control: dict[int, dict[str, Any]] = field(default_factory=dict)
     imports: dict[int, list[bytes]] = field(default_factory=dict)
-    values: bool = False  # the join operator: routed rows carry each tuple's value (ROUTED_VALUES_SCHEMA)
+    #: what routed rows carry as ``value`` (:data:`VALUE_KINDS`): ``seq`` (the join operator:
+    #: :data:`ROUTED_VALUES_SCHEMA`), ``field`` (the record's value: :data:`ROUTED_FIELD_SCHEMA`), ``none``
+    #: (snapshots of older runs hold ``True``/``False``, which mean ``seq``/``none``)
+    values: str | bool = "none"
 
     def dumps(self) -> bytes:
         return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
@@ -125,7 +134,8 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
 
     Input columns: ``key``, ``source``, and optionally ``seq`` (position in the source's stream) and
     ``error``/``raw`` (dead letters: rows with ``error`` set are counted, sampled and dropped).
-    Data rows: ``(key, worker)``.  After them, one *side row* per source seen (``worker = n + s mod
+    Data rows: ``(key, worker)`` and, per ``snapshot.values``, ``value`` (the ``seq`` or the ``value``
+    column).  After them, one *side row* per source seen (``worker = n + s mod
     n``, ``key`` = :func:`encode_side` of a dict with ``source``, ``source_state`` (the router's
     per-source state after routing), ``consumed`` (max ``seq`` + 1), ``first_seq``, ``rows``,
     ``route_seconds``, ``dead_letters`` (``{reason: (count, [samples])}``) and ``route_batch`` (the
@@ -138,6 +148,8 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
 
     def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         snap = RoutingSnapshot.loads(snapshot_bytes)
+        carry = {True: "seq", False: "none"}.get(snap.values, snap.values)
+        value_type = pa.float64() if carry == "field" else pa.int64()
         router = snap.router
         n = router.n_workers
         base = snap.partitions or n
@@ -202,8 +214,8 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
                     workers[sel] = router.route(fps[sel], s % router.n_sources)
                     side[s]["route_seconds"] += time.perf_counter() - t1
             cols, names_out = [keys, pa.array(workers, type=pa.int32())], ["key", "worker"]
-            if snap.values:
-                cols.append(rb.column("seq").cast(pa.int64()))
+            if carry != "none":
+                cols.append(rb.column("value" if carry == "field" else "seq").cast(value_type))
                 names_out.append("value")
             yield pa.RecordBatch.from_arrays(cols, names=names_out)
         special: list[tuple[str, int]] = []
@@ -218,8 +230,8 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
         if special:
             cols = [pa.array([k for k, _ in special], pa.string()), pa.array([w for _, w in special], pa.int32())]
             names_out = ["key", "worker"]
-            if snap.values:
-                cols.append(pa.nulls(len(special), pa.int64()))
+            if carry != "none":
+                cols.append(pa.nulls(len(special), value_type))
                 names_out.append("value")
             yield pa.RecordBatch.from_arrays(cols, names=names_out)
 
