@@ -85,7 +85,12 @@ def test_simulate_file_input(tmp_path, capsys):
          "pkg splits keys over workers, and operator join cannot merge"),
         (["engine", "--operator", "examples.ewma_rate:EwmaRate", "--algorithm", "dchoices"],
          "dchoices splits keys over workers, and operator ewma_rate cannot merge"),
-        (["engine", "--operator", "mean"], "mean reads a value per tuple, and the engine's records carry no values"),
+        (["engine", "--source", "kafka", "--bootstrap", "h:1", "--topic", "t", "--operator", "mean"],
+         "mean reads a value per tuple; name it with --value-field"),
+        (["engine", "--operator", "count", "--source", "kafka", "--bootstrap", "h:1", "--topic", "t",
+          "--value-field", "amount"], "operator count reads no value per tuple"),
+        (["engine", "--source", "kafka", "--bootstrap", "h:1", "--topic", "t", "--key-field", "user..id"],
+         "--key-field: 'user..id' is not a dotted field path"),
         (["nosuchcommand"], "invalid choice"),
     ],
 )
