@@ -493,7 +493,8 @@ LIVE_OUTPUTS: tuple[tuple[str, str, str], ...] = tuple(
         ("fig-migrations", "figure"), ("fig-workers", "figure"), ("fig-heat", "figure"), ("fig-shadow", "figure"),
         ("shadow-verdict", "children"), ("fig-hotkeys", "figure"), ("kpis", "children"),
         ("migration-table", "children"), ("event-log", "children"), ("commands", "children"),
-        ("run-status", "children"), ("run-status-class", "className"), ("export-links", "children"),
+        ("run-status", "children"), ("run-status-class", "className"), ("run-operator", "children"),
+        ("export-links", "children"),
         ("tick", "interval"), ("controls-state", "data"), ("cursor", "data"),
     )
 )
@@ -507,6 +508,7 @@ def _common_outputs(D: DashboardData, d: Mapping[str, Any], run_id: int, export_
         "commands": commands_view(D.commands(run_id)),
         "run-status": run.get("status_text") or status,
         "run-status-class": ("status-badge " + status).strip(),
+        "run-operator": f"operator {run.get('operator_label') or run.get('operator') or 'count'}",
         "export-links": _export_links(export_base, run_id),
         "tick": _refresh_ms(run.get("interval_seconds")),
         "controls-state": {"run_id": run_id, "algorithm": d["algorithm"], "params": d["params"],

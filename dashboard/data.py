@@ -442,13 +442,32 @@ def waiting_message(d: Mapping[str, Any]) -> str | None:
     return f"run {rid}: {batches} batch(es) so far, no tuples yet — waiting for data from the source"
 
 
+#: built-in operators of values: on the generator they read its seeded values (no --value-field)
+_VALUE_OPERATORS = ("sum", "mean", "min", "max", "distinct")
+
+
+def operator_label(config: Mapping[str, Any]) -> str:
+    """The run's keyed operator as the dashboard names it, from its stored configuration: the operator
+    and the field of the records it reads, ``mean(amount)`` (``--value-field``); a built-in operator of
+    values on the generator reads its seeded values, ``mean(generated values)``; ``count``, ``join``
+    and operators of keys alone are their name."""
+    name = str(config.get("operator") or "count")
+    value_field = str(config.get("value_field") or "").strip()
+    if value_field:
+        return f"{name}({value_field})"
+    if name in _VALUE_OPERATORS and (config.get("source") or "generator") == "generator":
+        return f"{name}(generated values)"
+    return name
+
+
 def _run_summary(run: Mapping[str, Any]) -> dict[str, Any]:
     config = run.get("config") if isinstance(run.get("config"), Mapping) else {}
     return {
         "id": int(run["id"]), "name": run.get("name") or "", "status": run.get("status") or "",
         "status_text": status_text(run), "note": run.get("note") or "", "algorithm": run.get("algorithm") or "", "n_workers": run.get("n_workers"),
         "workload": run.get("workload") or "", "interval_seconds": _num(config.get("interval")),
-        "operator": config.get("operator") or "count", "created_at": run.get("created_at"),
+        "operator": config.get("operator") or "count", "operator_label": operator_label(config),
+        "created_at": run.get("created_at"),
         "max_workers": _num(config.get("max_workers")),
     }
 

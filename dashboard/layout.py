@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 from dash import dcc, html
 
 from skewlab.dashboard.controls import command_state, workers_range
-from skewlab.dashboard.data import DEFAULT_THETA, status_text
+from skewlab.dashboard.data import DEFAULT_THETA, operator_label, status_text
 from skewlab.dashboard.definitions import LABELS, definition
 from skewlab.dashboard.figures import IMBALANCE_METRICS, empty_figure, format_bytes
 from skewlab.storage.run_state import REBALANCE_EVENT_KINDS
@@ -78,6 +78,8 @@ def build_layout(*, read_only: bool, token_required: bool, refresh_ms: int, bann
             dcc.Checklist(id="follow", options=[{"label": " follow newest", "value": "follow"}], value=["follow"],
                           className="follow", inputClassName="follow-input"),
             html.Span(init.get("run-status", ""), id="run-status", className=init.get("run-status-class", "status-badge")),
+            html.Span(init.get("run-operator", ""), id="run-operator", className="run-operator",
+                      title="the run's keyed operator and the field of the records it reads (--value-field)"),
             html.Span(init.get("export-links", []), id="export-links", className="export-links"),
         ], className="hdr-run"),
     ], className="header")
@@ -439,9 +441,8 @@ def runs_table(rows: Sequence[Mapping[str, Any]], export_base: str) -> Any:
                     html.A("CSV", href=f"{export_base}run-{rid}-csv.zip", className="export")]
         if key == "created_at":
             return started(r.get(key))
-        if key == "operator":  # the run's keyed operator: a built-in's name or the user's package.module:Class
-            config = r.get("config") if isinstance(r.get("config"), Mapping) else {}
-            return str(config.get("operator") or "count")
+        if key == "operator":  # the run's keyed operator and the field it reads: mean(amount), user.ops:Ewma
+            return operator_label(r.get("config") if isinstance(r.get("config"), Mapping) else {})
         if key == "status":
             return html.Span(status_text(r), className=f"status-badge {r.get(key) or ''}")
         if key == "n_workers" and r.get("last_workers") is not None and r["last_workers"] != r.get(key):
