@@ -108,6 +108,10 @@ RUN_BY: dict[str, str] = {
         "test_kafka_postgres",
     "skewlab engine --source kafka --bootstrap 127.0.0.1:9092 --topic keys --db postgresql+psycopg://u:p@host/db":
         "test_kafka_postgres",
+    "skewlab engine --source kafka --bootstrap 127.0.0.1:9092 --topic payments --key-field user.id "
+    "--value-field amount --operator mean": "test_engine_records_of_values",
+    "skewlab engine --source file --input payments.csv --key-field user --value-field amount --operator sum":
+        "test_engine_records_of_values",
     "skewlab engine --master spark://host:7077 ...": "test_spark_cluster_recipe",
     "skewlab engine --master spark://HOST:7077 --source kafka --bootstrap BROKER:9092 --topic T "
     "--db postgresql+psycopg://USER@DBHOST/skewlab": "test_spark_cluster_recipe",
@@ -502,6 +506,40 @@ def test_kafka_postgres(tmp_path, kafka_broker, pg_url):
     assert rc_produce in (0, 130) and not tracebacks(produce.text), produce.text[-3000:]
     (r,) = _runs(pg_url)
     assert r["status"] == "stopped" and r["intervals"] >= 1, r
+
+
+@pytest.mark.slow
+def test_engine_records_of_values(tmp_path, kafka_broker):
+    """The README's records of values: ``mean`` of a JSON field of Kafka records keyed by another field,
+    and ``sum`` of a CSV column, each in its own working directory (its own default run); a record
+    without the value is a dead letter, not a failure."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=kafka_broker)
+    for i in range(5000):
+        value = {"user": {"id": f"u{i % 37}"}, "amount": i % 100} if i % 50 else {"user": {"id": "u1"}}
+        producer.send("payments", value=json.dumps(value).encode())
+    producer.flush()
+    producer.close()
+    kafka_dir, file_dir = tmp_path / "kafka", tmp_path / "file"
+    kafka_dir.mkdir()
+    file_dir.mkdir()
+    eng = Service(readme("skewlab engine --source kafka --bootstrap 127.0.0.1:9092 --topic payments "
+                         "--key-field user.id --value-field amount --operator mean"), kafka_dir,
+                  {"127.0.0.1:9092": kafka_broker})
+    try:
+        eng.wait_for(_has_tuples, 300, "status line with Kafka tuples")
+    finally:
+        rc = eng.interrupt()
+    assert rc == 0 and not tracebacks(eng.text), eng.text[-4000:]
+    (file_dir / "payments.csv").write_text("user,amount\n" + "".join(f"u{i % 37},{i % 100}\n" for i in range(3000))
+                                           + "u1,n/a\n")
+    eng = Service(readme("skewlab engine --source file --input payments.csv --key-field user --value-field amount "
+                         "--operator sum"), file_dir)
+    rc = eng.proc.wait(timeout=300)  # a finite file: the engine stops at its end
+    eng._reader.join(timeout=10)
+    assert rc == 0 and not tracebacks(eng.text), eng.text[-4000:]
+    assert sum(_tuples(ln) for ln in eng.lines if ln.startswith("batch ")) == 3000, eng.text[-4000:]
 
 
 @pytest.fixture
