@@ -162,3 +162,27 @@ def test_sum_of_a_kafka_json_field_split_over_workers_equals_the_topics_truth(sp
     consumed = [(part, o) for part, n in engine.consumed.items() for o in range(n)]
     bad = [by_offset[part][o] for part, o in consumed].count(None)
     assert sum(dead.values()) == bad and set(dead) == {"missing_value", "bad_value_type", "bad_json"}
+
+
+def test_max_of_the_generators_seeded_values_equals_their_truth(spark, tmp_path):
+    """``--operator max`` on the generator: its seeded values (``generator_values``, a pure function of
+    seed, source instance and position) recomputed beside the keys regenerated from the offset log
+    give each key's windowed maximum."""
+    import numpy as np
+
+    from skewlab.engine.runtimes.spark import sources as S
+
+    cfg = _cfg(tmp_path, source="generator", workload="zipf", workload_params={"keys": 60, "z": 1.2},
+               operator="max", algorithm="hash", max_batches=3, max_per_batch=1500)
+    engine = SparkEngine(cfg, log=lambda m: None)
+    assert engine.run() == 0
+    reader = S.GeneratorStreamReader(dict(cfg.source_options()[1]))
+
+    def records_of(p, start, end):
+        keys = S.generator_stream_ids(reader.cfg, p, start, end)
+        return list(zip(keys, S.generator_values(cfg.seed, p, np.arange(start, end)).tolist()))
+
+    truth = _windowed(_per_batch(tmp_path / "ckpt", records_of), cfg.window, max)
+    t = engine.results.read().to_pydict()
+    got = {(b, k): r for b, k, r in zip(t["batch"], t["key"], t["result"]) if (b, k) in truth}
+    assert got == truth and len(truth) > 40 and len(set(truth.values())) > 5
