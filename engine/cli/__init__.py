@@ -115,7 +115,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     dead = result.get("dead_letters") or {}
     if dead:
         reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(dead.items()))
-        print(f"skewlab: warning: {sum(dead.values())} input record(s) without a key were dropped as dead letters "
+        print(f"skewlab: warning: {sum(dead.values())} input record(s) without a usable key or value were dropped as dead letters "
               f"({reasons})", file=sys.stderr)
     if args.json:
         json.dump(result, sys.stdout, default=_json_default)
@@ -176,7 +176,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
         max_per_batch=args.max_per_batch, checkpoint=args.checkpoint, run_name=args.run_name or "",
         duration=args.duration, master=args.master, window=args.window, operator=args.operator,
         workload=args.workload, workload_params=wparams, seed=args.seed, bootstrap=args.bootstrap or "",
-        topic=args.topic or "", path=args.input or "", key_field=_key_field(args) or "",
+        topic=args.topic or "", path=args.input or "", key_field=args.key_field or "", column=args.column or "",
         value_field=args.value_field or "",
         shadow=None if args.shadow is None else [n for n in args.shadow.split(",") if n],
         max_batches=args.max_batches, max_workers=args.max_workers, sink=args.sink, service_us=args.service_us,

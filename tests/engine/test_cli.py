@@ -385,7 +385,7 @@ def test_simulate_counts_and_warns_about_malformed_csv_rows(tmp_path):
     r = json.loads(proc.stdout)
     assert r["messages"] == 3
     assert r["dead_letters"] == {"missing_column": 1, "empty_key": 1, "bad_quote": 1}
-    assert "3 input record(s) without a key were dropped as dead letters" in proc.stderr
+    assert "3 input record(s) without a usable key or value were dropped as dead letters" in proc.stderr
     assert "bad_quote 1, empty_key 1, missing_column 1" in proc.stderr
     with connect(url) as store:
         assert {d["reason"]: d["count"] for d in store.dead_letters(r["run_id"])} == r["dead_letters"]
