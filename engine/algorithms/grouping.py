@@ -571,5 +571,12 @@ class RebalancingPlanner(Planner):
     def compute_plan(self, stats: IntervalStats) -> Plan:
         """Algorithm-specific planning; use :func:`make_plan` to build the result."""
 
+    def base_plan(self, stats: IntervalStats) -> Plan:
+        """The plan that routes every key by its base hash again (routing table emptied); the
+        migration gate's alternative to a table that does worse than no table
+        (:mod:`skewlab.engine.control.gate`)."""
+        home = self.home_of(stats)
+        return make_plan(self.name, stats, home, home, note="back to the base hash")
+
     def apply(self, plan: Plan) -> None:
         self.table = RoutingTable(plan.table_keys, plan.table_workers)
