@@ -426,8 +426,9 @@ def add_commands(sub: Any) -> None:
     e = sub.add_parser("engine", help="run the PySpark streaming engine")
     e.add_argument("--source", default="generator", help="generator|kafka|file (default generator)")
     e.add_argument("--db", default=None, help="database URL (default: SQLite file data/skewlab.db)")
-    e.add_argument("--algorithm", default=settings.DEFAULT_ALGORITHM,
-                   help=f"registry name (default {settings.DEFAULT_ALGORITHM})")
+    e.add_argument("--algorithm", default="",
+                   help=f"registry name (default {settings.DEFAULT_SPLIT_KEY} for a mergeable operator such as the "
+                        f"default count, {settings.DEFAULT_REBALANCER} otherwise)")
     e.add_argument("--param", action="append", metavar="NAME=VALUE", help="algorithm parameter (repeatable)")
     e.add_argument("--workers", type=int, default=settings.WORKERS.default, help=settings.flag_help(settings.WORKERS))
     e.add_argument("--sources", type=int, default=settings.SOURCES.default, help=settings.flag_help(settings.SOURCES))
