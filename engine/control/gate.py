@@ -88,6 +88,10 @@ def _imbalance(workers: np.ndarray, cost: np.ndarray, n: int) -> float:
 class MigrationGate:
     """State of the gate of one controller (plain floats and arrays: picklable)."""
 
+    #: class defaults: a gate pickled in a checkpoint before issue 25 has no excess record yet
+    excess = 0.0
+    excess_weight = 0.0
+
     def __init__(self) -> None:
         self.realised = 0.0  # R
         self.predicted = 0.0  # P
