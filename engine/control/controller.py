@@ -382,7 +382,7 @@ class Controller:
         self._event("rebalance", algorithm=self.planner.name, keys=ev.keys, state_moved=ev.state_moved,
                     migration_cost=ev.migration_cost, feasible=plan.feasible, note=plan.note,
                     gate_excess=self.gate.mean_excess)
-        self.gate.at_base()
+        self.gate.forget_pending()  # the owners are the base hash's again: no plan left to judge
         return ev
 
     def _skip_plan(self, plan: Plan, verdict: GateVerdict) -> None:

@@ -112,10 +112,6 @@ class MigrationGate:
         """Whether the planner's routing did worse than the base hash on the record (E > 0)."""
         return self.mean_excess > 0
 
-    def at_base(self) -> None:
-        """The owners are the base hash's again: no plan is left to judge on the next interval."""
-        self._pending = None
-
     @property
     def persistence(self) -> float:
         """ρ = R / P (0 while nothing was judged; may be negative when plans made things worse)."""
