@@ -304,9 +304,15 @@ def cmd_control(args: argparse.Namespace) -> int:
         which = "no run" if live is None else f"run {live['id']} is {live['status']}"
         raise UsageError(f"{which}: commands go to a running engine (start one with 'skewlab engine' or "
                          "'skewlab demo')")
-    # Validate what can be validated here (the engine validates again against its current state).
+    # Validate what can be validated here (the engine validates again against its current state,
+    # applying the commands in order: a set-param after a pending set-algorithm is for the new one).
     current = live["algorithm"] if live else "hash"
     current_params = live["params"] if live else {}
+    switches = [c for c in store.recent_commands(args.limit, run_id=live["id"])
+                if c["kind"] == "set-algorithm" and c["status"] == "pending"]
+    if switches:
+        latest = max(switches, key=lambda c: c["id"])["payload"]
+        current, current_params = latest["algorithm"], dict(latest.get("params") or {})
     operator = live["operator"] if live else "count"
     mergeable = live["operator_mergeable"] if live else None
     try:
