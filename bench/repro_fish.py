@@ -106,7 +106,7 @@ def _markdown(results) -> str:
     parts = [
         f"Set-up: N = {WORKERS} workers, 2 sources, default parameters of every grouping (FISH: θ = 1/(5N), "
         "epoch 250N tuples per source, decay α = 0.5, spread 2, 128 ring points per worker; D-/W-Choices: "
-        "θ = 1/(5N), no decay).  One run per case (seed `--seed`; `--seeds` is not used here).  Per-interval "
+        "θ = 1/(5N), their default decay 0.5 every warm-up/5 tuples).  One run per case (seed `--seed`; `--seeds` is not used here).  Per-interval "
         "imbalance = max/mean − 1 of the interval's tuples per worker."]
     for res in results:
         rows = sorted(res["rows"], key=lambda r: (r["median"], r["p90"]))

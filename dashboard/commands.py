@@ -80,7 +80,7 @@ def add_commands(subparsers: Any) -> None:
     m.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"dashboard port (default {DEFAULT_PORT}; 0 = any free)")
     m.add_argument("--db", default=None, help="database URL (default: $SKEWLAB_DB_URL or SQLite data/skewlab.db)")
     m.add_argument("--duration", type=float, default=None, help="stop both after this many seconds")
-    m.add_argument("--algorithm", default=None, help=f"engine algorithm (default: the engine's, {settings.DEFAULT_ALGORITHM})")
+    m.add_argument("--algorithm", default=None, help=f"engine algorithm (default: the engine's for its count operator, {settings.DEFAULT_ALGORITHM})")
     m.add_argument("--workers", type=int, default=None, help="engine workers (default: the engine's, 8)")
     m.add_argument("--interval", type=float, default=None, help="seconds per interval (default: the engine's, 2)")
     m.add_argument("--rate", type=float, default=None, help="generator tuples/s (default: the engine's)")

@@ -435,7 +435,8 @@ GATE_PARAMS: tuple[Param, ...] = (
     Param("gate", "bool", True,
           "skewlab extension: execute a plan only when gate_horizon · ρ · its predicted imbalance gain exceeds "
           "its migration cost, ρ = share of the earlier plans' predicted gain realised on the next interval "
-          "(engine/control/gate.py); skipped plans are recorded (event rebalance_skipped).  On by default: "
+          "(engine/control/gate.py), and only while the planner's tables have not done worse than the base hash "
+          "(else the routing returns to the base hash); skipped plans are recorded (event rebalance_skipped).  On by default: "
           "without it the rebalancers do worse than not rebalancing on the bursty movielens trace "
           "(docs/results.md, \"Real trace\"); false = the papers' behaviour"),
     Param("gate_horizon", "int", 1, "gate: intervals over which a plan's predicted gain is counted",
@@ -570,6 +571,13 @@ class RebalancingPlanner(Planner):
     @abstractmethod
     def compute_plan(self, stats: IntervalStats) -> Plan:
         """Algorithm-specific planning; use :func:`make_plan` to build the result."""
+
+    def base_plan(self, stats: IntervalStats) -> Plan:
+        """The plan that routes every key by its base hash again (routing table emptied); the
+        migration gate's alternative to a table that does worse than no table
+        (:mod:`skewlab.engine.control.gate`)."""
+        home = self.home_of(stats)
+        return make_plan(self.name, stats, home, home, note="back to the base hash")
 
     def apply(self, plan: Plan) -> None:
         self.table = RoutingTable(plan.table_keys, plan.table_workers)

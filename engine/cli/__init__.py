@@ -317,9 +317,15 @@ def cmd_control(args: argparse.Namespace) -> int:
         which = "no run" if live is None else f"run {live['id']} is {live['status']}"
         raise UsageError(f"{which}: commands go to a running engine (start one with 'skewlab engine' or "
                          "'skewlab demo')")
-    # Validate what can be validated here (the engine validates again against its current state).
+    # Validate what can be validated here (the engine validates again against its current state,
+    # applying the commands in order: a set-param after a pending set-algorithm is for the new one).
     current = live["algorithm"] if live else "hash"
     current_params = live["params"] if live else {}
+    switches = [c for c in store.recent_commands(args.limit, run_id=live["id"])
+                if c["kind"] == "set-algorithm" and c["status"] == "pending"]
+    if switches:
+        latest = max(switches, key=lambda c: c["id"])["payload"]
+        current, current_params = latest["algorithm"], dict(latest.get("params") or {})
     operator = live["operator"] if live else "count"
     mergeable = live["operator_mergeable"] if live else None
     try:
@@ -443,8 +449,9 @@ def add_commands(sub: Any) -> None:
     e = sub.add_parser("engine", help="run the PySpark streaming engine")
     e.add_argument("--source", default="generator", help="generator|kafka|file (default generator)")
     e.add_argument("--db", default=None, help="database URL (default: SQLite file data/skewlab.db)")
-    e.add_argument("--algorithm", default=settings.DEFAULT_ALGORITHM,
-                   help=f"registry name (default {settings.DEFAULT_ALGORITHM})")
+    e.add_argument("--algorithm", default="",
+                   help=f"registry name (default {settings.DEFAULT_SPLIT_KEY} for a mergeable operator such as the "
+                        f"default count, {settings.DEFAULT_REBALANCER} otherwise)")
     e.add_argument("--param", action="append", metavar="NAME=VALUE", help="algorithm parameter (repeatable)")
     e.add_argument("--workers", type=int, default=settings.WORKERS.default, help=settings.flag_help(settings.WORKERS))
     e.add_argument("--sources", type=int, default=settings.SOURCES.default, help=settings.flag_help(settings.SOURCES))

@@ -24,15 +24,26 @@ from typing import Any
 from skewlab.engine.config.params import Param
 
 __all__ = [
-    "DEFAULT_ALGORITHM", "DEFAULT_REBALANCER",
+    "DEFAULT_ALGORITHM", "DEFAULT_REBALANCER", "DEFAULT_SPLIT_KEY", "default_algorithm",
     "INTERVAL", "INTERVAL_MESSAGES", "MAX_PER_BATCH", "MAX_SOURCES", "MAX_WORKERS", "MAX_WORKERS_SETTING",
     "MESSAGES", "RATE", "SEED", "SETTINGS", "SOURCES", "WINDOW", "WORKERS", "check", "flag_help",
 ]
 
-#: The product's default grouping (``simulate``, ``engine``, ``demo``), chosen by measurement on the
-#: synthetic streams and the real traces (docs/results.md, "Real trace"); ``plan`` needs a rebalancer.
-DEFAULT_ALGORITHM = "mixed"
+#: The product's default groupings, chosen by measurement on the synthetic streams and the real traces
+#: (docs/results.md, "Real trace", "Recency and the migration gate"): W-Choices, the lowest per-interval
+#: imbalance after shuffle on every trace, where the operator can merge a key's partial states (a
+#: split-key grouping puts a hot key on several workers); Mixed, a rebalancer with one owner per key,
+#: where it cannot (and for ``plan``, which needs a rebalancer).
+DEFAULT_SPLIT_KEY = "wchoices"
 DEFAULT_REBALANCER = "mixed"
+#: ``simulate`` and the engine's default operator (``count``) are mergeable
+DEFAULT_ALGORITHM = DEFAULT_SPLIT_KEY
+
+
+def default_algorithm(mergeable: bool) -> str:
+    """The default grouping for an operator that can (``mergeable``) or cannot merge a key's partial
+    states (:func:`skewlab.engine.operators.split_key_refusal`)."""
+    return DEFAULT_SPLIT_KEY if mergeable else DEFAULT_REBALANCER
 
 #: Most workers a run can have: the engine's state partitions (see the module docstring).
 MAX_WORKERS = 1024

@@ -15,7 +15,9 @@ the controller
    executes it through the migration path — unless the grouping's parameter ``gate`` is on and the
    migration gate (:mod:`skewlab.engine.control.gate`) predicts that the plan does not pay for its migration: the plan
    is then skipped and recorded as such (interval row ``rebalance_skipped``, event
-   ``rebalance_skipped``);
+   ``rebalance_skipped``); with the gate on, an interval without an executed plan returns to the
+   base hash when the gate finds the planner's routing worse than it (row ``back_to_base``, a
+   ``rebalance`` event and migration noted "back to the base hash");
 4. handles algorithm switches, parameter changes and worker-count changes through the **same**
    migration path (:meth:`Controller.migrate_to_owners`): every key's state is moved to where the
    (new) grouping will send the key, and the state moved is counted as migration.
@@ -288,7 +290,7 @@ class Controller:
         verdict: GateVerdict | None = None
         gated = self.planner.rebalancing and bool(self.planner.p.get("gate"))
         if gated:
-            self.gate.observe(stats)  # judge the previous plan on this interval
+            self.gate.observe(stats, self.planner.home_of(stats))  # judge the previous plan on this interval
         if rebalance and self.planner.rebalancing and stats.keys.size and self.planner.should_rebalance(stats):
             plan = self.planner.plan(stats)
             plan_seconds = plan.plan_seconds
@@ -301,6 +303,13 @@ class Controller:
             else:
                 self._skip_plan(plan, verdict)
         skipped = plan is not None and verdict is not None and not verdict.pays
+        back_to_base = False
+        if gated and rebalance and stats.keys.size and (plan is None or skipped):
+            ev = self._back_to_base(stats)
+            if ev is not None:
+                back_to_base = True
+                moved += ev.state_moved
+                moved_keys += ev.keys
         self.cum_plan_seconds += plan_seconds
         self.cum_state_moved += moved
         self.cum_state_total += total_state
@@ -313,6 +322,7 @@ class Controller:
                 "total_state": total_state,
                 "plan_seconds": plan_seconds,
                 "rebalanced": plan is not None and not skipped,
+                "back_to_base": back_to_base,
             }
         )
         if plan is not None:
@@ -357,6 +367,23 @@ class Controller:
         out = compose_orders(self._orders)
         self._orders = []
         return out
+
+    def _back_to_base(self, stats: IntervalStats) -> MigrationEvent | None:
+        """Route every key by the base hash again when the gate finds that the planner's routing did
+        worse than it (:attr:`MigrationGate.tables_lose`); the migration, or None."""
+        if not self.gate.tables_lose:
+            return None
+        plan = self.planner.base_plan(stats)
+        if not plan.migrated_keys:
+            return None
+        ev = self._move(stats.key_ids[plan.moved], plan.assignment[plan.moved], "back_to_base",
+                        algorithm=self.planner.name, excess=self.gate.mean_excess)
+        self.planner.apply(plan)
+        self._event("rebalance", algorithm=self.planner.name, keys=ev.keys, state_moved=ev.state_moved,
+                    migration_cost=ev.migration_cost, feasible=plan.feasible, note=plan.note,
+                    gate_excess=self.gate.mean_excess)
+        self.gate.forget_pending()  # the owners are the base hash's again: no plan left to judge
+        return ev
 
     def _skip_plan(self, plan: Plan, verdict: GateVerdict) -> None:
         """Record a plan the gate skipped: nothing moves, the grouping keeps its routing."""

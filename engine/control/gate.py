@@ -27,6 +27,23 @@ itself, how much of a plan's gain survives into the next interval:
 So the first plan of a run is always skipped (no evidence yet) and judged on the next interval; on
 a persistent skew ρ ≈ 1 and plans pass from the second one on; on keys that burst and vanish the
 realised gains are ~0 or negative and every plan is skipped, which is exactly not rebalancing.
+
+**Judged against the base hash too** (issue 25, also an extension): ρ judges a plan against the
+owners it replaced, not against the base hash h(k), so plans that each pay a little on the next
+interval can add up to a routing table that does worse than no table at all (single seeds of llfd
+and readj on the bursty ``movielens`` users; scan and redist on ``flights`` by tailnum).  The gate
+therefore also keeps the *excess over the base hash*: after every interval i+1, ``imbalance(c_{i+1}
+under the owners the last plan chose) − imbalance(c_{i+1} under h)`` — for an executed plan the
+owners in force, for a skipped one the owners it would have set (so a planner at h keeps being
+judged) — and, when no plan is pending, the same for the owners in force if they are not h's;
+summed with the weight :data:`FORGET` per interval of age, E its weighted mean.  While E > 0 (the
+planner's tables lose to h on the record) no plan is executed, and at the end of every interval
+without an executed plan the controller returns to h
+(:meth:`~skewlab.engine.algorithms.grouping.RebalancingPlanner.base_plan`: routing table emptied).
+That return is not weighed against its migration cost, deliberately: it moves back only keys the
+gate's own plans moved away, and weighed (``gate_horizon · E > cost``) it was too late on those
+traces to keep the p90 within the issue's 5 % of h's (docs/results.md, "Recency and the migration
+gate").  On a stream where the plans beat h the excess stays negative and nothing changes.
 """
 
 from __future__ import annotations
@@ -47,18 +64,20 @@ FORGET = 0.9
 
 @dataclass(frozen=True)
 class GateVerdict:
-    """A plan's predicted ``gain``, migration ``cost``, the persistence ``rho`` and ``horizon`` it was
-    judged with, and whether it pays (``horizon · rho · gain > cost``)."""
+    """A plan's predicted ``gain``, migration ``cost``, the persistence ``rho``, ``horizon`` and mean
+    excess over the base hash ``excess`` (E) it was judged with, and whether it pays
+    (``horizon · rho · gain > cost`` and E ≤ 0)."""
 
     gain: float
     cost: float
     rho: float
     horizon: int
     pays: bool
+    excess: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
         return {"gate_gain": self.gain, "gate_cost": self.cost, "gate_persistence": self.rho,
-                "gate_horizon": self.horizon}
+                "gate_horizon": self.horizon, "gate_excess": self.excess}
 
 
 def _imbalance(workers: np.ndarray, cost: np.ndarray, n: int) -> float:
@@ -69,12 +88,29 @@ def _imbalance(workers: np.ndarray, cost: np.ndarray, n: int) -> float:
 class MigrationGate:
     """State of the gate of one controller (plain floats and arrays: picklable)."""
 
+    #: class defaults: a gate pickled in a checkpoint before issue 25 has no excess record yet
+    excess = 0.0
+    excess_weight = 0.0
+
     def __init__(self) -> None:
         self.realised = 0.0  # R
         self.predicted = 0.0  # P
         #: the last plan, to be judged on the next interval: (n, moved key ids ascending, their
         #: owners before the plan, their targets, predicted gain)
         self._pending: tuple[int, np.ndarray, np.ndarray, np.ndarray, float] | None = None
+        self.excess = 0.0  # weighted sum of the realised excess over the base hash
+        self.excess_weight = 0.0  # the sum of its weights
+
+    @property
+    def mean_excess(self) -> float:
+        """E: weighted mean of how much the planner's routing did worse than the base hash on the
+        intervals judged (0 while nothing was judged; negative when its tables beat the base hash)."""
+        return self.excess / self.excess_weight if self.excess_weight > 0 else 0.0
+
+    @property
+    def tables_lose(self) -> bool:
+        """Whether the planner's routing did worse than the base hash on the record (E > 0)."""
+        return self.mean_excess > 0
 
     @property
     def persistence(self) -> float:
@@ -85,12 +121,22 @@ class MigrationGate:
         """Drop the plan awaiting judgement (its owners were changed by an operator action)."""
         self._pending = None
 
-    def observe(self, stats: IntervalStats) -> None:
-        """Judge the pending plan on the interval of ``stats`` (before any new plan)."""
+    def _add_excess(self, excess: float) -> None:
+        self.excess = FORGET * self.excess + excess
+        self.excess_weight = FORGET * self.excess_weight + 1.0
+
+    def observe(self, stats: IntervalStats, home: np.ndarray | None = None) -> None:
+        """Judge the pending plan on the interval of ``stats`` (before any new plan); with ``home``
+        (the base hash of the stats keys) also the excess over the base hash of the owners the
+        pending plan chose (executed or not) or, without a pending plan, of the owners in force
+        when they are not the base hash's."""
         pending, self._pending = self._pending, None
-        if pending is None or stats.key_ids is None or pending[0] != stats.n_workers:
+        n = stats.n_workers
+        if pending is None or stats.key_ids is None or pending[0] != n:
+            if home is not None and np.any(np.asarray(home) != stats.worker):
+                self._add_excess(_imbalance(stats.worker, stats.cost, n) - _imbalance(np.asarray(home, np.int64), stats.cost, n))
             return
-        n, keys, before, after, gain = pending
+        _, keys, before, after, gain = pending
         ids = stats.key_ids
         with_plan = stats.worker.copy()
         without = stats.worker.copy()
@@ -99,9 +145,12 @@ class MigrationGate:
             hit = ids[pos] == keys
             with_plan[pos[hit]] = after[hit]
             without[pos[hit]] = before[hit]
-        realised = _imbalance(without, stats.cost, n) - _imbalance(with_plan, stats.cost, n)
+        planned = _imbalance(with_plan, stats.cost, n)
+        realised = _imbalance(without, stats.cost, n) - planned
         self.realised = FORGET * self.realised + realised
         self.predicted = FORGET * self.predicted + gain
+        if home is not None:
+            self._add_excess(planned - _imbalance(np.asarray(home, np.int64), stats.cost, n))
 
     def judge(self, stats: IntervalStats, plan: Plan, horizon: int) -> GateVerdict:
         """The verdict on ``plan`` (see the module docstring); the plan is kept for judgement on the
@@ -114,4 +163,5 @@ class MigrationGate:
             moved = np.asarray(plan.moved, dtype=bool)
             self._pending = (n, stats.key_ids[moved], stats.worker[moved], np.asarray(plan.assignment, np.int64)[moved],
                              max(float(gain), 0.0))
-        return GateVerdict(float(gain), cost, float(rho), int(horizon), bool(horizon * rho * gain > cost))
+        pays = horizon * rho * gain > cost and not self.tables_lose
+        return GateVerdict(float(gain), cost, float(rho), int(horizon), bool(pays), float(self.mean_excess))

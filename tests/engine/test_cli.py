@@ -371,6 +371,25 @@ def test_control_refuses_a_finished_run_and_addresses_the_live_one(tmp_path, cap
     store.close()
 
 
+def test_control_set_param_after_a_pending_switch_is_for_the_new_algorithm(tmp_path, capsys):
+    """The README's sequence ``set-algorithm mixed ...`` then ``set-param theta_max=0.1`` on an engine
+    that runs the default wchoices: the engine applies commands in order, so the set-param is checked
+    against the pending switch, not refused for wchoices (which has no theta_max)."""
+    from skewlab.storage import connect
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    store = connect(url)
+    store.create_run("wchoices", {}, seed=0, n_workers=4)
+    one_line_exit_2(skewlab(tmp_path, "control", "--db", url, "set-param", "theta_max=0.1"),
+                    "unknown parameter 'theta_max' for wchoices")
+    code, _, err = run(capsys, "control", "--db", url, "set-algorithm", "mixed", "theta_max=0.05")
+    assert code == 0, err
+    code, _, err = run(capsys, "control", "--db", url, "set-param", "theta_max=0.1")
+    assert code == 0, err
+    assert [c["kind"] for c in store.recent_commands(2)] == ["set-param", "set-algorithm"]
+    store.close()
+
+
 def test_simulate_counts_and_warns_about_malformed_csv_rows(tmp_path):
     """Issue 26 item 6: a missing column, an empty key and an unterminated quote are dead letters:
     counted in the result, warned about on stderr, stored with the run."""

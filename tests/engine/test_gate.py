@@ -112,3 +112,19 @@ def test_skipped_plans_reach_the_run_state_and_the_dashboard_markers():
     assert pts["interval"] == [3, 4]
     assert pts["text"][0].startswith("rebalance skipped: plan of 7 keys") and "skipped" not in pts["text"][1]
     assert "no operator events" in str(event_log(events))
+
+
+def test_a_gate_pickled_without_an_excess_record_restores_with_an_empty_one():
+    """A checkpoint written before the gate judged tables against the base hash holds a gate without
+    ``excess``: restored, it starts with E = 0 and the run goes on."""
+    import pickle
+
+    from skewlab.engine.control.gate import MigrationGate
+
+    gate = MigrationGate()
+    state = dict(gate.__dict__)
+    state.pop("excess"), state.pop("excess_weight")
+    old = MigrationGate.__new__(MigrationGate)
+    old.__dict__.update(state)
+    restored = pickle.loads(pickle.dumps(old))
+    assert restored.mean_excess == 0.0 and not restored.tables_lose

@@ -113,3 +113,35 @@ def test_cli_help_and_dashboard_range_read_the_declaration(capsys):
 def test_a_runs_max_workers_lowers_the_command_limit():
     with pytest.raises(CommandError, match=r"parameter workers: 9 is out of range \[1, 8\] \(the run's --max-workers"):
         validate_command("set-workers", {"workers": 9}, current_algorithm="hash", current_params={}, max_workers=8)
+
+
+def test_the_default_grouping_follows_the_operator():
+    """Issue 25 item 5: W-Choices where the operator merges a key's partial states (the engine's default
+    count, and simulate), Mixed where it cannot (a window join), declared once in settings."""
+    from skewlab.engine.algorithms import registry
+    from skewlab.engine.cli.simulate import SimulationConfig
+    from skewlab.engine.runtimes.spark.engine import EngineConfig
+
+    assert settings.default_algorithm(True) == settings.DEFAULT_SPLIT_KEY == "wchoices"
+    assert settings.default_algorithm(False) == settings.DEFAULT_REBALANCER == "mixed"
+    assert not registry.get(settings.DEFAULT_SPLIT_KEY).single_owner
+    assert registry.get(settings.DEFAULT_REBALANCER).rebalancing
+    assert SimulationConfig().algorithm == "wchoices"
+    assert EngineConfig(shadow=[]).algorithm == "wchoices"
+    join = EngineConfig(shadow=[], operator="join")
+    assert join.algorithm == "mixed"
+    join.validate()  # the default is never refused for the operator
+    assert EngineConfig(shadow=[], operator="join", algorithm="hash").algorithm == "hash"
+
+
+def test_simulate_runs_the_default_grouping(tmp_path):
+    """The real CLI without --algorithm runs W-Choices."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "skewlab", "simulate", "--messages", "20000", "--json"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert {i["algorithm"] for i in out["intervals"]} == {"wchoices"}

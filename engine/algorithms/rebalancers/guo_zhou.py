@@ -471,6 +471,12 @@ class _SubstreamRebalancer(RebalancingPlanner):
     ) -> tuple[np.ndarray, bool, list[str], dict[str, Any]]:
         raise NotImplementedError
 
+    def base_plan(self, stats: IntervalStats) -> Plan:
+        """Every substream on its default worker again (the static table ``s ↦ s mod n``)."""
+        home = self.base(stats.keys)
+        return make_plan(self.name, stats, home, home, note="back to the base hash",
+                         extra={"substream_table": self.default_table()})
+
     def apply(self, plan: Plan) -> None:
         """Adopt ``plan.extra["substream_table"]`` (or rebuild it from the per-key assignment)."""
         table = plan.extra.get("substream_table") if plan.extra else None

@@ -71,7 +71,7 @@ from skewlab.engine.config.params import ParamError
 from skewlab.engine.config import settings as run_settings
 from skewlab.engine.config.settings import MAX_WORKERS, check
 from skewlab.engine.control.shadow import ShadowEvaluator, default_shadow_names
-from skewlab.engine.operators import KeyedOperator, load_operator, split_key_refusal
+from skewlab.engine.operators import KeyedOperator, is_mergeable, load_operator, split_key_refusal
 from skewlab.engine.operators.builtin import Join
 from skewlab.engine.runtimes.background_warmup import BackgroundWarmup
 from skewlab.engine.runtimes.spark.cluster_settings import check_executors, is_local_master
@@ -154,7 +154,8 @@ SOURCES = ("generator", "kafka", "file")
 class EngineConfig:
     source: str = "generator"
     db: str | None = None
-    algorithm: str = run_settings.DEFAULT_ALGORITHM
+    #: "" = the default for the operator (:func:`skewlab.engine.config.settings.default_algorithm`)
+    algorithm: str = ""
     params: dict[str, Any] = field(default_factory=dict)
     workers: int = run_settings.WORKERS.default
     sources: int = run_settings.SOURCES.default
@@ -191,6 +192,10 @@ class EngineConfig:
     sink: str | None = None
     #: emulated service time per tuple in µs (0 = none): see :func:`skewlab.engine.runtimes.spark.operator.make_handler`
     service_us: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.algorithm:  # a user operator that is not importable here counts as not mergeable
+            self.algorithm = run_settings.default_algorithm(is_mergeable(self.operator))
 
     def keyed_operator(self) -> KeyedOperator:
         """The operator ``operator`` names (:func:`skewlab.engine.operators.load_operator`; one-line
