@@ -18,7 +18,11 @@ of a bad key) and ``ts`` (kafka: record timestamp, ms).  Bad records are emitted
 
 Admission control (generator and file): offsets are JSON ``{"0": n0, ...}``, tuples consumed per
 instance; at time ``t`` the source has emitted ``total0 + ⌊rate · (t − t0)⌋`` tuples
-(``rate <= 0``: unlimited) and ``latestOffset`` admits at most the engine's read limit
+(``rate <= 0``: unlimited), ``t0`` being the reader's creation (the query's start) and ``total0`` the
+start offset of the first batch it plans.  Counting from the query's start, not from the first
+``latestOffset`` call, gives batch 0 the tuples that arrived while Spark started the query; counted
+from the first call, batch 0 would be empty and the first data would wait a whole batch
+(docs/results.md, "First batch on a cold numba cache") and ``latestOffset`` admits at most the engine's read limit
 (``max_per_batch``) more, so a backlog drains as from a real queue.  A total is split over the
 instances by :func:`fair_split` (water-filling).  ``Trigger.AvailableNow`` ignores ``rate``.
 
@@ -366,7 +370,9 @@ def _default_limit(max_per_batch: int):
 class _Pacer:
     """Driver-side admission control of the generator and file sources (see module docstring)."""
 
-    def __init__(self, rate: float, max_per_batch: int, caps: Sequence[int]) -> None:
+    def __init__(self, rate: float, max_per_batch: int, caps: Sequence[int], opened: float | None = None) -> None:
+        """``opened``: ``time.monotonic()`` at which the stream opened (default: now); the rate counts from it."""
+        self.opened = time.monotonic() if opened is None else float(opened)
         self.rate = float(rate)
         self.max_per_batch = int(max_per_batch)
         self.caps = [int(c) for c in caps]
@@ -389,7 +395,7 @@ class _Pacer:
         elif self.rate > 0:
             now = time.monotonic()
             if self._anchor is None:
-                self._anchor = (now, done)
+                self._anchor = (min(self.opened, now), done)
             t0, d0 = self._anchor
             emitted = d0 + int(self.rate * (now - t0))
         else:
@@ -633,6 +639,7 @@ class GeneratorStreamReader(_PacedRangeReader):
     def __init__(self, options: Mapping[str, Any]) -> None:
         from skewlab.engine.workloads import workload_class
 
+        opened = time.monotonic()  # the pacer's t0 (module docstring)
         given = {str(k).lower(): v for k, v in dict(options).items()}
         if str(given.get("messages", "")).strip().lower() in ("", "inf", "none"):
             given.pop("messages", None)  # unbounded
@@ -659,7 +666,7 @@ class GeneratorStreamReader(_PacedRangeReader):
             caps = _trace_caps(name, params, seed, messages, chunk, self.instances, mode)
         else:
             caps = _generator_caps(messages, chunk, self.instances, mode)
-        self.pacer = _Pacer(o["rate"], self.max_per_batch, caps)
+        self.pacer = _Pacer(o["rate"], self.max_per_batch, caps, opened=opened)
         self._last = [0] * self.instances
         self.routes = _route_files(o)
 
@@ -740,6 +747,7 @@ class FileDataSource(DataSource):
 
 class FileStreamReader(_PacedRangeReader):
     def __init__(self, options: Mapping[str, Any]) -> None:
+        self._opened = time.monotonic()  # the pacer's t0 (module docstring), though the pacer is built later
         o = source_options(options, FILE, FILE_OPTIONS)
         path = o["path"]
         if not filesystems.is_file(filesystems.resolve(path)):
@@ -760,7 +768,7 @@ class FileStreamReader(_PacedRangeReader):
             path, column, sep, header, instances = self.cfg
             lines = len(_cached_key_file(path, column, sep, header)[0])
             caps = [len(range(p, lines, instances)) for p in range(instances)]
-            self._pacer = _Pacer(self.rate, self.max_per_batch, caps)
+            self._pacer = _Pacer(self.rate, self.max_per_batch, caps, opened=self._opened)
         return self._pacer
 
     def _records(self, partition: _RangePartition) -> Iterator[pa.RecordBatch]:
