@@ -255,7 +255,9 @@ def test_a_move_has_one_interval_and_one_figure(live):
     command took effect in, with one figure, the stored interval metric of that interval."""
     from skewlab.storage.moves import cost_text
 
-    page, _, run_id, db, _ = live
+    page, served, run_id, db, _ = live
+    if not page.url.startswith(served.url):  # run on its own (-k): the page is not open yet
+        page.goto(served.url)
     page.click("#algo-select")
     page.get_by_role("option", name="hash", exact=True).click()
     page.click("#apply-btn")
