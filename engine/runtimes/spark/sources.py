@@ -18,13 +18,13 @@ of a bad key) and ``ts`` (kafka: record timestamp, ms).  Bad records are emitted
 
 Admission control (generator and file): offsets are JSON ``{"0": n0, ...}``, tuples consumed per
 instance; at time ``t`` the source has emitted ``total0 + ⌊rate · (t − t0)⌋`` tuples
-(``rate <= 0``: unlimited), ``t0`` being the reader's creation (Spark creates it when it starts
-the query's source) and ``total0`` the start offset of the first batch it plans.  Counting from the query's start, not from the first
-``latestOffset`` call, gives batch 0 the tuples that arrived while Spark started the query; counted
-from the first call, batch 0 would be empty and the first data would wait a whole batch
-(docs/results.md, "First batch on a cold numba cache") and ``latestOffset`` admits at most the engine's read limit
-(``max_per_batch``) more, so a backlog drains as from a real queue.  A total is split over the
-instances by :func:`fair_split` (water-filling).  ``Trigger.AvailableNow`` ignores ``rate``.
+(``rate <= 0``: unlimited), and ``latestOffset`` admits at most the engine's read limit
+(``max_per_batch``) more, so a backlog drains as from a real queue.  ``t0`` is the reader's creation
+(Spark creates it when it starts the query's source, shortly before planning batch 0) and ``total0``
+the start offset of the first batch it plans: counted from the first ``latestOffset`` call instead,
+batch 0 would be empty and the first data would wait a whole batch (docs/results.md, "First batch on
+a cold numba cache").  A total is split over the instances by :func:`fair_split` (water-filling).
+``Trigger.AvailableNow`` ignores ``rate``.
 
 Routing inside the source (option ``route_dir``, set by the engine): each instance routes its own
 tuples through :func:`skewlab.engine.runtimes.spark.topology.make_router`, as the sources of the papers do (Nasir
