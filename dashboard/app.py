@@ -46,7 +46,7 @@ from skewlab.dashboard.controls import (
     submit,
     validate_fields,
 )
-from skewlab.dashboard.data import DEFAULT_WINDOW, MIGRATION_TABLE_ROWS, DashboardData, status_text, waiting_message
+from skewlab.dashboard.data import DEFAULT_WINDOW, DashboardData, status_text, waiting_message
 from skewlab.dashboard.layout import (
     RUN_CONTROLS,
     build_layout,
@@ -342,12 +342,12 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
                 out["fig-workers"] = (F.worker_load_patch(d, view or "auto") if cursor.get("bars")
                                       else F.worker_load_figure(d, view or "auto"))
                 new_cursor["bars"] = True
-            if d.get("migration_rows"):
-                mig = (list(d["migration_rows"]) + list(cursor.get("mig") or []))[:MIGRATION_TABLE_ROWS]
-                new_cursor["mig"] = mig
-                out["migration-table"] = migration_table(mig)
+            if d.get("migration_rows") is not None:  # the moves were read again (storage.moves)
+                new_cursor["mig"] = list(d["migration_rows"])
+                out["migration-table"] = migration_table(new_cursor["mig"])
             out.update({"fig-shadow": F.shadow_figure(d), "shadow-verdict": F.shadow_verdict(d),
-                        "fig-hotkeys": F.hot_keys_figure(d), "kpis": kpi_cards(d)})
+                        "fig-hotkeys": F.hot_keys_figure(d),
+                        "kpis": kpi_cards(dict(d, migration_rows=new_cursor.get("mig") or []))})
         return tuple(out.get(key, no_update) for key, _, _ in LIVE_OUTPUTS)
 
     @app.callback(Output("fig-imbalance", "figure", allow_duplicate=True), Input("imb-metrics", "value"),

@@ -38,6 +38,7 @@ from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 
+from skewlab.storage.moves import recent_moves
 from skewlab.storage.run_state import OPERATOR_EVENT_KINDS, RunState, current_run
 
 __all__ = [
@@ -87,15 +88,6 @@ def interval_series(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
             for k in LOAD_METRICS:
                 series[k][i] = None
     return series
-
-
-def _planned_interval(migration: Mapping[str, Any]) -> int:
-    """The interval whose plan or command a migration carried out — the numbering of the commands ("applied
-    at interval N") and of the interval metrics; the row's own ``interval`` is when its import completed
-    (two micro-batches later in the Spark engine).  Rows that do not record it keep their own."""
-    detail = migration.get("detail")
-    planned = detail.get("planned_interval") if isinstance(detail, Mapping) else None
-    return int(planned) if planned is not None else int(migration["interval"])
 
 
 def interval_param(row: Mapping[str, Any], st: RunState, name: str) -> Any:
@@ -339,14 +331,9 @@ class DashboardData:
 
         migs = upto(store.migration_events(run_id, since_interval=since))
         out["migrations"] = migration_series(migs, series["interval"])
-        out["migration_rows"] = [
-            {"interval": _planned_interval(m), "imported": int(m["interval"]), "algorithm": m.get("algorithm") or "",
-             "reason": str((m.get("detail") or {}).get("reason", "")) if isinstance(m.get("detail"), Mapping) else "",
-             "keys_moved": int(m.get("keys_moved") or 0), "state_moved": _num(m.get("state_moved")),
-             "migration_cost": _num(m.get("migration_cost")), "pause_ms": _num(m.get("pause_ms")),
-             "bytes_moved": _int(m.get("bytes_moved")), "pause_batches": _int(m.get("pause_batches"))}
-            for m in reversed(migs[-MIGRATION_TABLE_ROWS:])
-        ]
+        # the moves, each under the interval that planned it with that interval's figure (storage.moves): read
+        # again whenever a migration row arrives, since a move's rows arrive over several intervals
+        out["migration_rows"] = recent_moves(store, run_id, upper, MIGRATION_TABLE_ROWS) if (reset or migs) else None
 
         out["hot_keys"] = [
             {"rank": int(h["rank"]), "key": str(h.get("key") or h.get("fingerprint") or ""),

@@ -22,6 +22,7 @@ from skewlab.dashboard.controls import command_state, workers_range
 from skewlab.dashboard.data import DEFAULT_THETA, operator_label, status_text
 from skewlab.dashboard.definitions import LABELS, definition
 from skewlab.dashboard.figures import IMBALANCE_METRICS, empty_figure, format_bytes
+from skewlab.storage.moves import cost_text
 from skewlab.storage.run_state import REBALANCE_EVENT_KINDS
 
 __all__ = [
@@ -258,7 +259,7 @@ def kpi_cards(data: Mapping[str, Any]) -> list[html.Div]:
         ("replication", "replication", _fmt(last("replication")), ""),
         ("routing |A| / Amax", "routing_table_size",
          f"{_fmt(entries, 'int')} / {_fmt(amax, 'int')}", "bad" if over_amax or infeasible else ""),
-        ("migration cost", "migration_cost", _fmt(last("migration_cost")), ""),
+        ("last migration cost · interval", "migration_cost", _last_move(data.get("migration_rows")), ""),
         ("throughput (tuples/s)", "throughput", throughput, ""),
         ("batch latency", "batch_latency_ms", f"{_fmt(last('batch_latency_ms'), 'int')} ms", ""),
     ]
@@ -276,6 +277,14 @@ def kpi_cards(data: Mapping[str, Any]) -> list[html.Div]:
     if over_amax or infeasible:
         out.append(_plan_alert(plan if infeasible else {}, entries if over_amax else None, amax))
     return out
+
+
+def _last_move(moves: Sequence[Mapping[str, Any]] | None) -> str:
+    """The newest move's figure and the interval that planned it, as the migration table's first row
+    shows them (both from :func:`skewlab.storage.moves.moves`); "—" before the first move."""
+    if not moves:
+        return "—"
+    return f"{cost_text(moves[0].get('migration_cost'))} · #{moves[0]['interval']}"
 
 
 def _plan_alert(plan: Mapping[str, Any], entries: Any, amax: Any) -> html.Div:
@@ -413,6 +422,8 @@ def _migration_cell(key: str, row: Mapping[str, Any]) -> str:
         return v or ""
     if key == "imported":  # only when the import completed in a later interval than the one that planned it
         return "" if v is None or v == row.get("interval") else f"{int(v):,}"
+    if key == "migration_cost":
+        return cost_text(v)
     if key in _MIGRATION_OPTIONAL:
         return "" if v is None else (format_bytes(v) if key == "bytes_moved" else f"{int(v):,}")
     return _num(v)

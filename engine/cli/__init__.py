@@ -278,6 +278,7 @@ def _live_settings(store: Any) -> dict[str, Any] | None:
 def cmd_control(args: argparse.Namespace) -> int:
     from skewlab.engine.control.commands import CommandError, validate_command
     from skewlab.storage import open_store
+    from skewlab.storage.moves import cost_text, recent_moves
     from skewlab.storage.run_state import LIVE_STATUSES
 
     try:
@@ -289,9 +290,13 @@ def cmd_control(args: argparse.Namespace) -> int:
         if live is not None:
             print(f"run {live['id']} {live['name']} algorithm={live['algorithm']} workers={live['workers']} "
                   f"status={live['status']}")
+        # a command's move: what its interval moved, the figure the dashboard's card and table show
+        moved = {m["interval"]: m for m in recent_moves(store, live["id"])} if live is not None else {}
         for c in store.recent_commands(args.limit, run_id=None if live is None else live["id"]):
             if c.get("applied_interval") is not None:
                 where = f" at interval {c['applied_interval']}"
+                if c["applied_interval"] in moved:
+                    where += f", migration cost {cost_text(moved[c['applied_interval']]['migration_cost'])}"
             else:
                 where = f" at batch {c['applied_batch']}" if c.get("applied_batch") is not None else ""
             reason = f" ({c['reason']})" if c.get("reason") else ""

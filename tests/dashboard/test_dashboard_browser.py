@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -32,7 +33,7 @@ from tests.browser_fixtures import CHROMIUM, LAUNCH_ARGS, sync_playwright_or_ski
 ROOT = Path(__file__).resolve().parents[2]
 VIEWPORT = {"width": 1600, "height": 1000}
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
 sync_playwright, expect = sync_playwright_or_skip()
 pytest.importorskip("pyspark")
@@ -81,14 +82,14 @@ def engine(workdir):
     log_path = workdir / "engine.log"
     cmd = [sys.executable, "-m", "skewlab", "engine", "--db", db, "--checkpoint", str(workdir / "ck"),
            "--interval", "1", "--rate", "5000", "--workers", "4", "--shadow", "hash,pkg", "--algorithm", "mixed",
-           "--duration", "240"]
+           "--duration", "420"]
     env = dict(os.environ, SKEWLAB_DATA_DIR=str(workdir / "data"), PYTHONUNBUFFERED="1")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
     store = connect(db)
     try:
-        deadline = time.monotonic() + 150
+        deadline = time.monotonic() + 300
         run_id = None
         while time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -99,7 +100,7 @@ def engine(workdir):
                 break
             time.sleep(0.5)
         if run_id is None:
-            pytest.fail(f"no data from the engine in 150 s:\n{log_path.read_text()[-3000:]}")
+            pytest.fail(f"no data from the engine in 300 s:\n{log_path.read_text()[-3000:]}")
         yield db, run_id, log_path
     finally:
         store.close()
@@ -246,6 +247,45 @@ def test_adding_a_worker_shows_one_more_bar(live, workdir):
     assert all(b > a for a, b in zip(xs, xs[1:])), "ticks must never duplicate points"
     page.screenshot(path=str(_shots_dir(workdir) / "live-after-actions.png"), full_page=True)
     assert not errors, errors
+
+
+def test_a_move_has_one_interval_and_one_figure(live):
+    """Issue 26 item 10: a switch that moves state (pkg splits keys; hash gives each key one owner) is one
+    move: the KPI card, the migration table and ``skewlab control status`` show it under the interval the
+    command took effect in, with one figure, the stored interval metric of that interval."""
+    from skewlab.storage.moves import cost_text
+
+    page, served, run_id, db, _ = live
+    if not page.url.startswith(served.url):  # run on its own (-k): the page is not open yet
+        page.goto(served.url)
+    page.click("#algo-select")
+    page.get_by_role("option", name="hash", exact=True).click()
+    page.click("#apply-btn")
+    expect(page.locator("#control-msg")).to_contain_text("submitted")
+    item = page.locator(".cmd").first
+    expect(item).to_contain_text("set-algorithm")
+    expect(item).to_have_attribute("data-status", "applied", timeout=90_000)
+    store = connect(db)
+    try:
+        cmd = store.recent_commands(1, run_id=run_id)[0]
+        t = int(cmd["applied_interval"])
+        expect(item).to_contain_text(f"applied at interval {t}")
+        table = page.locator("#migration-table")
+        row = table.locator("tbody tr").filter(has=page.locator("td:first-child", has_text=re.compile(rf"^{t}$")))
+        expect(row).to_have_count(1, timeout=90_000)  # the import completes two batches later
+        headers = table.locator("thead th").all_inner_texts()
+        figure = row.locator("td").nth(headers.index("migration cost")).inner_text()
+        metric = store.interval_metrics(run_id, since_interval=t - 1, limit=1)[0]
+        assert int(metric["interval"]) == t and figure == cost_text(metric["migration_cost"]), (figure, metric)
+        assert float(figure) > 0, "the switch to hash moved state"
+        expect(page.locator("#kpi-migration_cost .kpi-value")).to_have_text(f"{figure} · #{t}")
+    finally:
+        store.close()
+    status = subprocess.run([sys.executable, "-m", "skewlab", "control", "--db", db, "status"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0, status.stderr
+    line = next(x for x in status.stdout.splitlines() if x.startswith(f"#{cmd['id']} "))
+    assert f"applied at interval {t}, migration cost {figure}" in line, status.stdout
 
 
 def test_history_tab_lists_and_exports_the_run(live, workdir):

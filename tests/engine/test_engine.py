@@ -109,6 +109,17 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):
     assert all(w["state_bytes"] is not None for w in store.worker_metrics(run))
 
 
+def test_the_first_batch_carries_the_tuples_that_arrived_while_the_query_started(spark, tmp_path):
+    """Issue 26 item 1: a paced generator counts from the query's start, so batch 0 carries data (counted
+    from the first planning, batch 0 was empty and the first data waited a whole batch)."""
+    cfg = gen_cfg(tmp_path, rate=2000, interval=0.5, max_batches=1, shadow=[])
+    engine = SparkEngine(cfg, log=lambda m: None)
+    assert engine.run() == 0
+    rows = connect(cfg.db).interval_metrics(engine.run_id)
+    assert [r["batch_id"] for r in rows] == [0] and rows[0]["tuples"] > 0
+    assert Counter(engine.controller.results()) == by_fingerprint(generator_truth(cfg, engine.consumed))
+
+
 def test_split_keys_with_a_finite_window_merge_to_the_ground_truth(spark, tmp_path):
     """dchoices splits the head keys over workers and the window (2 batches) is shorter than the run:
     every worker re-emits its share when batches leave its window, so the latest shares add up to

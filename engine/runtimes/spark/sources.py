@@ -21,9 +21,13 @@ NULL exactly when ``error`` is set).  Bad records are emitted, never raised.
 
 Admission control (generator and file): offsets are JSON ``{"0": n0, ...}``, tuples consumed per
 instance; at time ``t`` the source has emitted ``total0 + ⌊rate · (t − t0)⌋`` tuples
-(``rate <= 0``: unlimited) and ``latestOffset`` admits at most the engine's read limit
-(``max_per_batch``) more, so a backlog drains as from a real queue.  A total is split over the
-instances by :func:`fair_split` (water-filling).  ``Trigger.AvailableNow`` ignores ``rate``.
+(``rate <= 0``: unlimited), and ``latestOffset`` admits at most the engine's read limit
+(``max_per_batch``) more, so a backlog drains as from a real queue.  ``t0`` is the reader's creation
+(Spark creates it when it starts the query's source, shortly before planning batch 0) and ``total0``
+the start offset of the first batch it plans: counted from the first ``latestOffset`` call instead,
+batch 0 would be empty and the first data would wait a whole batch (docs/results.md, "First batch on
+a cold numba cache").  A total is split over the instances by :func:`fair_split` (water-filling).
+``Trigger.AvailableNow`` ignores ``rate``.
 
 Routing inside the source (option ``route_dir``, set by the engine): each instance routes its own
 tuples through :func:`skewlab.engine.runtimes.spark.topology.make_router`, as the sources of the papers do (Nasir
@@ -399,7 +403,9 @@ def _default_limit(max_per_batch: int):
 class _Pacer:
     """Driver-side admission control of the generator and file sources (see module docstring)."""
 
-    def __init__(self, rate: float, max_per_batch: int, caps: Sequence[int]) -> None:
+    def __init__(self, rate: float, max_per_batch: int, caps: Sequence[int], opened: float | None = None) -> None:
+        """``opened``: ``time.monotonic()`` at which the stream opened (default: now); the rate counts from it."""
+        self.opened = time.monotonic() if opened is None else float(opened)
         self.rate = float(rate)
         self.max_per_batch = int(max_per_batch)
         self.caps = [int(c) for c in caps]
@@ -422,7 +428,7 @@ class _Pacer:
         elif self.rate > 0:
             now = time.monotonic()
             if self._anchor is None:
-                self._anchor = (now, done)
+                self._anchor = (min(self.opened, now), done)
             t0, d0 = self._anchor
             emitted = d0 + int(self.rate * (now - t0))
         else:
@@ -683,6 +689,7 @@ class GeneratorStreamReader(_PacedRangeReader):
     def __init__(self, options: Mapping[str, Any]) -> None:
         from skewlab.engine.workloads import workload_class
 
+        opened = time.monotonic()  # the pacer's t0 (module docstring)
         given = {str(k).lower(): v for k, v in dict(options).items()}
         if str(given.get("messages", "")).strip().lower() in ("", "inf", "none"):
             given.pop("messages", None)  # unbounded
@@ -709,7 +716,7 @@ class GeneratorStreamReader(_PacedRangeReader):
             caps = _trace_caps(name, params, seed, messages, chunk, self.instances, mode)
         else:
             caps = _generator_caps(messages, chunk, self.instances, mode)
-        self.pacer = _Pacer(o["rate"], self.max_per_batch, caps)
+        self.pacer = _Pacer(o["rate"], self.max_per_batch, caps, opened=opened)
         self._last = [0] * self.instances
         self.routes = _route_files(o)
         self.values = o["values"]
@@ -791,6 +798,7 @@ class FileDataSource(DataSource):
 
 class FileStreamReader(_PacedRangeReader):
     def __init__(self, options: Mapping[str, Any]) -> None:
+        self._opened = time.monotonic()  # the pacer's t0 (module docstring), though the pacer is built later
         o = source_options(options, FILE, FILE_OPTIONS)
         path = o["path"]
         if not filesystems.is_file(filesystems.resolve(path)):
@@ -811,7 +819,7 @@ class FileStreamReader(_PacedRangeReader):
             path, column, sep, header, instances, value_column = self.cfg
             lines = len(_cached_key_file(path, column, sep, header, value_column)[0])
             caps = [len(range(p, lines, instances)) for p in range(instances)]
-            self._pacer = _Pacer(self.rate, self.max_per_batch, caps)
+            self._pacer = _Pacer(self.rate, self.max_per_batch, caps, opened=self._opened)
         return self._pacer
 
     def _records(self, partition: _RangePartition) -> Iterator[pa.RecordBatch]:
