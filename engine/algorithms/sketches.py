@@ -54,6 +54,7 @@ __all__ = [
     "SpaceSaving",
     "prefetch",
     "ss_collect",
+    "ss_decay",
     "ss_count",
     "ss_guaranteed",
     "ss_find",
@@ -464,6 +465,35 @@ def _restore(cnt, ring, ovf, meta, fps, counts, errs):  # pragma: no cover - com
     meta[NHOT] = 0
 
 
+@njit(cache=True)
+def ss_decay(sketch, factor):  # pragma: no cover - compiled
+    """Multiply every count of one source by ``factor`` (module docstring, "Decay"): counts become
+    ``⌊factor·count⌋``, guaranteed counts ``⌊factor·(count − error)⌋``, counters at 0 are freed and the
+    survivors keep their eviction order; returns how much N dropped.  Compiled end to end, so a
+    router that decays every few hundred tuples pays no interpreter time for it."""
+    cnt, ring, ovf, tab, meta, scr, hot = sketch
+    before = meta[TOTAL]
+    ids = ss_collect(sketch, 1)[::-1]  # eviction order
+    k = ids.size
+    fps = np.empty(k, np.int64)
+    counts = np.empty(k, np.int64)
+    errs = np.empty(k, np.int64)
+    m = 0
+    for r in range(k):
+        i = ids[r]
+        c = _counter_get(cnt, i, _FIELD_COUNT)
+        new = np.int64(np.floor(c * factor))
+        if new > 0:
+            sure = np.int64(np.floor((c - _counter_get(cnt, i, _FIELD_ERROR)) * factor))
+            fps[m] = _counter_get(cnt, i, _FIELD_FP)
+            counts[m] = new
+            errs[m] = new - sure
+            m += 1
+    _restore(cnt, ring, ovf, meta, fps[:m], counts[:m], errs[:m])
+    _rebuild_table(cnt, tab, meta)
+    return before - meta[TOTAL]
+
+
 @njit(cache=True, inline="always")
 def ss_guaranteed(sketch, threshold, out):  # pragma: no cover - compiled
     """Write the guaranteed counts ``count − error`` that are ``>= threshold`` into ``out`` (float64,
@@ -571,8 +601,14 @@ class SpaceSaving:
 
     def import_source(self, source: int, arrays: dict[str, np.ndarray]) -> None:
         """Install arrays from :meth:`export_source` for ``source`` and rebuild its hash table (other
-        names, e.g. a "table" from an older sender, are derived data and ignored)."""
+        names, e.g. a "table" from an older sender, are derived data and ignored).  A slice from a
+        sketch of another capacity is re-packed through :meth:`with_capacity`."""
         s = self._check(source)
+        other = arrays.get("cnt")
+        if other is not None and other.shape[0] != self.capacity:  # a sketch of another capacity
+            sender = SpaceSaving(other.shape[0], 1)
+            sender.import_source(0, arrays)
+            arrays = sender.with_capacity(self.capacity).export_source(0)
         for a, value in arrays.items():
             if a in self.SOURCE_ARRAYS:
                 getattr(self, a)[s] = value
@@ -608,23 +644,26 @@ class SpaceSaving:
         return self.capacity
 
     def decay(self, factor: float, source: int = 0) -> int:
-        """Multiply every count of ``source`` by ``factor`` in [0, 1] (see the module docstring,
-        "Decay"); returns how much N dropped."""
+        """Multiply every count of ``source`` by ``factor`` in [0, 1] (:func:`ss_decay`); returns how
+        much N dropped."""
         s = self._check(source)
         factor = float(factor)
         if not 0.0 <= factor <= 1.0:
             raise ValueError(f"decay factor must be in [0, 1], got {factor}")
-        before = int(self.meta[s, TOTAL])
-        ids = ss_collect(self.arrays(s), 1)[::-1]  # eviction order
-        rows = self.cnt[s][ids]
-        counts = rows[:, _FIELD_COUNT]
-        new = np.floor(counts * factor).astype(np.int64)
-        sure = np.floor((counts - rows[:, _FIELD_ERROR]) * factor).astype(np.int64)
-        keep = new > 0
-        _restore(self.cnt[s].reshape(-1), self.ring[s], self.ovf[s], self.meta[s],
-                 rows[keep, _FIELD_FP].copy(), new[keep], (new - sure)[keep])
-        self.rebuild_table(s)
-        return before - int(self.meta[s, TOTAL])
+        return int(ss_decay(self.arrays(s), factor))
+
+    def with_capacity(self, capacity: int) -> "SpaceSaving":
+        """A sketch of ``capacity`` counters per source holding this one's entries (counts, errors,
+        eviction order).  When an entry set does not fit, the ``capacity`` entries last in eviction
+        order are kept and N becomes their sum (what a smaller sketch keeps of the same keys)."""
+        out = SpaceSaving(capacity, self.n_sources)
+        for s in range(self.n_sources):
+            ids = ss_collect(self.arrays(s), 1)[::-1][-out.capacity:]
+            rows = self.cnt[s][ids]
+            _restore(out.cnt[s].reshape(-1), out.ring[s], out.ovf[s], out.meta[s],
+                     rows[:, _FIELD_FP].copy(), rows[:, _FIELD_COUNT].copy(), rows[:, _FIELD_ERROR].copy())
+            out.rebuild_table(s)
+        return out
 
     def entries(self, source: int = 0, min_count: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(fps, counts, errors)`` of tracked keys with ``count >= min_count``, by decreasing count."""

@@ -595,6 +595,9 @@ def test_kernel_matches_reference_with_decay(algo):
         (16, 1, 100, 1.6, dict(capacity=20, warmup=40, refresh=25, head_threshold=0.02, decay=0.25, epoch=100)),
         (20, 2, 300, 1.3, dict(capacity=64, warmup=100, refresh=50, decay=0.7, epoch=150)),
         (5, 3, 60, 1.4, dict(capacity=10, warmup=10, refresh=10, decay=0.9, epoch=0)),  # epoch = warmup/5
+        # the router's sketch is sized ⌈epoch/(1 − decay)⌉ (80, 30 counters), the reference's capacity
+        (9, 2, 400, 1.2, dict(capacity=500, warmup=60, refresh=20, decay=0.5, epoch=40)),
+        (6, 1, 300, 0.8, dict(capacity=400, warmup=50, refresh=20, decay=0.25, epoch=0)),
     ]
     for c, (n, sources, k, z, params) in enumerate(cases):
         if algo != "dchoices":
@@ -610,6 +613,32 @@ def test_kernel_matches_reference_with_decay(algo):
             assert g.seen(s) == ref.seen[s]
         if algo == "dchoices":
             assert [g.d_of(s) for s in range(sources)] == ref.d
+
+
+def test_decaying_sketch_is_sized_to_what_it_can_hold_and_grows_with_the_workers():
+    """While the sketches decay, a source's sketch has ``⌈epoch/(1 − decay)⌉`` counters (never more
+    than ``capacity``): N never exceeds that, so it never evicts (routing identical to the full-size
+    sketch: test_kernel_matches_reference_with_decay).  More workers make the automatic epoch longer;
+    the sketch then grows and keeps its entries, and a source's state from a sketch of another size is
+    re-packed on import."""
+    planner = registry.create("wchoices", 10, 2, params={"decay": 0.5})
+    g = planner.router
+    assert g.epoch == 100 and g.sketch.capacity == 200
+    assert registry.create("wchoices", 10, 2, params={"decay": 1.0}).router.sketch.capacity == 10000
+    assert registry.create("wchoices", 10, 2, params={"decay": 0.999}).router.sketch.capacity == 10000
+    fps = zipf_stream(5000, 300, 1.1, seed=5)
+    g.route(fps[:2550], 0)
+    g.route(fps[2550:], 1)
+    before = [{int(a): (int(b), int(c)) for a, b, c in zip(*g.sketch.entries(s))} for s in range(2)]
+    exported = g.sketch.export_source(1)
+    g.resize(20)  # θ = 1/100: warm-up 1000, epoch 200
+    assert g.epoch == 200 and g.sketch.capacity == 400
+    assert [{int(a): (int(b), int(c)) for a, b, c in zip(*g.sketch.entries(s))} for s in range(2)] == before
+    g.sketch.import_source(1, exported)  # a slice exported by the 200-counter sketch
+    assert {int(a): (int(b), int(c)) for a, b, c in zip(*g.sketch.entries(1))} == before[1]
+    assert g.sketch.total(1) == sum(c for c, _ in before[1].values())
+    out = g.route(fps, 0)
+    assert out.min() >= 0 and out.max() < 20
 
 
 def _burst_stream(n_tuples, k, z, swap_at, seed):

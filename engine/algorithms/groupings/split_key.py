@@ -820,10 +820,24 @@ class _HeadRouter(SketchPerSource, _SplitKeyRouter):
 
     def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0, params: Mapping[str, Any] | None = None):
         super().__init__(n_workers, n_sources, seed, params)
-        self.sketch = SpaceSaving(self.p["capacity"], self.n_sources)
+        self.sketch = SpaceSaving(self.sketch_capacity(), self.n_sources)
         self._probs = np.zeros(self.sketch.capacity, dtype=np.float64)
         self.state = np.zeros((self.n_sources, _STATE_COLUMNS), dtype=np.int64)
         self._reset_state()
+
+    def sketch_capacity(self) -> int:
+        """Counters per source: ``capacity``, or, while the sketches decay, at most the number of
+        keys a source's sketch can ever hold, ``⌈epoch / (1 − decay)⌉``: between two decays a source
+        adds ``epoch`` tuples and a decay leaves at most ``decay · N``, so N (hence the number of
+        tracked keys) stays below ``epoch · (1 + decay + decay² + …)``.  A sketch of that size never
+        evicts, so it counts exactly what the ``capacity``-sized one would, and a decay (which
+        touches every counter and the whole hash table) costs what the sketch holds, not
+        ``capacity``."""
+        capacity = int(self.p["capacity"])
+        if not self.decaying:
+            return capacity
+        bound = math.ceil(self.epoch / (1.0 - float(self.p["decay"])))
+        return max(1, min(capacity, bound))
 
     # ------------------------------------------------------------------ effective parameters
     @property
@@ -840,6 +854,9 @@ class _HeadRouter(SketchPerSource, _SplitKeyRouter):
         return w if w > 0 else int(math.ceil(round(10.0 / self.theta, 6)))
 
     def _reset_state(self) -> None:
+        if self.sketch_capacity() > self.sketch.capacity:  # more workers: a longer epoch, more keys
+            self.sketch = self.sketch.with_capacity(self.sketch_capacity())
+            self._probs = np.zeros(self.sketch.capacity, dtype=np.float64)
         n = self.n_workers
         st = self.state
         st[:, ST_D] = 2 if n > 2 else n
@@ -912,20 +929,21 @@ class _HeadRouter(SketchPerSource, _SplitKeyRouter):
         out = np.empty(fps.size, dtype=np.int64)
         st = self.state[s]
         decaying = self.decaying
+        meta = self.sketch.meta[s]
         pos = 0
+        # (built once per call: a decay every few hundred tuples must not rebuild them)
+        before = (self.loads[s], st, self.sketch.arrays(s), self._cache(s), self.theta, float(self.p.get("epsilon", 1e-4)))
+        after = (int(self.p.get("refresh", 1)), bool(self.p.get("distinct", False)), self._magic_hi, self._magic_lo,
+                 self._chunk_f0, self._chunk_f1, self._chunk_f2, self._chunk_f3, self._probs, self._tw)
+        warmup = self.warmup
         while pos < fps.size:
             end = fps.size
             if decaying:  # the kernel stops at the next decay (a function of the tuple count only)
-                if self.seen(s) == st[ST_EPOCH]:
+                if meta[TOTAL] + st[ST_LOST] == st[ST_EPOCH]:
                     self._decay(s)
-                end = min(end, pos + int(st[ST_EPOCH]) - self.seen(s))
+                end = min(end, pos + int(st[ST_EPOCH] - meta[TOTAL] - st[ST_LOST]))
             # the warm-up counts tuples seen; the kernel compares it with the (decayed) N
-            args = (
-                self.loads[s], st, self.sketch.arrays(s), self._cache(s),
-                self.theta, float(self.p.get("epsilon", 1e-4)), self.warmup - int(st[ST_LOST]),
-                int(self.p.get("refresh", 1)), bool(self.p.get("distinct", False)), self._magic_hi, self._magic_lo, self._chunk_f0, self._chunk_f1, self._chunk_f2, self._chunk_f3,
-                self._probs, self._tw,
-            )
+            args = (*before, warmup - int(st[ST_LOST]), *after)
             while pos < end:  # D-Choices: the kernel stops where a refresh changes the kind of pick
                 if self.mode == MODE_D:
                     kind = _d_kind(int(st[ST_D]), self.n_workers)
