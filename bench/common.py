@@ -56,6 +56,7 @@ __all__ = [
     "machine_info",
     "md_table",
     "mean_rows",
+    "minmax_errors",
     "new_figure",
     "plot_band",
     "route",
@@ -348,6 +349,17 @@ def spread(values: Iterable[float]) -> Spread:
     if v.size == 0:
         return Spread(float("nan"), float("nan"), float("nan"), 0)
     return Spread(float(v.mean()), float(v.min()), float(v.max()), int(v.size))
+
+
+def minmax_errors(mean: Sequence[float] | np.ndarray, per_seed: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray | None:
+    """matplotlib ``yerr`` of bars drawn at ``mean``: the distances down to the min and up to the max over
+    seeds (``per_seed`` is seeds × bars), clipped at 0 (a mean recomputed as a sum of means can differ from
+    the seeds' sum by a rounding error, which matplotlib rejects as a negative error); None with one seed."""
+    values = np.asarray(per_seed, dtype=np.float64)
+    if values.ndim < 2 or values.shape[0] <= 1:
+        return None
+    m = np.asarray(mean, dtype=np.float64)
+    return np.clip(np.stack([m - values.min(axis=0), values.max(axis=0) - m]), 0.0, None)
 
 
 def mean_rows(rows: Iterable[Mapping[str, Any]], by: Sequence[str]) -> list[dict[str, Any]]:

@@ -73,3 +73,30 @@ def test_seed_matrix_is_seeds_by_x_with_nan_for_missing():
     m = seed_matrix(rows, "I", "z", [0.5, 1.0, 2.0], alg="pkg")
     assert m.shape == (2, 3) and m[:, :2].tolist() == [[0.5, 1.0], [1.0, 2.0]]
     assert np.isnan(m[:, 2]).all()
+
+
+def test_fig8_bars_with_one_seed_draw_without_error_bars(tmp_path):
+    """``bench nasir --seeds 1`` stopped here: head + tail − (head + tail of the seed) rounds below 0, and
+    matplotlib rejects a negative ``yerr``."""
+    from skewlab.bench import nasir_theta
+    from skewlab.bench.common import Section
+
+    groupings = {alg: {"head": [0.1, 0.3], "tail": [0.2, 0.4], "hot_workers": 1, "seeds_imbalance": 0.05,
+                       "imbalance": 0.1} for alg in nasir_theta.FIG8_ALGOS}
+    run = {"n": 2, "z": 1.4, "theta": 0.0625, "messages": 100, "sources": 2, "warmup": 10, "head_keys": 3,
+           "head_share": 0.4, "hot_share": 0.2, "hot_choices": [0, 1], "groupings": groupings}
+    f8 = nasir_theta.merge_fig8([run])
+    sec = Section("nasir", "t", "cmd", "")
+    nasir_theta.fig8_figure(Context(tmp_path, n_seeds=1), sec, f8)
+    assert (tmp_path / sec.figures[0]).exists()
+
+
+def test_minmax_errors_clip_rounding_and_skip_one_seed():
+    from skewlab.bench.common import minmax_errors
+
+    head, tail = np.array([0.1]), np.array([0.2])
+    assert minmax_errors(head + tail, [[0.1 + 0.2]]) is None
+    err = minmax_errors(head + tail, [head + tail - 1e-17, head + tail])
+    assert err.shape == (2, 1) and (err >= 0).all()
+    err = minmax_errors([2.0], [[1.0], [4.0]])
+    assert err.tolist() == [[1.0], [2.0]]
