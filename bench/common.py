@@ -143,9 +143,13 @@ class Context:
         if self.progress is not None:
             self.progress.update(self.done, label[:60])
 
-    def command(self, target: str) -> str:
-        parts = ["skewlab bench", target, "--seed", str(self.seed), "--seeds", str(self.n_seeds),
-                 "--out", str(self.out)]
+    def command(self, target: str, seeds: bool = True) -> str:
+        """The command line that reproduces ``target``; ``seeds=False`` for a target that runs ``--seed``
+        only (so the page does not claim ``--seeds`` runs it never made)."""
+        parts = ["skewlab bench", target, "--seed", str(self.seed)]
+        if seeds:
+            parts += ["--seeds", str(self.n_seeds)]
+        parts += ["--out", str(self.out)]
         if self.quick:
             parts.insert(2, "--quick")
         return " ".join(parts)

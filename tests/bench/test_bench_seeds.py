@@ -6,6 +6,7 @@ import argparse
 import math
 
 import numpy as np
+import pytest
 
 from skewlab.bench import cli as bench_cli
 from skewlab.bench.common import Context, Spread, fmt, md_table, new_figure, plot_band, spread
@@ -38,6 +39,15 @@ def test_context_seeds_and_command(tmp_path):
     ctx = Context(tmp_path, seed=3, n_seeds=4)
     assert ctx.seeds == [3, 4, 5, 6]
     assert "--seed 3 --seeds 4" in ctx.command("nasir")
+    assert "--seeds" not in ctx.command("fish", seeds=False)  # a target that runs one seed says so
+
+
+@pytest.mark.slow
+def test_fish_page_names_no_seeds_it_did_not_run(tmp_path):
+    from skewlab.bench import cli as cli_mod
+
+    secs = cli_mod.run_targets(["fish"], str(tmp_path), quick=True, seed=0, seeds=3, progress=False)
+    assert "--seeds" not in secs[0].command and "--seed 0" in secs[0].command
     assert Context(tmp_path).n_seeds == 5 and Context(tmp_path, quick=True).n_seeds == 2
 
 
