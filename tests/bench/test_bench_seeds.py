@@ -110,3 +110,13 @@ def test_minmax_errors_clip_rounding_and_skip_one_seed():
     assert err.shape == (2, 1) and (err >= 0).all()
     err = minmax_errors([2.0], [[1.0], [4.0]])
     assert err.tolist() == [[1.0], [2.0]]
+
+
+def test_a_full_run_with_fewer_seeds_says_so_in_its_header():
+    from skewlab.bench.common import fewer_seeds_note
+
+    assert "1 seed, not the default 5" in fewer_seeds_note("skewlab bench nasir --seed 0 --seeds 1 --out docs")
+    assert "2 seeds, not the default 5" in fewer_seeds_note("skewlab bench fang --seed 0 --seeds 2 --out docs")
+    assert fewer_seeds_note("skewlab bench fang --seed 0 --seeds 5 --out docs") == ""
+    assert fewer_seeds_note("skewlab bench fang --quick --seed 0 --seeds 1 --out docs") == ""
+    assert fewer_seeds_note("skewlab bench fish --seed 0 --out docs") == ""
