@@ -53,7 +53,7 @@ IDEAL = 1e-4
 
 def _params(theta_n: float, n: int) -> dict[str, Any]:
     """θ = theta_n / n and the paper's warm-up; counts since the start (``decay = 1``, the paper)."""
-    return {"head_threshold": theta_n / n, "warmup": 50 * n, "decay": 1.0}
+    return {"head_threshold": theta_n / n, "warmup": 50 * n, "decay": 1.0, "distinct": False}
 
 
 def key_replication(key_ids: np.ndarray, workers: np.ndarray, n: int, keys: np.ndarray) -> float:
@@ -118,7 +118,7 @@ def run_fig8(ctx: Context, S: dict[str, Any], sources: int, seed: int) -> dict[s
                            "hot_choices": sorted({int(w) for w in candidates(fps[ids == hottest][:1], 2, n)[0]}),
                            "groupings": {}}
     for alg in FIG8_ALGOS:
-        params = {} if alg == "pkg" else _params(THETA_N[-1], n)
+        params = {"distinct": False} if alg == "pkg" else _params(THETA_N[-1], n)
         workers, _ = route(alg, n, sources, fps, seed, params)
         head = np.bincount(workers[is_head], minlength=n)
         tail = np.bincount(workers[~is_head], minlength=n)
