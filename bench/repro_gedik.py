@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import time
 from typing import Any
 
@@ -689,6 +690,16 @@ def _readj_utility_line(util, views, S, unlimited, same_start, seeds) -> tuple[s
     return txt, n - len(stuck)
 
 
+def busy_note() -> str:
+    """A warning for the timing table when the machine had more runnable work than cores ('' otherwise)."""
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load <= cores:
+        return ""
+    return (f".  **The 1-minute load average was {load:.1f} on {cores} cores when this section was written**: the "
+            "wall times include waiting for a CPU, so neither the trends nor the verdict below are evidence about "
+            "construction time; rerun on a quiet machine")
+
+
 def _time_text(skew, channels, size, S) -> str:
     """Fig. 12–14: construction time of the step to N (``plan_seconds`` of the plan) vs σ (redist only),
     vs N (LCL, z = 1) and vs z (LCL, N = S["n"]), from the runs of the sections above; table + verdict."""
@@ -721,7 +732,7 @@ def _time_text(skew, channels, size, S) -> str:
     ]
     return ("**Construction time (Fig. 12–14)**: wall time of the plan of the step to N (`plan s`, ms-scale, "
             "measured on the shared machine under the load in the header, so only the trends mean something; "
-            "the paper's absolute times are for |D| = 10⁶ on its own machine)\n\n"
+            "the paper's absolute times are for |D| = 10⁶ on its own machine)" + busy_note() + "\n\n"
             + md_table(["configuration"] + [f"{a} plan s" for a in OURS], rows)
             + "\n\n*Paper, Fig. 12–14: construction time grows as σ falls (readj ≈ 10 s, redist ≈ 0.5 s at σ = 0.008; "
             "< 0.05 s at σ = 0.1), grows super-linearly with N (scan cheapest), and is mostly insensitive to skew.*  "

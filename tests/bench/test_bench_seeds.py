@@ -120,3 +120,15 @@ def test_a_full_run_with_fewer_seeds_says_so_in_its_header():
     assert fewer_seeds_note("skewlab bench fang --seed 0 --seeds 5 --out docs") == ""
     assert fewer_seeds_note("skewlab bench fang --quick --seed 0 --seeds 1 --out docs") == ""
     assert fewer_seeds_note("skewlab bench fish --seed 0 --out docs") == ""
+
+
+def test_gedik_timing_warns_when_the_machine_was_busy(monkeypatch):
+    import os
+
+    from skewlab.bench import repro_gedik
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (17.0, 20.0, 20.0))
+    assert "load average was 17.0 on 2 cores" in repro_gedik.busy_note()
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.5, 1.0, 1.0))
+    assert repro_gedik.busy_note() == ""
