@@ -26,8 +26,8 @@ migration cost = state moved / total state per interval; plan time = mean wall t
 after plan = max/mean − 1 of the tuples routed in the interval *after* each plan (the plan made on
 interval k routes interval k + 1, as the other sections measure; Fang's "workload skewness" is this + 1,
 but the paper evaluates the plan on the interval it was made from, which the fluctuation f makes look
-better than any routed interval; reported separately as the plan's own imbalance); feasibility = share of plans meeting θmax and Amax.  PKG never migrates and has no plans; its
-imbalance is the routed one.
+better than any routed interval; reported separately as the plan's own imbalance); feasibility = share
+of plans meeting θmax and Amax.  PKG never migrates and has no plans; its imbalance is the routed one.
 
 Scale-out (Fig. 15: the paper runs to a balanced state, adds one instance and plots throughput over
 time on Storm): a static stream (f = 0) on N_D workers, one worker added before interval
