@@ -30,6 +30,7 @@ from skewlab.bench.common import (
     legend_once,
     md_table,
     mean_rows,
+    minmax_errors,
     new_figure,
     plot_band,
     route,
@@ -52,7 +53,7 @@ IDEAL = 1e-4
 
 def _params(theta_n: float, n: int) -> dict[str, Any]:
     """θ = theta_n / n and the paper's warm-up; counts since the start (``decay = 1``, the paper)."""
-    return {"head_threshold": theta_n / n, "warmup": 50 * n, "decay": 1.0}
+    return {"head_threshold": theta_n / n, "warmup": 50 * n, "decay": 1.0, "distinct": False}
 
 
 def key_replication(key_ids: np.ndarray, workers: np.ndarray, n: int, keys: np.ndarray) -> float:
@@ -117,7 +118,7 @@ def run_fig8(ctx: Context, S: dict[str, Any], sources: int, seed: int) -> dict[s
                            "hot_choices": sorted({int(w) for w in candidates(fps[ids == hottest][:1], 2, n)[0]}),
                            "groupings": {}}
     for alg in FIG8_ALGOS:
-        params = {} if alg == "pkg" else _params(THETA_N[-1], n)
+        params = {"distinct": False} if alg == "pkg" else _params(THETA_N[-1], n)
         workers, _ = route(alg, n, sources, fps, seed, params)
         head = np.bincount(workers[is_head], minlength=n)
         tail = np.bincount(workers[~is_head], minlength=n)
@@ -187,6 +188,11 @@ def figures(ctx: Context, sec: Section, q1, f8, keys: int) -> None:
         legend_once(fig, axes, ncol=len(THETA_N))
         sec.figures.append(save_figure(fig, ctx, name, title))
 
+    fig8_figure(ctx, sec, f8)
+
+
+def fig8_figure(ctx: Context, sec: Section, f8: dict[str, Any]) -> None:
+    """Fig. 8's stacked head/tail bars per worker, error bars = min–max over seeds (none with one seed)."""
     g = f8["groupings"]
     fig, axes = new_figure(1, len(g), width=2.9, height=2.8, sharey=True)
     x = np.arange(f8["n"])
@@ -195,11 +201,10 @@ def figures(ctx: Context, sec: Section, q1, f8, keys: int) -> None:
         head, tail = np.asarray(g[alg]["head"]), np.asarray(g[alg]["tail"])
         head_s = np.asarray(g[alg]["head_per_seed"])
         total_s = head_s + np.asarray(g[alg]["tail_per_seed"])
-        ax.bar(x, head, color="#d62728", label="head (p ≥ θ)",
-               yerr=[head - head_s.min(axis=0), head_s.max(axis=0) - head], ecolor="#000000", capsize=2)
-        ax.bar(x, tail, bottom=head, color="#1f77b4", label="tail",
-               yerr=[head + tail - total_s.min(axis=0), total_s.max(axis=0) - head - tail], ecolor="#555555",
-               capsize=2)
+        ax.bar(x, head, color="#d62728", label="head (p ≥ θ)", yerr=minmax_errors(head, head_s),
+               ecolor="#000000", capsize=2)
+        ax.bar(x, tail, bottom=head, color="#1f77b4", label="tail", yerr=minmax_errors(head + tail, total_s),
+               ecolor="#555555", capsize=2)
         ax.axhline(1.0 / f8["n"], color="#000000", linestyle=":", linewidth=1.0)
         ax.set_xticks(x)
         ax.set_xlabel("worker")

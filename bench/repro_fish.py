@@ -83,7 +83,7 @@ def run(ctx: Context) -> Section:
     t0 = time.perf_counter()
     S = sizes(ctx.quick)
     results = [_run_case(ctx, c) for c in _cases(S)]
-    sec = Section(KEY, TITLE, ctx.command(KEY), "", data={"cases": results, "sizes": S})
+    sec = Section(KEY, TITLE, ctx.command(KEY, seeds=False), "", data={"cases": results, "sizes": S})
     _checks(sec, results)
     sec.markdown = _markdown(results)
     sec.seconds = time.perf_counter() - t0
@@ -102,12 +102,25 @@ def _checks(sec: Section, results) -> None:
               f"fish {by['fish']['median']:.3f}, consistent {by['consistent']['median']:.3f}")
 
 
+def _default(alg: str, name: str) -> Any:
+    from skewlab.engine.algorithms import registry
+
+    return next(p.default for p in registry.get(alg).params if p.name == name)
+
+
+def _decay_text(alg: str) -> str:
+    d = float(_default(alg, "decay"))
+    return "no decay (counts since the start)" if d >= 1.0 else f"decay {d:g} per epoch"
+
+
 def _markdown(results) -> str:
     parts = [
-        f"Set-up: N = {WORKERS} workers, 2 sources, default parameters of every grouping (FISH: θ = 1/(5N), "
-        "epoch 250N tuples per source, decay α = 0.5, spread 2, 128 ring points per worker; D-/W-Choices: "
-        "θ = 1/(5N), their default decay 0.5 every warm-up/5 tuples).  One run per case (seed `--seed`; `--seeds` is not used here).  Per-interval "
-        "imbalance = max/mean − 1 of the interval's tuples per worker."]
+        f"Set-up: N = {WORKERS} workers, 2 sources, default parameters of every grouping, as read from the "
+        f"registry when this section was generated (FISH: θ = 1/(5N), epoch 250N tuples per source, "
+        f"{_decay_text('fish')}, spread {_default('fish', 'spread'):g}, {_default('fish', 'replicas')} ring points "
+        f"per worker; D-Choices: θ = 1/(5N), {_decay_text('dchoices')}; W-Choices: θ = 1/(5N), "
+        f"{_decay_text('wchoices')}).  One run per case with seed `--seed` (`--seeds` is not used here, so the "
+        "command above does not name it).  Per-interval imbalance = max/mean − 1 of the interval's tuples per worker."]
     for res in results:
         rows = sorted(res["rows"], key=lambda r: (r["median"], r["p90"]))
         t = [[r["algorithm"], r["median"], r["p90"], r["whole"]] for r in rows]

@@ -64,13 +64,16 @@ KEY = "nasir"
 TITLE = "Nasir et al. ICDE 2016 — D-Choices / W-Choices vs PKG"
 ALGOS = ("hash", "shuffle", "pkg", "dchoices", "wchoices", "rr-head", "dkg")
 SOURCES = 5
-#: the paper's heads count since the start of the stream (skewlab's default decays them: issue 25)
-PAPER: dict[str, Any] = {"decay": 1.0}
+#: the paper's settings, pinned so that product defaults cannot move the reproduction: heads count since the
+#: start of the stream (``decay = 1``; issue 25 considered decaying them by default) and the two choices are two
+#: independent hashes that may name one worker (``distinct = false``; skewlab's option keeps them apart)
+PAPER: dict[str, Any] = {"decay": 1.0, "distinct": False}
 
 
 def paper_params(alg: str) -> dict[str, Any]:
-    """:data:`PAPER` for a grouping with a recency decay, nothing for the others."""
-    return dict(PAPER) if any(p.name == "decay" for p in registry.get(alg).params) else {}
+    """The entries of :data:`PAPER` that ``alg`` has as parameters."""
+    names = {p.name for p in registry.get(alg).params}
+    return {k: v for k, v in PAPER.items() if k in names}
 EPSILON = 1e-4
 
 
