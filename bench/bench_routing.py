@@ -10,7 +10,8 @@ Usage::
 The stream: ``M`` keys drawn from a Zipf distribution with exponent ``Z`` over ``K`` ranks (inverse
 CDF over ranks, seeded numpy generator), rank r → key ``str(r)`` → fingerprint through
 :class:`skewlab.engine.algorithms.keys.Vocabulary`.  Every grouping in :func:`skewlab.engine.algorithms.registry.names` that is not
-rebalancing is measured (a rebalancing one only when named in ``--only``: each instance first applies
+rebalancing is measured (``--only a,b`` names some, ``NAME[p=v;q=w]`` with parameters, e.g.
+``wchoices[decay=1]`` beside ``wchoices``; a rebalancing one only when named in ``--only``: each instance first applies
 one plan computed from the whole stream's statistics, untimed, so that its routing table is used): a
 throw-away instance first routes a small warm-up batch (numba JIT
 compilation excluded), then for each of ``R`` repeats a fresh instance routes the whole stream in
@@ -64,6 +65,13 @@ def zipf_ranks(messages: int, keys: int, z: float, seed: int) -> np.ndarray:
     return np.minimum(np.searchsorted(cdf, u, side="right"), keys - 1).astype(np.int64)
 
 
+def variant(entry: str) -> tuple[str, dict[str, str]]:
+    """``NAME`` or ``NAME[p=v;q=w]`` (an ``--only`` entry) → the grouping's name and its parameters."""
+    name, _, rest = entry.partition("[")
+    params = dict(kv.split("=", 1) for kv in rest.rstrip("]").split(";") if "=" in kv)
+    return name.strip(), params
+
+
 def measure(name: str, fps: np.ndarray, ranks: np.ndarray, args: argparse.Namespace, *,
             prepare: Callable[[Any], None] | None = None,
             extra: Callable[[Any, np.ndarray], dict] | None = None,
@@ -79,6 +87,7 @@ def measure(name: str, fps: np.ndarray, ranks: np.ndarray, args: argparse.Namesp
     Without them the row is exactly this script's.
     """
     n, s, b = args.workers, args.sources, args.batch
+    label = name
     if keys is not None:
         from skewlab.engine.algorithms.keys import fingerprint_keys
 
@@ -92,7 +101,8 @@ def measure(name: str, fps: np.ndarray, ranks: np.ndarray, args: argparse.Namesp
         def batch(start: int) -> np.ndarray:
             return fps[start : start + b]
 
-    warm = registry.create(name, n, s, seed=args.seed)
+    name, params = variant(name)
+    warm = registry.create(name, n, s, seed=args.seed, params=params)
     if prepare is not None:
         prepare(warm)
     for src in range(s):
@@ -100,7 +110,7 @@ def measure(name: str, fps: np.ndarray, ranks: np.ndarray, args: argparse.Namesp
     best = float("inf")
     outs: list[np.ndarray] = []
     for _ in range(args.repeat):
-        g = registry.create(name, n, s, seed=args.seed)
+        g = registry.create(name, n, s, seed=args.seed, params=params)
         if prepare is not None:
             prepare(g)
         outs = []
@@ -117,7 +127,7 @@ def measure(name: str, fps: np.ndarray, ranks: np.ndarray, args: argparse.Namesp
     pairs = np.unique(ranks * n + workers)
     replication = pairs.size / max(np.unique(ranks).size, 1)
     row = {
-        "algorithm": name,
+        "algorithm": label,
         "seconds": best,
         "keys_per_s": fps.size / best if best > 0 else float("inf"),
         "imbalance": float(loads.max() / mean - 1.0) if mean > 0 else 0.0,
@@ -174,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
              "or both (default)",
     )
     ap.add_argument("--only", default="",
-                    help="comma-separated subset of algorithms (hash always runs); rebalancing ones are measured "
+                    help="comma-separated subset of algorithms, each NAME or NAME[p=v;q=w] (hash always runs); rebalancing ones are measured "
                          "only when named here, each instance after one plan from the stream's statistics")
     ap.add_argument("--json", default="", help="write the results as JSON to this path ('-' = stdout)")
     args = ap.parse_args(argv)
@@ -189,11 +199,11 @@ def main(argv: list[str] | None = None) -> int:
 
     names = [x for x in registry.names() if not registry.get(x).rebalancing]
     if args.only:
-        wanted = {x.strip() for x in args.only.split(",") if x.strip()}
-        unknown = sorted(wanted - set(registry.names()))
+        wanted = [x.strip() for x in args.only.split(",") if x.strip()]
+        unknown = sorted({variant(x)[0] for x in wanted} - set(registry.names()))
         if unknown:
             ap.error(f"unknown algorithm(s) in --only: {', '.join(unknown)}")
-        names = [x for x in registry.names() if x in wanted or x == "hash"]
+        names = ["hash", *[x for x in wanted if x != "hash"]]
     strings = None
     if args.start != "fingerprints":
         import pyarrow as pa
@@ -208,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             if "error" in best.get(name, {}):
                 continue
             try:
-                timer = measure_rebalancer if registry.get(name).rebalancing else measure
+                timer = measure_rebalancer if registry.get(variant(name)[0]).rebalancing else measure
                 row = timer(name, fps, ranks, once) if args.start != "keys" else {"algorithm": name}
                 if strings is not None:
                     from_keys = timer(name, fps, ranks, once, keys=strings)
@@ -235,16 +245,17 @@ def main(argv: list[str] | None = None) -> int:
         f"batch={args.batch}, best of {args.repeat}, {args.clock} clock (stream generated in {gen_s:.1f}s)",
         file=out,
     )
-    print(f"{'':<12} {'from fingerprints':>18} {'from key strings':>18}", file=out)
-    print(f"{'algorithm':<12} {'Mkeys/s':>9} {'vs hash':>8} {'Mkeys/s':>9} {'vs hash':>8} {'imbalance':>10} "
+    w = max([12, *(len(r["algorithm"]) for r in rows)])
+    print(f"{'':<{w}} {'from fingerprints':>18} {'from key strings':>18}", file=out)
+    print(f"{'algorithm':<{w}} {'Mkeys/s':>9} {'vs hash':>8} {'Mkeys/s':>9} {'vs hash':>8} {'imbalance':>10} "
           f"{'repl':>6}  d", file=out)
     nan = float("nan")
     for r in rows:
         if "error" in r:
-            print(f"{r['algorithm']:<12} ERROR {r['error']}", file=out)
+            print(f"{r['algorithm']:<{w}} ERROR {r['error']}", file=out)
             continue
         print(
-            f"{r['algorithm']:<12} {r.get('keys_per_s', nan) / 1e6:9.1f} {r.get('ratio_vs_hash', nan):8.2f} "
+            f"{r['algorithm']:<{w}} {r.get('keys_per_s', nan) / 1e6:9.1f} {r.get('ratio_vs_hash', nan):8.2f} "
             f"{r.get('keys_per_s_from_keys', nan) / 1e6:9.1f} {r.get('ratio_vs_hash_from_keys', nan):8.2f} "
             f"{r['imbalance']:10.4f} {r['replication']:6.2f}  {r.get('d', '')}",
             file=out,
