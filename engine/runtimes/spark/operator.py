@@ -52,15 +52,20 @@ from skewlab.engine.operators import KeyedOperator
 from skewlab.engine.runtimes.spark.result_sink import sink_schema
 from skewlab.engine.runtimes.spark.window_state import WorkerWindow, key_fingerprints
 
-__all__ = ["EXPORT", "OUT_ARROW", "OUT_SCHEMA", "SIDE", "STAT", "STATE_SCHEMA", "SUMMARY", "make_handler",
-           "merge_latest_shares", "unpack_output"]
+__all__ = ["EXPORT", "FINAL", "FRESH_SHARE", "KEPT_SHARE", "MERGE_KINDS", "OUT_ARROW", "OUT_SCHEMA", "SIDE", "STAT",
+           "STATE_SCHEMA", "SUMMARY", "make_handler", "merge_latest_shares", "unpack_output"]
 
-OUT_SCHEMA = "kind int, worker int, key string, fp long, count long, data binary"
+OUT_SCHEMA = "kind int, worker int, key string, fp long, count long, data binary, batch long"
 #: :data:`OUT_SCHEMA` as Arrow (the handler's frames converted as Spark does; for tests and benches)
 OUT_ARROW = pa.schema([("kind", pa.int32()), ("worker", pa.int32()), ("key", pa.string()), ("fp", pa.int64()),
-                       ("count", pa.int64()), ("data", pa.binary())])
+                       ("count", pa.int64()), ("data", pa.binary()), ("batch", pa.int64())])
 STATE_SCHEMA = "blob binary"
 STAT, EXPORT, SIDE, SUMMARY = 0, 1, 2, 3
+#: rows for the merge stage of a split-key run (:mod:`skewlab.engine.runtimes.spark.share_merge`): a
+#: worker's share of a key with tuples here in this batch, of a key without, a released held result
+FRESH_SHARE, KEPT_SHARE, FINAL = 4, 5, 6
+#: the kinds that go to the merge stage, never to the driver
+MERGE_KINDS = (FRESH_SHARE, KEPT_SHARE, FINAL)
 def _decode(key: str) -> dict[str, Any]:
     return pickle.loads(base64.b64decode(key))
 
@@ -110,7 +115,7 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
     P = int(partitions)
     W = int(window)
     service = float(service_us) * 1e-6
-    columns = ["kind", "worker", "key", "fp", "count", "data"]
+    columns = ["kind", "worker", "key", "fp", "count", "data", "batch"]
 
     def handle(label: tuple, frames: Iterator[Any], state: Any) -> Iterator[Any]:
         started = time.perf_counter()
@@ -163,6 +168,8 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
         out_key: list[str | None] = []
         out_count: list[int] = []
         out_data: list[bytes | None] = []
+        out_batch: list[int | None] = []
+        n_shares = 0
         export_bytes = 0
         exported_keys = 0
         imported_keys = sum(len(b.get("keys", ())) for b in imports)
@@ -173,18 +180,45 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
             arrived = win.held_tuples() + int(counts.sum()) + sum(int(h[2]) for b in imports for h in b.get("held", ()))
             step = win.step(batch, keys, counts, partials=partials, fps=fps, imports=imports,
                             exports={int(t): ks for t, ks in control.get("exports", {}).items()},
-                            expect=control.get("expect", ()), changes=bool(control.get("changes")))
+                            expect=control.get("expect", ()))
             applied = arrived - win.held_tuples() - sum(int(h[2]) for blob in step["exports"].values()
                                                         for h in blob.get("held", ()))
             if service and applied > 0:
                 time.sleep(applied * service)  # the emulated work, before its results go out
             res = step["results"]
+            held_now = {k for k, entries in win.held.items() if any(e[0] == batch for e in entries)}
+            applied_keys = set(keys) - held_now  # keys with tuples applied here at this batch
+            if control.get("split"):
+                # the key-partitioned merge stage (share_merge) writes: this worker sends its share of
+                # every key in its window, and the results of released held tuples (complete: a key's
+                # state moves to one worker, from all its holders)
+                released = [r for r in res if r[0] < batch]
+                share_keys, share_states = win.shares(batch)
+                dumps = op.dumps
+                for k, st in zip(share_keys, share_states):
+                    out_kind.append(FRESH_SHARE if k in applied_keys else KEPT_SHARE)
+                    out_key.append(k)
+                    out_count.append(0)
+                    out_data.append(dumps(st))
+                    out_batch.append(batch)
+                for r in released:
+                    out_kind.append(FINAL)
+                    out_key.append(r[1])
+                    out_count.append(0)
+                    out_data.append(pickle.dumps(tuple(r[2:]), protocol=pickle.HIGHEST_PROTOCOL))
+                    out_batch.append(r[0])
+                n_shares = len(share_keys) + len(released)
+            else:
+                # a single owner per key: its result is final; the empty result of a key given away
+                # (a share retracted) is not written
+                given = {k for blob in step["exports"].values() for k in blob["keys"]} - applied_keys
+                res = [r for r in res if r[0] < batch or r[1] not in given] if given else res
+                if res:
+                    cols = list(zip(*res))  # batch, key, result, the operator's columns
+                    cols.append(np.ones(len(res), np.int32))  # shares: the owner's
+                    table = pa.table([pa.array(c, f.type) for c, f in zip(cols, schema)], schema=schema)
+                    results.write(batch, worker, table)
             n_results = len(res)
-            if res:
-                cols = list(zip(*res))  # batch, key, result, the operator's columns
-                cols.append(np.full(len(res), worker, np.int32))
-                table = pa.table([pa.array(c, f.type) for c, f in zip(cols, schema)], schema=schema)
-                results.write(batch, worker, table)
             for target, blob in step["exports"].items():
                 b = pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)
                 export_bytes += len(b)
@@ -193,11 +227,13 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
                 out_key.append(None)
                 out_count.append(int(target))
                 out_data.append(b)
+                out_batch.append(None)
         for raw in sides:
             out_kind.append(SIDE)
             out_key.append(None)
             out_count.append(0)
             out_data.append(raw)
+            out_batch.append(None)
         if len(win) or win.held or win.expect:
             blob = win.dumps()
             state.update((blob,))
@@ -208,11 +244,13 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
             state_bytes = 0
         summary = {"batch": batch, "state_bytes": state_bytes, "held": win.held_tuples(),
                    "export_bytes": export_bytes, "exported_keys": exported_keys, "imported_keys": imported_keys,
-                   "results": n_results, "applied": applied, "seconds": time.perf_counter() - started}
+                   "results": n_results, "shares": n_shares, "applied": applied,
+                   "seconds": time.perf_counter() - started}
         out_kind.append(SUMMARY)
         out_key.append(None)
         out_count.append(len(win))
         out_data.append(pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL))
+        out_batch.append(None)
         m = len(keys)
         names: list[str | None] = [None] * m
         for i in (np.argsort(-counts, kind="stable")[:named].tolist() if m else ()):
@@ -224,6 +262,7 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
             "fp": np.concatenate([fps.view(np.int64), np.zeros(len(out_kind), np.int64)]),
             "count": np.concatenate([counts, np.asarray(out_count, np.int64)]),
             "data": [None] * m + out_data,
+            "batch": pd.array([None] * m + out_batch, dtype="Int64"),
         }, columns=columns)
 
     return handle

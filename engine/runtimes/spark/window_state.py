@@ -413,6 +413,29 @@ class WorkerWindow:
         before = np.fromiter((reported[k] for k in keys), dtype=np.int64, count=len(keys))
         return [(batch, keys[i], int(now[i])) for i in np.flatnonzero(now != before).tolist()]
 
+    # ------------------------------------------------------------------ shares
+    def shares(self, batch: int) -> tuple[list[str], list[Any]]:
+        """This worker's *share* of every key in its window at ``batch`` (the window's current end):
+        the key's partial states of batches ``(batch - window, batch]`` merged
+        (:meth:`~skewlab.engine.operators.MergeableOperator.merge`; count: the window's tuple count).
+        Under a split-key grouping a key's result is the merge of all workers' shares
+        (:mod:`skewlab.engine.runtimes.spark.share_merge`).  Held tuples are not in a share (they are
+        applied, and emitted, when their key's state arrives)."""
+        if self.ring_only:
+            if not self.keys:
+                return [], []
+            sums = self._window_sum(np.arange(len(self.keys)), batch)
+            live = np.flatnonzero(sums)
+            return [self.keys[i] for i in live.tolist()], sums[live].tolist()
+        merge = self.operator.merge  # type: ignore[attr-defined]  # mergeable operators only
+        keys, states = [], []
+        for k in self.partials:
+            window = self._window_partials(k, batch)
+            if window:
+                keys.append(k)
+                states.append(merge(window))
+        return keys, states
+
     # ------------------------------------------------------------------ serialisation
     def dumps(self) -> bytes:
         """Sparse serialisation: non-zero (row, column, count) cells, keys, window position, the
