@@ -16,14 +16,19 @@ Per batch the handler of worker ``w``
 2. computes the keyed operator's per-key partial states of the batch at once
    (:meth:`skewlab.engine.operators.KeyedOperator.partials`; not for count, whose state is the
    tuple count) and runs :meth:`WorkerWindow.step` (import, slide, export, hold, apply);
-3. writes its results — ``(batch, key, result, <operator columns>)``: the windowed count, the join's
-   pairs joined and checksum, ... (:func:`skewlab.engine.runtimes.spark.result_sink.sink_schema`) — to the sink (:mod:`skewlab.engine.runtimes.spark.result_sink`): by default one Parquet file
-   per (batch, worker), written atomically under a name fixed by the batch, so a replayed batch
-   rewrites the same file with the same rows; or partition ``w`` of a Kafka topic, where a replay
-   writes only the records not yet there: results are exactly once;
+3. under a single-owner grouping writes its results — one row per key with tuples applied:
+   ``(batch, key, result, <operator columns>, shares)``
+   (:func:`skewlab.engine.runtimes.spark.result_sink.sink_schema`) — to the sink
+   (:mod:`skewlab.engine.runtimes.spark.result_sink`): by default one Parquet file per (batch,
+   worker), written atomically under a name fixed by the batch, so a replayed batch rewrites the
+   same file with the same rows; or partition ``w`` of a Kafka topic, where a replay writes only the
+   records not yet there: results are exactly once.  In a run with split keys (control row
+   ``split``) it writes nothing and sends its window shares to the merge stage instead
+   (:func:`merge_stage_rows`, :mod:`skewlab.engine.runtimes.spark.share_merge`);
 4. returns to the driver only statistics: per-key tuple counts of the batch (the controller's
    input), its export blobs (to carry), the side rows, and one summary row (state keys, state
-   bytes, handler seconds, tuples held).
+   bytes, handler seconds, tuples held, rows sent to the merge stage); the merge stage's rows
+   (:data:`MERGE_KINDS`, column ``batch``: the row's batch) stay on the executors.
 
 The driver knows keys by their 64-bit fingerprint (:func:`skewlab.engine.algorithms.keys.fingerprint`), the identity
 routing already uses (a routing table entry, a hash choice and a migration order all act on the
@@ -32,10 +37,11 @@ fingerprint), so a stat row carries the fingerprint and the key's name only for 
 fingerprints too.  This keeps key names, the bulk of per-key memory, out of the driver.
 
 Output columns (:data:`OUT_SCHEMA`): ``kind`` (:data:`STAT`, :data:`EXPORT`, :data:`SIDE`,
-:data:`SUMMARY`), ``worker``, ``key`` (stat rows of named keys), ``fp`` (stat rows: the key's
-fingerprint as a signed 64-bit integer), ``count`` (stat: tuples; export: target worker; summary: keys
-in state), ``data`` (export: the pickled blob; side: the pickled side dict; summary: pickled
-figures).
+:data:`SUMMARY`, and the merge stage's :data:`MERGE_KINDS`), ``worker``, ``key`` (stat rows of named
+keys; merge-stage rows), ``fp`` (stat rows: the key's fingerprint as a signed 64-bit integer),
+``count`` (stat: tuples; export: target worker; summary: keys in state), ``data`` (export: the
+pickled blob; side: the pickled side dict; summary: pickled figures; merge stage: the share's or the
+result's bytes), ``batch`` (merge stage: the row's batch).
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from __future__ import annotations
 import base64
 import pickle
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -53,7 +59,8 @@ from skewlab.engine.runtimes.spark.result_sink import sink_schema
 from skewlab.engine.runtimes.spark.window_state import WorkerWindow, key_fingerprints
 
 __all__ = ["EXPORT", "FINAL", "FRESH_SHARE", "KEPT_SHARE", "MERGE_KINDS", "OUT_ARROW", "OUT_SCHEMA", "SIDE", "STAT",
-           "STATE_SCHEMA", "SUMMARY", "make_handler", "merge_latest_shares", "unpack_output"]
+           "STATE_SCHEMA", "SUMMARY", "make_handler", "merge_stage_rows",
+           "unpack_output"]
 
 OUT_SCHEMA = "kind int, worker int, key string, fp long, count long, data binary, batch long"
 #: :data:`OUT_SCHEMA` as Arrow (the handler's frames converted as Spark does; for tests and benches)
@@ -70,26 +77,23 @@ def _decode(key: str) -> dict[str, Any]:
     return pickle.loads(base64.b64decode(key))
 
 
-def merge_latest_shares(results: pa.Table) -> pa.Table:
-    """Per-key results of a split-key run: ``(batch, key, result)`` for every (batch, key) with a row,
-    ``result`` = the sum over workers of each worker's latest share at or before that batch.
-
-    ``results``: sink rows of the count operator (a row for the same (batch, key, worker) written later
-    replaces an earlier one).  Exact when the workers emit on every change of their share — new
-    tuples, retractions on export, and old batches leaving the window, which the engine asks of
-    them whenever a key may have several owners (:meth:`WorkerWindow.step` ``changes``).  For a
-    single-owner run it equals the owner's row (the others' retractions are 0)."""
-    import pandas as pd
-
-    df = results.select(["batch", "key", "worker", "result"]).to_pandas()
-    if df.empty:
-        return pa.table({"batch": pa.array([], pa.int64()), "key": pa.array([], pa.string()),
-                         "result": pa.array([], pa.int64())})
-    df = df.drop_duplicates(["batch", "key", "worker"], keep="last")
-    wide = df.pivot(index=["key", "batch"], columns="worker", values="result").sort_index()
-    shares = wide.groupby(level="key").ffill().fillna(0)  # each worker's latest share, per key
-    total = shares.sum(axis=1).astype(np.int64).reset_index(name="result")
-    return pa.Table.from_pandas(total[["batch", "key", "result"]], preserve_index=False)
+def merge_stage_rows(win: WorkerWindow, batch: int, keys: Sequence[str], results: list[tuple]
+                     ) -> list[tuple[int, int, str, bytes]]:
+    """What a worker of a split-key run sends to the merge stage after :meth:`WorkerWindow.step` of
+    ``batch`` (:mod:`skewlab.engine.runtimes.spark.share_merge`): ``(kind, batch, key, bytes)`` —
+    its share of every key in its window (:meth:`WorkerWindow.shares`, the operator's ``dumps``),
+    :data:`FRESH_SHARE` for the batch's ``keys`` whose tuples were applied (not held), :data:`KEPT_SHARE`
+    for the others, and the step's ``results`` of earlier batches (held tuples released by an import;
+    :data:`FINAL`, the pickled result row: a moved key's state goes to one worker from all its
+    holders, so the released result is whole)."""
+    dumps = win.operator.dumps
+    held = {k for k, entries in win.held.items() if any(e[0] == batch for e in entries)}
+    applied = set(keys) - held
+    names, states = win.shares(batch)
+    rows = [(FRESH_SHARE if k in applied else KEPT_SHARE, batch, k, dumps(st)) for k, st in zip(names, states)]
+    rows += [(FINAL, r[0], r[1], pickle.dumps(tuple(r[2:]), protocol=pickle.HIGHEST_PROTOCOL))
+             for r in results if r[0] < batch]
+    return rows
 
 
 def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperator | None = None, named: int = 10,
@@ -186,38 +190,20 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
             if service and applied > 0:
                 time.sleep(applied * service)  # the emulated work, before its results go out
             res = step["results"]
-            held_now = {k for k, entries in win.held.items() if any(e[0] == batch for e in entries)}
-            applied_keys = set(keys) - held_now  # keys with tuples applied here at this batch
             if control.get("split"):
-                # the key-partitioned merge stage (share_merge) writes: this worker sends its share of
-                # every key in its window, and the results of released held tuples (complete: a key's
-                # state moves to one worker, from all its holders)
-                released = [r for r in res if r[0] < batch]
-                share_keys, share_states = win.shares(batch)
-                dumps = op.dumps
-                for k, st in zip(share_keys, share_states):
-                    out_kind.append(FRESH_SHARE if k in applied_keys else KEPT_SHARE)
+                # the key-partitioned merge stage (share_merge) writes this batch's results
+                for kind, bt, k, d in merge_stage_rows(win, batch, keys, res):
+                    out_kind.append(kind)
                     out_key.append(k)
                     out_count.append(0)
-                    out_data.append(dumps(st))
-                    out_batch.append(batch)
-                for r in released:
-                    out_kind.append(FINAL)
-                    out_key.append(r[1])
-                    out_count.append(0)
-                    out_data.append(pickle.dumps(tuple(r[2:]), protocol=pickle.HIGHEST_PROTOCOL))
-                    out_batch.append(r[0])
-                n_shares = len(share_keys) + len(released)
-            else:
-                # a single owner per key: its result is final; the empty result of a key given away
-                # (a share retracted) is not written
-                given = {k for blob in step["exports"].values() for k in blob["keys"]} - applied_keys
-                res = [r for r in res if r[0] < batch or r[1] not in given] if given else res
-                if res:
-                    cols = list(zip(*res))  # batch, key, result, the operator's columns
-                    cols.append(np.ones(len(res), np.int32))  # shares: the owner's
-                    table = pa.table([pa.array(c, f.type) for c, f in zip(cols, schema)], schema=schema)
-                    results.write(batch, worker, table)
+                    out_data.append(d)
+                    out_batch.append(bt)
+                    n_shares += 1
+            elif res:  # a single owner per key: its result is final
+                cols = list(zip(*res))  # batch, key, result, the operator's columns
+                cols.append(np.ones(len(res), np.int32))  # shares: the owner's
+                table = pa.table([pa.array(c, f.type) for c, f in zip(cols, schema)], schema=schema)
+                results.write(batch, worker, table)
             n_results = len(res)
             for target, blob in step["exports"].items():
                 b = pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)
