@@ -28,10 +28,13 @@ from tests.spark_truth import batch_keys, ewma_truth, only, sink_results, window
 pytestmark = pytest.mark.slow
 
 
-def engine_cmd(tmp: Path, data: Path, sink: str | None = None, extra: tuple[str, ...] = ()) -> list[str]:
+MIXED = ("--algorithm", "mixed", "--param", "theta_max=0.02")
+
+
+def engine_cmd(tmp: Path, data: Path, sink: str | None = None, extra: tuple[str, ...] = (),
+               grouping: tuple[str, ...] = MIXED) -> list[str]:
     return [sys.executable, "-m", "skewlab", "engine", "--source", "file", "--input", str(data),
-            "--db", f"sqlite:///{tmp}/db.sqlite", "--checkpoint", str(tmp / "ckpt"), "--algorithm", "mixed",
-            "--param", "theta_max=0.02", "--workers", "4", "--sources", "2", "--interval", "0.5",
+            "--db", f"sqlite:///{tmp}/db.sqlite", "--checkpoint", str(tmp / "ckpt"), *grouping, "--workers", "4", "--sources", "2", "--interval", "0.5",
             "--rate", "4000", "--max-per-batch", "3000", "--window", "3", "--shadow", "",
             "--sink", sink or str(tmp / "sink"), *extra]
 
@@ -70,7 +73,8 @@ def write_stream(tmp_path: Path, n: int) -> tuple[list[str], Path]:
 
 
 def kill_and_restart(tmp_path: Path, data: Path, faults: list[str | None], sink: str | None = None,
-                     extra: tuple[str, ...] = (), progress_timeout: float = 120) -> tuple[int, str]:
+                     extra: tuple[str, ...] = (), progress_timeout: float = 120,
+                     grouping: tuple[str, ...] = MIXED) -> tuple[int, str]:
     """Run the engine once per entry of ``faults`` — killed by fault injection at that step of a batch
     two past the last snapshot, or (``None``) by SIGKILL at a random moment — then to the end of the
     file; returns the number of kills and the engine log."""
@@ -86,7 +90,7 @@ def kill_and_restart(tmp_path: Path, data: Path, faults: list[str | None], sink:
         run_env = dict(env)
         if fault:
             run_env["SKEWLAB_FAULT_INJECT"] = fault.format(done + 2)
-        proc = subprocess.Popen(engine_cmd(tmp_path, data, sink, extra), stdout=log, stderr=log, env=run_env)
+        proc = subprocess.Popen(engine_cmd(tmp_path, data, sink, extra, grouping), stdout=log, stderr=log, env=run_env)
         if fault:
             proc.wait(timeout=max(180, progress_timeout))  # it kills itself at that step of a later batch
             assert proc.returncode == -signal.SIGKILL, (tmp_path / "engine.log").read_text()[-3000:]
@@ -99,7 +103,7 @@ def kill_and_restart(tmp_path: Path, data: Path, faults: list[str | None], sink:
             proc.wait()
             kills += 1
     # final run to the end of the file
-    proc = subprocess.Popen(engine_cmd(tmp_path, data, sink, extra), stdout=log, stderr=log, env=env)
+    proc = subprocess.Popen(engine_cmd(tmp_path, data, sink, extra, grouping), stdout=log, stderr=log, env=env)
     assert proc.wait(timeout=300) == 0, (tmp_path / "engine.log").read_text()[-3000:]
     log.close()
     return kills, (tmp_path / "engine.log").read_text()
@@ -188,7 +192,7 @@ def test_kill_9_with_split_keys_then_restart_gives_ground_truth(tmp_path):
     Spark's offset log and the input file."""
     keys, data = write_stream(tmp_path, 24_000)
     kills, text = kill_and_restart(tmp_path, data, ["collected:{}", "saved:{}", None],
-                                   extra=("--algorithm", "dchoices"))
+                                   grouping=("--algorithm", "dchoices"), progress_timeout=600)
     assert kills >= 3 and text.count("fault injection: SIGKILL") == 2, text[-3000:]
     snap = latest_snapshot(tmp_path)
     assert sum(snap["consumed"].values()) == len(keys) and snap["controller"].planner.name == "dchoices"

@@ -351,10 +351,12 @@ class WorkerWindow:
         Under a split-key grouping a key's result is the merge of all workers' shares
         (:mod:`skewlab.engine.runtimes.spark.share_merge`).  Held tuples are not in a share (they are
         applied, and emitted, when their key's state arrives)."""
+        if int(batch) != self.last:
+            raise ValueError(f"shares of batch {batch} asked of a window that ends at batch {self.last}")
         if self.ring_only:
             if not self.keys:
                 return [], []
-            sums = self._window_sum(np.arange(len(self.keys)), batch)
+            sums = self.ring.sum(axis=1)  # the slide emptied the columns of batches that left the window
             live = np.flatnonzero(sums)
             return [self.keys[i] for i in live.tolist()], sums[live].tolist()
         merge = self.operator.merge  # type: ignore[attr-defined]  # mergeable operators only
