@@ -13,7 +13,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from skewlab.engine.runtimes.spark.operator import merge_latest_shares
 from skewlab.engine.runtimes.spark.result_sink import read_sink
 
 
@@ -95,42 +94,26 @@ def ewma_truth(per_batch: dict[int, Counter], window: int, alpha: float) -> dict
     return out
 
 
-def sink_results(sink: Any, join: bool = False, latest: bool = False, schema: Any = None
-                 ) -> tuple[dict[tuple[int, str], Any], int, int]:
-    """The sink's results merged per (batch, key), the number of rows and of distinct (batch, key,
-    worker) rows (equal unless a worker wrote a result twice).  ``sink``: a Parquet directory or a sink
-    of :mod:`skewlab.engine.runtimes.spark.result_sink` (e.g. ``SparkEngine.results``).
+def sink_results(sink: Any, join: bool = False, schema: Any = None) -> tuple[dict[tuple[int, str], Any], int, int]:
+    """The sink's results per (batch, key), the number of rows and of distinct (batch, key) rows
+    (equal unless a (batch, key) was written twice).  ``sink``: a Parquet directory or a sink of
+    :mod:`skewlab.engine.runtimes.spark.result_sink` (e.g. ``SparkEngine.results``).
 
-    A row is one worker's share of a key (see :mod:`skewlab.engine.runtimes.spark.window_state`).  Merged: the sum over
-    workers of their rows at that batch (single-owner groupings: the owner's row, plus retractions of
-    0 from workers that gave the key away), or with ``latest`` the sum over workers of each one's
-    latest share at or before that batch (split-key groupings: :func:`skewlab.engine.runtimes.spark.operator.merge_latest_shares`;
-    count only).
-    Values: the windowed count, or with ``join`` (pairs, checksum); ``schema``: the sink's columns
-    when ``sink`` is a directory of another operator's results
-    (:func:`skewlab.engine.runtimes.spark.result_sink.sink_schema`)."""
+    The sink holds one final row per (batch, key), merged over the workers that held shares of the
+    key (:mod:`skewlab.engine.runtimes.spark.share_merge`).  Values: the windowed count, or with
+    ``join`` (pairs, checksum); ``schema``: the sink's columns when ``sink`` is a directory of another
+    operator's results (:func:`skewlab.engine.runtimes.spark.result_sink.sink_schema`)."""
     table = sink.read() if hasattr(sink, "read") else read_sink(str(sink), schema)
     t = table.to_pydict()
     checksums = t["checksum"] if join else [None] * len(t["key"])
-    rows = [(b, k, w, (c, x) if join else c)
-            for b, k, c, x, w in zip(t["batch"], t["key"], t["result"], checksums, t["worker"])]
-    distinct = len({(b, k, w) for b, k, w, _ in rows})
-    add = (lambda u, v: (u[0] + v[0], u[1] + v[1])) if join else (lambda u, v: u + v)
-    zero = (0, 0) if join else 0
-    merged: dict[tuple[int, str], Any] = {}
-    if not latest:
-        for b, k, _, v in rows:
-            merged[(b, k)] = add(merged.get((b, k), zero), v)
-        return merged, len(rows), distinct
-    m = merge_latest_shares(table).to_pydict()
-    merged = {(b, k): c for b, k, c in zip(m["batch"], m["key"], m["result"])}
-    return merged, len(rows), distinct
+    merged = {(b, k): (c, x) if join else c for b, k, c, x in zip(t["batch"], t["key"], t["result"], checksums)}
+    return merged, len(t["key"]), len(merged)
 
 
-def only(merged: dict, truth: dict, strict: bool = True) -> dict:
-    """``merged`` restricted to the (batch, key) pairs of ``truth``; with ``strict`` the others must be
-    retractions (without: ``latest`` merges also list batches where a key had no tuples)."""
-    extra = {k: v for k, v in merged.items() if k not in truth}
-    assert not strict or all(v in (0, (0, 0)) for v in extra.values()), \
-        f"results for keys without tuples: {list(extra.items())[:3]}"
+def only(merged: dict, truth: dict) -> dict:
+    """``merged`` restricted to the (batch, key) pairs of ``truth``; the others must be none but
+    results of batches after the truth's last (a stopped run's held tuples, see tests' ``final``)."""
+    last = max((b for b, _ in truth), default=-1)
+    extra = [k for k in merged if k not in truth and k[0] <= last]
+    assert not extra, f"results for keys without tuples: {extra[:3]}"
     return {k: v for k, v in merged.items() if k in truth}

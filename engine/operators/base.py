@@ -69,11 +69,6 @@ class KeyedOperator(ABC):
         """The key's result at a batch: ``window`` the partials of its earlier batches still in the
         window (oldest first), ``new`` the batch's.  Returns ``(result, *columns)``."""
 
-    def empty(self) -> tuple:
-        """The result of a key without tuples: what a worker emits for a key it gave away (its share
-        of the key is now empty).  Default: :meth:`emit` of the partial state of no tuples."""
-        return self.emit([], self.partials(np.zeros(0, np.int64), 1, np.zeros(0))[0])
-
     def dumps(self, partial: Any) -> bytes:
         """One partial state as bytes (migration, checkpoints)."""
         return pickle.dumps(partial, protocol=pickle.HIGHEST_PROTOCOL)

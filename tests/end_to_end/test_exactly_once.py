@@ -21,16 +21,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from skewlab.engine.runtimes.spark.result_sink import read_sink
 from skewlab.storage import connect
 from tests.spark_truth import batch_keys, ewma_truth, only, sink_results, windowed_truth
 
 pytestmark = pytest.mark.slow
 
 
-def engine_cmd(tmp: Path, data: Path, sink: str | None = None, extra: tuple[str, ...] = ()) -> list[str]:
+MIXED = ("--algorithm", "mixed", "--param", "theta_max=0.02")
+
+
+def engine_cmd(tmp: Path, data: Path, sink: str | None = None, extra: tuple[str, ...] = (),
+               grouping: tuple[str, ...] = MIXED) -> list[str]:
     return [sys.executable, "-m", "skewlab", "engine", "--source", "file", "--input", str(data),
-            "--db", f"sqlite:///{tmp}/db.sqlite", "--checkpoint", str(tmp / "ckpt"), "--algorithm", "mixed",
-            "--param", "theta_max=0.02", "--workers", "4", "--sources", "2", "--interval", "0.5",
+            "--db", f"sqlite:///{tmp}/db.sqlite", "--checkpoint", str(tmp / "ckpt"), *grouping, "--workers", "4", "--sources", "2", "--interval", "0.5",
             "--rate", "4000", "--max-per-batch", "3000", "--window", "3", "--shadow", "",
             "--sink", sink or str(tmp / "sink"), *extra]
 
@@ -69,7 +73,8 @@ def write_stream(tmp_path: Path, n: int) -> tuple[list[str], Path]:
 
 
 def kill_and_restart(tmp_path: Path, data: Path, faults: list[str | None], sink: str | None = None,
-                     extra: tuple[str, ...] = (), progress_timeout: float = 120) -> tuple[int, str]:
+                     extra: tuple[str, ...] = (), progress_timeout: float = 120,
+                     grouping: tuple[str, ...] = MIXED) -> tuple[int, str]:
     """Run the engine once per entry of ``faults`` — killed by fault injection at that step of a batch
     two past the last snapshot, or (``None``) by SIGKILL at a random moment — then to the end of the
     file; returns the number of kills and the engine log."""
@@ -85,7 +90,7 @@ def kill_and_restart(tmp_path: Path, data: Path, faults: list[str | None], sink:
         run_env = dict(env)
         if fault:
             run_env["SKEWLAB_FAULT_INJECT"] = fault.format(done + 2)
-        proc = subprocess.Popen(engine_cmd(tmp_path, data, sink, extra), stdout=log, stderr=log, env=run_env)
+        proc = subprocess.Popen(engine_cmd(tmp_path, data, sink, extra, grouping), stdout=log, stderr=log, env=run_env)
         if fault:
             proc.wait(timeout=max(180, progress_timeout))  # it kills itself at that step of a later batch
             assert proc.returncode == -signal.SIGKILL, (tmp_path / "engine.log").read_text()[-3000:]
@@ -98,7 +103,7 @@ def kill_and_restart(tmp_path: Path, data: Path, faults: list[str | None], sink:
             proc.wait()
             kills += 1
     # final run to the end of the file
-    proc = subprocess.Popen(engine_cmd(tmp_path, data, sink, extra), stdout=log, stderr=log, env=env)
+    proc = subprocess.Popen(engine_cmd(tmp_path, data, sink, extra, grouping), stdout=log, stderr=log, env=env)
     assert proc.wait(timeout=300) == 0, (tmp_path / "engine.log").read_text()[-3000:]
     log.close()
     return kills, (tmp_path / "engine.log").read_text()
@@ -120,7 +125,7 @@ def test_kill_9_at_random_points_then_restart_gives_ground_truth(tmp_path):
     per_batch = batch_keys(tmp_path / "ckpt", lambda p, s, e: [keys[j * P + p] for j in range(s, e)])
     assert sum(sum(c.values()) for c in per_batch.values()) == len(keys)
     got, rows, distinct = sink_results(tmp_path / "sink")
-    assert rows == distinct, "a worker wrote a result twice"
+    assert rows == distinct, "a (batch, key) was written twice"
     truth = windowed_truth(per_batch, 3)
     assert only(got, truth) == truth
     # each batch recorded exactly once in the database, none missing
@@ -148,7 +153,7 @@ def test_kill_9_with_the_kafka_sink_then_restart_gives_ground_truth(tmp_path, ka
     assert snap["controller"].migrations
     per_batch = batch_keys(tmp_path / "ckpt", lambda p, s, e: [keys[j * 2 + p] for j in range(s, e)])
     got, rows, distinct = sink_results(restore_sink(snap["sink"], snap["sink_start"], snap["partitions"]))
-    assert rows == distinct, "a worker wrote a result twice"
+    assert rows == distinct, "a (batch, key) was written twice"
     truth = windowed_truth(per_batch, 3)
     assert only(got, truth) == truth
     # the topic itself: each (batch, worker, seq) once, on the worker's partition, and nothing else
@@ -173,7 +178,28 @@ def test_kill_9_with_a_user_operator_then_restart_gives_ground_truth(tmp_path):
     assert snap["controller"].migrations, "no migration happened: the test would not exercise export/import"
     per_batch = batch_keys(tmp_path / "ckpt", lambda p, s, e: [keys[j * 2 + p] for j in range(s, e)])
     got, rows, distinct = sink_results(tmp_path / "sink", schema=sink_schema(EwmaRate))
-    assert rows == distinct, "a worker wrote a result twice"
+    assert rows == distinct, "a (batch, key) was written twice"
     truth = ewma_truth(per_batch, 3, ALPHA)
     assert only(got, truth) == truth
     assert any(v != int(v) for v in truth.values())
+
+
+def test_kill_9_with_split_keys_then_restart_gives_ground_truth(tmp_path):
+    """dchoices splits the head keys: the results are written by the key-partitioned merge stage
+    (share_merge) from the workers' shares.  Killed after a batch's operator ran (its shares sent,
+    nothing applied), after its snapshot but before Spark's commit, and at a random moment, then
+    restarted: every (batch, key) has exactly one row, equal to the windowed count recomputed from
+    Spark's offset log and the input file."""
+    keys, data = write_stream(tmp_path, 24_000)
+    kills, text = kill_and_restart(tmp_path, data, ["collected:{}", "saved:{}", None],
+                                   grouping=("--algorithm", "dchoices"), progress_timeout=600)
+    assert kills >= 3 and text.count("fault injection: SIGKILL") == 2, text[-3000:]
+    snap = latest_snapshot(tmp_path)
+    assert sum(snap["consumed"].values()) == len(keys) and snap["controller"].planner.name == "dchoices"
+    per_batch = batch_keys(tmp_path / "ckpt", lambda p, s, e: [keys[j * 2 + p] for j in range(s, e)])
+    got, rows, distinct = sink_results(tmp_path / "sink")
+    assert rows == distinct, "a (batch, key) was written twice"
+    truth = windowed_truth(per_batch, 3)
+    assert only(got, truth) == truth
+    shares = read_sink(str(tmp_path / "sink")).column("shares").to_pylist()
+    assert max(shares) > 1  # head keys were split over workers and merged

@@ -16,7 +16,6 @@ import pytest
 pytest.importorskip("pyspark")
 
 from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine  # noqa: E402
-from skewlab.engine.runtimes.spark.operator import merge_latest_shares  # noqa: E402
 from skewlab.storage import connect  # noqa: E402
 from tests.spark_truth import committed_ranges  # noqa: E402
 
@@ -96,9 +95,8 @@ def test_mean_of_a_csv_column_equals_the_files_truth(spark, tmp_path):
     t = engine.results.read().to_pydict()
     got: dict = {}
     for b, k, mean, n in zip(t["batch"], t["key"], t["result"], t["n"]):
-        if n:  # a worker that gave a key away emits its empty share (n = 0)
-            assert (b, k) not in got, f"two owners of {k} at batch {b}"
-            got[(b, k)] = (mean, n)
+        assert (b, k) not in got, f"two rows of {k} at batch {b}"  # one final row per (batch, key)
+        got[(b, k)] = (mean, n)
     got = {bk: v for bk, v in got.items() if bk in truth}
     assert got.keys() == truth.keys() and len(truth) > 40
     assert all(got[bk][1] == truth[bk][1] and math.isclose(got[bk][0], truth[bk][0], rel_tol=1e-9, abs_tol=1e-9)
@@ -111,7 +109,7 @@ def test_mean_of_a_csv_column_equals_the_files_truth(spark, tmp_path):
 
 def test_sum_of_a_kafka_json_field_split_over_workers_equals_the_topics_truth(spark, tmp_path, kafka_broker):
     """``--source kafka --key-field user.id --value-field amount --operator sum`` under dchoices (head
-    keys split over workers): the workers' latest shares of each key add up to the windowed sum
+    keys split over workers): one final row per (batch, key), the workers' shares merged in Spark, equal to the windowed sum
     recomputed from the records read back from the topic; records without the field, with a string
     amount or that are not JSON are dead letters."""
     from kafka import KafkaProducer
@@ -152,12 +150,11 @@ def test_sum_of_a_kafka_json_field_split_over_workers_equals_the_topics_truth(sp
     by_offset = {part: {off: parse(v) for off, _, v in recs} for part, recs in topic_records.items()}
     per_batch = _per_batch(tmp_path / "ckpt", lambda part, s, e: [by_offset[part][o] for o in range(s, e)])
     truth = _before_last(_windowed(per_batch, cfg.window, sum), tmp_path / "ckpt")
-    merged = merge_latest_shares(engine.results.read()).to_pydict()
-    got = {(b, k): float(r) for b, k, r in zip(merged["batch"], merged["key"], merged["result"]) if (b, k) in truth}
+    rows = engine.results.read().to_pydict()
+    assert len(set(zip(rows["batch"], rows["key"]))) == len(rows["key"])  # one final row per (batch, key)
+    got = {(b, k): float(r) for b, k, r in zip(rows["batch"], rows["key"], rows["result"]) if (b, k) in truth}
     assert got == truth and len(truth) > 40
-    assert any(len({w for b, k, w in zip(*[engine.results.read().column(c).to_pylist()
-                                             for c in ("batch", "key", "worker")]) if k == key}) > 1
-               for key in {"u0", "u1"})  # head keys were split
+    assert any(n > 1 for k, n in zip(rows["key"], rows["shares"]) if k in {"u0", "u1"})  # head keys were split
     dead = {d["reason"]: d["count"] for d in connect(cfg.db).dead_letters(engine.run_id)}
     consumed = [(part, o) for part, n in engine.consumed.items() for o in range(n)]
     bad = [by_offset[part][o] for part, o in consumed].count(None)

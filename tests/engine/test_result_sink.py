@@ -23,13 +23,13 @@ def results(batch: int, worker: int, keys: list[str], counts: list[int] | None =
     n = len(keys)
     return pa.table({"batch": pa.array([batch] * n, pa.int64()), "key": pa.array(keys, pa.string()),
                      "result": pa.array(counts or list(range(1, n + 1)), pa.int64()),
-                     "worker": pa.array([worker] * n, pa.int32())},
+                     "shares": pa.array([worker + 1] * n, pa.int32())},  # tells the writers' rows apart
                     schema=sink_schema())
 
 
 def rows_of(table: pa.Table) -> list[tuple]:
     t = table.to_pydict()
-    return sorted(zip(t["batch"], t["key"], t["result"], t["worker"]))
+    return sorted(zip(t["batch"], t["key"], t["result"], t["shares"]))
 
 
 def raw(broker: str, topic: str) -> dict[int, list[dict]]:

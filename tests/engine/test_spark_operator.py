@@ -103,7 +103,7 @@ def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
     assert out2["summaries"][other]["imported_keys"] == 1
     res = read_sink(sink).to_pydict()
     got = sorted(zip(res["batch"], res["key"], res["result"]))
-    assert got == [(0, "a", 3), (0, "b", 1), (1, "a", 0), (1, "a", 5)]  # the old owner's retraction, then 3 + 2
+    assert got == [(0, "a", 3), (0, "b", 1), (1, "a", 5)]  # once, by the new owner: 3 + 2 (no retraction row)
 
 
 def test_service_time_is_slept_for_the_tuples_a_worker_applies(tmp_path, monkeypatch):

@@ -233,7 +233,7 @@ def test_split_key_from_two_holders_is_released_after_both_blobs():
     b.step(0, ["k"], np.array([8]))
     ea = a.step(1, [], np.zeros(0, np.int64), exports={2: fingerprints(["k"])})
     eb = b.step(1, [], np.zeros(0, np.int64), exports={2: fingerprints(["k"])})
-    assert ea["results"] == [(1, "k", 0)] and eb["results"] == [(1, "k", 0)]  # retractions
+    assert ea["results"] == [] and eb["results"] == []  # no retraction: the moved share is written by its new holder
     assert c.step(1, ["k"], np.array([9]), expect=fingerprints(["k"]))["results"] == []
     res = c.step(2, [], np.zeros(0, np.int64), imports=[ea["exports"][2], eb["exports"][2]])["results"]
     assert res == [(1, "k", 28)]
@@ -261,65 +261,17 @@ def test_export_to_several_targets_fingerprints_the_state_once(monkeypatch):
     assert sorted(w.keys) == sorted(k for i, k in enumerate(keys) if i % 4 == 0)
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_split_keys_with_a_finite_window_merge_to_the_windowed_count(seed):
-    """A split key's tuples reach several workers in a batch, or none of them: with ``changes`` each
-    worker re-emits its share when old batches leave its window, so the sum of every worker's latest
-    share equals the key's windowed count at every batch (also batches without its tuples)."""
-    import pyarrow as pa
-
-    from skewlab.engine.runtimes.spark.operator import merge_latest_shares
-
-    rng = random.Random(seed)
-    window, n, batches = 3, 3, 14
-    keys = [f"k{i}" for i in range(8)]
-    workers = [WorkerWindow(window) for _ in range(n)]
-    rows, per_batch = [], defaultdict(Counter)
-    for b in range(batches):
-        routed = defaultdict(list)
-        for _ in range(rng.randrange(0, 30)):  # some batches are nearly empty: keys go quiet
-            k = rng.choice(keys[: rng.randrange(1, len(keys) + 1)])
-            per_batch[b][k] += 1
-            routed[rng.randrange(n)].append(k)
-        for w in range(n):
-            ks, cs = counts_of(routed[w])
-            rows += [(r[0], r[1], r[2], w) for r in workers[w].step(b, ks, cs, changes=True)["results"]]
-    table = pa.table({"batch": [r[0] for r in rows], "key": [r[1] for r in rows],
-                      "result": [r[2] for r in rows], "worker": [r[3] for r in rows]})
-    merged = merge_latest_shares(table).to_pydict()
-    got = {(b, k): c for b, k, c in zip(merged["batch"], merged["key"], merged["result"])}
-    seen = {k for b in per_batch for k in per_batch[b]}
-    for b in range(batches):
-        for k in seen:
-            truth = sum(per_batch[j][k] for j in range(b - window + 1, b + 1))
-            if (b, k) in got:
-                assert got[(b, k)] == truth, (b, k)
-            else:  # no row at b: the latest merged value before b still holds
-                last = max((j for j in range(b) if (j, k) in got), default=None)
-                assert truth == (got[(last, k)] if last is not None else 0), (b, k)
-    assert len({(r[0], r[1], r[3]) for r in rows}) == len(rows)  # one row per (batch, key, worker)
-
-
-def test_changes_off_emits_only_keys_with_tuples():
-    def run(changes):
-        w = WorkerWindow(2)
-        w.step(0, ["a", "b"], np.array([1, 2]), changes=changes)
-        w.step(1, ["a"], np.array([1]), changes=changes)
-        return sorted(w.step(2, [], np.zeros(0, np.int64), changes=changes)["results"])
-
-    assert run(False) == []  # single-owner runs: a result per key with tuples only
-    assert run(True) == [(2, "a", 1), (2, "b", 0)]  # b's window emptied: share 0
-
-
 @pytest.mark.parametrize("seed", range(6))
 def test_split_keys_moving_with_a_finite_window_merge_to_the_windowed_count(seed):
     """Keys are split over random sets of workers, and after each batch a few of them are gathered
     onto one worker through the protocol (every holder exports, the target holds and imports), while
-    others gain a new holder.  With ``changes`` the sum of every worker's latest share equals the
-    key's windowed count at every batch, and no worker emits a (batch, key) twice."""
+    others gain a new holder.  The workers' merge-stage rows (operator.merge_stage_rows, as the
+    handler of a split-key run sends them), merged by share_merge.merge_rows, give one row per
+    (batch, key with tuples) equal to the key's windowed count."""
     import pyarrow as pa
 
-    from skewlab.engine.runtimes.spark.operator import merge_latest_shares
+    from skewlab.engine.runtimes.spark.operator import merge_stage_rows
+    from skewlab.engine.runtimes.spark.share_merge import merge_rows
 
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
@@ -331,11 +283,11 @@ def test_split_keys_moving_with_a_finite_window_merge_to_the_windowed_count(seed
     imports: dict[int, list[dict]] = {}
     moved: set[str] = set()
     history: list[Counter] = []
-    rows: list[tuple[int, str, int, int]] = []
+    rows: list[tuple[int, int, int, str, bytes]] = []  # (micro-batch, kind, batch, key, bytes)
 
     def step(w, b, ks, cs, **kw):
-        out = workers[w].step(b, ks, cs, changes=True, **kw)
-        rows.extend((r[0], r[1], r[2], w) for r in out["results"])
+        out = workers[w].step(b, ks, cs, **kw)
+        rows.extend((b, *r) for r in merge_stage_rows(workers[w], b, ks, out["results"]))
         workers[w] = WorkerWindow.loads(workers[w].dumps())
         return out
 
@@ -377,14 +329,16 @@ def test_split_keys_moving_with_a_finite_window_merge_to_the_windowed_count(seed
             for target, blob in out["exports"].items():
                 next_imports[target].append(blob)
         imports = dict(next_imports)
-    assert len({(r[0], r[1], r[3]) for r in rows}) == len(rows)
-    merged = merge_latest_shares(pa.table({"batch": [r[0] for r in rows], "key": [r[1] for r in rows],
-                                           "result": [r[2] for r in rows], "worker": [r[3] for r in rows]})).to_pydict()
-    latest: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for b, k, c in zip(merged["batch"], merged["key"], merged["result"]):
-        latest[k].append((b, c))
-    for k in holders:
-        for b in range(batches):
-            truth = sum(history[j][k] for j in range(max(0, b - W + 1), b + 1))
-            known = [c for bb, c in latest[k] if bb <= b]
-            assert (known[-1] if known else 0) == truth, (k, b, [r for r in rows if r[1] == k])
+    merged = {}
+    for b in sorted({r[0] for r in rows}):  # one merge stage per micro-batch, as the engine runs it
+        of_batch = [r[1:] for r in rows if r[0] == b]
+        t = merge_rows(pa.table({"kind": pa.array([r[0] for r in of_batch], pa.int32()),
+                                 "batch": pa.array([r[1] for r in of_batch], pa.int64()),
+                                 "key": [r[2] for r in of_batch], "data": pa.array([r[3] for r in of_batch], pa.binary())}),
+                       workers[0].operator).to_pydict()
+        for bb, k, c in zip(t["batch"], t["key"], t["result"]):
+            assert (bb, k) not in merged, f"({bb}, {k}) written twice"
+            merged[(bb, k)] = c
+    truth = {(b, k): sum(history[j][k] for j in range(max(0, b - W + 1), b + 1))
+             for b in range(batches) for k in history[b]}
+    assert {p: c for p, c in merged.items() if p[0] < batches} == truth

@@ -406,8 +406,8 @@ class SparkEngine:
         #: (key id -> (holders, target)) and export blobs per receiving worker
         self.next_orders = compose_orders([])  # composed (key ids, holders, targets)
         self.next_imports: dict[int, list[bytes]] = {}
-        #: a grouping that splits keys has run: the workers emit every change of their shares, so that
-        #: the latest shares add up to each key's windowed count (operator.merge_latest_shares)
+        #: a grouping that splits keys has run: shares of a key may be on several workers, so the
+        #: workers send their shares to the merge stage, which writes the results (share_merge)
         self.shares_split = False
         self._latencies: list[float] = []
         #: the numba warm-up child of :meth:`run` (None outside run(): waiting shadows join at once)
@@ -537,7 +537,7 @@ class SparkEngine:
                                    set(range(self.controller.n_workers)) | holding, self.partitions)
         self.shares_split = self.shares_split or not self.controller.planner.single_owner
         for payload in control.values():
-            payload["changes"] = self.shares_split
+            payload["split"] = self.shares_split  # results through the merge stage (share_merge)
         self.routes.publish(batch_id, RoutingSnapshot(batch_id, self.controller.planner.router, self.partitions,
                                                       control, self.next_imports,
                                                       values=self.cfg.value_kind(self.operator)).dumps(),
@@ -653,7 +653,7 @@ class SparkEngine:
             if batch_id <= self.last_batch:
                 # The workers' state must still advance with Spark's batch: run the operator (its
                 # exports and result files are the same as the first time), apply nothing.
-                df.toArrow()
+                self._collect(df, batch_id)
                 self.log(f"batch {batch_id} already applied (restored snapshot); operator re-run, nothing applied")
                 return
             try:
@@ -666,9 +666,27 @@ class SparkEngine:
                 self.log(f"batch {batch_id} failed: {type(exc).__name__}: {_first_line(exc)}")
                 raise
 
-    def _process(self, df: Any, batch_id: int) -> None:
-        from skewlab.engine.runtimes.spark.operator import unpack_output
+    def _collect(self, df: Any, batch_id: int) -> dict[str, Any]:
+        """Run the batch's operator: collect its statistics (:func:`~skewlab.engine.runtimes.spark.operator.unpack_output`)
+        and, if workers sent shares, run the merge stage that writes the results
+        (:func:`~skewlab.engine.runtimes.spark.share_merge.merge_in_spark`) on the executors.  The
+        operator output is persisted in between, so the stateful stage runs once."""
+        from pyspark.sql import functions as F
 
+        from skewlab.engine.runtimes.spark.operator import MERGE_KINDS, unpack_output
+        from skewlab.engine.runtimes.spark.share_merge import merge_in_spark
+
+        df = df.persist()
+        try:
+            # the collected table is freed here: only its numeric columns live on
+            u = unpack_output(df.filter(~F.col("kind").isin(*MERGE_KINDS)).toArrow())
+            if any(s.get("shares") for s in u["summaries"].values()):
+                merge_in_spark(df, batch_id, self.partitions, self.results, self.operator)
+        finally:
+            df.unpersist()
+        return u
+
+    def _process(self, df: Any, batch_id: int) -> None:
         t0 = time.perf_counter()
         c = self.controller
         events = self._carry_events
@@ -676,7 +694,7 @@ class SparkEngine:
         n = c.n_workers
         # The sources routed this batch with the snapshot published for it (route_dir); the workers'
         # stateful operator ran on it (_start_query); only statistics, exports and side rows arrive.
-        u = unpack_output(df.toArrow())  # the collected table is freed here: only its numeric columns live on
+        u = self._collect(df, batch_id)
         _fault("collected", batch_id, exports=bool(u["exports"]))
         used = {side.get("route_batch") for side in u["states"].values()} - {batch_id}
         if used:

@@ -16,14 +16,19 @@ Per batch the handler of worker ``w``
 2. computes the keyed operator's per-key partial states of the batch at once
    (:meth:`skewlab.engine.operators.KeyedOperator.partials`; not for count, whose state is the
    tuple count) and runs :meth:`WorkerWindow.step` (import, slide, export, hold, apply);
-3. writes its results — ``(batch, key, result, <operator columns>)``: the windowed count, the join's
-   pairs joined and checksum, ... (:func:`skewlab.engine.runtimes.spark.result_sink.sink_schema`) — to the sink (:mod:`skewlab.engine.runtimes.spark.result_sink`): by default one Parquet file
-   per (batch, worker), written atomically under a name fixed by the batch, so a replayed batch
-   rewrites the same file with the same rows; or partition ``w`` of a Kafka topic, where a replay
-   writes only the records not yet there: results are exactly once;
+3. under a single-owner grouping writes its results — one row per key with tuples applied:
+   ``(batch, key, result, <operator columns>, shares)``
+   (:func:`skewlab.engine.runtimes.spark.result_sink.sink_schema`) — to the sink
+   (:mod:`skewlab.engine.runtimes.spark.result_sink`): by default one Parquet file per (batch,
+   worker), written atomically under a name fixed by the batch, so a replayed batch rewrites the
+   same file with the same rows; or partition ``w`` of a Kafka topic, where a replay writes only the
+   records not yet there: results are exactly once.  In a run with split keys (control row
+   ``split``) it writes nothing and sends its window shares to the merge stage instead
+   (:func:`merge_stage_rows`, :mod:`skewlab.engine.runtimes.spark.share_merge`);
 4. returns to the driver only statistics: per-key tuple counts of the batch (the controller's
    input), its export blobs (to carry), the side rows, and one summary row (state keys, state
-   bytes, handler seconds, tuples held).
+   bytes, handler seconds, tuples held, rows sent to the merge stage); the merge stage's rows
+   (:data:`MERGE_KINDS`, column ``batch``: the row's batch) stay on the executors.
 
 The driver knows keys by their 64-bit fingerprint (:func:`skewlab.engine.algorithms.keys.fingerprint`), the identity
 routing already uses (a routing table entry, a hash choice and a migration order all act on the
@@ -32,10 +37,11 @@ fingerprint), so a stat row carries the fingerprint and the key's name only for 
 fingerprints too.  This keeps key names, the bulk of per-key memory, out of the driver.
 
 Output columns (:data:`OUT_SCHEMA`): ``kind`` (:data:`STAT`, :data:`EXPORT`, :data:`SIDE`,
-:data:`SUMMARY`), ``worker``, ``key`` (stat rows of named keys), ``fp`` (stat rows: the key's
-fingerprint as a signed 64-bit integer), ``count`` (stat: tuples; export: target worker; summary: keys
-in state), ``data`` (export: the pickled blob; side: the pickled side dict; summary: pickled
-figures).
+:data:`SUMMARY`, and the merge stage's :data:`MERGE_KINDS`), ``worker``, ``key`` (stat rows of named
+keys; merge-stage rows), ``fp`` (stat rows: the key's fingerprint as a signed 64-bit integer),
+``count`` (stat: tuples; export: target worker; summary: keys in state), ``data`` (export: the
+pickled blob; side: the pickled side dict; summary: pickled figures; merge stage: the share's or the
+result's bytes), ``batch`` (merge stage: the row's batch).
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from __future__ import annotations
 import base64
 import pickle
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -52,39 +58,42 @@ from skewlab.engine.operators import KeyedOperator
 from skewlab.engine.runtimes.spark.result_sink import sink_schema
 from skewlab.engine.runtimes.spark.window_state import WorkerWindow, key_fingerprints
 
-__all__ = ["EXPORT", "OUT_ARROW", "OUT_SCHEMA", "SIDE", "STAT", "STATE_SCHEMA", "SUMMARY", "make_handler",
-           "merge_latest_shares", "unpack_output"]
+__all__ = ["EXPORT", "FINAL", "FRESH_SHARE", "KEPT_SHARE", "MERGE_KINDS", "OUT_ARROW", "OUT_SCHEMA", "SIDE", "STAT",
+           "STATE_SCHEMA", "SUMMARY", "make_handler", "merge_stage_rows",
+           "unpack_output"]
 
-OUT_SCHEMA = "kind int, worker int, key string, fp long, count long, data binary"
+OUT_SCHEMA = "kind int, worker int, key string, fp long, count long, data binary, batch long"
 #: :data:`OUT_SCHEMA` as Arrow (the handler's frames converted as Spark does; for tests and benches)
 OUT_ARROW = pa.schema([("kind", pa.int32()), ("worker", pa.int32()), ("key", pa.string()), ("fp", pa.int64()),
-                       ("count", pa.int64()), ("data", pa.binary())])
+                       ("count", pa.int64()), ("data", pa.binary()), ("batch", pa.int64())])
 STATE_SCHEMA = "blob binary"
 STAT, EXPORT, SIDE, SUMMARY = 0, 1, 2, 3
+#: rows for the merge stage of a split-key run (:mod:`skewlab.engine.runtimes.spark.share_merge`): a
+#: worker's share of a key with tuples here in this batch, of a key without, a released held result
+FRESH_SHARE, KEPT_SHARE, FINAL = 4, 5, 6
+#: the kinds that go to the merge stage, never to the driver
+MERGE_KINDS = (FRESH_SHARE, KEPT_SHARE, FINAL)
 def _decode(key: str) -> dict[str, Any]:
     return pickle.loads(base64.b64decode(key))
 
 
-def merge_latest_shares(results: pa.Table) -> pa.Table:
-    """Per-key results of a split-key run: ``(batch, key, result)`` for every (batch, key) with a row,
-    ``result`` = the sum over workers of each worker's latest share at or before that batch.
-
-    ``results``: sink rows of the count operator (a row for the same (batch, key, worker) written later
-    replaces an earlier one).  Exact when the workers emit on every change of their share — new
-    tuples, retractions on export, and old batches leaving the window, which the engine asks of
-    them whenever a key may have several owners (:meth:`WorkerWindow.step` ``changes``).  For a
-    single-owner run it equals the owner's row (the others' retractions are 0)."""
-    import pandas as pd
-
-    df = results.select(["batch", "key", "worker", "result"]).to_pandas()
-    if df.empty:
-        return pa.table({"batch": pa.array([], pa.int64()), "key": pa.array([], pa.string()),
-                         "result": pa.array([], pa.int64())})
-    df = df.drop_duplicates(["batch", "key", "worker"], keep="last")
-    wide = df.pivot(index=["key", "batch"], columns="worker", values="result").sort_index()
-    shares = wide.groupby(level="key").ffill().fillna(0)  # each worker's latest share, per key
-    total = shares.sum(axis=1).astype(np.int64).reset_index(name="result")
-    return pa.Table.from_pandas(total[["batch", "key", "result"]], preserve_index=False)
+def merge_stage_rows(win: WorkerWindow, batch: int, keys: Sequence[str], results: list[tuple]
+                     ) -> list[tuple[int, int, str, bytes]]:
+    """What a worker of a split-key run sends to the merge stage after :meth:`WorkerWindow.step` of
+    ``batch`` (:mod:`skewlab.engine.runtimes.spark.share_merge`): ``(kind, batch, key, bytes)`` —
+    its share of every key in its window (:meth:`WorkerWindow.shares`, the operator's ``dumps``),
+    :data:`FRESH_SHARE` for the batch's ``keys`` whose tuples were applied (not held), :data:`KEPT_SHARE`
+    for the others, and the step's ``results`` of earlier batches (held tuples released by an import;
+    :data:`FINAL`, the pickled result row: a moved key's state goes to one worker from all its
+    holders, so the released result is whole)."""
+    dumps = win.operator.dumps
+    held = {k for k, entries in win.held.items() if any(e[0] == batch for e in entries)}
+    applied = set(keys) - held
+    names, states = win.shares(batch)
+    rows = [(FRESH_SHARE if k in applied else KEPT_SHARE, batch, k, dumps(st)) for k, st in zip(names, states)]
+    rows += [(FINAL, r[0], r[1], pickle.dumps(tuple(r[2:]), protocol=pickle.HIGHEST_PROTOCOL))
+             for r in results if r[0] < batch]
+    return rows
 
 
 def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperator | None = None, named: int = 10,
@@ -110,7 +119,7 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
     P = int(partitions)
     W = int(window)
     service = float(service_us) * 1e-6
-    columns = ["kind", "worker", "key", "fp", "count", "data"]
+    columns = ["kind", "worker", "key", "fp", "count", "data", "batch"]
 
     def handle(label: tuple, frames: Iterator[Any], state: Any) -> Iterator[Any]:
         started = time.perf_counter()
@@ -163,6 +172,8 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
         out_key: list[str | None] = []
         out_count: list[int] = []
         out_data: list[bytes | None] = []
+        out_batch: list[int | None] = []
+        n_shares = 0
         export_bytes = 0
         exported_keys = 0
         imported_keys = sum(len(b.get("keys", ())) for b in imports)
@@ -173,18 +184,27 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
             arrived = win.held_tuples() + int(counts.sum()) + sum(int(h[2]) for b in imports for h in b.get("held", ()))
             step = win.step(batch, keys, counts, partials=partials, fps=fps, imports=imports,
                             exports={int(t): ks for t, ks in control.get("exports", {}).items()},
-                            expect=control.get("expect", ()), changes=bool(control.get("changes")))
+                            expect=control.get("expect", ()))
             applied = arrived - win.held_tuples() - sum(int(h[2]) for blob in step["exports"].values()
                                                         for h in blob.get("held", ()))
             if service and applied > 0:
                 time.sleep(applied * service)  # the emulated work, before its results go out
             res = step["results"]
-            n_results = len(res)
-            if res:
+            if control.get("split"):
+                # the key-partitioned merge stage (share_merge) writes this batch's results
+                for kind, bt, k, d in merge_stage_rows(win, batch, keys, res):
+                    out_kind.append(kind)
+                    out_key.append(k)
+                    out_count.append(0)
+                    out_data.append(d)
+                    out_batch.append(bt)
+                    n_shares += 1
+            elif res:  # a single owner per key: its result is final
                 cols = list(zip(*res))  # batch, key, result, the operator's columns
-                cols.append(np.full(len(res), worker, np.int32))
+                cols.append(np.ones(len(res), np.int32))  # shares: the owner's
                 table = pa.table([pa.array(c, f.type) for c, f in zip(cols, schema)], schema=schema)
                 results.write(batch, worker, table)
+            n_results = len(res)
             for target, blob in step["exports"].items():
                 b = pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)
                 export_bytes += len(b)
@@ -193,11 +213,13 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
                 out_key.append(None)
                 out_count.append(int(target))
                 out_data.append(b)
+                out_batch.append(None)
         for raw in sides:
             out_kind.append(SIDE)
             out_key.append(None)
             out_count.append(0)
             out_data.append(raw)
+            out_batch.append(None)
         if len(win) or win.held or win.expect:
             blob = win.dumps()
             state.update((blob,))
@@ -208,11 +230,13 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
             state_bytes = 0
         summary = {"batch": batch, "state_bytes": state_bytes, "held": win.held_tuples(),
                    "export_bytes": export_bytes, "exported_keys": exported_keys, "imported_keys": imported_keys,
-                   "results": n_results, "applied": applied, "seconds": time.perf_counter() - started}
+                   "results": n_results, "shares": n_shares, "applied": applied,
+                   "seconds": time.perf_counter() - started}
         out_kind.append(SUMMARY)
         out_key.append(None)
         out_count.append(len(win))
         out_data.append(pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL))
+        out_batch.append(None)
         m = len(keys)
         names: list[str | None] = [None] * m
         for i in (np.argsort(-counts, kind="stable")[:named].tolist() if m else ()):
@@ -224,6 +248,7 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
             "fp": np.concatenate([fps.view(np.int64), np.zeros(len(out_kind), np.int64)]),
             "count": np.concatenate([counts, np.asarray(out_count, np.int64)]),
             "data": [None] * m + out_data,
+            "batch": pd.array([None] * m + out_batch, dtype="Int64"),
         }, columns=columns)
 
     return handle

@@ -1,37 +1,35 @@
-"""Where the workers of the Spark engine write their results: Parquet files or a Kafka topic.
+"""Where the Spark engine writes its results: Parquet files or a Kafka topic.
 
 ``--sink`` selects it (:func:`parse_sink`): a directory (the default, ``data/results/<checkpoint
-name>``) or ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC``.  The handler of worker ``w``
-(:func:`skewlab.engine.runtimes.spark.operator.make_handler`) calls ``write(batch, w, table)`` once per micro-batch
-with its result rows (:func:`sink_schema`: ``batch, key, result``, the operator's columns,
-``worker``); ``read()`` returns every result row of the run in the same columns.  Both sinks are exactly once from the same two facts: a replayed
-micro-batch produces the same rows (Spark restores the state version before it), and one writer —
-the worker's task — owns each (batch, worker) output.
+name>``) or ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC``.  The sink gets one final row per (batch,
+key) (:func:`sink_schema`: ``batch, key, result``, the operator's columns, ``shares``).  Its
+*writers* are numbered ``0 .. P-1``: under a single-owner grouping writer ``w`` is the task of worker
+``w`` (:func:`skewlab.engine.runtimes.spark.operator.make_handler`, a key's result is its owner's);
+in a run with split keys it is partition ``w`` of the key-partitioned merge stage
+(:mod:`skewlab.engine.runtimes.spark.share_merge`).  A micro-batch uses one kind of writer.  Each
+writer calls ``write(batch, w, table)`` once per micro-batch with its rows; ``read()`` returns every
+result row of the run in the same columns.  Both sinks are exactly once from the same two facts: a
+replayed micro-batch produces the same rows (Spark restores the state version before it), and one
+writer owns each (batch, writer) output.
 
-* :class:`ParquetSink`: one file per (batch, worker), written atomically and rewritten identically on
+* :class:`ParquetSink`: one file per (batch, writer), written atomically and rewritten identically on
   a replay (:func:`sink_file`, :func:`write_atomic_parquet`).
-* :class:`KafkaSink`: worker ``w`` writes to partition ``w`` of the topic (the topic has at least
+* :class:`KafkaSink`: writer ``w`` writes to partition ``w`` of the topic (the topic has at least
   P = ``--max-workers`` partitions).  Kafka offers no way to replace records, and a Kafka transaction
   would not commit atomically with Spark's batch, so the task makes its write idempotent itself: the
   rows are put in a canonical order (sorted by row content, since the order of the rows reaching a
   task is not fixed) and numbered ``seq = 0 .. n-1``; before writing, the task reads the tail of its
   partition and writes only the ``seq`` of its batch not already there (a replay after a complete
   write writes nothing, one after a crash mid-write completes the batch).  The records of a (batch,
-  worker) are contiguous at the partition's tail while the task runs: Spark starts batch ``b + 1``
+  writer) are contiguous at the partition's tail while the task runs: Spark starts batch ``b + 1``
   only after every task of ``b`` finished, and a task flushes (``acks=all``, idempotent producer)
-  before it returns.  A worker without results writes nothing.
+  before it returns.  A writer without results writes nothing.
 
 Kafka record format: key = the result key (UTF-8), value = JSON ``{"batch", "result", <operator
-columns>, "worker", "out_batch", "seq", "n"}`` — the result row (``batch`` is the row's own batch: held tuples
+columns>, "shares", "worker", "out_batch", "seq", "n"}`` — the result row (``batch`` is the row's own batch: held tuples
 released after an import report their arrival batch) and its place in the output of micro-batch
-``out_batch`` of ``worker`` (``seq`` of ``n``).  A reader takes a (out_batch, worker) group once all
+``out_batch`` of writer ``worker`` (``seq`` of ``n``).  A reader takes a (out_batch, worker) group once all
 ``n`` records are there (:func:`read_kafka_sink`), ignoring duplicates of a ``seq``.
-
-A new run (:func:`open_sink`) must not mix with an earlier run's records: the Parquet sink deletes the
-``batch=N`` directories it finds; the Kafka sink creates the topic if missing, refuses one with fewer
-than P partitions, and records each partition's end offset as the run's *start* (kept in the
-engine's snapshot, :func:`restore_sink`): the writers look back and the readers read only from there.
-One run writes to a topic at a time.
 """
 
 from __future__ import annotations
@@ -58,18 +56,20 @@ def sink_schema(operator: KeyedOperator | type[KeyedOperator] = Count) -> pa.Sch
     """The sink's columns for ``operator``: ``batch, key, result`` (the operator's result: the
     windowed count, the pairs joined, the mean, ...), the operator's own columns
     (:attr:`~skewlab.engine.operators.KeyedOperator.columns`: the join's ``checksum``, the mean's
-    ``n``), and ``worker`` (the worker that emitted the row)."""
+    ``n``), and ``shares`` (how many workers' partial states the row merges: 1 under a single-owner
+    grouping, up to the key's choices under a split-key one).  One row per (batch, key)."""
     return pa.schema([pa.field("batch", pa.int64()), pa.field("key", pa.string()), *operator.schema_fields(),
-                      pa.field("worker", pa.int32())])
+                      pa.field("shares", pa.int32())])
 
 
 def _order(schema: pa.Schema) -> list[tuple[str, str]]:
-    """The canonical row order of a (batch, worker) output: every column but the worker's."""
-    return [(name, "ascending") for name in schema.names if name != "worker"]
+    """The canonical row order of a (batch, writer) output: every column."""
+    return [(name, "ascending") for name in schema.names]
 
 
 def sink_file(sink_dir: str, batch: int, worker: int) -> str:
-    """Where worker ``worker`` writes its results of micro-batch ``batch``."""
+    """Where writer ``worker`` (a worker's task, or a merge-stage partition) writes its results of
+    micro-batch ``batch``."""
     return filesystems.join(sink_dir, f"batch={int(batch)}", f"worker-{int(worker)}.parquet")
 
 

@@ -21,12 +21,10 @@ micro-batches; the steps and their order are in :meth:`WorkerWindow.step`):
   emits their results — so every (batch, key) result is emitted once, by the key's owner, with the
   exact windowed count.
 
-A result is this worker's share of the key: the whole windowed count for a single-owner grouping,
-a partial one for a split-key grouping (PKG, D-Choices; downstream sums the workers' shares, as in
-nasir-icde15).  A worker that exports a key emits a retraction — share 0 at the export batch — so
-"sum over workers of each one's latest share" is the key's result through every migration; with
-``changes`` (:meth:`WorkerWindow.step`) a worker also reports a share that changed without tuples
-(old batches left the window, state imported), which keeps that sum exact with a finite window.
+A result is the key's whole result under a single-owner grouping.  Under a split-key grouping
+(PKG, D-Choices) it covers only this worker's share of the key; the engine then writes the key's
+result from every holder's :meth:`WorkerWindow.shares`, merged in Spark
+(:mod:`skewlab.engine.runtimes.spark.share_merge`).
 
 Storage layout: a dense ``(keys, window)`` ring of counts (column ``b mod window`` holds batch
 ``b``) and a dict from key to row; serialised sparse (only the non-zero cells), because most keys of
@@ -81,9 +79,6 @@ class WorkerWindow:
         #: fingerprints of the keys whose state is on its way here (their new tuples are held until it
         #: arrives); the driver names keys by fingerprint (:func:`skewlab.engine.algorithms.keys.fingerprint`)
         self.expect: set[int] = set()
-        #: (``changes``) shares not reported while the key's state was on its way here: key -> the
-        #: share last reported; the arrival (or a move away) reports the key's new share
-        self.quiet: dict[str, int] = {}
 
     # ------------------------------------------------------------------ reads
     def __len__(self) -> int:
@@ -229,18 +224,13 @@ class WorkerWindow:
         state_fps = key_fingerprints(self.keys) if self.keys else np.zeros(0, np.uint64)
         held_keys = list(self.held)
         held_fps = key_fingerprints(held_keys) if held_keys else np.zeros(0, np.uint64)
-        quiet_keys = list(self.quiet)
-        quiet_fps = key_fingerprints(quiet_keys) if quiet_keys else np.zeros(0, np.uint64)
         alive = np.ones(len(self.keys), dtype=bool)
         blobs: dict[int, dict[str, Any]] = {}
         for target, fps in orders.items():
             rows = np.flatnonzero(np.isin(state_fps, fps) & alive)
             present = [self.keys[i] for i in rows.tolist()]
             held = [held_keys[i] for i in np.flatnonzero(np.isin(held_fps, fps)).tolist()]
-            quiet = [quiet_keys[i] for i in np.flatnonzero(np.isin(quiet_fps, fps)).tolist()]
-            for k in quiet:  # its last reported share is retracted with the others
-                self.quiet.pop(k, None)
-            blob: dict[str, Any] = {"fps": fps, "keys": list(dict.fromkeys(present + held + quiet)), "present": present,
+            blob: dict[str, Any] = {"fps": fps, "keys": list(dict.fromkeys(present + held)), "present": present,
                                     "row": np.zeros(0, np.int32), "batches": self.col_batch.copy(),
                                     "col": np.zeros(0, np.int16), "count": np.zeros(0, np.int32), "partials": None}
             if present:
@@ -323,8 +313,8 @@ class WorkerWindow:
     # ------------------------------------------------------------------ one batch
     def step(self, batch: int, keys: Sequence[str], counts: np.ndarray, *, partials: Sequence[Any] | None = None,
              fps: np.ndarray | None = None, imports: Sequence[dict[str, Any]] = (),
-             exports: dict[int, np.ndarray] | None = None, expect: np.ndarray | Sequence[int] = (),
-             changes: bool = False) -> dict[str, Any]:
+             exports: dict[int, np.ndarray] | None = None, expect: np.ndarray | Sequence[int] = ()
+             ) -> dict[str, Any]:
         """One micro-batch of this worker, in the protocol's order:
 
         1. slide to ``batch - 1`` (the batch the imported windows and held tuples belong to);
@@ -338,11 +328,6 @@ class WorkerWindow:
 
         Import before export: a key still in flight can move again at once.
 
-        ``changes`` (count only): also emit, at ``batch``, the new windowed count of every key whose
-        count changed without tuples of its own in this batch — its old batches left the window (0
-        when all did).  A split key's shares then stay exact between its tuples: the sum over workers
-        of each one's latest share is the key's windowed count at every batch
-        (:func:`skewlab.engine.runtimes.spark.operator.merge_latest_shares`).
         Returns ``results`` (list of ``(batch, key, *row)``), ``exports`` (target → blob).
         """
         batch = int(batch)
@@ -350,68 +335,38 @@ class WorkerWindow:
             raise ValueError(f"routing snapshot of batch {batch}, but this worker's state is already at batch "
                              f"{self.last}: the routing files do not match this checkpoint; start a new run with "
                              "--run-name or --checkpoint")
-        track = changes and self.ring_only
-        if track:  # the shares that can change without tuples: keys with counts in batches about to leave
-            leaving = (self.col_batch >= 0) & (self.col_batch <= batch - self.window)
-            rows = np.flatnonzero(self.ring[:, leaving].any(axis=1)) if leaving.any() else np.zeros(0, np.int64)
-            reported = dict(zip((self.keys[i] for i in rows.tolist()), self.ring[rows].sum(axis=1).tolist()))
         self.slide(batch - 1)
         results, _ = self.import_(imports) if imports else ([], 0)
-        if track and imports:
-            results.extend(self._arrived(batch - 1, imports, results, reported))
-            reported.update((r[1], r[2]) for r in results)  # in batch order: the latest wins
         self.slide(batch)
         blobs = self.export(exports or {})
-        if blobs:  # retraction: this worker's share of each key it gave away is now empty
-            empty = self.operator.empty()
-            for blob in blobs.values():
-                results.extend((batch, k, *empty) for k in blob["keys"])
         self.expect.update(np.asarray(expect, dtype=np.uint64).tolist())
         results.extend(self.add(list(keys), counts, batch, partials, fps=fps))
-        if track:
-            results.extend(self._expired(batch, reported, {r[1] for r in results if r[0] == batch}))
-        if len({(r[0], r[1]) for r in results}) < len(results):  # a key given away and fed again: last wins
-            results = list({(r[0], r[1]): r for r in results}.values())
         return {"results": results, "exports": blobs}
 
-    def _arrived(self, batch: int, blobs: Sequence[dict[str, Any]], released: list[tuple],
-                 reported: dict[str, int]) -> list[tuple]:
-        """Results at ``batch`` (the export batch) of the keys whose move these blobs complete and that
-        had no held tuples to release: this worker's share of them is now their windowed count — the
-        imported window plus any it already held, 0 if nothing is left (it did not report them while
-        they were expected; ``reported``: the reported shares of keys whose old batches left)."""
-        candidates = list(dict.fromkeys(self.keys + list(reported) + list(self.quiet)))
-        if not candidates:
-            return []
-        fps = np.unique(np.concatenate([np.asarray(b["fps"], dtype=np.uint64) for b in blobs]))
-        done = {r[1] for r in released}
-        hit = np.flatnonzero(np.isin(key_fingerprints(candidates), fps)).tolist()
-        for i in hit:
-            self.quiet.pop(candidates[i], None)
-        keys = [candidates[i] for i in hit if candidates[i] not in done and candidates[i] not in self.held]
-        if not keys:
-            return []
-        get = self.index.get
-        rows = np.fromiter((get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
-        sums = self._window_sum(np.maximum(rows, 0), batch) if len(self.keys) else np.zeros(len(keys), np.int64)
-        return [(batch, k, int(c) if r >= 0 else 0) for k, c, r in zip(keys, sums.tolist(), rows.tolist())]
-
-    def _expired(self, batch: int, reported: dict[str, int], emitted: set[str]) -> list[tuple]:
-        """Results at ``batch`` of the keys whose windowed count moved away from the share last
-        ``reported`` without a result in this step: their old batches left the window (0: all did)."""
-        get = self.index.get
-        keys = [k for k in reported if k not in emitted and k not in self.held]
-        if self.expect and keys:  # a key whose state is arriving reports its share on arrival
-            wait = np.isin(key_fingerprints(keys), np.fromiter(self.expect, dtype=np.uint64, count=len(self.expect)))
-            for k, w in zip(keys, wait.tolist()):
-                if w:
-                    self.quiet.setdefault(k, int(reported[k]))
-            keys = [k for k, w in zip(keys, wait.tolist()) if not w]
-        rows = np.fromiter((get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
-        sums = self.ring.sum(axis=1)
-        now = np.where(rows >= 0, sums[np.maximum(rows, 0)] if sums.size else 0, 0)
-        before = np.fromiter((reported[k] for k in keys), dtype=np.int64, count=len(keys))
-        return [(batch, keys[i], int(now[i])) for i in np.flatnonzero(now != before).tolist()]
+    # ------------------------------------------------------------------ shares
+    def shares(self, batch: int) -> tuple[list[str], list[Any]]:
+        """This worker's *share* of every key in its window at ``batch`` (the window's current end):
+        the key's partial states of batches ``(batch - window, batch]`` merged
+        (:meth:`~skewlab.engine.operators.MergeableOperator.merge`; count: the window's tuple count).
+        Under a split-key grouping a key's result is the merge of all workers' shares
+        (:mod:`skewlab.engine.runtimes.spark.share_merge`).  Held tuples are not in a share (they are
+        applied, and emitted, when their key's state arrives)."""
+        if int(batch) != self.last:
+            raise ValueError(f"shares of batch {batch} asked of a window that ends at batch {self.last}")
+        if self.ring_only:
+            if not self.keys:
+                return [], []
+            sums = self.ring.sum(axis=1)  # the slide emptied the columns of batches that left the window
+            live = np.flatnonzero(sums)
+            return [self.keys[i] for i in live.tolist()], sums[live].tolist()
+        merge = self.operator.merge  # type: ignore[attr-defined]  # mergeable operators only
+        keys, states = [], []
+        for k in self.partials:
+            window = self._window_partials(k, batch)
+            if window:
+                keys.append(k)
+                states.append(merge(window))
+        return keys, states
 
     # ------------------------------------------------------------------ serialisation
     def dumps(self) -> bytes:
@@ -423,12 +378,12 @@ class WorkerWindow:
         partials = {k: {b: dumps(p) for b, p in per.items()} for k, per in self.partials.items()}
         held = {k: [(b, n, None if p is None else dumps(p)) for b, n, p in entries] for k, entries in self.held.items()}
         return pickle.dumps((self.window, self.operator.name, self.keys, cells, self.col_batch, self.last, partials,
-                             held, self.expect, self.quiet), protocol=pickle.HIGHEST_PROTOCOL)
+                             held, self.expect), protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
     def loads(cls, data: bytes, operator: KeyedOperator | None = None) -> "WorkerWindow":
         """The state :meth:`dumps` wrote, of ``operator`` (default count)."""
-        window, name, keys, (r, c, v), col_batch, last, partials, held, expect, *rest = pickle.loads(data)
+        window, name, keys, (r, c, v), col_batch, last, partials, held, expect = pickle.loads(data)[:9]
         self = cls(window, operator)
         if name != self.operator.name:
             raise ValueError(f"this worker's state belongs to operator {name}, not {self.operator.name}; "
@@ -436,7 +391,6 @@ class WorkerWindow:
         loads = self.operator.loads
         partials = {k: {b: loads(p) for b, p in per.items()} for k, per in partials.items()}
         held = {k: [(b, n, None if p is None else loads(p)) for b, n, p in entries] for k, entries in held.items()}
-        self.quiet = rest[0] if rest else {}  # states written before shares were tracked have none
         self.keys = keys
         self.index = {k: i for i, k in enumerate(keys)}
         self.ring = np.zeros((len(keys), window), dtype=np.int64)

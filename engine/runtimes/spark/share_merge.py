@@ -1,0 +1,107 @@
+"""The merge stage of the Spark engine: one final result row per (batch, key), merged in Spark.
+
+Under a split-key grouping (PKG, D-Choices, ...; nasir-icde15 Sec. III: "the downstream operator
+merges the partial results") several workers hold a share of one key, so no worker can write the
+key's result.  In a run that has split keys, every worker therefore sends, per micro-batch, its
+*share* of each key in its window — the key's partial states of the window merged
+(:meth:`skewlab.engine.runtimes.spark.window_state.WorkerWindow.shares`), as the operator's bytes —
+marked ``FRESH_SHARE`` when the key had tuples on that worker in the batch, ``KEPT_SHARE`` otherwise,
+plus the results of held tuples released by an import (``FINAL``: a moved key's state goes to one
+worker from all its holders, so its released result is whole)
+(:func:`skewlab.engine.runtimes.spark.operator.make_handler`).
+
+:func:`merge_in_spark` runs inside the batch's ``foreachBatch`` on those rows of the persisted
+operator output: ``repartition(P, key)`` → ``mapInArrow`` — a Spark job on the executors; the driver
+receives one row count per partition, never a key.  Partition ``i`` merges the shares of its keys
+(:func:`merge_rows`: :meth:`~skewlab.engine.operators.MergeableOperator.combine` then
+:meth:`~skewlab.engine.operators.MergeableOperator.finish`), keeps the keys that had tuples somewhere
+in the batch, and writes them with the released results as writer ``i`` of the batch
+(:mod:`skewlab.engine.runtimes.spark.result_sink`).  Exactly once as the workers' own writes: a
+replayed batch recomputes the same shares (Spark restores the state version before it), hash
+partitioning by key puts them in the same partitions, and the sink rewrites (Parquet) or completes
+(Kafka) the same (batch, writer) output.
+
+A key whose state is in flight is not fresh anywhere while it is held; its result at that batch is
+written once, by the worker that imports it, in the next batch.  Known limit: a key moved while
+*other* workers keep shares of it and receive its tuples (``set-workers`` shrinking a split-key
+grouping moves the stray workers' keys to their home worker) gets two rows at the move's batch, each
+missing the other's part; the single-owner moves (rebalancers, switches to a key grouping) are exact.
+"""
+
+from __future__ import annotations
+
+from itertools import groupby
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pickle
+import pyarrow as pa
+
+from skewlab.engine.operators import KeyedOperator
+from skewlab.engine.runtimes.spark.operator import FINAL, FRESH_SHARE, MERGE_KINDS
+from skewlab.engine.runtimes.spark.result_sink import sink_schema
+
+__all__ = ["merge_in_spark", "merge_rows"]
+
+#: what a merge task returns to the driver: the rows it wrote
+MERGED_SCHEMA = "rows long"
+
+
+def merge_rows(rows: pa.Table, operator: KeyedOperator) -> pa.Table:
+    """The final result rows (:func:`~skewlab.engine.runtimes.spark.result_sink.sink_schema` of
+    ``operator``) of the merge-stage rows ``rows`` (columns ``kind, batch, key, data``): per (batch,
+    key) with at least one ``FRESH_SHARE``, ``finish`` of the ``combine`` of all its shares (column
+    ``shares``: how many); every ``FINAL`` row as it is (``shares`` 1)."""
+    schema = sink_schema(operator)
+    kind = np.asarray(rows.column("kind").to_numpy(zero_copy_only=False))
+    batch = rows.column("batch").to_pylist()
+    key = rows.column("key").to_pylist()
+    data = rows.column("data").to_pylist()
+    out: list[tuple] = []
+    final = kind == FINAL
+    for i in np.flatnonzero(final).tolist():
+        out.append((batch[i], key[i], *pickle.loads(data[i]), 1))
+    fresh = {(batch[i], key[i]) for i in np.flatnonzero(kind == FRESH_SHARE).tolist()}
+    if fresh:
+        loads, combine, finish = operator.loads, operator.combine, operator.finish  # type: ignore[attr-defined]
+        idx = sorted((i for i in np.flatnonzero(~final).tolist() if (batch[i], key[i]) in fresh),
+                     key=lambda i: (batch[i], key[i]))
+        for (b, k), group in groupby(idx, key=lambda i: (batch[i], key[i])):
+            members = list(group)
+            state = loads(data[members[0]])
+            for i in members[1:]:
+                state = combine(state, loads(data[i]))
+            out.append((b, k, *finish(state), len(members)))
+    if not out:
+        return schema.empty_table()
+    return pa.table([pa.array(c, f.type) for c, f in zip(zip(*out), schema)], schema=schema)
+
+
+def make_merger(batch_id: int, sink: Any, operator: KeyedOperator) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function of batch ``batch_id``'s merge stage: merge the partition's rows
+    (:func:`merge_rows`), write them to ``sink`` as writer = the partition's index, return the count."""
+
+    def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        parts = [b for b in batches if b.num_rows]
+        written = 0
+        if parts:
+            table = merge_rows(pa.Table.from_batches(parts), operator)
+            if table.num_rows:
+                sink.write(batch_id, TaskContext.get().partitionId(), table)
+            written = table.num_rows
+        yield pa.RecordBatch.from_pydict({"rows": pa.array([written], pa.int64())})
+
+    return merge
+
+
+def merge_in_spark(df: Any, batch_id: int, partitions: int, sink: Any, operator: KeyedOperator) -> int:
+    """Run batch ``batch_id``'s merge stage on the operator output ``df`` (persisted by the caller:
+    the stateful stage must not run twice) in ``partitions`` key partitions; returns the rows written."""
+    from pyspark.sql import functions as F
+
+    rows = df.filter(F.col("kind").isin(*MERGE_KINDS)).select("kind", "batch", "key", "data")
+    counts = rows.repartition(int(partitions), "key").mapInArrow(make_merger(batch_id, sink, operator),
+                                                                 MERGED_SCHEMA).collect()
+    return int(sum(r["rows"] for r in counts))
