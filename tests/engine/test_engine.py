@@ -335,7 +335,7 @@ def test_pause_and_resume_lose_nothing(spark, tmp_path):
         (["engine", "--algorithm", "nope"], "unknown algorithm"),
         (["engine", "--source", "kafka"], "needs --bootstrap"),
         (["engine", "--workers", "0"], "parameter workers: 0 is out of range [1, 1024]"),
-        (["engine", "--param", "theta_max=-1"], "out of range"),
+        (["engine", "--algorithm", "mixed", "--param", "theta_max=-1"], "out of range"),
         (["engine", "--workload", "zipf", "--zipf", "9"], "out of range"),
         (["engine", "--sink", "kafka://localhost/results"], "bad bootstrap server"),
     ],
