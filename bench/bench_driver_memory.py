@@ -31,6 +31,8 @@ import tempfile
 import time
 from typing import Any
 
+from skewlab.bench.common import write_json
+
 
 def _status() -> dict[str, int]:
     """``VmRSS`` and ``VmHWM`` of this process in MiB."""
@@ -99,13 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         r["ratio"] = last["VmRSS"] / base
         print(f"{r['keys']:>9} {last['keys_known']:>9} {last['VmRSS']:>8} {r['peak_mib']:>9} {r['ratio']:>8.2f}")
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    if args.json:
-        text = json.dumps(results, indent=1)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w") as f:
-                f.write(text)
+    write_json(args.json, results)
     return 0
 
 

@@ -30,6 +30,8 @@ import sys
 import tempfile
 import tomllib
 
+from skewlab.bench.common import write_json
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GROUPINGS = ("hash", "dchoices")
 
@@ -110,13 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                 / max(1, sum(1 for x in results if x["tree"] == tree and x["grouping"] == g)) for g in GROUPINGS}
         print(f"{tree:<5} dchoices / hash = {mean['dchoices'] / mean['hash']:.2f}  "
               f"(means: hash {mean['hash'] / 1e3:.0f} k/s, dchoices {mean['dchoices'] / 1e3:.0f} k/s)")
-    if a.json:
-        text = json.dumps({"args": args, "results": results}, indent=1)
-        if a.json == "-":
-            print(text)
-        else:
-            with open(a.json, "w") as fh:
-                fh.write(text)
+    write_json(a.json, {"args": args, "results": results})
     return 0
 
 

@@ -68,6 +68,8 @@ import tempfile
 import time
 from typing import Any
 
+from skewlab.bench.common import write_json
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
@@ -414,11 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(res)
     for c in res["checks"]:
         print(f"CHECK FAILED: {c}")
-    if args.json == "-":
-        print(json.dumps(res, indent=2, default=str))
-    elif args.json:
-        with open(args.json, "w") as fh:
-            json.dump(res, fh, indent=2, default=str)
+    write_json(args.json, res, indent=2)
     return 1 if res["checks"] else 0
 
 

@@ -54,6 +54,7 @@ if ROOT not in sys.path:
 
 from skewlab.engine.algorithms import registry  # noqa: E402
 from skewlab.engine.algorithms.keys import Vocabulary  # noqa: E402
+from skewlab.bench.common import write_json  # noqa: E402
 
 
 def zipf_ranks(messages: int, keys: int, z: float, seed: int) -> np.ndarray:
@@ -270,12 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": {"python": platform.python_version(), "processor": platform.processor()},
             "results": rows,
         }
-        text = json.dumps(doc, indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w", encoding="utf-8") as fh:
-                fh.write(text + "\n")
+        write_json(args.json, doc, indent=2)
     return 0
 
 

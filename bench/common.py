@@ -675,5 +675,20 @@ class Timer:
         self.seconds = time.perf_counter() - self.t0
 
 
+def write_json(path: str, obj: Any, indent: int = 1) -> None:
+    """A bench's ``--json PATH`` output: ``obj`` as indented JSON (unknown types as ``str``) to ``path``,
+    ``-`` for stdout; nothing when ``path`` is empty."""
+    if not path:
+        return
+    import json
+
+    text = json.dumps(obj, indent=indent, default=str)
+    if path == "-":
+        print(text)
+    else:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+
+
 def stderr_is_tty() -> bool:
     return bool(getattr(sys.stderr, "isatty", lambda: False)())
