@@ -690,11 +690,11 @@ def test_demo_and_dashboard_options(tmp_path):
     refused = subprocess.run(_argv(cmd, {**subs, "[--new-run]": "--algorithm hash"}), cwd=tmp_path,
                              env=_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused
-    assert "holds run 1 (mixed on 8 workers)" in refused.stderr and "--new-run" in refused.stderr, refused.stderr
+    assert "holds run 1 (wchoices on 8 workers)" in refused.stderr and "--new-run" in refused.stderr, refused.stderr
     again = Service(cmd, tmp_path, subs)
     try:
         line = again.wait_for(lambda ln: "resuming run 1" in ln, 120, "the resume notice")
-        assert "mixed on 8 workers" in line and "--new-run" in line, line
+        assert "wchoices on 8 workers" in line and "--new-run" in line, line
     finally:
         assert again.interrupt() == 0, again.text[-4000:]
     fresh = Service(cmd, tmp_path, {**subs, "[--new-run]": "--new-run --algorithm hash"})
@@ -703,7 +703,7 @@ def test_demo_and_dashboard_options(tmp_path):
     finally:
         assert fresh.interrupt() == 0, fresh.text[-4000:]
     assert "resuming" not in fresh.text, fresh.text
-    assert [r["algorithm"] for r in _runs(url)] == ["hash", "mixed"]
+    assert [r["algorithm"] for r in _runs(url)] == ["hash", "wchoices"]
 
     port = _free_port()
     dash = Service(readme("skewlab dashboard --db URL [--host H] [--port N] [--token T]"), tmp_path,
