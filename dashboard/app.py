@@ -397,22 +397,21 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
         return (c.get("param-form", []), c.get("apply-label", "Apply"), c.get("algo-summary", ""),
                 c.get("apply-disabled", True))
 
-    @app.callback(Output({"type": "param-msg", "name": ALL}, "children"),
-                  Input({"type": "param-input", "name": ALL}, "value"), State("algo-select", "value"),
-                  prevent_initial_call=True)
-    def check_fields(values, algo):
-        names = [i["id"]["name"] for i in ctx.inputs_list[0]]
-        if not names or not algo:
-            return [""] * len(names)
-        _, errors = validate_fields(algo, names, values)
-        return [errors.get(n, "") for n in names]
+    @app.callback(Output({"type": "param-msg", "algo": ALL, "name": ALL}, "children"),
+                  Input({"type": "param-input", "algo": ALL, "name": ALL}, "value"), prevent_initial_call=True)
+    def check_fields(values):
+        ids = [i["id"] for i in ctx.inputs_list[0]]
+        if not ids:
+            return []
+        _, errors = validate_fields(ids[0]["algo"], [i["name"] for i in ids], values)
+        return [errors.get(i["name"], "") for i in ids]
 
     @app.callback(
         Output("control-msg", "children"), Output("control-msg", "className"), Output("cmd-signal", "data"),
         Input("apply-btn", "n_clicks"), Input("workers-minus", "n_clicks"), Input("workers-plus", "n_clicks"),
         Input("workers-set", "n_clicks"), Input("pause-btn", "n_clicks"), Input("resume-btn", "n_clicks"),
-        State("algo-select", "value"), State({"type": "param-input", "name": ALL}, "value"),
-        State({"type": "param-input", "name": ALL}, "id"), State("workers-input", "value"),
+        State("algo-select", "value"), State({"type": "param-input", "algo": ALL, "name": ALL}, "value"),
+        State({"type": "param-input", "algo": ALL, "name": ALL}, "id"), State("workers-input", "value"),
         State("token", "value"), State("run-select", "value"),
         prevent_initial_call=True,
     )
@@ -441,8 +440,10 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
         max_workers = config.get("max_workers")
         try:
             if trig == "apply-btn":
-                names = [i["name"] for i in ids]
-                params, errors = validate_fields(algo, names, values)
+                # fields drawn for another algorithm (the click beat the new form): not this form's values,
+                # so the command carries the selected algorithm's defaults, as its form shows them
+                fields = [(i["name"], v) for i, v in zip(ids, values) if i.get("algo") == algo]
+                params, errors = validate_fields(algo, [n for n, _ in fields], [v for _, v in fields])
                 if errors:
                     return ("refused: " + "; ".join(errors.values()), "control-msg error", no_update)
                 kind, payload = build_algorithm_command(algo, params, current_algorithm=current_algo,

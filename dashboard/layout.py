@@ -349,7 +349,9 @@ def param_form(algorithm: str, declarations: Sequence[Mapping[str, Any]], values
     for p in declarations:
         name = p["name"]
         value = values.get(name, p["default"])
-        pid = {"type": "param-input", "name": name}
+        # the algorithm is part of the id: a click that arrives before the form for a newly selected
+        # algorithm is drawn carries the old algorithm's fields, which the Apply callback ignores
+        pid = {"type": "param-input", "algo": algorithm, "name": name}
         cls = f"param-input param-input-{name}"
         if p["kind"] == "bool":
             field = dcc.Dropdown(id=pid, options=[{"label": "true", "value": True}, {"label": "false", "value": False}],
@@ -366,7 +368,7 @@ def param_form(algorithm: str, declarations: Sequence[Mapping[str, Any]], values
                         html.Span("i", className="info", title=p["help"])],
                        title=p["help"]),
             field,
-            html.Div(id={"type": "param-msg", "name": name}, className="param-msg"),
+            html.Div(id={"type": "param-msg", "algo": algorithm, "name": name}, className="param-msg"),
         ], className="field"))
     return out
 

@@ -428,16 +428,17 @@ def test_loopback_without_token_acts_but_only_for_loopback_hosts(store, run):
         create_app(store=store, token="short")
 
 
-def _apply_form(client, run, fields, algo="mixed-bf"):
-    """POST the Apply button with the form's wildcard fields ({name: value})."""
+def _apply_form(client, run, fields, algo="mixed-bf", drawn_for=None):
+    """POST the Apply button with the form's wildcard fields ({name: value}), drawn for ``drawn_for``
+    (default: the selected ``algo``)."""
     dep = next(d for d in _deps(client) if "control-msg.children" in d["output"])
     values = {"algo-select.value": algo, "run-select.value": run, "token.value": None}
     state = []
     for s in dep["state"]:
         if s["id"].startswith("{"):
             prop = s["property"]
-            state.append([{"id": {"name": n, "type": "param-input"}, "property": prop,
-                           "value": (v if prop == "value" else {"name": n, "type": "param-input"})}
+            pid = {"algo": drawn_for or algo, "name": None, "type": "param-input"}
+            state.append([{"id": dict(pid, name=n), "property": prop, "value": (v if prop == "value" else dict(pid, name=n))}
                           for n, v in fields.items()])
         else:
             state.append({"id": s["id"], "property": s["property"], "value": values.get(f"{s['id']}.{s['property']}")})
@@ -459,6 +460,19 @@ def test_apply_with_an_empty_field_sends_nothing(store, run):
     assert "submitted" in r.get_data(as_text=True)
     (cmd,) = store.recent_commands(10)
     assert cmd["kind"] == "set-param" and cmd["payload"]["params"]["amax"] == 1000
+
+
+def test_apply_ignores_fields_drawn_for_another_algorithm(store, run):
+    """A click that beats the redrawn form (select hash, click at once) carries the previous algorithm's
+    fields: they are not hash's, so the switch goes with hash's defaults instead of a refusal."""
+    client = create_app(store=store).server.test_client()
+    text = _apply_form(client, run, {"distinct": "true"}, algo="hash", drawn_for="wchoices").get_data(as_text=True)
+    assert "submitted" in text and "unknown parameter" not in text, text
+    (cmd,) = store.recent_commands(10)
+    assert cmd["kind"] == "set-algorithm" and cmd["payload"] == {"algorithm": "hash", "params": {}}
+    # the fields drawn for the selected algorithm are read as before
+    text = _apply_form(client, run, {"theta_max": "500"}, algo="mixed").get_data(as_text=True)
+    assert "refused" in text and "[0, 100]" in text, text
 
 
 def test_second_pause_sends_nothing(store, run):
