@@ -1,8 +1,8 @@
 """Default parameters on real traces (issue 25), run as a user runs them (10 workers, 2 sources,
-5,000-tuple intervals): the ``movielens`` ratings keyed by user, where users rate in sessions, and the
-2013 NYC flights keyed by aircraft (``tailnum``).  A change of a default that makes a rebalancer worse
-than not rebalancing (median above its base's, or p90 above 1.05 × its base's), or W-Choices' head
-lag behind the bursts, fails here."""
+5,000-tuple intervals): the ``movielens`` ratings keyed by user, where users rate in sessions, the
+2013 NYC flights keyed by aircraft (``tailnum``) and the synthetic ``drift`` stream.  A change of a
+default that makes a rebalancer worse than not rebalancing (median above its base's, or p90 above
+1.05 × its base's), or W-Choices' head lag behind the bursts, fails here."""
 
 from __future__ import annotations
 
@@ -17,13 +17,17 @@ WORKERS, INTERVAL = 10, 5_000
 #: (workload, its parameters) of the bursty trace
 USERS = ("movielens", {"column": "userId"})
 AIRCRAFT = ("flights", {"column": "tailnum", "span": 0})
+#: the synthetic ``drift`` stream of ``skewlab bench trace`` (200,000 tuples: 40 intervals)
+DRIFT = ("drift", {})
+DRIFT_MESSAGES = 200_000
 REBALANCERS = [a for a in registry.names() if registry.get(a).rebalancing]
 
 
 def run(algorithm: str, trace, seed: int = 0, plans_on: bool = True, **params) -> dict:
     workload, wparams = trace
     cfg = SimulationConfig(algorithm=algorithm, workers=WORKERS, sources=2, workload=workload,
-                           workload_params=dict(wparams), interval_messages=INTERVAL, seed=seed, params=params)
+                           workload_params=dict(wparams), interval_messages=INTERVAL, seed=seed, params=params,
+                           messages=DRIFT_MESSAGES if trace is DRIFT else None)
     return simulate(cfg, plans_on=plans_on)
 
 
@@ -55,6 +59,22 @@ def test_rebalancer_defaults_are_never_worse_than_not_rebalancing_by_aircraft(al
     """The whole flights trace by ``tailnum`` (67 intervals; seed 1: scan and redist had a higher median
     than their base before the gate judged tables against the base hash)."""
     assert_not_worse(algorithm, AIRCRAFT, seed)
+
+
+#: (rebalancer, seed) that are worse than their base on ``drift`` with the default gate (docs/results.md,
+#: "Recency and the migration gate": the gate's migration test starves the Gedik family's plans there)
+DRIFT_KNOWN_WORSE = {("scan", 0), ("scan", 1), ("redist", 0), ("redist", 1), ("readj", 0)}
+
+
+@pytest.mark.parametrize("seed", (0, 1))
+@pytest.mark.parametrize("algorithm", REBALANCERS)
+def test_rebalancer_defaults_are_never_worse_than_not_rebalancing_on_drift(algorithm, seed, request):
+    """The synthetic ``drift`` stream (its rank→key mapping shifts by one key every interval), both seeds of ``skewlab
+    bench trace --seeds 2``.  The cases of :data:`DRIFT_KNOWN_WORSE` fail today (strict xfail: one
+    that starts to pass fails here, so the list is kept exact)."""
+    if (algorithm, seed) in DRIFT_KNOWN_WORSE:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="issue 25 item 2 open on drift for the Gedik family"))
+    assert_not_worse(algorithm, DRIFT, seed)
 
 
 def test_the_gate_returns_to_the_base_hash_when_the_tables_lose():
