@@ -67,6 +67,7 @@ from skewlab.engine.algorithms.sketches import (
     SpaceSaving,
     prefetch,
     ss_count,
+    ss_decay,
     ss_error,
     ss_guaranteed,
     ss_offer,
@@ -887,14 +888,16 @@ class _HeadRouter(SketchPerSource, _SplitKeyRouter):
         s = self._source(source)
         return int(self.sketch.meta[s, TOTAL] + self.state[s, ST_LOST])
 
-    def _decay(self, s: int) -> None:
-        """Decay source ``s``'s sketch (:meth:`skewlab.engine.algorithms.sketches.SpaceSaving.decay`) and shift the
-        schedules that count in its N (the next d refresh) by what N lost."""
-        lost = self.sketch.decay(float(self.p["decay"]), s)
+    def _decay(self, s: int, arrays: tuple, factor: float, epoch: int) -> None:
+        """Decay source ``s``'s sketch by ``factor`` (:func:`skewlab.engine.algorithms.sketches.ss_decay`
+        on its ``arrays``, :meth:`SpaceSaving.arrays`), shift the schedules that count in its N (the
+        next d refresh) by what N lost and schedule the next decay ``epoch`` tuples later.  (Called
+        every ``epoch`` tuples, a few hundred: the caller passes what it computed once per batch.)"""
+        lost = ss_decay(arrays, factor)
         st = self.state[s]
         st[ST_LOST] += lost
         st[ST_NEXT] -= lost
-        st[ST_EPOCH] += self.epoch
+        st[ST_EPOCH] += epoch
 
     def _reset_loads(self) -> None:
         super()._reset_loads()
@@ -936,22 +939,21 @@ class _HeadRouter(SketchPerSource, _SplitKeyRouter):
         after = (int(self.p.get("refresh", 1)), bool(self.p.get("distinct", False)), self._magic_hi, self._magic_lo,
                  self._chunk_f0, self._chunk_f1, self._chunk_f2, self._chunk_f3, self._probs, self._tw)
         warmup = self.warmup
+        arrays, factor, epoch = before[2], float(self.p.get("decay", 1.0)), self.epoch
+        kernel = None if self.mode == MODE_D else _HEAD_KERNELS[(self.mode, KIND_TRACK if self.mode == MODE_W else KIND_RR)]
         while pos < fps.size:
             end = fps.size
             if decaying:  # the kernel stops at the next decay (a function of the tuple count only)
                 if meta[TOTAL] + st[ST_LOST] == st[ST_EPOCH]:
-                    self._decay(s)
+                    self._decay(s, arrays, factor, epoch)
                 end = min(end, pos + int(st[ST_EPOCH] - meta[TOTAL] - st[ST_LOST]))
             # the warm-up counts tuples seen; the kernel compares it with the (decayed) N
             args = (*before, warmup - int(st[ST_LOST]), *after)
             while pos < end:  # D-Choices: the kernel stops where a refresh changes the kind of pick
-                if self.mode == MODE_D:
-                    kind = _d_kind(int(st[ST_D]), self.n_workers)
-                else:
-                    kind = KIND_TRACK if self.mode == MODE_W else KIND_RR
-                pos += _HEAD_KERNELS[(self.mode, kind)](fps[pos:end], out[pos:end], *args)
+                k = kernel or _HEAD_KERNELS[(MODE_D, _d_kind(int(st[ST_D]), self.n_workers))]
+                pos += k(fps[pos:end], out[pos:end], *args)
         if decaying and self.seen(s) == st[ST_EPOCH]:  # (so that the batch ends after its decay)
-            self._decay(s)
+            self._decay(s, arrays, factor, epoch)
         return out
 
     # ------------------------------------------------------------------ inspection
