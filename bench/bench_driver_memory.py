@@ -88,6 +88,7 @@ def run_one(keys: int, args: argparse.Namespace) -> dict[str, Any]:
         sink=os.path.join(tmp, "sink"), algorithm=args.algorithm, workers=args.workers, max_workers=args.workers,
         sources=2, interval=0.001, rate=0, max_per_batch=args.per_batch, window=10, workload="zipf",
         workload_params={"keys": keys, "z": 0.0}, shadow=[], max_batches=args.batches, master=args.master,
+        spark_conf={"spark.driver.memory": args.jvm_memory} if getattr(args, "jvm_memory", "") else {},
     )
     known = {f.name for f in dataclasses.fields(EngineConfig)}  # an older checkout (for comparisons) lacks some
     cfg = EngineConfig(**{k: v for k, v in settings.items() if k in known})
@@ -130,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--algorithm", default="mixed")
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--jvm-memory", default="", metavar="SIZE",
+                    help="spark.driver.memory of the local JVM, e.g. 4g (default: Spark's 1g)")
     ap.add_argument("--migrate-after", type=int, default=None, metavar="B",
                     help="submit set-workers WORKERS-1 after batch B (measure the driver while keys migrate)")
     ap.add_argument("--json", help="write the results as JSON to PATH (- = stdout)")
@@ -143,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{keys} keys ...", file=sys.stderr, flush=True)
         cmd = [sys.executable, os.path.abspath(__file__), "--one", str(keys), "--per-batch", str(args.per_batch),
                "--batches", str(args.batches), "--algorithm", args.algorithm, "--workers", str(args.workers),
-               "--master", args.master] + ([] if args.migrate_after is None else ["--migrate-after", str(args.migrate_after)])
+               "--master", args.master, "--jvm-memory", args.jvm_memory] + ([] if args.migrate_after is None else ["--migrate-after", str(args.migrate_after)])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))}
         done = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if done.returncode:
