@@ -4,7 +4,8 @@
 Usage::
 
     python bench/bench_driver_memory.py [--keys 10000,1000000] [--per-batch 500000] [--batches 5]
-                                        [--algorithm mixed] [--workers 8] [--json PATH|-]
+                                        [--algorithm mixed] [--workers 8] [--migrate-after B]
+                                        [--jvm-memory SIZE] [--json PATH|-]
 
 For every ``--keys`` value one engine run in a fresh Python process (so one run's memory never
 counts in the next): :class:`skewlab.engine.runtimes.spark.engine.SparkEngine` on the ``skewlab-generator`` stream
