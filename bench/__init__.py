@@ -14,7 +14,9 @@ Modules
 * ``skewlab.bench.repro_fish`` — FISH vs D-/W-Choices on the flights trace and on Zipf / drift.
 * :mod:`skewlab.bench.perf` — routing throughput, plan time, Spark end-to-end, store query time.
 * ``skewlab.bench.bench_routing``, ``skewlab.bench.bench_plan``, ``skewlab.bench.bench_gedik``, ``skewlab.bench.bench_spark`` — the
-  stand-alone benchmark scripts; their functions are reused by the modules above.
+  stand-alone benchmark scripts; their functions are reused by the modules above
+  (``skewlab.bench.spark_mean_udfs``: the windowed mean in plain PySpark, baselines of ``bench_spark``;
+  ``skewlab.bench.bench_distinct``: the ``distinct`` operator's sketch error merged over split workers).
 
 Nothing here is imported by the engine; importing :mod:`bench` is cheap (no numba compilation, no
 Spark) until a target runs.

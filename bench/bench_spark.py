@@ -6,7 +6,8 @@ Usage::
     python bench/bench_spark.py [--master local[2]] [--batches 4] [--warmup 2] [--per-batch 200000]
                                 [--workers 8] [--keys 100000] [--zipf 1.2] [--window 10]
                                 [--only hash,dchoices] [--param ALGO:NAME=VALUE ...] [--service-us US]
-                                [--no-jvm] [--json PATH|-]
+                                [--operator count,mean,pkg.module:Class] [--baselines KIND,...]
+                                [--buckets 32] [--no-jvm] [--json PATH|-]
 
 Every variant reads the same ``skewlab-generator`` stream (Zipf ``--zipf`` over ``--keys`` keys,
 seed 0, 2 source instances, unlimited rate, exactly ``--per-batch`` tuples per micro-batch) and runs
@@ -25,6 +26,14 @@ a windowed per-key count (window ``--window`` micro-batches) whose results go to
 * **baseline (b), JVM aggregation** (``kind="jvm"``) — ``groupBy("key").count()`` of each
   micro-batch in ``foreachBatch``, written to Parquet: no Python, no state, no window; the ceiling a
   JVM operator gets on this stream.
+* **native stateful aggregation** (``native``; ``native-mean``) — Spark's own streaming aggregation,
+  ``groupBy("key").count()`` (``.agg(avg("value"))``), output mode update, in the same state store
+  and partitions: a running total per key since the query started (no window), all in the JVM.
+* **the mean in PySpark** (``stateful-mean``; ``bucket-mean``), :mod:`skewlab.bench.spark_mean_udfs`:
+  the engine's windowed mean as ``groupBy("key").applyInPandasWithState`` (a Python call per key)
+  and as ``groupBy(pmod(hash(key), --buckets)).applyInPandasWithState`` with a table of per-key rings
+  per bucket (a call per bucket, vectorised).  Baselines of values read the generator's seeded
+  values (``values=true``), as the engine does for an operator of values.
 * **skewlab** (:func:`run_engine`) — :class:`skewlab.engine.runtimes.spark.engine.SparkEngine` with the grouping:
   routing inside the source scan, ``groupBy(worker label).applyInPandasWithState`` with one task
   and one state partition per worker (``max_workers = workers``, so as many state partitions as
@@ -44,8 +53,9 @@ own and the slowest worker set the pace.  ``max_worker_seconds`` is Σ_b max_w t
 interval rows: ``load_over_bound`` = max_w L_w / max(mean_w L_w, heaviest key's load) per batch (mean and
 max over the measured batches), 1.0 = as balanced as any single-owner grouping can be (issue #14 asks
 ≤ 1.1 for the rebalancers).  ``latency``: :func:`worker_latency`; ``migrations``: the run's migrations
-(count, keys and serialized bytes moved, longest pause).  ``--operator join`` runs the engine's join
-(loads in its cost model) and no baselines.
+(count, keys and serialized bytes moved, longest pause).  ``--operator`` takes several operators
+(built-ins or a user's ``package.module:Class``): every grouping runs with each, in the order given;
+``--baselines`` picks the baselines (default: (a) and (b) for ``count``, none otherwise).
 
 Each variant's first result batch is checked: its windowed counts (the window starts empty) sum to
 the batch's tuples.  Issue targets (reported, not asserted): throughput ≥ 1.0× baseline (a) at
@@ -72,7 +82,7 @@ if ROOT not in sys.path:
 
 SOURCES = 2
 #: defaults of the optional fields of ``args`` (callers such as :mod:`skewlab.bench.perf` may omit them)
-DEFAULTS = {"window": 10, "master": "local[2]", "operator": "count", "service_us": 0.0}
+DEFAULTS = {"window": 10, "master": "local[2]", "operator": "count", "service_us": 0.0, "buckets": 32}
 
 BASE_OUT = "key string, batch long, count long"
 BASE_STATE = "last long, ring binary"
@@ -122,22 +132,60 @@ def make_window_count(window: int) -> Callable[..., Iterator[Any]]:
     return count
 
 
-def _gen_opts(args: Any) -> dict[str, str]:
-    return {"workload": "zipf", "params": json.dumps({"keys": args.keys, "z": args.zipf}), "seed": "0",
+def _gen_opts(args: Any, values: bool = False) -> dict[str, str]:
+    opts = {"workload": "zipf", "params": json.dumps({"keys": args.keys, "z": args.zipf}), "seed": "0",
             "partitions": str(SOURCES), "rate": "0", "max_per_batch": str(args.per_batch)}
+    return {**opts, "values": "true"} if values else opts
+
+
+#: the baselines by kind: (label, reads values, output mode, result column whose first batch sums to
+#: the batch's tuples or None)
+BASELINES: dict[str, tuple[str, bool, str, str | None]] = {
+    "stateful": ("(a) applyInPandasWithState by key", False, "append", "count"),
+    "jvm": ("(b) JVM groupBy(key).count()", False, "append", "count"),
+    "native": ("native groupBy(key).count() stateful", False, "update", "count"),
+    "native-mean": ("native groupBy(key).agg(avg) stateful", True, "update", None),
+    "stateful-mean": ("mean: applyInPandasWithState by key", True, "append", "n"),
+    "bucket-mean": ("mean: applyInPandasWithState by bucket", True, "append", "n"),
+}
+
+
+def _baseline_query(src: Any, kind: str, args: Any) -> Any:
+    """The stateful part of baseline ``kind`` on the generator stream ``src`` (module docstring)."""
+    from pyspark.sql import functions as F
+
+    from skewlab.bench import spark_mean_udfs as udfs
+
+    window = _arg(args, "window")
+    batch = F.floor(F.col("seq") / (args.per_batch // SOURCES)).cast("long").alias("batch")
+    if kind == "stateful":
+        return (src.select("key", batch).groupBy("key")
+                .applyInPandasWithState(make_window_count(window), BASE_OUT, BASE_STATE, "append", "NoTimeout"))
+    if kind == "native":
+        return src.groupBy("key").count()
+    if kind == "native-mean":
+        return src.groupBy("key").agg(F.avg("value").alias("result"))
+    if kind == "stateful-mean":
+        return (src.select("key", batch, "value").groupBy("key")
+                .applyInPandasWithState(udfs.make_window_mean(window), udfs.MEAN_OUT, udfs.KEY_STATE, "append",
+                                        "NoTimeout"))
+    if kind == "bucket-mean":
+        bucket = F.pmod(F.hash("key"), F.lit(int(_arg(args, "buckets")))).alias("bucket")
+        return (src.select("key", batch, "value", bucket).groupBy("bucket")
+                .applyInPandasWithState(udfs.make_bucket_mean(window), udfs.MEAN_OUT, udfs.BUCKET_STATE, "append",
+                                        "NoTimeout"))
+    return src  # jvm: aggregated per micro-batch in foreachBatch
 
 
 def run_baseline(spark: Any, args: Any, tmp: str, tag: str = "base", kind: str = "stateful") -> dict[str, Any]:
-    """Run baseline (a) (``kind="stateful"``) or (b) (``kind="jvm"``) for ``warmup + batches``
-    micro-batches; returns the rate (:func:`_rate`) and ``first_batch_ok`` (the check above)."""
-    from pyspark.sql import functions as F
-
+    """Run baseline ``kind`` (:data:`BASELINES`) for ``warmup + batches`` micro-batches; returns the
+    rate (:func:`_rate`) and ``first_batch_ok`` (the check above; None for a baseline without one)."""
     from skewlab.engine.runtimes.spark.session import configure_state_store
 
-    if kind not in ("stateful", "jvm"):
-        raise ValueError(f"kind must be 'stateful' or 'jvm', got {kind!r}")
+    if kind not in BASELINES:
+        raise ValueError(f"kind must be one of {', '.join(BASELINES)}, got {kind!r}")
+    _, values, mode, total_column = BASELINES[kind]
     configure_state_store(spark, args.workers)
-    per_source = args.per_batch // SOURCES
     out_dir = os.path.join(tmp, f"{tag}-out")
     stamps: list[tuple[float, int]] = []
 
@@ -149,13 +197,8 @@ def run_baseline(spark: Any, args: Any, tmp: str, tag: str = "base", kind: str =
         df.write.mode("overwrite").parquet(os.path.join(out_dir, f"batch={batch_id}"))
         stamps.append((time.perf_counter(), int(batch_id)))
 
-    src = spark.readStream.format("skewlab-generator").options(**_gen_opts(args)).load()
-    if kind == "stateful":
-        src = (src.select("key", F.floor(F.col("seq") / per_source).cast("long").alias("batch"))
-               .groupBy("key")
-               .applyInPandasWithState(make_window_count(_arg(args, "window")), BASE_OUT, BASE_STATE,
-                                       "append", "NoTimeout"))
-    q = (src.writeStream.outputMode("append").foreachBatch(batch)
+    src = spark.readStream.format("skewlab-generator").options(**_gen_opts(args, values)).load()
+    q = (_baseline_query(src, kind, args).writeStream.outputMode(mode).foreachBatch(batch)
          .option("checkpointLocation", os.path.join(tmp, tag)).trigger(processingTime="0 seconds").start())
     try:
         while len(stamps) < args.batches + args.warmup:
@@ -170,8 +213,11 @@ def run_baseline(spark: Any, args: Any, tmp: str, tag: str = "base", kind: str =
     first = stamps[0][1]
     import pyarrow.parquet as pq
 
-    t = pq.read_table(os.path.join(out_dir, f"batch={first}"))
-    out["first_batch_ok"] = int(t.column("count").to_numpy().sum()) == rows[first]
+    if total_column is None:
+        out["first_batch_ok"] = None
+    else:
+        t = pq.read_table(os.path.join(out_dir, f"batch={first}"))
+        out["first_batch_ok"] = int(t.column(total_column).to_numpy().sum()) == rows[first]
     out["batch_tuples"] = sorted(set(rows.values()))
     return out
 
@@ -241,10 +287,11 @@ def run_engine(name: str, args: Any, tmp: str) -> dict[str, Any]:
     import numpy as np
     import pyarrow.compute as pc
 
-    counts = res.filter(pc.equal(res.column("batch"), first_b)).column("result").to_numpy()
-    # count: the first batch's windowed counts sum to its tuples; join: the pairs of n tuples of a key
-    # in one batch are n(n-1)/2, so only the count operator has this check
-    out["first_batch_ok"] = int(np.sum(counts)) == first_n if _arg(args, "operator") == "count" else None
+    # count: the first batch's windowed counts sum to its tuples; an operator with a column ``n`` of the
+    # tuples it covers (mean) likewise; join (pairs) and others have no such check
+    total = "result" if _arg(args, "operator") == "count" else "n" if "n" in res.column_names else None
+    counts = res.filter(pc.equal(res.column("batch"), first_b)).column(total).to_numpy() if total else None
+    out["first_batch_ok"] = int(np.sum(counts)) == first_n if total else None
     return out
 
 
@@ -331,11 +378,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="hash,dchoices", help="groupings, comma-separated ('all': every registered one)")
     p.add_argument("--param", action="append", default=[], metavar="ALGO:NAME=VALUE",
                    help="a parameter of one grouping, e.g. scan:alpha=1.08 (repeatable)")
-    p.add_argument("--operator", choices=("count", "join"), default="count",
-                   help="the engine's operator (the baselines compute the windowed count: with join they are skipped)")
+    p.add_argument("--operator", default="count",
+                   help="the engine's operators, comma-separated: built-in names or package.module:Class; every "
+                        "grouping runs with each")
+    p.add_argument("--baselines", default=None,
+                   help=f"baselines, comma-separated, of {', '.join(BASELINES)} ('none': no baseline; default: "
+                        "stateful,jvm for --operator count without --service-us, else none)")
+    p.add_argument("--buckets", type=int, default=DEFAULTS["buckets"], help="key buckets of baseline bucket-mean")
     p.add_argument("--service-us", type=float, default=0.0,
                    help="emulated service time per tuple in µs (Nasir et al.'s fixed delay per message; "
-                        "the baselines have none: with it they are skipped)")
+                        "the baselines have none)")
     p.add_argument("--no-jvm", action="store_true", help="skip baseline (b)")
     p.add_argument("--once", action="store_true", help="run each baseline once (first), not first and last")
     p.add_argument("--json", default=None, help="write the results as JSON to PATH ('-': stdout)")
@@ -348,10 +400,27 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--service-us must be in [0, {MAX_SERVICE_US:g}] µs per tuple")
     if args.per_batch % SOURCES:
         p.error(f"--per-batch must be a multiple of {SOURCES} (the source instances)")
+    if args.buckets < 1:
+        p.error("--buckets must be >= 1")
     from skewlab.engine.algorithms import registry
     from skewlab.engine.config.params import ParamError, parse_assignments
+    from skewlab.engine.operators import OperatorError, load_operator
     from skewlab.engine.runtimes.spark.session import get_session
 
+    operators = [o for o in args.operator.split(",") if o]
+    for o in operators:
+        try:
+            load_operator(o)
+        except OperatorError as exc:
+            p.error(str(exc))
+    if args.baselines is None:
+        kinds = ["stateful", "jvm"] if operators == ["count"] and not args.service_us else []
+    else:
+        kinds = [k for k in args.baselines.split(",") if k and k != "none"]
+    kinds = [k for k in kinds if not (args.no_jvm and k == "jvm")]
+    for k in kinds:
+        if k not in BASELINES:
+            p.error(f"--baselines {k!r}: expected one of {', '.join(BASELINES)}")
     names = registry.names() if args.only == "all" else [n for n in args.only.split(",") if n]
     for n in names:
         registry.get(n)
@@ -369,9 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.mkdtemp(prefix="skewlab-bench-spark-")
     results: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "master": args.master},
-        "args": vars(args), "load": [], "baselines": {"stateful": [], "jvm": []}, "groupings": {}}
-    kinds = [] if args.operator != "count" or args.service_us > 0 else ["stateful"] + ([] if args.no_jvm else ["jvm"])
-    label = {"stateful": "(a) applyInPandasWithState by key", "jvm": "(b) JVM groupBy(key).count()"}
+        "args": vars(args), "load": [], "baselines": {k: [] for k in kinds}, "groupings": {}}
 
     def note(line: str) -> None:
         results["load"].append(_load())
@@ -388,19 +455,24 @@ def main(argv: list[str] | None = None) -> int:
         r["when"] = when
         results["baselines"][kind].append(r)
         save()
-        note(f"{label[kind]:<38} {r['tuples_per_second'] / 1e3:9.0f} k tuples/s ({when} run)"
-             + ("" if r["first_batch_ok"] else "  FIRST BATCH COUNTS WRONG"))
+        note(f"{BASELINES[kind][0]:<44} {r['tuples_per_second'] / 1e3:9.0f} k tuples/s ({when} run)"
+             + ("  FIRST BATCH COUNTS WRONG" if r["first_batch_ok"] is False else ""))
 
     try:
         for kind in kinds:
             baseline(kind, "first")
-        for name in names:
-            r = run_engine(name, args, tmp)
-            results["groupings"][name] = r
-            note(f"{name:<38} {r['tuples_per_second'] / 1e3:9.0f} k tuples/s, max worker {r['max_worker_seconds']:.2f} s, "
-                 f"straggler {r['straggler']:.2f}, load / bound {r['load_over_bound_mean']:.2f}"
-                 + ("  FIRST BATCH COUNTS WRONG" if r["first_batch_ok"] is False else ""))
-            save()
+        for i, op in enumerate(operators):
+            op_tmp = os.path.join(tmp, f"operator-{i}")  # a checkpoint per (grouping, operator)
+            os.makedirs(op_tmp)
+            for name in names:
+                label = name if len(operators) == 1 else f"{name} [{op}]"
+                r = run_engine(name, types.SimpleNamespace(**{**vars(args), "operator": op}), op_tmp)
+                r["operator"] = op
+                results["groupings"][label] = r
+                note(f"{label:<44} {r['tuples_per_second'] / 1e3:9.0f} k tuples/s, max worker "
+                     f"{r['max_worker_seconds']:.2f} s, straggler {r['straggler']:.2f}, load / bound "
+                     f"{r['load_over_bound_mean']:.2f}" + ("  FIRST BATCH COUNTS WRONG" if r["first_batch_ok"] is False else ""))
+                save()
         if not args.once:
             for kind in reversed(kinds):
                 baseline(kind, "last")
@@ -412,21 +484,23 @@ def main(argv: list[str] | None = None) -> int:
           f"window {args.window}, {args.batches} measured after {args.warmup} warm-up, {args.master}"
           + (f", service {args.service_us:g} µs per tuple" if args.service_us else ""))
     for kind, v in ref.items():
-        print(f"{label[kind]:<38} {v / 1e3:9.0f} k tuples/s (mean of {len(results['baselines'][kind])} runs)")
-    hdr = f"{'grouping':<12} {'k tuples/s':>10} {'x (a)':>6} {'x (b)':>6} {'straggler':>9} {'max wkr s':>9} " \
-          f"{'1core/wkr k/s':>13} {'tuples max/mean':>15} {'load/bound':>10} {'lat max-mean':>12} {'p50':>6} " \
-          f"{'p95':>6} {'p99':>6}"
+        print(f"{BASELINES[kind][0]:<44} {v / 1e3:9.0f} k tuples/s (mean of {len(results['baselines'][kind])} runs)")
+    hdr = f"{'variant':<44} {'k tuples/s':>10} " + " ".join(f"{'x ' + k:>15}" for k in ref) + \
+          f" {'straggler':>9} {'max wkr s':>9} {'1core/wkr k/s':>13} {'tuples max/mean':>15} {'load/bound':>10} " \
+          f"{'lat max-mean':>12} {'p50':>6} {'p95':>6} {'p99':>6}"
     print(hdr)
     for name, r in results["groupings"].items():
-        r["ratio_vs_stateful"] = r["tuples_per_second"] / ref["stateful"] if ref.get("stateful") else None
-        r["ratio_vs_jvm"] = r["tuples_per_second"] / ref["jvm"] if ref.get("jvm") else None
+        r["ratios"] = {k: r["tuples_per_second"] / v for k, v in ref.items() if v}
+        r["ratio_vs_stateful"] = r["ratios"].get("stateful")
+        r["ratio_vs_jvm"] = r["ratios"].get("jvm")
         r["ratio_vs_baseline"] = r["ratio_vs_stateful"]
 
         def f(x: Any, fmt: str) -> str:
             return format(x, fmt) if x is not None else "-"
 
-        print(f"{name:<12} {r['tuples_per_second'] / 1e3:10.0f} {f(r['ratio_vs_stateful'], '6.2f')} "
-              f"{f(r['ratio_vs_jvm'], '6.2f')} {f(r['straggler'], '9.2f')} {f(r['max_worker_seconds'], '9.2f')} "
+        print(f"{name:<44} {r['tuples_per_second'] / 1e3:10.0f} "
+              + " ".join(f(r["ratios"].get(k), "15.2f") for k in ref)
+              + f" {f(r['straggler'], '9.2f')} {f(r['max_worker_seconds'], '9.2f')} "
               f"{f(r['one_core_per_worker_tps'] and r['one_core_per_worker_tps'] / 1e3, '13.0f')} "
               f"{f(r['tuple_max_over_mean'], '15.2f')} {f(r['load_over_bound_mean'], '10.2f')} "
               + " ".join(f((r["latency"] or {}).get(k), w) for k, w in
