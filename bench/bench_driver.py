@@ -98,7 +98,7 @@ class Executors:
 
     def __init__(self, partitions: int, window: int, sink: str) -> None:
         self.P = int(partitions)
-        self.handler = make_handler(self.P, window, sink)
+        self.handler = make_handler(self.P, window, sink, migrations=os.path.join(os.path.dirname(sink), "migrations"))
         self.states: dict[int, GroupStateStandIn] = {}
         self.handler_seconds = 0.0
         #: CPU seconds of each worker's handler call in the last batch (worker -> seconds)
@@ -150,7 +150,7 @@ def run_grouping(algo: str, stream: Stream, args: argparse.Namespace, base: Path
     times: dict[str, list[float]] = {k: [] for k in (*STAGES, "handler", "worker_max")}
     straggler: list[float] = []
     failures: list[str] = []
-    imports: dict[int, list[bytes]] = {}
+    imports: dict[int, list] = {}
     holding: set[int] = set()
     rows = 0
     for b in range(args.batches):
@@ -188,8 +188,8 @@ def run_grouping(algo: str, stream: Stream, args: argparse.Namespace, base: Path
             failures.append(f"{algo} batch {b}: unpacked {int(u['counts'].sum())}, controller {row['tuples']}, "
                             f"sent {args.tuples} tuples")
         imports = {}
-        for _, target, blob in u["exports"]:
-            imports.setdefault(target, []).append(blob)
+        for ref in u["exports"]:
+            imports.setdefault(ref.target, []).append(ref)
         holding = {w for w, s in u["summaries"].items() if s["keys"] or s["held"]}
     med = {k: 1000 * float(np.median(x[1:] if len(x) > 1 else x)) for k, x in times.items()}
     med["straggler"] = float(np.median(straggler[1:] if len(straggler) > 1 else straggler))

@@ -328,10 +328,10 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
         snap = RoutingSnapshot.loads(data)
         t_load = time.perf_counter() - t
         t = time.perf_counter()
-        enc = [encode_side({"type": "import", "blob": x}) for bl in snap.imports.values() for x in bl]
+        enc = [encode_side({"type": "import", "ref": x}) for bl in snap.imports.values() for x in bl]
         t_enc = time.perf_counter() - t
         carry.append({"batch": b, "route_bytes": len(data), "blobs": sum(len(v) for v in snap.imports.values()),
-                      "blob_bytes": sum(len(x) for v in snap.imports.values() for x in v),
+                      "blob_bytes": sum(x.bytes for v in snap.imports.values() for x in v),
                       "import_rows_chars": sum(map(len, enc)), "unpickle_ms": t_load * 1e3, "encode_ms": t_enc * 1e3})
     return {"migrations": rows_out, "batches": batches, "checks": checks, "carry": carry,
             "load_start": load_start, "load_end": _load(), "wall_seconds": wall, "run_id": eng.run_id}

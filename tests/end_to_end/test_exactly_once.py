@@ -203,3 +203,26 @@ def test_kill_9_with_split_keys_then_restart_gives_ground_truth(tmp_path):
     assert only(got, truth) == truth
     shares = read_sink(str(tmp_path / "sink")).column("shares").to_pylist()
     assert max(shares) > 1  # head keys were split over workers and merged
+
+
+def test_kill_9_between_export_and_import_then_restart_gives_ground_truth(tmp_path):
+    """Migrated state goes from the exporting task to the importing task through files in the
+    checkpoint (state_transfer).  Killed when the import batch starts (its export batch committed,
+    the blobs only on disk, their references only in the published routing snapshot), then when the
+    import batch's operator has run but Spark has not committed it (its replay reads the blobs again):
+    every (batch, key) result is exact and once, and the files of imported batches are pruned."""
+    keys, data = write_stream(tmp_path, 30_000)
+    kills, text = kill_and_restart(tmp_path, data, ["begun:{}:import", "collected:{}:import"])
+    assert kills >= 2 and text.count("fault injection: SIGKILL at begun") == 1, text[-3000:]
+    assert text.count("fault injection: SIGKILL at collected") == 1, text[-3000:]
+    snap = latest_snapshot(tmp_path)
+    assert sum(snap["consumed"].values()) == len(keys)
+    assert snap["controller"].migrations, "no migration happened: the test would not exercise export/import"
+    per_batch = batch_keys(tmp_path / "ckpt", lambda p, s, e: [keys[j * 2 + p] for j in range(s, e)])
+    got, rows, distinct = sink_results(tmp_path / "sink")
+    assert rows == distinct, "a (batch, key) was written twice"
+    truth = windowed_truth(per_batch, 3)
+    assert only(got, truth) == truth
+    last = snapshots(tmp_path)[-1]
+    left = [int(p.name.split("=")[1]) for p in (tmp_path / "ckpt" / "migrations").glob("batch=*")]
+    assert all(b >= last - 1 for b in left), (left, last)

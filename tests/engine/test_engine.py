@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import threading
 from collections import Counter
 
@@ -48,9 +49,12 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):
     store = connect(cfg.db)
     bad = store.submit_command("set-workers", {"workers": 0})
     seen: list[int] = []
+    exported: set[str] = set()  # export batches whose blobs were in the checkpoint's migrations directory
 
     def after(engine, batch_id):
         seen.append(batch_id)
+        if os.path.isdir(engine.migration_dir):
+            exported.update(os.listdir(engine.migration_dir))
         if len(seen) == 2:  # mid-run, as an operator would
             engine.store.submit_command("set-workers", {"workers": 5})
             engine.store.submit_command("set-algorithm", {"algorithm": "mixed", "params": {"theta_max": 0.1}})
@@ -107,6 +111,9 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):
     assert rows == distinct and only(got, truth) == truth
     assert any(m["bytes_moved"] for m in store.migration_events(run))
     assert all(w["state_bytes"] is not None for w in store.worker_metrics(run))
+    # the moved state went task to task through the checkpoint's filesystem, pruned once imported
+    assert exported and all(name.startswith("batch=") for name in exported)
+    assert all(int(name[len("batch="):]) >= again.last_batch - 1 for name in os.listdir(again.migration_dir))
 
 
 def test_the_first_batch_carries_the_tuples_that_arrived_while_the_query_started(spark, tmp_path):

@@ -17,6 +17,7 @@ from skewlab.engine.algorithms.keys import fingerprint, fingerprints
 from skewlab.engine.runtimes.spark.labels import spark_partition_of, worker_labels
 from skewlab.engine.runtimes.spark.operator import OUT_ARROW, make_handler, unpack_output
 from skewlab.engine.runtimes.spark.result_sink import read_sink, sink_file
+from skewlab.engine.runtimes.spark.state_transfer import export_path, read_export
 from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, make_router
 
 
@@ -76,11 +77,13 @@ def test_labels_hash_onto_their_partition():
 
 
 def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
-    """Batch 0 counts; batch 1 moves key 'a' from its owner to the other worker (export + hold);
-    batch 2 imports it: the held tuples are emitted with the exact window count, once."""
+    """Batch 0 counts; batch 1 moves key 'a' from its owner to the other worker (export + hold: the
+    owner writes the blob to the migrations directory and returns only a reference); batch 2 imports
+    it from the file: the held tuples are emitted with the exact window count, once."""
     P, W = 2, 3
-    sink = str(tmp_path)
-    handler = make_handler(P, W, sink)
+    sink = str(tmp_path / "sink")
+    moves = str(tmp_path / "migrations")
+    handler = make_handler(P, W, sink, migrations=moves)
     states: dict[int, FakeState] = {}
     g = registry.create("hash", 2)
     idle = {0: {"exports": {}, "expect": []}, 1: {"exports": {}, "expect": []}}
@@ -94,13 +97,23 @@ def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
     control = {owner: {"exports": {other: a}, "expect": []}, other: {"exports": {}, "expect": a}}
     snap1 = route(g, 1, P, control)
     routed1 = pa.concat_tables([table, snap1.cast(table.schema)])
-    out1 = unpack_output(pa.concat_tables(run_handler(handler, routed1, P, states)))
+    collected = pa.concat_tables(run_handler(handler, routed1, P, states))
+    out1 = unpack_output(collected)
     assert len(out1["exports"]) == 1
-    frm, to, blob = out1["exports"][0]
-    assert (frm, to) == (owner, other) and pickle.loads(blob)["keys"] == ["a"]
+    ref = out1["exports"][0]
+    assert (ref.batch, ref.source, ref.target, ref.keys) == (1, owner, other, 1)
+    assert ref.path == export_path(moves, 1, owner, other)
+    blob = (tmp_path / "migrations" / "batch=1" / f"from-{owner}-to-{other}.blob").read_bytes()
+    assert pickle.loads(blob)["keys"] == ["a"] and ref.bytes == len(blob)
+    # the driver's collected output and the next routing snapshot carry the reference, not the state
+    assert not any(blob in (d or b"") for d in collected.column("data").to_pylist())
+    snap2 = RoutingSnapshot(2, g.router, P, idle, {other: [ref]}).dumps()
+    assert blob not in snap2 and len(snap2) < len(RoutingSnapshot(2, g.router, P, idle, {}).dumps()) + 400
     assert out1["summaries"][other]["held"] == 2
-    out2 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 2, P, idle, {to: [blob]}), P, states)))
+    out2 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 2, P, idle, {other: [ref]}), P, states)))
     assert out2["summaries"][other]["imported_keys"] == 1
+    # a replay of the import batch reads the same file again: the import is repeatable
+    assert read_export(ref)["keys"] == ["a"]
     res = read_sink(sink).to_pydict()
     got = sorted(zip(res["batch"], res["key"], res["result"]))
     assert got == [(0, "a", 3), (0, "b", 1), (1, "a", 5)]  # once, by the new owner: 3 + 2 (no retraction row)
@@ -115,7 +128,7 @@ def test_service_time_is_slept_for_the_tuples_a_worker_applies(tmp_path, monkeyp
     calls = iter(range(10**6))
     monkeypatch.setattr(operator.time, "sleep", lambda s: slept.append((next(calls), round(s, 9))))
     P, W = 2, 3
-    handler = make_handler(P, W, str(tmp_path), service_us=250.0)
+    handler = make_handler(P, W, str(tmp_path), service_us=250.0, migrations=str(tmp_path / "migrations"))
     states: dict[int, FakeState] = {}
     g = registry.create("hash", 2)
     idle = {0: {"exports": {}, "expect": []}, 1: {"exports": {}, "expect": []}}
@@ -132,8 +145,8 @@ def test_service_time_is_slept_for_the_tuples_a_worker_applies(tmp_path, monkeyp
     out1 = unpack_output(pa.concat_tables(run_handler(handler, routed1, P, states)))
     assert out1["summaries"][other]["applied"] == 0 and out1["summaries"][other]["held"] == 2
     assert slept == []  # held tuples are not worked on yet
-    blob = out1["exports"][0][2]
-    out2 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 2, P, idle, {other: [blob]}), P, states)))
+    ref = out1["exports"][0]
+    out2 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 2, P, idle, {other: [ref]}), P, states)))
     assert out2["summaries"][other]["applied"] == 2
     assert [s for _, s in slept] == [pytest.approx(2 * 250e-6)]
     quiet = make_handler(P, W, str(tmp_path / "quiet"))

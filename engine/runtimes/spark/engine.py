@@ -14,7 +14,7 @@ Per micro-batch ``b`` the driver (``foreachBatch``), which keeps statistics, not
 
 1. runs the batch's operator and collects only statistics: per-(worker, key fingerprint) tuple counts
    (:class:`~skewlab.engine.algorithms.keys.FingerprintVocabulary`), each worker's summary (keys and bytes of state, held
-   tuples), the task times from Spark's task metrics, the state blobs workers
+   tuples), the task times from Spark's task metrics, references to the state blobs workers
    exported and the sources' side rows; a batch the restored snapshot already applied is re-run (the
    state must advance with Spark's batch; its exports and result files are identical) and nothing
    is applied (exactly-once, see :mod:`skewlab.engine.io.checkpoint`);
@@ -25,7 +25,9 @@ Per micro-batch ``b`` the driver (``foreachBatch``), which keeps statistics, not
    batch ``b + 1`` (recorded as its ``applied_batch``), whose routing snapshot is published next, and
    their events are numbered with its interval;
 5. publishes batch ``b + 1``'s routing snapshot: the grouping's router, every worker's orders (keys to export
-   and to whom, keys to expect) and the blobs exported in ``b`` for their new workers to import;
+   and to whom, keys to expect) and references to the blobs the workers wrote in ``b`` for their new
+   workers to import (:mod:`skewlab.engine.runtimes.spark.state_transfer`: the state's bytes go from
+   task to task through the checkpoint's filesystem, never through the driver);
 6. snapshot to the checkpoint directory, then metrics to the database through the buffered sink
    (:mod:`skewlab.engine.io.metrics_sink`), then one status line.
 
@@ -76,6 +78,7 @@ from skewlab.engine.operators.builtin import Join
 from skewlab.engine.runtimes.background_warmup import BackgroundWarmup
 from skewlab.engine.runtimes.spark.cluster_settings import check_executors, is_local_master
 from skewlab.engine.runtimes.spark.result_sink import open_sink, restore_sink, sink_schema
+from skewlab.engine.runtimes.spark.state_transfer import ExportRef, prune
 from skewlab.storage.records import IntervalRecord
 from skewlab.shared import filesystems
 
@@ -91,17 +94,19 @@ logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
 _FAULT = os.environ.get("SKEWLAB_FAULT_INJECT", "")
 
 
-def _fault(phase: str, batch_id: int, *, exports: bool = False) -> None:
-    """Fault injection for the exactly-once tests: ``SKEWLAB_FAULT_INJECT=<phase>:<batch>[:export]``
+def _fault(phase: str, batch_id: int, *, exports: bool = False, imports: bool = False) -> None:
+    """Fault injection for the exactly-once tests: ``SKEWLAB_FAULT_INJECT=<phase>:<batch>[:export|:import]``
     kills the process with SIGKILL at ``phase`` of the first batch ``>= batch`` (with ``:export``:
-    the first such batch whose workers exported state).  Phases, in order: ``collected`` (the
-    operator ran and its state is committed, nothing applied), ``published`` (the next batch's routing
-    snapshot, with its imports, is written; our snapshot is not), ``saved`` (our snapshot is written;
-    Spark has not committed the batch)."""
+    the first such batch whose workers exported state; with ``:import``: whose workers import state).
+    Phases, in order: ``begun`` (the batch's function started, its operator has not run: the previous
+    batch is committed — with ``:import``, between a migration's export and its import), ``collected``
+    (the operator ran and its state is committed, nothing applied), ``published`` (the next batch's
+    routing snapshot, with its imports, is written; our snapshot is not), ``saved`` (our snapshot is
+    written; Spark has not committed the batch)."""
     parts = _FAULT.split(":")
     if len(parts) < 2 or parts[0] != phase or batch_id < int(parts[1]):
         return
-    if len(parts) > 2 and parts[2] == "export" and not exports:
+    if len(parts) > 2 and ((parts[2] == "export" and not exports) or (parts[2] == "import" and not imports)):
         return
     print(f"fault injection: SIGKILL at {phase} of batch {batch_id}", file=sys.stderr, flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
@@ -372,6 +377,8 @@ class SparkEngine:
         from skewlab.engine.runtimes.spark.sources import RouteFiles
 
         self.routes = RouteFiles(filesystems.join(self.checkpoint, "routes"))
+        #: where exporting tasks write migrated state for the importing tasks (state_transfer)
+        self.migration_dir = filesystems.join(self.checkpoint, "migrations")
         self.stop_requested = threading.Event()
         self.in_batch = threading.Lock()
         self.paused = False
@@ -403,9 +410,9 @@ class SparkEngine:
         self.migrating: list[dict[str, Any]] = []
         self._migrations_seen = 0
         #: what the next batch's routing snapshot carries besides the grouping: composed move orders
-        #: (key id -> (holders, target)) and export blobs per receiving worker
+        #: (key id -> (holders, target)) and references to the export blobs per receiving worker
         self.next_orders = compose_orders([])  # composed (key ids, holders, targets)
-        self.next_imports: dict[int, list[bytes]] = {}
+        self.next_imports: dict[int, list[ExportRef]] = {}
         #: a grouping that splits keys has run: shares of a key may be on several workers, so the
         #: workers send their shares to the merge stage, which writes the results (share_merge)
         self.shares_split = False
@@ -466,6 +473,11 @@ class SparkEngine:
             self.migrating = snap.get("migrating", [])
             self.next_orders = snap.get("next_orders", compose_orders([]))
             self.next_imports = snap.get("next_imports", {})
+            if any(not isinstance(r, ExportRef) for refs in self.next_imports.values() for r in refs):
+                self.store.close()
+                raise ParamError(
+                    f"checkpoint {self.checkpoint} was written by an engine version that carried migrated state "
+                    "through the driver; start a new run with --run-name NAME or --checkpoint DIR")
             self._migrations_seen = snap.get("migrations_seen", len(self.controller.migrations))
             self.shares_split = bool(snap.get("shares_split", False))
             self._latencies = snap.get("latencies", [])
@@ -521,7 +533,7 @@ class SparkEngine:
         """Publish the routing snapshot the sources use for ``batch_id`` (see skewlab.engine.runtimes.spark.sources):
         the grouping, the state partitions, every worker's control payload (exports, keys to expect:
         the moves the controller ordered since the last publication, composed with those already
-        published for this batch) and the export blobs each worker imports in that batch.  With
+        published for this batch) and references to the export blobs each worker imports in that batch.  With
         state to export or import the batch runs even if no tuple arrives (``flush``)."""
         from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, control_payloads
 
@@ -543,7 +555,7 @@ class SparkEngine:
                                                       values=self.cfg.value_kind(self.operator)).dumps(),
                             flush=bool(self.next_imports or self.next_orders[0].size))
 
-    def _track_migrations(self, batch_id: int, exports: list[tuple[int, int, bytes]], latency_ms: float
+    def _track_migrations(self, batch_id: int, exports: list[ExportRef], latency_ms: float
                           ) -> list[dict[str, Any]]:
         """Follow each migration through its batches: the export batch (the old workers' state leaves
         their tasks: bytes moved), then the import batch (the new workers merge it and release the held
@@ -552,7 +564,7 @@ class SparkEngine:
         now = time.time()
         for m in list(self.migrating):
             if m["export_batch"] == batch_id:
-                m["bytes_moved"] = sum(len(b) for _, _, b in exports)
+                m["bytes_moved"] = sum(ref.bytes for ref in exports)
                 m["latency_export_ms"] = latency_ms
                 m["export_end"] = now
             elif m["export_batch"] < batch_id:
@@ -650,6 +662,7 @@ class SparkEngine:
             # it uncommitted, so it is replayed (and applied once) on the next start.
             raise RuntimeError("skewlab engine stopping; batch left for replay")
         with self.in_batch:
+            _fault("begun", batch_id, imports=bool(self.next_imports) and batch_id == self.last_batch + 1)
             if batch_id <= self.last_batch:
                 # The workers' state must still advance with Spark's batch: run the operator (its
                 # exports and result files are the same as the first time), apply nothing.
@@ -695,7 +708,7 @@ class SparkEngine:
         # The sources routed this batch with the snapshot published for it (route_dir); the workers'
         # stateful operator ran on it (_start_query); only statistics, exports and side rows arrive.
         u = self._collect(df, batch_id)
-        _fault("collected", batch_id, exports=bool(u["exports"]))
+        _fault("collected", batch_id, exports=bool(u["exports"]), imports=bool(self.next_imports))
         used = {side.get("route_batch") for side in u["states"].values()} - {batch_id}
         if used:
             raise RuntimeError(
@@ -755,12 +768,15 @@ class SparkEngine:
         # restart), then the database.
         self.next_orders = compose_orders([])
         self.next_imports = {}
-        for _, target, blob in u["exports"]:
-            self.next_imports.setdefault(target, []).append(blob)
+        for ref in u["exports"]:
+            self.next_imports.setdefault(ref.target, []).append(ref)
         self._publish_route(batch_id + 1)
         _fault("published", batch_id, exports=bool(u["exports"]))
         self._save(batch_id)
         _fault("saved", batch_id, exports=bool(u["exports"]))
+        # Spark started this batch after committing batch_id - 1, so the imports of batch_id - 1 (the
+        # exports of batch_id - 2) will not be replayed: their files go.
+        prune(self.migration_dir, batch_id - 1)
         if not self.sink.flush() and self.sink.full and not self.paused:
             # Back-pressure: never drop metric rows; stop consuming until the database is back.
             self.paused = self._backpressure = True
@@ -854,7 +870,7 @@ class SparkEngine:
         out = (routed.withColumn("label", F.element_at(labels, (F.col("worker") % P) + 1))
                .groupBy("label")
                .applyInPandasWithState(make_handler(P, self.cfg.window, self.results, self.operator, named=self.cfg.top_k,
-                                                    service_us=self.cfg.service_us),
+                                                    service_us=self.cfg.service_us, migrations=self.migration_dir),
                                        OUT_SCHEMA, STATE_SCHEMA, "append", "NoTimeout"))
         return (
             out.writeStream.outputMode("append").foreachBatch(self.process_batch)

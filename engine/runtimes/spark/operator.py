@@ -11,8 +11,8 @@ and restores it on restart.
 Per batch the handler of worker ``w``
 
 1. reads its special rows (``worker = P + w``): the batch's control row (batch id, exports, keys to
-   expect), import rows (export blobs of other workers, carried by the driver from the previous
-   batch) and the sources' side rows;
+   expect), import rows (references to the export blobs other workers wrote in the previous batch,
+   :mod:`skewlab.engine.runtimes.spark.state_transfer`: it reads the files) and the sources' side rows;
 2. computes the keyed operator's per-key partial states of the batch at once
    (:meth:`skewlab.engine.operators.KeyedOperator.partials`; not for count, whose state is the
    tuple count) and runs :meth:`WorkerWindow.step` (import, slide, export, hold, apply);
@@ -26,7 +26,7 @@ Per batch the handler of worker ``w``
    ``split``) it writes nothing and sends its window shares to the merge stage instead
    (:func:`merge_stage_rows`, :mod:`skewlab.engine.runtimes.spark.share_merge`);
 4. returns to the driver only statistics: per-key tuple counts of the batch (the controller's
-   input), its export blobs (to carry), the side rows, and one summary row (state keys, state
+   input), a reference to each export blob it wrote (path, bytes, keys), the side rows, and one summary row (state keys, state
    bytes, handler seconds, tuples held, rows sent to the merge stage); the merge stage's rows
    (:data:`MERGE_KINDS`, column ``batch``: the row's batch) stay on the executors.
 
@@ -40,7 +40,7 @@ Output columns (:data:`OUT_SCHEMA`): ``kind`` (:data:`STAT`, :data:`EXPORT`, :da
 :data:`SUMMARY`, and the merge stage's :data:`MERGE_KINDS`), ``worker``, ``key`` (stat rows of named
 keys; merge-stage rows), ``fp`` (stat rows: the key's fingerprint as a signed 64-bit integer),
 ``count`` (stat: tuples; export: target worker; summary: keys in state), ``data`` (export: the
-pickled blob; side: the pickled side dict; summary: pickled figures; merge stage: the share's or the
+blob's :class:`~skewlab.engine.runtimes.spark.state_transfer.ExportRef`, JSON; side: the pickled side dict; summary: pickled figures; merge stage: the share's or the
 result's bytes), ``batch`` (merge stage: the row's batch).
 """
 
@@ -56,6 +56,7 @@ import pyarrow as pa
 
 from skewlab.engine.operators import KeyedOperator
 from skewlab.engine.runtimes.spark.result_sink import sink_schema
+from skewlab.engine.runtimes.spark.state_transfer import ExportRef, read_export, write_export
 from skewlab.engine.runtimes.spark.window_state import WorkerWindow, key_fingerprints
 
 __all__ = ["EXPORT", "FINAL", "FRESH_SHARE", "KEPT_SHARE", "MERGE_KINDS", "OUT_ARROW", "OUT_SCHEMA", "SIDE", "STAT",
@@ -97,11 +98,13 @@ def merge_stage_rows(win: WorkerWindow, batch: int, keys: Sequence[str], results
 
 
 def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperator | None = None, named: int = 10,
-                 service_us: float = 0.0) -> Callable[..., Iterator[Any]]:
+                 service_us: float = 0.0, migrations: str | None = None) -> Callable[..., Iterator[Any]]:
     """The ``applyInPandasWithState`` function of ``operator`` (default count; an operator that
     reads values gets input rows with ``value``; see the module docstring).  ``sink``: a sink of
     :mod:`skewlab.engine.runtimes.spark.result_sink`, or a directory for Parquet results.  ``named``: how many of its
-    most frequent keys per batch a worker reports by name.
+    most frequent keys per batch a worker reports by name.  ``migrations``: the directory (resolved
+    path or URI) where exported state goes (:mod:`skewlab.engine.runtimes.spark.state_transfer`);
+    a handler without it refuses to export.
 
     ``service_us``: an emulated service time per tuple, as in Nasir et al. (ICDE 2016), Sec. VI, Q4,
     who add "a fixed delay of 1 ms to the processing of each message" to emulate CPU or I/O cost:
@@ -143,7 +146,7 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
                 if kind == "control":
                     control = info
                 elif kind == "import":
-                    imports.append(pickle.loads(info["blob"]))
+                    imports.append(read_export(info["ref"]))
                 else:
                     sides.append(raw)
         rows = pdf[~special] if special.any() else pdf
@@ -205,14 +208,16 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
                 table = pa.table([pa.array(c, f.type) for c, f in zip(cols, schema)], schema=schema)
                 results.write(batch, worker, table)
             n_results = len(res)
+            if step["exports"] and migrations is None:
+                raise RuntimeError(f"worker {worker} exports state in batch {batch} but the handler has no migrations directory")
             for target, blob in step["exports"].items():
-                b = pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)
-                export_bytes += len(b)
-                exported_keys += len(blob["keys"])
+                ref = write_export(migrations, batch, worker, int(target), blob)
+                export_bytes += ref.bytes
+                exported_keys += ref.keys
                 out_kind.append(EXPORT)
                 out_key.append(None)
                 out_count.append(int(target))
-                out_data.append(b)
+                out_data.append(ref.encode())
                 out_batch.append(None)
         for raw in sides:
             out_kind.append(SIDE)
@@ -272,14 +277,15 @@ def unpack_output(table: pa.Table) -> dict[str, Any]:
 
     Returns ``workers``/``fps``/``counts`` (the stat rows: per (worker, key fingerprint) tuples of
     the batch), ``names`` (fingerprint → name of the keys reported by name), ``states`` (source → side dict), ``dead_letters`` (reason → [count, samples]),
-    ``exports`` (list of ``(from worker, to worker, blob bytes)``) and ``summaries`` (worker →
+    ``exports`` (the :class:`~skewlab.engine.runtimes.spark.state_transfer.ExportRef` of every blob
+    the workers wrote: references, never the state's bytes) and ``summaries`` (worker →
     summary dict with ``keys`` added).
     """
     kind = table.column("kind").to_numpy(zero_copy_only=False)
     stat = kind == STAT  # one row per (worker, key): only their numeric columns are copied out
     rest = table.take(pa.array(np.flatnonzero(~stat)))
     sides: dict[int, dict[str, Any]] = {}
-    exports: list[tuple[int, int, bytes]] = []
+    exports: list[ExportRef] = []
     summaries: dict[int, dict[str, Any]] = {}
     for k, w, c, d in zip(rest.column("kind").to_pylist(), rest.column("worker").to_pylist(),
                           rest.column("count").to_pylist(), rest.column("data").to_pylist()):
@@ -287,7 +293,7 @@ def unpack_output(table: pa.Table) -> dict[str, Any]:
             info = pickle.loads(d)
             sides[int(info["source"])] = info
         elif k == EXPORT:
-            exports.append((int(w), int(c), d))
+            exports.append(ExportRef.decode(d))
         elif k == SUMMARY:
             summaries[int(w)] = {**pickle.loads(d), "keys": int(c)}
     dead: dict[str, list] = {}

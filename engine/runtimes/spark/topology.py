@@ -3,7 +3,7 @@
 Per micro-batch the driver builds a :class:`RoutingSnapshot` (the grouping's router,
 :class:`skewlab.engine.algorithms.grouping.Router`: routing table, heavy hitters and their d, per-source load
 estimates, pickled — a few KB to a few MB; never the planner's statistics — plus the
-batch's migration orders and the state blobs to import) and publishes it for the batch
+batch's migration orders and references to the state blobs to import) and publishes it for the batch
 (:class:`skewlab.engine.runtimes.spark.sources.RouteFiles`); the executors run
 
 1. :func:`make_router` inside every source scan (:mod:`skewlab.engine.runtimes.spark.sources`, option ``route_dir``):
@@ -22,7 +22,7 @@ batch's migration orders and the state blobs to import) and publishes it for the
    :mod:`skewlab.engine.runtimes.spark.operator`, one task and one state partition per worker
    (:mod:`skewlab.engine.runtimes.spark.labels`).
 
-Only per-(worker, key) statistics, export blobs, the side rows and dead-letter samples reach the
+Only per-(worker, key) statistics, references to export blobs, the side rows and dead-letter samples reach the
 driver; raw tuples and results never do (the workers write results to the sink).
 """
 
@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 
 from skewlab.engine.algorithms.grouping import Router
 from skewlab.engine.algorithms.keys import fingerprint_keys
+from skewlab.engine.runtimes.spark.state_transfer import ExportRef
 
 __all__ = [
     "ROUTED_SCHEMA",
@@ -72,15 +73,16 @@ class RoutingSnapshot:
     ``router``: the grouping's :class:`~skewlab.engine.algorithms.grouping.Router` only (``controller.planner.router``):
     its planner's statistics stay on the driver.  ``partitions``: the state partitions P of the query (one per possible worker; special rows go to
     ``P + w``).  ``control``: per worker the instructions of this batch (``exports``: target → keys,
-    ``expect``: keys whose state arrives next batch); ``imports``: per worker the export blobs it
-    receives this batch.  Only the *lead* input partition emits the control and import rows.
+    ``expect``: keys whose state arrives next batch); ``imports``: per worker the references to the
+    export blobs it reads this batch (:mod:`skewlab.engine.runtimes.spark.state_transfer`: the
+    state's bytes stay in the checkpoint's filesystem).  Only the *lead* input partition emits the control and import rows.
     """
 
     batch_id: int
     router: Router
     partitions: int = 0
     control: dict[int, dict[str, Any]] = field(default_factory=dict)
-    imports: dict[int, list[bytes]] = field(default_factory=dict)
+    imports: dict[int, list[ExportRef]] = field(default_factory=dict)
     #: what routed rows carry as ``value`` (:data:`VALUE_KINDS`): ``seq`` (the join operator:
     #: :data:`ROUTED_VALUES_SCHEMA`), ``field`` (the record's value: :data:`ROUTED_FIELD_SCHEMA`), ``none``
     #: (snapshots of older runs hold ``True``/``False``, which mean ``seq``/``none``)
@@ -143,7 +145,7 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
     Special rows go to ``worker = P + w`` (``P`` = ``snapshot.partitions``, else ``n``): side rows of
     source ``s`` to ``w = s mod n``; with ``lead`` (one input partition per batch), one *control row*
     per worker of ``snapshot.control`` (``{"type": "control", "batch", "exports", "expect"}``) and one
-    *import row* per blob of ``snapshot.imports`` (``{"type": "import", "blob"}``).
+    *import row* per reference of ``snapshot.imports`` (``{"type": "import", "ref"}``).
     """
 
     def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -225,8 +227,8 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
         if lead:
             for w, payload in sorted(snap.control.items()):
                 special.append((encode_side({"type": "control", "batch": snap.batch_id, **payload}), base + w))
-            for w, blobs in sorted(snap.imports.items()):
-                special.extend((encode_side({"type": "import", "blob": b}), base + w) for b in blobs)
+            for w, refs in sorted(snap.imports.items()):
+                special.extend((encode_side({"type": "import", "ref": ref}), base + w) for ref in refs)
         if special:
             cols = [pa.array([k for k, _ in special], pa.string()), pa.array([w for _, w in special], pa.int32())]
             names_out = ["key", "worker"]
