@@ -83,3 +83,43 @@ def test_released_results_pass_through_once():
                       "key": ["a", "a"], "data": pa.array([pickle.dumps((7,)), op.dumps(3)], pa.binary())})
     out = merge_rows(table, op).to_pydict()
     assert sorted(zip(out["batch"], out["key"], out["result"], out["shares"])) == [(4, "a", 7, 1), (5, "a", 3, 1)]
+
+
+def test_merge_stage_in_spark_writes_each_key_as_its_hash_bucket_whatever_the_task_count(spark, tmp_path):
+    """The merge stage's writer of a key is the partition ``repartition(P, key)`` gives it (so files
+    written before this stage ran in fewer tasks are rewritten identically on a replay), and the files
+    are the same with 1, 2 or P tasks: one row per (batch, key), equal to merge_rows over all rows."""
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    from skewlab.engine.runtimes.spark.result_sink import ParquetSink, sink_file, sink_schema
+    from skewlab.engine.runtimes.spark.share_merge import merge_in_spark
+
+    op, P, batch = Count(), 6, 7
+    rng = np.random.default_rng(3)
+    keys = [f"k{int(i)}" for i in rng.integers(0, 40, 300)]
+    kinds = [FRESH_SHARE if x < 0.7 else KEPT_SHARE for x in rng.random(300)]
+    table = pa.table({"kind": pa.array(kinds, pa.int32()), "batch": pa.array([batch] * 300, pa.int64()),
+                      "key": keys, "data": pa.array([op.dumps(int(c)) for c in rng.integers(1, 9, 300)], pa.binary())})
+    df = spark.createDataFrame(table.to_pandas())
+    expected_writer = {r["key"]: r["w"] for r in df.repartition(P, "key").select(
+        "key", F.spark_partition_id().alias("w")).distinct().collect()}
+    truth = merge_rows(table, op).to_pydict()
+    truth = sorted(zip(truth["key"], truth["result"], truth["shares"]))
+    files = {}
+    for tasks in (1, 2, P):
+        out = tmp_path / f"tasks-{tasks}"
+        written = merge_in_spark(df, batch, P, ParquetSink(str(out), schema=sink_schema(op)), op, tasks=tasks)
+        got, layout = [], {}
+        for w in range(P):
+            path = sink_file(str(out), batch, w)
+            try:
+                t = pq.read_table(path).to_pydict()
+            except FileNotFoundError:
+                continue
+            layout[w] = sorted(t["key"])
+            got += list(zip(t["key"], t["result"], t["shares"]))
+            assert all(expected_writer[k] == w for k in t["key"]), (tasks, w)
+        assert sorted(got) == truth and written == len(truth), tasks
+        files[tasks] = layout
+    assert files[1] == files[2] == files[P]

@@ -5,8 +5,8 @@ name>``) or ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC``.  The sink gets one final
 key) (:func:`sink_schema`: ``batch, key, result``, the operator's columns, ``shares``).  Its
 *writers* are numbered ``0 .. P-1``: under a single-owner grouping writer ``w`` is the task of worker
 ``w`` (:func:`skewlab.engine.runtimes.spark.operator.make_handler`, a key's result is its owner's);
-in a run with split keys it is partition ``w`` of the key-partitioned merge stage
-(:mod:`skewlab.engine.runtimes.spark.share_merge`).  A micro-batch uses one kind of writer.  Each
+in a run with split keys it is the merge stage's output for the keys of hash bucket ``w``,
+``pmod(hash(key), P)`` (:mod:`skewlab.engine.runtimes.spark.share_merge`).  A micro-batch uses one kind of writer.  Each
 writer calls ``write(batch, w, table)`` once per micro-batch with its rows; ``read()`` returns every
 result row of the run in the same columns.  Both sinks are exactly once from the same two facts: a
 replayed micro-batch produces the same rows (Spark restores the state version before it), and one
@@ -68,7 +68,7 @@ def _order(schema: pa.Schema) -> list[tuple[str, str]]:
 
 
 def sink_file(sink_dir: str, batch: int, worker: int) -> str:
-    """Where writer ``worker`` (a worker's task, or a merge-stage partition) writes its results of
+    """Where writer ``worker`` (a worker's task, or a key hash bucket of the merge stage) writes its results of
     micro-batch ``batch``."""
     return filesystems.join(sink_dir, f"batch={int(batch)}", f"worker-{int(worker)}.parquet")
 

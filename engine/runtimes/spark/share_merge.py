@@ -11,15 +11,18 @@ worker from all its holders, so its released result is whole)
 (:func:`skewlab.engine.runtimes.spark.operator.make_handler`).
 
 :func:`merge_in_spark` runs inside the batch's ``foreachBatch`` on those rows of the persisted
-operator output: ``repartition(P, key)`` → ``mapInArrow`` — a Spark job on the executors; the driver
-receives one row count per partition, never a key.  Partition ``i`` merges the shares of its keys
-(:func:`merge_rows`: :meth:`~skewlab.engine.operators.MergeableOperator.combine` then
+operator output — a Spark job on the executors; the driver receives one row count per task, never a
+key.  Each row's *writer* is its key's hash bucket, ``pmod(hash(key), P)`` (the partition
+``repartition(P, key)`` would put it in); the rows are repartitioned by writer into as many tasks as the
+cluster runs at once (Spark's default parallelism, at most P: a small batch does not pay P task
+launches), and a task merges each of its writers' rows (:func:`merge_rows`:
+:meth:`~skewlab.engine.operators.MergeableOperator.combine` then
 :meth:`~skewlab.engine.operators.MergeableOperator.finish`), keeps the keys that had tuples somewhere
-in the batch, and writes them with the released results as writer ``i`` of the batch
+in the batch, and writes them with the released results as that writer's output of the batch
 (:mod:`skewlab.engine.runtimes.spark.result_sink`).  Exactly once as the workers' own writes: a
-replayed batch recomputes the same shares (Spark restores the state version before it), hash
-partitioning by key puts them in the same partitions, and the sink rewrites (Parquet) or completes
-(Kafka) the same (batch, writer) output.
+replayed batch recomputes the same shares (Spark restores the state version before it), each key's
+writer is a function of the key and P alone (not of the number of tasks, which may differ on a
+replay), and the sink rewrites (Parquet) or completes (Kafka) the same (batch, writer) output.
 
 A key whose state is in flight is not fresh anywhere while it is held; its result at that batch is
 written once, by the worker that imports it, in the next batch.  Known limit: a key moved while
@@ -78,30 +81,37 @@ def merge_rows(rows: pa.Table, operator: KeyedOperator) -> pa.Table:
 
 
 def make_merger(batch_id: int, sink: Any, operator: KeyedOperator) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of batch ``batch_id``'s merge stage: merge the partition's rows
-    (:func:`merge_rows`), write them to ``sink`` as writer = the partition's index, return the count."""
+    """The ``mapInArrow`` function of batch ``batch_id``'s merge stage: per writer among the task's
+    rows (column ``writer``), merge its rows (:func:`merge_rows`) and write them to ``sink`` as that
+    writer's output; return the count."""
 
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
         parts = [b for b in batches if b.num_rows]
         written = 0
         if parts:
-            table = merge_rows(pa.Table.from_batches(parts), operator)
-            if table.num_rows:
-                sink.write(batch_id, TaskContext.get().partitionId(), table)
-            written = table.num_rows
+            rows = pa.Table.from_batches(parts)
+            writers = rows.column("writer").to_numpy()
+            for w in np.unique(writers).tolist():
+                table = merge_rows(rows.filter(pa.array(writers == w)), operator)
+                if table.num_rows:
+                    sink.write(batch_id, int(w), table)
+                written += table.num_rows
         yield pa.RecordBatch.from_pydict({"rows": pa.array([written], pa.int64())})
 
     return merge
 
 
-def merge_in_spark(df: Any, batch_id: int, partitions: int, sink: Any, operator: KeyedOperator) -> int:
+def merge_in_spark(df: Any, batch_id: int, partitions: int, sink: Any, operator: KeyedOperator,
+                   tasks: int | None = None) -> int:
     """Run batch ``batch_id``'s merge stage on the operator output ``df`` (persisted by the caller:
-    the stateful stage must not run twice) in ``partitions`` key partitions; returns the rows written."""
+    the stateful stage must not run twice): writers ``pmod(hash(key), partitions)``, in ``tasks``
+    tasks (default: Spark's default parallelism, at most ``partitions``); returns the rows written."""
     from pyspark.sql import functions as F
 
-    rows = df.filter(F.col("kind").isin(*MERGE_KINDS)).select("kind", "batch", "key", "data")
-    counts = rows.repartition(int(partitions), "key").mapInArrow(make_merger(batch_id, sink, operator),
-                                                                 MERGED_SCHEMA).collect()
+    P = int(partitions)
+    tasks = max(1, min(P, int(tasks or df.sparkSession.sparkContext.defaultParallelism)))
+    rows = (df.filter(F.col("kind").isin(*MERGE_KINDS)).select("kind", "batch", "key", "data")
+            .withColumn("writer", F.expr(f"pmod(hash(key), {P})")))
+    counts = rows.repartition(tasks, "writer").mapInArrow(make_merger(batch_id, sink, operator),
+                                                          MERGED_SCHEMA).collect()
     return int(sum(r["rows"] for r in counts))
