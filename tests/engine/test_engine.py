@@ -152,10 +152,12 @@ def test_split_keys_with_a_finite_window_merge_to_the_ground_truth(spark, tmp_pa
     assert engine.store.migration_events(engine.run_id)  # the switch moved the split keys' shares
 
 
-def test_service_time_is_in_every_workers_task_time(spark, tmp_path):
+@pytest.mark.parametrize("algorithm", ["hash", "dchoices"])
+def test_service_time_is_in_every_workers_task_time(spark, tmp_path, algorithm):
     """``--service-us``: each worker's task (Spark's task metrics) lasts at least its tuples times the
-    service time; the results stay exact."""
-    cfg = gen_cfg(tmp_path, algorithm="hash", workers=2, max_batches=2, max_per_batch=300, shadow=[],
+    service time; the results stay exact.  With split keys (dchoices) the batch runs a second job, the
+    merge stage, whose tasks must not be taken for the workers'."""
+    cfg = gen_cfg(tmp_path, algorithm=algorithm, workers=2, max_batches=2, max_per_batch=300, shadow=[],
                   service_us=10_000.0)  # ~1.5 s per worker and batch, far above a task's own ~0.3 s
     engine = SparkEngine(cfg, log=lambda m: None)
     assert engine.run() == 0

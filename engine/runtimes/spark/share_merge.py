@@ -43,6 +43,7 @@ import pyarrow as pa
 from skewlab.engine.operators import KeyedOperator
 from skewlab.engine.runtimes.spark.operator import FINAL, FRESH_SHARE, MERGE_KINDS
 from skewlab.engine.runtimes.spark.result_sink import sink_schema
+from skewlab.engine.runtimes.spark.task_metrics import MERGE_JOB_MARK
 
 __all__ = ["merge_in_spark", "merge_rows"]
 
@@ -112,6 +113,12 @@ def merge_in_spark(df: Any, batch_id: int, partitions: int, sink: Any, operator:
     tasks = max(1, min(P, int(tasks or df.sparkSession.sparkContext.defaultParallelism)))
     rows = (df.filter(F.col("kind").isin(*MERGE_KINDS)).select("kind", "batch", "key", "data")
             .withColumn("writer", F.expr(f"pmod(hash(key), {P})")))
-    counts = rows.repartition(tasks, "writer").mapInArrow(make_merger(batch_id, sink, operator),
-                                                          MERGED_SCHEMA).collect()
+    sc = df.sparkSession.sparkContext
+    description = sc.getLocalProperty("spark.job.description")
+    sc.setLocalProperty("spark.job.description", f"{description or ''}{MERGE_JOB_MARK}")  # not a worker's task time
+    try:
+        counts = rows.repartition(tasks, "writer").mapInArrow(make_merger(batch_id, sink, operator),
+                                                              MERGED_SCHEMA).collect()
+    finally:
+        sc.setLocalProperty("spark.job.description", description)
     return int(sum(r["rows"] for r in counts))

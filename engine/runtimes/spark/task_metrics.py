@@ -6,7 +6,10 @@ the application status store that feeds its web UI; the store is kept with the U
 Each micro-batch of the engine runs one job — the driver's ``toArrow`` of the operator's output in
 ``foreachBatch`` — described by Spark as ``<query name>\\nid = …\\nrunId = …\\nbatch = <id>``; its
 last stage is the stateful operator with one task per state partition, whose task index is the
-partition and so the worker (:mod:`skewlab.engine.runtimes.spark.labels`).
+partition and so the worker (:mod:`skewlab.engine.runtimes.spark.labels`).  A run with split keys
+then runs a second job with the same description, the merge stage
+(:mod:`skewlab.engine.runtimes.spark.share_merge`), whose tasks are not workers; its description
+ends with :data:`MERGE_JOB_MARK`, and it is skipped.
 
 The status store is reached through the JVM (``SparkContext.statusStore``, internal to Spark but
 public in its bytecode).  Events reach the store asynchronously: :meth:`TaskTimes.of_batch` waits
@@ -19,7 +22,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-__all__ = ["TaskTimes"]
+__all__ = ["MERGE_JOB_MARK", "TaskTimes"]
+
+#: the end of the description of a batch's merge-stage job (set by share_merge.merge_in_spark)
+MERGE_JOB_MARK = "\nmerge stage"
 
 
 class TaskTimes:
@@ -51,7 +57,8 @@ class TaskTimes:
                 status = str(job.status())
                 if status in ("RUNNING", "UNKNOWN"):
                     return  # look at this job again at the next scan
-                self._jobs[batch] = (self._next_job, status)
+                if not text.endswith(MERGE_JOB_MARK):  # the merge stage's tasks are not the workers
+                    self._jobs[batch] = (self._next_job, status)
             self._next_job += 1
 
     def of_batch(self, batch_id: int) -> dict[int, float] | None:
