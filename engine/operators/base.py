@@ -14,6 +14,13 @@ and commutative) and :meth:`MergeableOperator.finish`.  Only such an operator ma
 split-key grouping (several workers hold shares of one key: nasir-icde15's PKG, D-Choices); the rule
 is :func:`split_key_refusal`, declared here once and called by the CLI, command validation, the
 shadows and the dashboard's form.
+
+Optionally an operator *combines*: it declares :attr:`KeyedOperator.combined` (the columns of a
+combined row) and implements :meth:`KeyedOperator.pre_aggregate` and
+:meth:`KeyedOperator.partials_combined`.  The source task then ships one row per (key, worker) of its
+partition — the tuples' count and the operator's pre-aggregate of their values — instead of a row
+per tuple (the combiner of MapReduce, Dean & Ghemawat, OSDI 2004, Sec. 4.3), and the worker computes
+its partial states from those rows; an operator that does not declare it gets a row per tuple.
 """
 
 from __future__ import annotations
@@ -50,6 +57,11 @@ class KeyedOperator(ABC):
     cost_model: ClassVar[str] = "linear"
     #: False here; :class:`MergeableOperator` sets it (read it, never set it by hand)
     mergeable: ClassVar[bool] = False
+    #: the operator's columns (name, Arrow type) of a *combined row* — one row per (key, worker) of a
+    #: source partition, pre-aggregated before the shuffle, beside the engine's ``key``, ``worker`` and
+    #: ``tuples`` (how many tuples the row stands for) — in the order :meth:`pre_aggregate` returns
+    #: them; ``None``: the operator does not combine, the source ships a row per tuple
+    combined: ClassVar[tuple[tuple[str, pa.DataType], ...] | None] = None
 
     @abstractmethod
     def partials(self, codes: np.ndarray, n_keys: int, values: np.ndarray | None) -> list[Any]:
@@ -68,6 +80,22 @@ class KeyedOperator(ABC):
     def emit(self, window: Sequence[Any], new: Any) -> tuple:
         """The key's result at a batch: ``window`` the partials of its earlier batches still in the
         window (oldest first), ``new`` the batch's.  Returns ``(result, *columns)``."""
+
+    def pre_aggregate(self, codes: np.ndarray, n_groups: int, values: np.ndarray | None) -> list[np.ndarray]:
+        """In the source task (operators that declare :attr:`combined`): the combined columns of
+        ``n_groups`` groups of tuples, vectorised — tuple ``i`` is in group ``codes[i]`` (one group per
+        (key, worker) of the partition), ``values`` as in :meth:`partials`.  Returns one array of
+        ``n_groups`` entries per :attr:`combined` column."""
+        raise NotImplementedError(f"operator {self.name} declares no combined rows")
+
+    def partials_combined(self, codes: np.ndarray, n_keys: int, tuples: np.ndarray,
+                          columns: Sequence[np.ndarray]) -> list[Any]:
+        """On the worker (operators that declare :attr:`combined`): the partial state of each of
+        ``n_keys`` keys from combined rows — row ``i`` belongs to key ``codes[i]`` (a key has one row
+        per source partition that saw it), stands for ``tuples[i]`` tuples (int64) and carries
+        ``columns[j][i]`` of :attr:`combined` column ``j``.  Must equal :meth:`partials` of the tuples
+        the rows stand for."""
+        raise NotImplementedError(f"operator {self.name} declares no combined rows")
 
     def dumps(self, partial: Any) -> bytes:
         """One partial state as bytes (migration, checkpoints)."""

@@ -3,7 +3,10 @@
 Apache DataSketches HLL) and ``join`` (a sliding-window self-join on the key).
 
 Each is windowed over the engine's ``window`` micro-batches: the result of key ``k`` at batch ``b``
-covers ``k``'s tuples of batches ``(b - window, b]``.  All but ``join`` are mergeable.
+covers ``k``'s tuples of batches ``(b - window, b]``.  All but ``join`` are mergeable.  ``count``,
+``sum``, ``mean``, ``min`` and ``max`` combine in the source task (:attr:`KeyedOperator.combined`):
+a row per (key, worker) with the tuples' count and their sum, minimum or maximum; ``distinct`` and
+``join`` ship a row per tuple.
 """
 
 from __future__ import annotations
@@ -26,6 +29,11 @@ def _groups(codes: np.ndarray, n_keys: int, values: np.ndarray) -> list[np.ndarr
     return np.split(values[order], bounds)
 
 
+def _tuple_counts(codes: np.ndarray, n_keys: int, tuples: np.ndarray) -> np.ndarray:
+    """Tuples per key of combined rows (``tuples[i]``: the tuples row ``i`` stands for), int64."""
+    return np.bincount(codes, weights=tuples, minlength=n_keys).astype(np.int64)
+
+
 class Count(MergeableOperator):
     """Tuples per key in the window (the windowed word count of the papers)."""
 
@@ -33,8 +41,17 @@ class Count(MergeableOperator):
     needs_value: ClassVar[bool] = False
     result_type: ClassVar[pa.DataType] = pa.int64()
 
+    combined: ClassVar[tuple[tuple[str, pa.DataType], ...] | None] = ()  # the engine's ``tuples`` is all
+
     def partials(self, codes: np.ndarray, n_keys: int, values: np.ndarray | None) -> list[Any]:
         return np.bincount(codes, minlength=n_keys).tolist()
+
+    def pre_aggregate(self, codes: np.ndarray, n_groups: int, values: np.ndarray | None) -> list[np.ndarray]:
+        return []
+
+    def partials_combined(self, codes: np.ndarray, n_keys: int, tuples: np.ndarray,
+                          columns: Sequence[np.ndarray]) -> list[Any]:
+        return _tuple_counts(codes, n_keys, tuples).tolist()
 
     def combine(self, a: int, b: int) -> int:
         return a + b
@@ -47,9 +64,17 @@ class Sum(MergeableOperator):
     """Sum of the value per key in the window."""
 
     name: ClassVar[str] = "sum"
+    combined: ClassVar[tuple[tuple[str, pa.DataType], ...] | None] = (("sum", pa.float64()),)
 
     def partials(self, codes: np.ndarray, n_keys: int, values: np.ndarray | None) -> list[Any]:
         return np.bincount(codes, weights=values, minlength=n_keys).tolist()
+
+    def pre_aggregate(self, codes: np.ndarray, n_groups: int, values: np.ndarray | None) -> list[np.ndarray]:
+        return [np.bincount(codes, weights=values, minlength=n_groups)]
+
+    def partials_combined(self, codes: np.ndarray, n_keys: int, tuples: np.ndarray,
+                          columns: Sequence[np.ndarray]) -> list[Any]:
+        return np.bincount(codes, weights=columns[0], minlength=n_keys).tolist()
 
     def combine(self, a: float, b: float) -> float:
         return a + b
@@ -64,10 +89,20 @@ class Mean(MergeableOperator):
     name: ClassVar[str] = "mean"
     columns: ClassVar[tuple[tuple[str, pa.DataType], ...]] = (("n", pa.int64()),)
 
+    combined: ClassVar[tuple[tuple[str, pa.DataType], ...] | None] = (("sum", pa.float64()),)
+
     def partials(self, codes: np.ndarray, n_keys: int, values: np.ndarray | None) -> list[Any]:
         sums = np.bincount(codes, weights=values, minlength=n_keys)
         counts = np.bincount(codes, minlength=n_keys)
         return list(zip(sums.tolist(), counts.tolist()))
+
+    def pre_aggregate(self, codes: np.ndarray, n_groups: int, values: np.ndarray | None) -> list[np.ndarray]:
+        return [np.bincount(codes, weights=values, minlength=n_groups)]
+
+    def partials_combined(self, codes: np.ndarray, n_keys: int, tuples: np.ndarray,
+                          columns: Sequence[np.ndarray]) -> list[Any]:
+        sums = np.bincount(codes, weights=columns[0], minlength=n_keys)
+        return list(zip(sums.tolist(), _tuple_counts(codes, n_keys, tuples).tolist()))
 
     def combine(self, a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
         return (a[0] + b[0], a[1] + b[1])
@@ -81,10 +116,19 @@ class Min(MergeableOperator):
 
     name: ClassVar[str] = "min"
 
+    combined: ClassVar[tuple[tuple[str, pa.DataType], ...] | None] = (("min", pa.float64()),)
+
     def partials(self, codes: np.ndarray, n_keys: int, values: np.ndarray | None) -> list[Any]:
-        out = np.full(n_keys, np.inf)
+        return self.pre_aggregate(codes, n_keys, values)[0].tolist()
+
+    def pre_aggregate(self, codes: np.ndarray, n_groups: int, values: np.ndarray | None) -> list[np.ndarray]:
+        out = np.full(n_groups, np.inf)
         np.minimum.at(out, codes, values)
-        return out.tolist()
+        return [out]
+
+    def partials_combined(self, codes: np.ndarray, n_keys: int, tuples: np.ndarray,
+                          columns: Sequence[np.ndarray]) -> list[Any]:
+        return self.pre_aggregate(codes, n_keys, columns[0])[0].tolist()
 
     def combine(self, a: float, b: float) -> float:
         return min(a, b)
@@ -98,10 +142,19 @@ class Max(MergeableOperator):
 
     name: ClassVar[str] = "max"
 
+    combined: ClassVar[tuple[tuple[str, pa.DataType], ...] | None] = (("max", pa.float64()),)
+
     def partials(self, codes: np.ndarray, n_keys: int, values: np.ndarray | None) -> list[Any]:
-        out = np.full(n_keys, -np.inf)
+        return self.pre_aggregate(codes, n_keys, values)[0].tolist()
+
+    def pre_aggregate(self, codes: np.ndarray, n_groups: int, values: np.ndarray | None) -> list[np.ndarray]:
+        out = np.full(n_groups, -np.inf)
         np.maximum.at(out, codes, values)
-        return out.tolist()
+        return [out]
+
+    def partials_combined(self, codes: np.ndarray, n_keys: int, tuples: np.ndarray,
+                          columns: Sequence[np.ndarray]) -> list[Any]:
+        return self.pre_aggregate(codes, n_keys, columns[0])[0].tolist()
 
     def combine(self, a: float, b: float) -> float:
         return max(a, b)

@@ -56,6 +56,11 @@ def load_operator(spec: str) -> KeyedOperator:
         raise OperatorError(f"--operator {spec[:80]!r}: {attr} does not implement {missing}")
     if not cls.name:
         raise OperatorError(f"--operator {spec[:80]!r}: {attr} has no name (set the class attribute name)")
+    if cls.combined is not None:
+        missing = [m for m in ("pre_aggregate", "partials_combined") if getattr(cls, m) is getattr(KeyedOperator, m)]
+        if missing:
+            raise OperatorError(f"--operator {spec[:80]!r}: {attr} declares combined rows but does not implement "
+                                f"{', '.join(missing)}")
     try:
         operator = cls()
         pickle.loads(pickle.dumps(operator))

@@ -197,6 +197,8 @@ class EngineConfig:
     sink: str | None = None
     #: emulated service time per tuple in µs (0 = none): see :func:`skewlab.engine.runtimes.spark.operator.make_handler`
     service_us: float = 0.0
+    #: pre-aggregate in the source scan for an operator that combines (:attr:`KeyedOperator.combined`)
+    combine: bool = True
 
     def __post_init__(self) -> None:
         if not self.algorithm:  # a user operator that is not importable here counts as not mergeable
@@ -535,7 +537,7 @@ class SparkEngine:
         the moves the controller ordered since the last publication, composed with those already
         published for this batch) and references to the export blobs each worker imports in that batch.  With
         state to export or import the batch runs even if no tuple arrives (``flush``)."""
-        from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, control_payloads
+        from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, combiner_bytes, control_payloads
 
         self.next_orders = compose_orders([self.next_orders, self.controller.drain_orders()])
         fresh = self.controller.migrations[self._migrations_seen:]
@@ -552,7 +554,9 @@ class SparkEngine:
             payload["split"] = self.shares_split  # results through the merge stage (share_merge)
         self.routes.publish(batch_id, RoutingSnapshot(batch_id, self.controller.planner.router, self.partitions,
                                                       control, self.next_imports,
-                                                      values=self.cfg.value_kind(self.operator)).dumps(),
+                                                      values=self.cfg.value_kind(self.operator),
+                                                      combiner=combiner_bytes(self.operator) if self.cfg.combine else None
+                                                      ).dumps(),
                             flush=bool(self.next_imports or self.next_orders[0].size))
 
     def _track_migrations(self, batch_id: int, exports: list[ExportRef], latency_ms: float
@@ -851,11 +855,13 @@ class SparkEngine:
         from skewlab.engine.runtimes.spark.labels import worker_labels
         from skewlab.engine.runtimes.spark.operator import OUT_SCHEMA, STATE_SCHEMA, make_handler
         from skewlab.engine.runtimes.spark.session import configure_state_store
+        from skewlab.engine.runtimes.spark.topology import combined_schema
 
         fmt, opts = self.cfg.source_options()
         opts["route_dir"] = str(self.routes.dir)  # the sources route (skewlab.engine.runtimes.spark.sources)
         opts["route_values"] = self.cfg.value_kind(self.operator)  # each tuple's value, for the operator
-        self._publish_route(self.last_batch + 1)
+        if self.cfg.combine and self.operator.combined is not None:
+            opts["route_combined"] = combined_schema(self.operator)  # a row per (key, worker) of a source task
         P = self.partitions
         configure_state_store(spark, P)
         module = sys.modules.get(type(self.operator).__module__)
@@ -865,6 +871,7 @@ class SparkEngine:
             from pyspark import cloudpickle
 
             cloudpickle.register_pickle_by_value(module)
+        self._publish_route(self.last_batch + 1)  # after: its combiner pickles a user's operator by value
         labels = F.array(*[F.lit(v) for v in worker_labels(P)])
         routed = spark.readStream.format(fmt).options(**opts).load()
         out = (routed.withColumn("label", F.element_at(labels, (F.col("worker") % P) + 1))

@@ -14,8 +14,10 @@ Per batch the handler of worker ``w``
    expect), import rows (references to the export blobs other workers wrote in the previous batch,
    :mod:`skewlab.engine.runtimes.spark.state_transfer`: it reads the files) and the sources' side rows;
 2. computes the keyed operator's per-key partial states of the batch at once
-   (:meth:`skewlab.engine.operators.KeyedOperator.partials`; not for count, whose state is the
-   tuple count) and runs :meth:`WorkerWindow.step` (import, slide, export, hold, apply);
+   (:meth:`skewlab.engine.operators.KeyedOperator.partials`, or
+   :meth:`~skewlab.engine.operators.KeyedOperator.partials_combined` of the combined rows of an
+   operator that combines, column ``tuples``: the per-key tuple counts are the tuples', not the
+   rows'; not for count, whose state is the tuple count) and runs :meth:`WorkerWindow.step` (import, slide, export, hold, apply);
 3. under a single-owner grouping writes its results — one row per key with tuples applied:
    ``(batch, key, result, <operator columns>, shares)``
    (:func:`skewlab.engine.runtimes.spark.result_sink.sink_schema`) — to the sink
@@ -159,7 +161,16 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
             batch = int(control["batch"])
         win = WorkerWindow.loads(state.get[0], op) if state.exists else WorkerWindow(W, op)
         partials = None
-        if win.ring_only:
+        if "tuples" in rows.columns:  # combined rows (topology.combined_schema): a row per (key, source task)
+            codes, uniq = pd.factorize(data, sort=False)
+            codes = codes.astype(np.int64, copy=False)
+            tuples = rows["tuples"].to_numpy(dtype=np.int64)
+            counts = np.bincount(codes, weights=tuples, minlength=len(uniq)).astype(np.int64)
+            keys = list(uniq)
+            if not win.ring_only:
+                partials = op.partials_combined(codes, len(keys), tuples, [rows[name].to_numpy() for name, _
+                                                                           in op.combined]) if len(keys) else []
+        elif win.ring_only:
             vc = data.value_counts(sort=False)
             keys = vc.index.tolist()
             counts = vc.to_numpy(dtype=np.int64)

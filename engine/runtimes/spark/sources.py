@@ -32,7 +32,8 @@ a cold numba cache").  A total is split over the instances by :func:`fair_split`
 Routing inside the source (option ``route_dir``, set by the engine): each instance routes its own
 tuples through :func:`skewlab.engine.runtimes.spark.topology.make_router`, as the sources of the papers do (Nasir
 et al. Sec. II), and emits :data:`skewlab.engine.runtimes.spark.topology.ROUTED_SCHEMA` (or
-:data:`~skewlab.engine.runtimes.spark.topology.ROUTED_VALUES_SCHEMA` with ``route_values=true``).  The routing
+:data:`~skewlab.engine.runtimes.spark.topology.ROUTED_VALUES_SCHEMA` with ``route_values=true``; with
+``route_combined``, the combined rows of :func:`~skewlab.engine.runtimes.spark.topology.combined_schema`).  The routing
 snapshot of batch ``v`` is the file ``route-<v>.snap`` named in ``route_dir/NEXT``
 (:class:`RouteFiles`); ``route_values`` (``none`` | ``seq`` | ``field``) names the value routed rows carry
 (:data:`~skewlab.engine.runtimes.spark.topology.VALUE_KINDS`); ``latestOffset`` records ``v`` in the batch's end offset, so a replayed batch
@@ -145,10 +146,13 @@ def _schema(fmt: str, options: Mapping[str, Any]) -> str:
     if options.get("route_dir"):
         from skewlab.engine.runtimes.spark.topology import ROUTED_FIELD_SCHEMA, ROUTED_SCHEMA, ROUTED_VALUES_SCHEMA
 
-        routed_values = source_options(options, fmt, _ROUTE_OPTIONS)["route_values"]
+        route = source_options(options, fmt, _ROUTE_OPTIONS)
+        routed_values = route["route_values"]
         if routed_values == "field" and not has_values(fmt, options):
             raise ParamError(f"{fmt}: route_values=field needs a source with values "
                              "(value_column, value_field, values=true)")
+        if route["route_combined"]:  # an operator that combines: a row per (key, worker) (topology.combined_schema)
+            return route["route_combined"]
         return {"seq": ROUTED_VALUES_SCHEMA, "field": ROUTED_FIELD_SCHEMA}.get(routed_values, ROUTED_SCHEMA)
     return f"{SCHEMAS[fmt]}, {VALUE_COLUMN}" if has_values(fmt, options) else SCHEMAS[fmt]
 
@@ -282,6 +286,8 @@ _ROUTE_OPTIONS = (
     Param("route_dir", "str", "", "directory of the engine's routing snapshots (set by the engine)"),
     Param("route_values", "choice", "none", "the value routed rows carry: none, the tuple's seq (join operator) "
           "or its value field", choices=("none", "seq", "field")),
+    Param("route_combined", "str", "", "DDL of the combined rows the routing emits for an operator that combines "
+          "(topology.combined_schema; set by the engine); empty: a row per tuple"),
 )
 #: Options of ``skewlab-generator`` (see :class:`GeneratorDataSource`); run settings from :mod:`skewlab.engine.config.settings`.
 GENERATOR_OPTIONS: tuple[Param, ...] = (
