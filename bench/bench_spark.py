@@ -7,7 +7,7 @@ Usage::
                                 [--workers 8] [--keys 100000] [--zipf 1.2] [--window 10]
                                 [--only hash,dchoices] [--param ALGO:NAME=VALUE ...] [--service-us US]
                                 [--operator count,mean,pkg.module:Class] [--baselines KIND,...]
-                                [--buckets 32] [--no-jvm] [--json PATH|-]
+                                [--buckets 32] [--combiner on|off|both] [--no-jvm] [--json PATH|-]
 
 Every variant reads the same ``skewlab-generator`` stream (Zipf ``--zipf`` over ``--keys`` keys,
 seed 0, 2 source instances, unlimited rate, exactly ``--per-batch`` tuples per micro-batch) and runs
@@ -56,6 +56,8 @@ max over the measured batches), 1.0 = as balanced as any single-owner grouping c
 (count, keys and serialized bytes moved, longest pause).  ``--operator`` takes several operators
 (built-ins or a user's ``package.module:Class``): every grouping runs with each, in the order given;
 ``--baselines`` picks the baselines (default: (a) and (b) for ``count``, none otherwise).
+``--combiner both`` runs every operator with the source scan's combiner (the default for an operator
+that combines, :attr:`skewlab.engine.operators.KeyedOperator.combined`) and again without it.
 
 Each variant's first result batch is checked: its windowed counts (the window starts empty) sum to
 the batch's tuples.  Issue targets (reported, not asserted): throughput ≥ 1.0× baseline (a) at
@@ -82,7 +84,7 @@ if ROOT not in sys.path:
 
 SOURCES = 2
 #: defaults of the optional fields of ``args`` (callers such as :mod:`skewlab.bench.perf` may omit them)
-DEFAULTS = {"window": 10, "master": "local[2]", "operator": "count", "service_us": 0.0, "buckets": 32}
+DEFAULTS = {"window": 10, "master": "local[2]", "operator": "count", "service_us": 0.0, "buckets": 32, "combine": True}
 
 BASE_OUT = "key string, batch long, count long"
 BASE_STATE = "last long, ring binary"
@@ -253,7 +255,7 @@ def run_engine(name: str, args: Any, tmp: str) -> dict[str, Any]:
         max_per_batch=args.per_batch, window=_arg(args, "window"),
         workload="zipf", workload_params={"keys": args.keys, "z": args.zipf}, shadow=[],
         max_batches=args.batches + args.warmup, master=_arg(args, "master"), operator=_arg(args, "operator"),
-        service_us=_arg(args, "service_us"),
+        service_us=_arg(args, "service_us"), combine=_arg(args, "combine"),
     )
     bounds: list[float] = []
 
@@ -388,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--service-us", type=float, default=0.0,
                    help="emulated service time per tuple in µs (Nasir et al.'s fixed delay per message; "
                         "the baselines have none)")
+    p.add_argument("--combiner", choices=("on", "off", "both"), default="on",
+                   help="pre-aggregate in the source scan for operators that combine (EngineConfig.combine); "
+                        "both: every operator runs with it and again without it")
     p.add_argument("--no-jvm", action="store_true", help="skip baseline (b)")
     p.add_argument("--once", action="store_true", help="run each baseline once (first), not first and last")
     p.add_argument("--json", default=None, help="write the results as JSON to PATH ('-': stdout)")
@@ -461,13 +466,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for kind in kinds:
             baseline(kind, "first")
-        for i, op in enumerate(operators):
-            op_tmp = os.path.join(tmp, f"operator-{i}")  # a checkpoint per (grouping, operator)
+        combines = {"on": [True], "off": [False], "both": [True, False]}[args.combiner]
+        for i, (op, combine) in enumerate((o, c) for o in operators for c in combines):
+            op_tmp = os.path.join(tmp, f"operator-{i}")  # a checkpoint per (grouping, operator, combiner)
             os.makedirs(op_tmp)
             for name in names:
-                label = name if len(operators) == 1 else f"{name} [{op}]"
-                r = run_engine(name, types.SimpleNamespace(**{**vars(args), "operator": op}), op_tmp)
+                label = name if len(operators) == 1 and len(combines) == 1 else f"{name} [{op}]"
+                label += "" if combine or len(combines) == 1 else " [no combiner]"
+                r = run_engine(name, types.SimpleNamespace(**{**vars(args), "operator": op, "combine": combine}), op_tmp)
                 r["operator"] = op
+                r["combine"] = combine
                 results["groupings"][label] = r
                 note(f"{label:<44} {r['tuples_per_second'] / 1e3:9.0f} k tuples/s, max worker "
                      f"{r['max_worker_seconds']:.2f} s, straggler {r['straggler']:.2f}, load / bound "
