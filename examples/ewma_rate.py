@@ -9,6 +9,9 @@ The partial state of a key in a batch is its tuple count (vectorised over the wo
 one ``np.bincount``); the result folds the window's counts oldest first,
 ``m = alpha * count + (1 - alpha) * m``.  The fold depends on the order of the batches, so the
 operator is not mergeable: a split-key grouping (pkg, dchoices, ...) is refused for it.
+
+It combines (``combined = ()``): the source task ships one row per (key, worker) carrying the tuple
+count, and the worker's partial state of a key is the sum of its rows' counts.
 """
 
 from __future__ import annotations
@@ -30,9 +33,17 @@ class EwmaRate(KeyedOperator):
     name: ClassVar[str] = "ewma_rate"
     needs_value: ClassVar[bool] = False
     result_type: ClassVar[pa.DataType] = pa.float64()
+    combined: ClassVar[tuple] = ()  # a combined row needs only the engine's tuple count
 
     def partials(self, codes: np.ndarray, n_keys: int, values: np.ndarray | None) -> list[Any]:
         return np.bincount(codes, minlength=n_keys).tolist()
+
+    def pre_aggregate(self, codes: np.ndarray, n_groups: int, values: np.ndarray | None) -> list[np.ndarray]:
+        return []
+
+    def partials_combined(self, codes: np.ndarray, n_keys: int, tuples: np.ndarray,
+                          columns: Sequence[np.ndarray]) -> list[Any]:
+        return np.bincount(codes, weights=tuples, minlength=n_keys).astype(np.int64).tolist()
 
     def concat(self, first: int, then: int) -> int:
         return first + then
