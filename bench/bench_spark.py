@@ -7,7 +7,7 @@ Usage::
                                 [--workers 8] [--keys 100000] [--zipf 1.2] [--window 10]
                                 [--only hash,dchoices] [--param ALGO:NAME=VALUE ...] [--service-us US]
                                 [--operator count,mean,pkg.module:Class] [--baselines KIND,...]
-                                [--buckets 32] [--combiner on|off|both] [--no-jvm] [--json PATH|-]
+                                [--buckets 32] [--combiner on|off|on,off|off,on] [--no-jvm] [--json PATH|-]
 
 Every variant reads the same ``skewlab-generator`` stream (Zipf ``--zipf`` over ``--keys`` keys,
 seed 0, 2 source instances, unlimited rate, exactly ``--per-batch`` tuples per micro-batch) and runs
@@ -56,8 +56,9 @@ max over the measured batches), 1.0 = as balanced as any single-owner grouping c
 (count, keys and serialized bytes moved, longest pause).  ``--operator`` takes several operators
 (built-ins or a user's ``package.module:Class``): every grouping runs with each, in the order given;
 ``--baselines`` picks the baselines (default: (a) and (b) for ``count``, none otherwise).
-``--combiner both`` runs every operator with the source scan's combiner (the default for an operator
-that combines, :attr:`skewlab.engine.operators.KeyedOperator.combined`) and again without it.
+``--combiner on,off`` (``off,on``) runs every operator with the source scan's combiner (the default for
+an operator that combines, :attr:`skewlab.engine.operators.KeyedOperator.combined`) and without it, in
+that order.
 
 Each variant's first result batch is checked: its windowed counts (the window starts empty) sum to
 the batch's tuples.  Issue targets (reported, not asserted): throughput ≥ 1.0× baseline (a) at
@@ -390,9 +391,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--service-us", type=float, default=0.0,
                    help="emulated service time per tuple in µs (Nasir et al.'s fixed delay per message; "
                         "the baselines have none)")
-    p.add_argument("--combiner", choices=("on", "off", "both"), default="on",
-                   help="pre-aggregate in the source scan for operators that combine (EngineConfig.combine); "
-                        "both: every operator runs with it and again without it")
+    p.add_argument("--combiner", default="on",
+                   help="pre-aggregate in the source scan for operators that combine (EngineConfig.combine): on, "
+                        "off, or both in the order given (on,off or off,on: every operator runs with it and "
+                        "without it)")
     p.add_argument("--no-jvm", action="store_true", help="skip baseline (b)")
     p.add_argument("--once", action="store_true", help="run each baseline once (first), not first and last")
     p.add_argument("--json", default=None, help="write the results as JSON to PATH ('-': stdout)")
@@ -407,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--per-batch must be a multiple of {SOURCES} (the source instances)")
     if args.buckets < 1:
         p.error("--buckets must be >= 1")
+    combines = [{"on": True, "off": False}.get(x) for x in args.combiner.split(",")]
+    if None in combines or len(set(combines)) != len(combines):
+        p.error(f"--combiner {args.combiner!r}: expected on, off, on,off or off,on")
     from skewlab.engine.algorithms import registry
     from skewlab.engine.config.params import ParamError, parse_assignments
     from skewlab.engine.operators import OperatorError, load_operator
@@ -466,7 +471,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for kind in kinds:
             baseline(kind, "first")
-        combines = {"on": [True], "off": [False], "both": [True, False]}[args.combiner]
         for i, (op, combine) in enumerate((o, c) for o in operators for c in combines):
             op_tmp = os.path.join(tmp, f"operator-{i}")  # a checkpoint per (grouping, operator, combiner)
             os.makedirs(op_tmp)
