@@ -231,11 +231,13 @@ def test_kafka_sink_through_a_migration_equals_the_ground_truth(spark, tmp_path,
 
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
     assert engine.run() == 0 and engine.controller.n_workers == 4
+    assert max(committed_ranges(tmp_path / "ckpt")) == engine.last_batch  # a stop commits its last batch
     assert engine.results.url == sink and engine.results.start == {p: 0 for p in range(6)}
     assert engine.store.migration_events(engine.run_id)
     again = SparkEngine(dataclasses.replace(cfg, max_batches=2), log=lambda m: None)
     assert again.run_id == engine.run_id and again.results.start == engine.results.start
     again.run()
+    assert max(committed_ranges(tmp_path / "ckpt")) == again.last_batch == engine.last_batch + 2
     got, rows, distinct = sink_results(again.results)
     truth = final(windowed_truth(batch_keys(tmp_path / "ckpt", generator_keys_of(cfg)), cfg.window), tmp_path / "ckpt")
     assert rows == distinct and only(final(got, tmp_path / "ckpt"), truth) == truth
