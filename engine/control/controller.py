@@ -302,6 +302,10 @@ class Controller:
                 moved_keys += ev.keys
             else:
                 self._skip_plan(plan, verdict)
+                ev = self._drop_stale_entries(stats, plan) if self.planner.drops_stale_entries else None
+                if ev is not None:
+                    moved += ev.state_moved
+                    moved_keys += ev.keys
         skipped = plan is not None and verdict is not None and not verdict.pays
         back_to_base = False
         if gated and rebalance and stats.keys.size and (plan is None or skipped):
@@ -383,6 +387,21 @@ class Controller:
                     migration_cost=ev.migration_cost, feasible=plan.feasible, note=plan.note,
                     gate_excess=self.gate.mean_excess)
         self.gate.forget_pending()  # the owners are the base hash's again: no plan left to judge
+        return ev
+
+    def _drop_stale_entries(self, stats: IntervalStats, skipped: Plan) -> MigrationEvent | None:
+        """Return to the base hash the table entries the skipped plan would route differently
+        (:meth:`~skewlab.engine.algorithms.grouping.RebalancingPlanner.stale_plan`); the migration,
+        or None when there is none."""
+        part = self.planner.stale_plan(stats, skipped)
+        if not part.migrated_keys:
+            return None
+        ev = self._move(stats.key_ids[part.moved], part.assignment[part.moved], "stale_entries",
+                        algorithm=self.planner.name)
+        self.planner.apply(part)
+        self._event("rebalance", algorithm=self.planner.name, keys=ev.keys, state_moved=ev.state_moved,
+                    migration_cost=ev.migration_cost, feasible=part.feasible, note=part.note)
+        self.gate.forget_pending()  # the owners the skipped plan was judged against changed
         return ev
 
     def _skip_plan(self, plan: Plan, verdict: GateVerdict) -> None:
