@@ -17,7 +17,9 @@ the controller
    is then skipped and recorded as such (interval row ``rebalance_skipped``, event
    ``rebalance_skipped``); with the gate on, an interval without an executed plan returns to the
    base hash when the gate finds the planner's routing worse than it (row ``back_to_base``, a
-   ``rebalance`` event and migration noted "back to the base hash");
+   ``rebalance`` event and migration noted "back to the base hash"); for planners with
+   ``drops_stale_entries`` (the Gedik family) a skipped plan first returns to the base hash the table
+   entries it would route differently (a ``rebalance`` event noted "stale entries back to the base hash");
 4. handles algorithm switches, parameter changes and worker-count changes through the **same**
    migration path (:meth:`Controller.migrate_to_owners`): every key's state is moved to where the
    (new) grouping will send the key, and the state moved is counted as migration.
