@@ -20,6 +20,27 @@ def by_fp(orders):
     return {t: fingerprints(ks) for t, ks in orders.items()}
 
 
+def merged_results(rows, operator):
+    """(batch, key) → result of the workers' merge-stage rows ``(micro-batch, kind, batch, key, bytes)``,
+    merged by share_merge.merge_rows once per micro-batch, as the engine runs it; a (batch, key)
+    written twice fails."""
+    import pyarrow as pa
+
+    from skewlab.engine.runtimes.spark.share_merge import merge_rows
+
+    merged = {}
+    for b in sorted({r[0] for r in rows}):
+        of_batch = [r[1:] for r in rows if r[0] == b]
+        t = merge_rows(pa.table({"kind": pa.array([r[0] for r in of_batch], pa.int32()),
+                                 "batch": pa.array([r[1] for r in of_batch], pa.int64()),
+                                 "key": [r[2] for r in of_batch], "data": pa.array([r[3] for r in of_batch], pa.binary())}),
+                       operator).to_pydict()
+        for bb, k, c in zip(t["batch"], t["key"], t["result"]):
+            assert (bb, k) not in merged, f"({bb}, {k}) written twice"
+            merged[(bb, k)] = c
+    return merged
+
+
 def counts_of(keys):
     c = Counter(keys)
     ks = list(c)
@@ -268,10 +289,7 @@ def test_split_keys_moving_with_a_finite_window_merge_to_the_windowed_count(seed
     others gain a new holder.  The workers' merge-stage rows (operator.merge_stage_rows, as the
     handler of a split-key run sends them), merged by share_merge.merge_rows, give one row per
     (batch, key with tuples) equal to the key's windowed count."""
-    import pyarrow as pa
-
     from skewlab.engine.runtimes.spark.operator import merge_stage_rows
-    from skewlab.engine.runtimes.spark.share_merge import merge_rows
 
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
@@ -329,16 +347,7 @@ def test_split_keys_moving_with_a_finite_window_merge_to_the_windowed_count(seed
             for target, blob in out["exports"].items():
                 next_imports[target].append(blob)
         imports = dict(next_imports)
-    merged = {}
-    for b in sorted({r[0] for r in rows}):  # one merge stage per micro-batch, as the engine runs it
-        of_batch = [r[1:] for r in rows if r[0] == b]
-        t = merge_rows(pa.table({"kind": pa.array([r[0] for r in of_batch], pa.int32()),
-                                 "batch": pa.array([r[1] for r in of_batch], pa.int64()),
-                                 "key": [r[2] for r in of_batch], "data": pa.array([r[3] for r in of_batch], pa.binary())}),
-                       workers[0].operator).to_pydict()
-        for bb, k, c in zip(t["batch"], t["key"], t["result"]):
-            assert (bb, k) not in merged, f"({bb}, {k}) written twice"
-            merged[(bb, k)] = c
+    merged = merged_results(rows, workers[0].operator)
     truth = {(b, k): sum(history[j][k] for j in range(max(0, b - W + 1), b + 1))
              for b in range(batches) for k in history[b]}
     assert {p: c for p, c in merged.items() if p[0] < batches} == truth
@@ -355,11 +364,8 @@ def test_split_run_moves_a_holders_share_while_other_holders_keep_the_key(seed, 
     merge-stage rows give one row per (batch, key with tuples), equal to the windowed count / mean
     recomputed from the tuples — before the fix such a key was written twice, each part missing the
     other's."""
-    import pyarrow as pa
-
     from skewlab.engine.operators.builtin import Count, Mean
     from skewlab.engine.runtimes.spark.operator import merge_stage_rows
-    from skewlab.engine.runtimes.spark.share_merge import merge_rows
 
     make = Count if operator == "count" else Mean
     rng = random.Random(seed)
@@ -420,16 +426,7 @@ def test_split_run_moves_a_holders_share_while_other_holders_keep_the_key(seed, 
         for k in rng.sample(sorted(holders), min(3, len(holders))):  # split a key further
             holders[k].add(rng.randrange(n))
     assert moved_away > 10
-    merged = {}
-    for b in sorted({r[0] for r in rows}):  # one merge stage per micro-batch, as the engine runs it
-        of_batch = [r[1:] for r in rows if r[0] == b]
-        t = merge_rows(pa.table({"kind": pa.array([r[0] for r in of_batch], pa.int32()),
-                                 "batch": pa.array([r[1] for r in of_batch], pa.int64()),
-                                 "key": [r[2] for r in of_batch], "data": pa.array([r[3] for r in of_batch], pa.binary())}),
-                       workers[0].operator).to_pydict()
-        for bb, k, c in zip(t["batch"], t["key"], t["result"]):
-            assert (bb, k) not in merged, f"({bb}, {k}) written twice"
-            merged[(bb, k)] = c
+    merged = merged_results(rows, workers[0].operator)
     truth = {}
     for b in range(batches):
         for k in {k for k, _ in history[b]}:
