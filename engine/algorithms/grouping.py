@@ -497,6 +497,9 @@ class RebalancingPlanner(Planner):
 
     rebalancing: ClassVar[bool] = True
     single_owner: ClassVar[bool] = True
+    #: whether the migration gate, when it skips a plan, returns the routing table's entries the plan
+    #: would route differently to the base hash (:meth:`stale_plan`); the Gedik family sets it
+    drops_stale_entries: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -578,6 +581,17 @@ class RebalancingPlanner(Planner):
         (:mod:`skewlab.engine.control.gate`)."""
         home = self.home_of(stats)
         return make_plan(self.name, stats, home, home, note="back to the base hash")
+
+    def stale_plan(self, stats: IntervalStats, skipped: Plan) -> Plan:
+        """The plan that returns to the base hash the routing table's entries the ``skipped`` plan
+        would route differently (entries it no longer keeps as they are); every other key keeps its
+        owner.  Used by the migration gate for planners with :attr:`drops_stale_entries`
+        (:mod:`skewlab.engine.control.gate`)."""
+        home = self.home_of(stats)
+        current = np.where(stats.worker >= 0, stats.worker, home)
+        stale = (current != home) & (np.asarray(skipped.assignment, np.int64) != current)
+        return make_plan(self.name, stats, np.where(stale, home, current), home,
+                         note="stale entries back to the base hash")
 
     def apply(self, plan: Plan) -> None:
         self.table = RoutingTable(plan.table_keys, plan.table_workers)

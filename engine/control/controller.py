@@ -17,7 +17,9 @@ the controller
    is then skipped and recorded as such (interval row ``rebalance_skipped``, event
    ``rebalance_skipped``); with the gate on, an interval without an executed plan returns to the
    base hash when the gate finds the planner's routing worse than it (row ``back_to_base``, a
-   ``rebalance`` event and migration noted "back to the base hash");
+   ``rebalance`` event and migration noted "back to the base hash"); for planners with
+   ``drops_stale_entries`` (the Gedik family) a skipped plan first returns to the base hash the table
+   entries it would route differently (a ``rebalance`` event noted "stale entries back to the base hash");
 4. handles algorithm switches, parameter changes and worker-count changes through the **same**
    migration path (:meth:`Controller.migrate_to_owners`): every key's state is moved to where the
    (new) grouping will send the key, and the state moved is counted as migration.
@@ -302,6 +304,10 @@ class Controller:
                 moved_keys += ev.keys
             else:
                 self._skip_plan(plan, verdict)
+                ev = self._drop_stale_entries(stats, plan) if self.planner.drops_stale_entries else None
+                if ev is not None:
+                    moved += ev.state_moved
+                    moved_keys += ev.keys
         skipped = plan is not None and verdict is not None and not verdict.pays
         back_to_base = False
         if gated and rebalance and stats.keys.size and (plan is None or skipped):
@@ -383,6 +389,21 @@ class Controller:
                     migration_cost=ev.migration_cost, feasible=plan.feasible, note=plan.note,
                     gate_excess=self.gate.mean_excess)
         self.gate.forget_pending()  # the owners are the base hash's again: no plan left to judge
+        return ev
+
+    def _drop_stale_entries(self, stats: IntervalStats, skipped: Plan) -> MigrationEvent | None:
+        """Return to the base hash the table entries the skipped plan would route differently
+        (:meth:`~skewlab.engine.algorithms.grouping.RebalancingPlanner.stale_plan`); the migration,
+        or None when there is none."""
+        part = self.planner.stale_plan(stats, skipped)
+        if not part.migrated_keys:
+            return None
+        ev = self._move(stats.key_ids[part.moved], part.assignment[part.moved], "stale_entries",
+                        algorithm=self.planner.name)
+        self.planner.apply(part)
+        self._event("rebalance", algorithm=self.planner.name, keys=ev.keys, state_moved=ev.state_moved,
+                    migration_cost=ev.migration_cost, feasible=part.feasible, note=part.note)
+        self.gate.forget_pending()  # the owners the skipped plan was judged against changed
         return ev
 
     def _skip_plan(self, plan: Plan, verdict: GateVerdict) -> None:

@@ -44,6 +44,14 @@ That return is not weighed against its migration cost, deliberately: it moves ba
 gate's own plans moved away, and weighed (``gate_horizon · E > cost``) it was too late on those
 traces to keep the p90 within the issue's 5 % of h's (docs/results.md, "Recency and the migration
 gate").  On a stream where the plans beat h the excess stays negative and nothing changes.
+
+**Stale entries of a skipped plan** (issue 25, an extension): for planners that declare
+``drops_stale_entries`` (Gedik's, whose every construction replaces the whole partitioning function,
+Sec. 4.1), the controller returns to h the table entries a skipped plan would route differently
+(:meth:`~skewlab.engine.algorithms.grouping.RebalancingPlanner.stale_plan`), without weighing their
+migration, and the skipped plan is not judged (the owners it was made against changed).  On the
+``drift`` stream the table of an executed plan otherwise stayed in force while later plans were
+skipped, and lost to h once its hot set had moved on.
 """
 
 from __future__ import annotations

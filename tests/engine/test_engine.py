@@ -152,6 +152,29 @@ def test_split_keys_with_a_finite_window_merge_to_the_ground_truth(spark, tmp_pa
     assert engine.store.migration_events(engine.run_id)  # the switch moved the split keys' shares
 
 
+def test_shrinking_a_split_key_run_writes_each_key_once_and_exact(spark, tmp_path):
+    """``set-workers`` shrinking a D-Choices run moves the removed workers' shares of split keys to
+    other workers while the keys' other holders keep receiving their tuples: the sink still holds one
+    row per (batch, key), merged from every holder's share — the exported share included at the move's
+    batch — equal to the windowed count."""
+    cfg = gen_cfg(tmp_path, algorithm="dchoices", workers=6, window=3, max_batches=5, shadow=[],
+                  workload_params={"keys": 80, "z": 1.4}, max_per_batch=2000)
+
+    def after(engine, batch_id):
+        if batch_id == 1:
+            engine.store.submit_command("set-workers", {"workers": 2})
+
+    engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
+    assert engine.run() == 0 and engine.controller.n_workers == 2
+    assert engine.store.migration_events(engine.run_id)
+    got, rows, distinct = sink_results(engine.results)
+    truth = final(windowed_truth(batch_keys(tmp_path / "ckpt", generator_keys_of(cfg)), cfg.window), tmp_path / "ckpt")
+    assert rows == distinct, "a (batch, key) was written twice"
+    assert only(final(got, tmp_path / "ckpt"), truth) == truth
+    t = engine.results.read().to_pydict()
+    assert max(s for b, s in zip(t["batch"], t["shares"]) if b >= 2) > 1  # still split after the shrink
+
+
 @pytest.mark.parametrize("algorithm", ["hash", "dchoices"])
 def test_service_time_is_in_every_workers_task_time(spark, tmp_path, algorithm):
     """``--service-us``: each worker's task (Spark's task metrics) lasts at least its tuples times the
@@ -231,11 +254,13 @@ def test_kafka_sink_through_a_migration_equals_the_ground_truth(spark, tmp_path,
 
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
     assert engine.run() == 0 and engine.controller.n_workers == 4
+    assert max(committed_ranges(tmp_path / "ckpt")) == engine.last_batch  # a stop commits its last batch
     assert engine.results.url == sink and engine.results.start == {p: 0 for p in range(6)}
     assert engine.store.migration_events(engine.run_id)
     again = SparkEngine(dataclasses.replace(cfg, max_batches=2), log=lambda m: None)
     assert again.run_id == engine.run_id and again.results.start == engine.results.start
     again.run()
+    assert max(committed_ranges(tmp_path / "ckpt")) == again.last_batch == engine.last_batch + 2
     got, rows, distinct = sink_results(again.results)
     truth = final(windowed_truth(batch_keys(tmp_path / "ckpt", generator_keys_of(cfg)), cfg.window), tmp_path / "ckpt")
     assert rows == distinct and only(final(got, tmp_path / "ckpt"), truth) == truth

@@ -20,6 +20,27 @@ def by_fp(orders):
     return {t: fingerprints(ks) for t, ks in orders.items()}
 
 
+def merged_results(rows, operator):
+    """(batch, key) → result of the workers' merge-stage rows ``(micro-batch, kind, batch, key, bytes)``,
+    merged by share_merge.merge_rows once per micro-batch, as the engine runs it; a (batch, key)
+    written twice fails."""
+    import pyarrow as pa
+
+    from skewlab.engine.runtimes.spark.share_merge import merge_rows
+
+    merged = {}
+    for b in sorted({r[0] for r in rows}):
+        of_batch = [r[1:] for r in rows if r[0] == b]
+        t = merge_rows(pa.table({"kind": pa.array([r[0] for r in of_batch], pa.int32()),
+                                 "batch": pa.array([r[1] for r in of_batch], pa.int64()),
+                                 "key": [r[2] for r in of_batch], "data": pa.array([r[3] for r in of_batch], pa.binary())}),
+                       operator).to_pydict()
+        for bb, k, c in zip(t["batch"], t["key"], t["result"]):
+            assert (bb, k) not in merged, f"({bb}, {k}) written twice"
+            merged[(bb, k)] = c
+    return merged
+
+
 def counts_of(keys):
     c = Counter(keys)
     ks = list(c)
@@ -268,10 +289,7 @@ def test_split_keys_moving_with_a_finite_window_merge_to_the_windowed_count(seed
     others gain a new holder.  The workers' merge-stage rows (operator.merge_stage_rows, as the
     handler of a split-key run sends them), merged by share_merge.merge_rows, give one row per
     (batch, key with tuples) equal to the key's windowed count."""
-    import pyarrow as pa
-
     from skewlab.engine.runtimes.spark.operator import merge_stage_rows
-    from skewlab.engine.runtimes.spark.share_merge import merge_rows
 
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
@@ -329,16 +347,90 @@ def test_split_keys_moving_with_a_finite_window_merge_to_the_windowed_count(seed
             for target, blob in out["exports"].items():
                 next_imports[target].append(blob)
         imports = dict(next_imports)
-    merged = {}
-    for b in sorted({r[0] for r in rows}):  # one merge stage per micro-batch, as the engine runs it
-        of_batch = [r[1:] for r in rows if r[0] == b]
-        t = merge_rows(pa.table({"kind": pa.array([r[0] for r in of_batch], pa.int32()),
-                                 "batch": pa.array([r[1] for r in of_batch], pa.int64()),
-                                 "key": [r[2] for r in of_batch], "data": pa.array([r[3] for r in of_batch], pa.binary())}),
-                       workers[0].operator).to_pydict()
-        for bb, k, c in zip(t["batch"], t["key"], t["result"]):
-            assert (bb, k) not in merged, f"({bb}, {k}) written twice"
-            merged[(bb, k)] = c
+    merged = merged_results(rows, workers[0].operator)
     truth = {(b, k): sum(history[j][k] for j in range(max(0, b - W + 1), b + 1))
              for b in range(batches) for k in history[b]}
     assert {p: c for p, c in merged.items() if p[0] < batches} == truth
+
+
+@pytest.mark.parametrize("operator", ["count", "mean"])
+@pytest.mark.parametrize("seed", range(4))
+def test_split_run_moves_a_holders_share_while_other_holders_keep_the_key(seed, operator):
+    """A split-key run (``step(..., split=True)``, as the handler runs it when results are merged
+    from shares): after each batch one holder of a few split keys sends its share to another worker
+    while the key's other holders keep receiving its tuples (``set-workers`` shrinking a D-Choices
+    run moves the removed workers' keys this way), and other keys are gathered onto one worker.
+    Nothing is held; the exporter reports the exported keys' shares at the export batch.  The merged
+    merge-stage rows give one row per (batch, key with tuples), equal to the windowed count / mean
+    recomputed from the tuples — before the fix such a key was written twice, each part missing the
+    other's."""
+    from skewlab.engine.operators.builtin import Count, Mean
+    from skewlab.engine.runtimes.spark.operator import merge_stage_rows
+
+    make = Count if operator == "count" else Mean
+    rng = random.Random(seed)
+    nrng = np.random.default_rng(seed)
+    W, n, batches = 3, 4, 20
+    workers = [WorkerWindow(W, make()) for _ in range(n)]
+    holders: dict[str, set[int]] = {}
+    orders: dict[int, dict[int, list[str]]] = {}
+    imports: dict[int, list[dict]] = {}
+    history: list[list[tuple[str, float]]] = []
+    rows: list[tuple] = []  # (micro-batch, kind, batch, key, bytes)
+    moved_away = 0
+
+    def step(w, b, tuples, **kw):
+        ks = list(dict.fromkeys(k for k, _ in tuples))
+        code = {k: i for i, k in enumerate(ks)}
+        codes = np.array([code[k] for k, _ in tuples], dtype=np.int64)
+        cs = np.bincount(codes, minlength=len(ks)).astype(np.int64) if ks else np.zeros(0, np.int64)
+        vals = np.array([v for _, v in tuples], dtype=np.float64)
+        partials = None if operator == "count" else workers[w].operator.partials(codes, len(ks), vals)
+        out = workers[w].step(b, ks, cs, partials=partials, split=True, **kw)
+        assert not workers[w].held  # a split run holds nothing
+        rows.extend((b, *r) for r in merge_stage_rows(workers[w], b, ks, out["results"], out["export_shares"]))
+        workers[w] = WorkerWindow.loads(workers[w].dumps(), workers[w].operator)
+        return out
+
+    for b in range(batches + 2):
+        tuples = ([(f"k{int(x)}", float(rng.randrange(100))) for x in nrng.zipf(1.4, rng.randrange(0, 120)) % 30]
+                  if b < batches else [])
+        history.append(tuples)
+        per_worker: dict[int, list[tuple[str, float]]] = defaultdict(list)
+        for k, v in tuples:
+            hs = holders.setdefault(k, {rng.randrange(n)})
+            per_worker[rng.choice(sorted(hs))].append((k, v))
+        next_imports: dict[int, list[dict]] = defaultdict(list)
+        for w in range(n):
+            out = step(w, b, per_worker[w], imports=imports.get(w, []), exports=by_fp(orders.get(w, {})),
+                       expect=fingerprints([k for o in orders.values() for t, ks in o.items() if t == w for k in ks]))
+            for target, blob in out["exports"].items():
+                next_imports[target].append(blob)
+        imports, orders = dict(next_imports), {}
+        if b >= batches - 1:
+            continue
+        known = sorted(k for k in holders if len(holders[k]) > 1)
+        for k in rng.sample(known, min(3, len(known))):  # one holder's share leaves, the others stay
+            h = rng.choice(sorted(holders[k]))
+            t = rng.choice(sorted(holders[k] - {h}) if rng.random() < 0.5 else [x for x in range(n) if x != h])
+            orders.setdefault(h, {}).setdefault(t, []).append(k)
+            holders[k] = (holders[k] - {h}) | {t}
+            moved_away += 1
+        for k in rng.sample(sorted(holders), min(2, len(holders))):  # gather another key onto one worker
+            if any(k in ks for o in orders.values() for ks in o.values()):
+                continue
+            t = rng.randrange(n)
+            for h in holders[k] - {t}:
+                orders.setdefault(h, {}).setdefault(t, []).append(k)
+            holders[k] = {t}
+        for k in rng.sample(sorted(holders), min(3, len(holders))):  # split a key further
+            holders[k].add(rng.randrange(n))
+    assert moved_away > 10
+    merged = merged_results(rows, workers[0].operator)
+    truth = {}
+    for b in range(batches):
+        for k in {k for k, _ in history[b]}:
+            vals = [v for j in range(max(0, b - W + 1), b + 1) for kk, v in history[j] if kk == k]
+            truth[(b, k)] = len(vals) if operator == "count" else sum(vals) / len(vals)
+    assert merged.keys() == truth.keys()
+    assert all(merged[p] == pytest.approx(truth[p]) for p in truth)

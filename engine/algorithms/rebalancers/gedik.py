@@ -612,6 +612,14 @@ class GedikGrouping(RebalancingPlanner):
 
     paper: ClassVar[str] = "gedik-vldbj14 (VLDB J. 2014) Sec. 4"
     params: ClassVar[tuple[Param, ...]] = _COMMON_PARAMS
+    #: With the migration gate on (a skewlab extension, engine/control/gate.py), a skipped construction
+    #: still drops the explicit-hash entries it would place differently: they go back to H_c.  In the
+    #: paper every construction (Alg. 2–4) replaces the partitioning function (Sec. 4.1), so no entry
+    #: outlives the construction that disagrees with it; the gate keeps the old function in force, and
+    #: on the drifting stream its entries for an older hot set did worse than H_c (docs/results.md,
+    #: "Recency and the migration gate").  Deviation: only the disagreeing entries are dropped, the
+    #: others stay, and the new construction's placements are not applied.
+    drops_stale_entries: ClassVar[bool] = True
 
     def reset_planning(self) -> None:
         """Planner state (never shipped to executors): the lossy counters, D_p of the applied plan."""

@@ -150,6 +150,22 @@ def _first_line(exc: BaseException) -> str:
             return f"{cls[-1] + ': ' if cls else ''}{inner[-1].group(1)}: {inner[-1].group(2)}"[:300]
     return first[:300]
 
+
+def _await_trigger_end(query: Any, timeout: float = 30.0) -> None:
+    """Wait until the query's running trigger has ended (Spark writes the batch's commit log entry
+    after ``foreachBatch`` returns, inside the trigger), so a stop right after a batch does not leave
+    that batch uncommitted and replayed on the next start.  A trigger that begins meanwhile runs
+    ``process_batch``, which refuses while stopping and so ends it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if not query.isActive or not (query.status or {}).get("isTriggerActive"):
+                return
+        except Exception:  # noqa: BLE001 - a query failing meanwhile has ended its trigger
+            return
+        time.sleep(0.05)
+
+
 #: --service-us above one second per tuple is a typo, not an experiment
 MAX_SERVICE_US = 1e6
 SOURCES = ("generator", "kafka", "file")
@@ -1006,6 +1022,7 @@ class SparkEngine:
         try:
             with self.in_batch:
                 pass
+            _await_trigger_end(query)
             query.stop()
         except Exception:  # noqa: BLE001 - the query may already have failed on the refused batch
             pass

@@ -17,7 +17,9 @@ Per batch the handler of worker ``w``
    (:meth:`skewlab.engine.operators.KeyedOperator.partials`, or
    :meth:`~skewlab.engine.operators.KeyedOperator.partials_combined` of the combined rows of an
    operator that combines, column ``tuples``: the per-key tuple counts are the tuples', not the
-   rows'; not for count, whose state is the tuple count) and runs :meth:`WorkerWindow.step` (import, slide, export, hold, apply);
+   rows'; not for count, whose state is the tuple count) and runs :meth:`WorkerWindow.step` (import,
+   slide, export, hold, apply; in a run with split keys nothing is held and the exported keys'
+   shares go to the merge stage);
 3. under a single-owner grouping writes its results — one row per key with tuples applied:
    ``(batch, key, result, <operator columns>, shares)``
    (:func:`skewlab.engine.runtimes.spark.result_sink.sink_schema`) — to the sink
@@ -80,20 +82,23 @@ def _decode(key: str) -> dict[str, Any]:
     return pickle.loads(base64.b64decode(key))
 
 
-def merge_stage_rows(win: WorkerWindow, batch: int, keys: Sequence[str], results: list[tuple]
-                     ) -> list[tuple[int, int, str, bytes]]:
+def merge_stage_rows(win: WorkerWindow, batch: int, keys: Sequence[str], results: list[tuple],
+                     export_shares: tuple[list[str], list[Any]] = ([], [])) -> list[tuple[int, int, str, bytes]]:
     """What a worker of a split-key run sends to the merge stage after :meth:`WorkerWindow.step` of
     ``batch`` (:mod:`skewlab.engine.runtimes.spark.share_merge`): ``(kind, batch, key, bytes)`` —
     its share of every key in its window (:meth:`WorkerWindow.shares`, the operator's ``dumps``),
     :data:`FRESH_SHARE` for the batch's ``keys`` whose tuples were applied (not held), :data:`KEPT_SHARE`
     for the others, and the step's ``results`` of earlier batches (held tuples released by an import;
     :data:`FINAL`, the pickled result row: a moved key's state goes to one worker from all its
-    holders, so the released result is whole)."""
+    holders, so the released result is whole) — and, as :data:`KEPT_SHARE`, the ``export_shares``
+    of the keys it exported in this batch (:meth:`WorkerWindow.step` with ``split``: their state is
+    on its way to another worker but still part of the key's result at ``batch``)."""
     dumps = win.operator.dumps
     held = {k for k, entries in win.held.items() if any(e[0] == batch for e in entries)}
     applied = set(keys) - held
     names, states = win.shares(batch)
     rows = [(FRESH_SHARE if k in applied else KEPT_SHARE, batch, k, dumps(st)) for k, st in zip(names, states)]
+    rows += [(KEPT_SHARE, batch, k, dumps(st)) for k, st in zip(*export_shares)]
     rows += [(FINAL, r[0], r[1], pickle.dumps(tuple(r[2:]), protocol=pickle.HIGHEST_PROTOCOL))
              for r in results if r[0] < batch]
     return rows
@@ -198,7 +203,7 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
             arrived = win.held_tuples() + int(counts.sum()) + sum(int(h[2]) for b in imports for h in b.get("held", ()))
             step = win.step(batch, keys, counts, partials=partials, fps=fps, imports=imports,
                             exports={int(t): ks for t, ks in control.get("exports", {}).items()},
-                            expect=control.get("expect", ()))
+                            expect=control.get("expect", ()), split=bool(control.get("split")))
             applied = arrived - win.held_tuples() - sum(int(h[2]) for blob in step["exports"].values()
                                                         for h in blob.get("held", ()))
             if service and applied > 0:
@@ -206,7 +211,7 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
             res = step["results"]
             if control.get("split"):
                 # the key-partitioned merge stage (share_merge) writes this batch's results
-                for kind, bt, k, d in merge_stage_rows(win, batch, keys, res):
+                for kind, bt, k, d in merge_stage_rows(win, batch, keys, res, step["export_shares"]):
                     out_kind.append(kind)
                     out_key.append(k)
                     out_count.append(0)

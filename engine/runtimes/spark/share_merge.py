@@ -24,11 +24,13 @@ replayed batch recomputes the same shares (Spark restores the state version befo
 writer is a function of the key and P alone (not of the number of tasks, which may differ on a
 replay), and the sink rewrites (Parquet) or completes (Kafka) the same (batch, writer) output.
 
-A key whose state is in flight is not fresh anywhere while it is held; its result at that batch is
-written once, by the worker that imports it, in the next batch.  Known limit: a key moved while
-*other* workers keep shares of it and receive its tuples (``set-workers`` shrinking a split-key
-grouping moves the stray workers' keys to their home worker) gets two rows at the move's batch, each
-missing the other's part; the single-owner moves (rebalancers, switches to a key grouping) are exact.
+A move in a run with split keys holds nothing (:meth:`WorkerWindow.step` with ``split``): the key's
+new holder applies its tuples at once as its own share, and the exporter sends the exported keys'
+shares of the move's batch as ``KEPT_SHARE``, so a key moved while *other* workers keep shares of it
+and receive its tuples (``set-workers`` shrinking a split-key grouping) still gets one row with every
+part.  ``FINAL`` rows come only from holds begun before the run's first split batch (a rebalancer's
+move published with the switch to a split-key grouping): the key had one owner then, so the released
+result is whole.
 """
 
 from __future__ import annotations

@@ -313,8 +313,8 @@ class WorkerWindow:
     # ------------------------------------------------------------------ one batch
     def step(self, batch: int, keys: Sequence[str], counts: np.ndarray, *, partials: Sequence[Any] | None = None,
              fps: np.ndarray | None = None, imports: Sequence[dict[str, Any]] = (),
-             exports: dict[int, np.ndarray] | None = None, expect: np.ndarray | Sequence[int] = ()
-             ) -> dict[str, Any]:
+             exports: dict[int, np.ndarray] | None = None, expect: np.ndarray | Sequence[int] = (),
+             split: bool = False) -> dict[str, Any]:
         """One micro-batch of this worker, in the protocol's order:
 
         1. slide to ``batch - 1`` (the batch the imported windows and held tuples belong to);
@@ -328,7 +328,17 @@ class WorkerWindow:
 
         Import before export: a key still in flight can move again at once.
 
-        Returns ``results`` (list of ``(batch, key, *row)``), ``exports`` (target → blob).
+        ``split`` (a run whose results are merged from the workers' shares,
+        :mod:`skewlab.engine.runtimes.spark.share_merge`): nothing is held — a key may have several
+        holders, so the new holder applies its tuples at once as a share of its own — and the shares
+        of the exported keys at ``batch`` are returned as ``export_shares`` (the state leaves this
+        worker but still belongs to the key's result at ``batch``; the importer merges it into its
+        share from the next batch on).  Deviation from the hold protocol of fang-hpdc17 Sec. III-C,
+        which assumes one owner per key: with other holders receiving the key's tuples meanwhile, a
+        held result would miss their parts.
+
+        Returns ``results`` (list of ``(batch, key, *row)``), ``exports`` (target → blob) and, when
+        ``split``, ``export_shares`` (``(keys, states)`` as :meth:`shares`).
         """
         batch = int(batch)
         if batch <= self.last:
@@ -338,14 +348,20 @@ class WorkerWindow:
         self.slide(batch - 1)
         results, _ = self.import_(imports) if imports else ([], 0)
         self.slide(batch)
+        out: dict[str, Any] = {}
+        if split:
+            ordered = [np.asarray(f, dtype=np.uint64) for f in (exports or {}).values() if len(f)]
+            out["export_shares"] = self.shares(batch, np.concatenate(ordered)) if ordered else ([], [])
         blobs = self.export(exports or {})
-        self.expect.update(np.asarray(expect, dtype=np.uint64).tolist())
+        if not split:
+            self.expect.update(np.asarray(expect, dtype=np.uint64).tolist())
         results.extend(self.add(list(keys), counts, batch, partials, fps=fps))
-        return {"results": results, "exports": blobs}
+        return {"results": results, "exports": blobs, **out}
 
     # ------------------------------------------------------------------ shares
-    def shares(self, batch: int) -> tuple[list[str], list[Any]]:
-        """This worker's *share* of every key in its window at ``batch`` (the window's current end):
+    def shares(self, batch: int, fps: np.ndarray | None = None) -> tuple[list[str], list[Any]]:
+        """This worker's *share* of every key in its window at ``batch`` (the window's current end),
+        or of the keys whose fingerprints are in ``fps``:
         the key's partial states of batches ``(batch - window, batch]`` merged
         (:meth:`~skewlab.engine.operators.MergeableOperator.merge`; count: the window's tuple count).
         Under a split-key grouping a key's result is the merge of all workers' shares
@@ -353,15 +369,17 @@ class WorkerWindow:
         applied, and emitted, when their key's state arrives)."""
         if int(batch) != self.last:
             raise ValueError(f"shares of batch {batch} asked of a window that ends at batch {self.last}")
+        if not self.keys:
+            return [], []
+        rows = (np.arange(len(self.keys)) if fps is None
+                else np.flatnonzero(np.isin(key_fingerprints(self.keys), np.asarray(fps, dtype=np.uint64))))
         if self.ring_only:
-            if not self.keys:
-                return [], []
-            sums = self.ring.sum(axis=1)  # the slide emptied the columns of batches that left the window
+            sums = self.ring[rows].sum(axis=1)  # the slide emptied the columns of batches that left the window
             live = np.flatnonzero(sums)
-            return [self.keys[i] for i in live.tolist()], sums[live].tolist()
+            return [self.keys[i] for i in rows[live].tolist()], sums[live].tolist()
         merge = self.operator.merge  # type: ignore[attr-defined]  # mergeable operators only
         keys, states = [], []
-        for k in self.partials:
+        for k in (self.keys[i] for i in rows.tolist()):
             window = self._window_partials(k, batch)
             if window:
                 keys.append(k)
