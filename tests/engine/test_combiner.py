@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from skewlab.engine.algorithms import registry
-from skewlab.engine.operators import BUILTINS, OperatorError, KeyedOperator, load_operator
+from skewlab.engine.operators import BUILTINS, KeyedOperator, OperatorError, load_operator
 from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, combiner_bytes, make_router
 
 COMBINING = sorted(n for n, c in BUILTINS.items() if c.combined is not None)

@@ -7,8 +7,6 @@ the per-worker tuple counts the driver records are the tuples', not the combined
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
