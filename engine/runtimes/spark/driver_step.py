@@ -144,8 +144,8 @@ class DriverSnapshot:
     shares_split: bool = False
     #: the last driver batch latencies (ms), the reference of a migration's latency
     latencies: tuple[float, ...] = ()
-    key_names: Mapping[int, str] = field(default_factory=dict)
-    carry_events: tuple[Mapping[str, Any], ...] = ()
+    key_names: Mapping[int, str] = field(default_factory=dict, metadata={"persist": False})
+    carry_events: tuple[Mapping[str, Any], ...] = field(default=(), metadata={"persist": False})
 
     def owned_copy(self) -> "DriverSnapshot":
         """A snapshot whose controller and shadows are copies (one pickle round trip, so that they

@@ -63,7 +63,7 @@ from typing import Any, Callable
 
 from skewlab.engine.algorithms import registry
 from skewlab.engine.io.checkpoint import STREAM_FIELDS, SnapshotStore, stream_mismatch
-from skewlab.engine.control.controller import Controller, compose_orders
+from skewlab.engine.control.controller import Controller
 from skewlab.engine.algorithms.keys import FingerprintVocabulary
 from skewlab.engine.runtimes.spark.driver_memory import limit_retained_memory, release_unused
 from skewlab.engine.control.metrics import format_rate
@@ -78,8 +78,9 @@ from skewlab.engine.runtimes.background_warmup import BackgroundWarmup
 from skewlab.engine.runtimes.spark.cluster_settings import check_executors, is_local_master
 from skewlab.engine.runtimes.spark.driver_step import (BatchOutput, DriverSettings, DriverSnapshot, StepInput,
                                                        already_applied, apply_commands, next_route, step)
+from skewlab.engine.runtimes.spark.engine_snapshot import EngineSnapshot, SnapshotRefused
 from skewlab.engine.runtimes.spark.result_sink import open_sink, restore_sink, sink_schema
-from skewlab.engine.runtimes.spark.state_transfer import ExportRef, prune
+from skewlab.engine.runtimes.spark.state_transfer import prune
 from skewlab.storage.records import IntervalRecord
 from skewlab.shared import filesystems
 
@@ -431,52 +432,32 @@ class SparkEngine:
         self.store = connect(self.cfg.db)
         latest = self.snapshots.latest()
         if latest is not None:
-            batch, snap = latest
-            diff = stream_mismatch(snap.get("stream"), self._stream())
+            try:
+                snap = EngineSnapshot.decode(latest[1], latest[0])
+            except SnapshotRefused as exc:
+                self.store.close()
+                raise ParamError(f"checkpoint {self.checkpoint} {exc}; start a new run with --run-name NAME or "
+                                 "--checkpoint DIR") from None
+            batch = snap.driver.last_batch
+            diff = stream_mismatch(snap.stream, self._stream())
             if diff:
                 self.store.close()
                 raise ParamError(
-                    f"checkpoint {self.checkpoint} belongs to run {snap['run_id']} on another stream "
+                    f"checkpoint {self.checkpoint} belongs to run {snap.driver.run_id} on another stream "
                     f"({'; '.join(diff)}): restart with that run's settings to resume it, or start a new run "
                     "with --run-name NAME or --checkpoint DIR"
                 )
-            controller: Controller = snap["controller"]
-            if not isinstance(controller.vocab, FingerprintVocabulary):
-                self.store.close()
-                raise ParamError(
-                    f"checkpoint {self.checkpoint} was written by an engine version whose driver kept key names; "
-                    "start a new run with --run-name NAME or --checkpoint DIR")
-            if snap.get("partitions") is None:
-                self.store.close()
-                raise ParamError(
-                    f"checkpoint {self.checkpoint} was written by an engine that kept the state in the driver; "
-                    "start a new run with --run-name NAME or --checkpoint DIR")
-            next_imports = snap.get("next_imports", {})
-            if any(not isinstance(r, ExportRef) for refs in next_imports.values() for r in refs):
-                self.store.close()
-                raise ParamError(
-                    f"checkpoint {self.checkpoint} was written by an engine version that carried migrated state "
-                    "through the driver; start a new run with --run-name NAME or --checkpoint DIR")
-            self.snapshot = DriverSnapshot(
-                run_id=snap["run_id"], controller=controller, shadow=snap["shadow"],
-                partitions=int(snap["partitions"]), last_batch=batch, paused=snap.get("paused", False),
-                applied_commands=tuple(snap.get("applied_commands", [])), consumed=snap.get("consumed", {}),
-                dead_total=snap.get("dead_total", 0), worker_keys=snap.get("worker_keys", {}),
-                worker_held=snap.get("worker_held", {}), worker_bytes=snap.get("worker_bytes", {}),
-                migrating=tuple(snap.get("migrating", [])), next_orders=snap.get("next_orders", compose_orders([])),
-                next_imports={w: tuple(refs) for w, refs in next_imports.items()},
-                migrations_seen=snap.get("migrations_seen", len(controller.migrations)),
-                shares_split=bool(snap.get("shares_split", False)), latencies=tuple(snap.get("latencies", [])))
+            self.snapshot = snap.driver
             try:
-                self.results = restore_sink(snap["sink"], snap.get("sink_start"), self.partitions,
+                self.results = restore_sink(snap.sink, snap.sink_start, self.partitions,
                                             schema=sink_schema(self.operator))
             except ParamError:
                 self.store.close()
                 raise
             if self.cfg.max_workers not in (None, self.partitions) or (self.cfg.sink and self.cfg.sink_spec() != self.results.url):
-                self.log(f"run {snap['run_id']} keeps its {self.partitions} state partitions and its sink {self.results.url}: "
+                self.log(f"run {self.run_id} keeps its {self.partitions} state partitions and its sink {self.results.url}: "
                          "--max-workers/--sink only set up new runs")
-            pending = snap.get("pending", [])
+            pending = list(snap.pending)
             self.log(f"restored run {self.run_id} at batch {batch} from {self.snapshots.dir}")
             g = self.controller.planner
             if (self.cfg.algorithm, self.cfg.workers) != (g.name, self.controller.n_workers) or any(
@@ -533,31 +514,12 @@ class SparkEngine:
         self.routes.publish(batch_id, route.snapshot.dumps(), flush=route.flush)
 
     def _save(self, batch_id: int) -> None:
+        """Write the snapshot of ``batch_id`` (:class:`EngineSnapshot`: the driver's state and the
+        metric intervals not yet in the database) to the checkpoint."""
         assert self.sink is not None
-        s = self.snapshot
-        self.snapshots.save(batch_id, {
-            "run_id": s.run_id,
-            "stream": self._stream(),
-            "controller": s.controller,
-            "shadow": s.shadow,
-            "paused": s.paused,
-            "applied_commands": list(s.applied_commands),
-            "consumed": dict(s.consumed),
-            "dead_total": s.dead_total,
-            "pending": self.sink.pending(),
-            "partitions": s.partitions,
-            "sink": self.results.url,
-            "sink_start": self.results.start,
-            "worker_keys": dict(s.worker_keys),
-            "worker_held": dict(s.worker_held),
-            "worker_bytes": dict(s.worker_bytes),
-            "migrating": [dict(m) for m in s.migrating],
-            "next_orders": s.next_orders,
-            "next_imports": {w: list(refs) for w, refs in s.next_imports.items()},
-            "migrations_seen": s.migrations_seen,
-            "shares_split": s.shares_split,
-            "latencies": list(s.latencies[-20:]),
-        })
+        self.snapshots.save(batch_id, EngineSnapshot(self.snapshot, stream=self._stream(), sink=self.results.url,
+                                                     sink_start=self.results.start,
+                                                     pending=tuple(self.sink.pending())).encode())
 
     # ------------------------------------------------------------------ commands
     def _pending_commands(self) -> tuple[dict[str, Any], ...] | None:
