@@ -20,8 +20,8 @@ SETTINGS = DriverSettings("count", True, values="none", top_k=3)
 KEYS = np.arange(1, 41, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # 40 key fingerprints
 
 
-def fresh_snapshot(workers: int = 2, partitions: int = 4) -> DriverSnapshot:
-    controller = Controller(registry.create("hash", workers, 1, 0, {}), FingerprintVocabulary(), window=3)
+def fresh_snapshot(workers: int = 2, partitions: int = 4, algorithm: str = "hash") -> DriverSnapshot:
+    controller = Controller(registry.create(algorithm, workers, 1, 0, {}), FingerprintVocabulary(), window=3)
     controller.track_orders = True
     return DriverSnapshot(run_id=7, controller=controller, shadow=None, partitions=partitions)
 
@@ -93,8 +93,18 @@ def test_a_sequence_of_batches_through_a_migration_a_switch_a_rejection_and_a_re
         step(s3, StepInput(3, output(2, s3)), SETTINGS)
 
 
-def test_the_step_is_pure():
-    s0, _ = run(fresh_snapshot(), 0, commands=[{"id": 1, "kind": "set-workers", "payload": {"workers": 3}}])
+@pytest.mark.parametrize("algorithm", ["hash", "mixed"])  # mixed: a routing table and a heavy-hitter sketch
+def test_the_step_is_pure(algorithm, monkeypatch):
+    import types
+
+    import skewlab.engine.algorithms.grouping as grouping
+    import skewlab.engine.control.controller as controller
+
+    # the planners time their plans (plan_seconds): the one clock the step does not take as input
+    fixed = types.SimpleNamespace(perf_counter=lambda: 1.0)
+    monkeypatch.setattr(grouping, "time", fixed)
+    monkeypatch.setattr(controller, "time", fixed)
+    s0, _ = run(fresh_snapshot(algorithm=algorithm), 0, commands=[{"id": 1, "kind": "set-workers", "payload": {"workers": 3}}])
     before = pickle.dumps(s0)
     a_snap, a = run(s0, 1, seq=40, commands=[{"id": 2, "kind": "set-algorithm", "payload": {"algorithm": "dchoices"}}])
     assert pickle.dumps(s0) == before  # the input snapshot (controller included) is unchanged
@@ -102,4 +112,4 @@ def test_the_step_is_pure():
     assert pickle.dumps(a_snap) == pickle.dumps(b_snap)
     assert a.record == b.record and a.marks == b.marks and a.log == b.log and a.route.flush == b.route.flush
     assert a.route.snapshot.dumps() == b.route.snapshot.dumps()
-    assert a_snap.controller is not s0.controller and s0.controller.planner.name == "hash"
+    assert a_snap.controller is not s0.controller and s0.controller.planner.name == algorithm

@@ -25,7 +25,7 @@ Per batch ``b`` (issue 24, item 6; the order of :mod:`skewlab.engine.runtimes.sp
 
 from __future__ import annotations
 
-import pickle
+import copy
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
@@ -148,9 +148,10 @@ class DriverSnapshot:
     carry_events: tuple[Mapping[str, Any], ...] = field(default=(), metadata={"persist": False})
 
     def owned_copy(self) -> "DriverSnapshot":
-        """A snapshot whose controller and shadows are copies (one pickle round trip, so that they
-        still share one vocabulary): the step mutates those, never the caller's."""
-        controller, shadow = pickle.loads(pickle.dumps((self.controller, self.shadow), protocol=pickle.HIGHEST_PROTOCOL))
+        """A snapshot whose controller and shadows are copies (one deep copy of the two, so that they
+        still share one vocabulary; their in-memory form, not their packed pickles): the step
+        mutates those, never the caller's."""
+        controller, shadow = copy.deepcopy((self.controller, self.shadow))
         return replace(self, controller=controller, shadow=shadow)
 
 
