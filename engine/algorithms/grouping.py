@@ -44,6 +44,7 @@ from skewlab.engine.algorithms.keys import home as _home
 from skewlab.engine.config.params import Param, resolve_params
 from skewlab.engine.config.settings import SOURCES, WORKERS, check
 from skewlab.engine.algorithms.table_lookup import build_key_index, lookup_keys
+from skewlab.shared import copy_as_in_memory
 
 __all__ = [
     "GATE_PARAMS", "IntervalStats", "Plan", "Planner", "RebalancingPlanner", "Router", "RoutingTable",
@@ -229,6 +230,9 @@ class RoutingTable:
         self.keys = keys[order]
         self.workers = workers[order]
         self._index = None
+
+    def __deepcopy__(self, memo: dict) -> "RoutingTable":
+        return copy_as_in_memory(self, memo)  # no packing, no rebuilt index
 
     def __getstate__(self) -> tuple:
         return self.keys, self.workers

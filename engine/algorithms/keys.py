@@ -36,6 +36,7 @@ from typing import Iterable, Sequence
 
 import mmh3
 import numpy as np
+from skewlab.shared import copy_as_in_memory
 import pyarrow as pa
 from numba import njit
 
@@ -433,6 +434,9 @@ class FingerprintVocabulary:
             new[out[out >= n] - n] = fps[out >= n]
             self._fps = np.concatenate([self._fps, new])
         return out
+
+    def __deepcopy__(self, memo: dict) -> "FingerprintVocabulary":
+        return copy_as_in_memory(self, memo)  # no packing, no rebuilt index
 
     def __getstate__(self) -> dict:
         return {"fps": self._fps}

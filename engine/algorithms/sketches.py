@@ -44,6 +44,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import numpy as np
+from skewlab.shared import copy_as_in_memory
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
@@ -578,6 +579,9 @@ class SpaceSaving:
     # Pickling: the hash table is derived data (every used counter's fingerprint and id), left out
     # and rebuilt on load; the rebuilt table has no stale entries and may place entries in other
     # probe positions; no result depends on slot positions.
+    def __deepcopy__(self, memo: dict) -> "SpaceSaving":
+        return copy_as_in_memory(self, memo)  # no packing, no rebuilt index
+
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["table"] = None

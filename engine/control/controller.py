@@ -66,6 +66,7 @@ from skewlab.engine.config.params import ParamError
 from skewlab.engine.config.settings import WORKERS, check
 from skewlab.engine.control.state import (WORKER_BITS, KeyedWindowState, aggregate_pairs, decode, encode, pack_codes,
                           searchsorted_ascending, segment_sums, union_sorted, unpack_codes)
+from skewlab.shared import copy_as_in_memory
 
 __all__ = ["COST_MODELS", "Controller", "MigrationEvent", "compose_orders"]
 
@@ -515,6 +516,9 @@ class Controller:
         )
 
     # ------------------------------------------------------------------ pickling
+    def __deepcopy__(self, memo: dict) -> "Controller":
+        return copy_as_in_memory(self, memo)  # no packing, no rebuilt index
+
     def __getstate__(self) -> dict[str, Any]:
         """Everything as is, except the pair log: packed (:func:`skewlab.engine.control.state.pack_codes`, ~2 bytes per
         code instead of 8) because a snapshot pickles the controller every micro-batch."""

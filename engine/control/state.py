@@ -43,6 +43,7 @@ import numba
 import numpy as np
 
 from skewlab.engine.config.settings import WINDOW, check
+from skewlab.shared import copy_as_in_memory
 
 __all__ = [
     "KeyedWindowState",
@@ -485,6 +486,9 @@ class KeyedWindowState:
         return float(self.merged()[1].sum())
 
     # ------------------------------------------------------------------ pickling
+    def __deepcopy__(self, memo: dict) -> "KeyedWindowState":
+        return copy_as_in_memory(self, memo)  # no packing, no rebuilt index
+
     def __getstate__(self) -> dict[str, Any]:
         """Slots in the compact form of :func:`pack_codes` / :func:`pack_small` (each packed once and
         cached); the window totals are derived data and are rebuilt on load."""

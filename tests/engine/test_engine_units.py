@@ -2,6 +2,7 @@
 
 import base64
 import pickle
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -219,16 +220,16 @@ def test_a_second_pause_while_paused_records_no_second_pause_event(tmp_path):
 def test_a_worker_holding_tuples_without_state_keeps_its_control_row(tmp_path, monkeypatch):
     """A worker outside the controller's workers (scaled in) that holds tuples for state in flight, but
     has no keys in its state, still runs with a control row: its held tuples are not stranded."""
-    import skewlab.engine.runtimes.spark.topology as topology
+    import skewlab.engine.runtimes.spark.driver_step as driver_step
     from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine
 
     seen: list[set[int]] = []
-    real = topology.control_payloads
-    monkeypatch.setattr(topology, "control_payloads", lambda o, f, workers, p: seen.append(set(workers)) or real(o, f, workers, p))
+    real = driver_step.control_payloads
+    monkeypatch.setattr(driver_step, "control_payloads", lambda o, f, workers, p: seen.append(set(workers)) or real(o, f, workers, p))
     eng = SparkEngine(EngineConfig(db=f"sqlite:///{tmp_path}/db.sqlite", checkpoint=str(tmp_path / "ck"),
                                    workers=2, max_workers=8), log=lambda m: None)
     try:
-        eng.worker_keys, eng.worker_held = {5: 0, 6: 0}, {5: 3, 6: 0}
+        eng.snapshot = replace(eng.snapshot, worker_keys={5: 0, 6: 0}, worker_held={5: 3, 6: 0})
         eng._publish_route(0)
         assert seen[-1] == {0, 1, 5}
     finally:

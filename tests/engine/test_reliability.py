@@ -339,8 +339,10 @@ def _controller_fingerprint(c) -> dict:
     }
 
 
-def test_bad_commands_rejected_with_reasons_state_unchanged(spark, tmp_path):
+def test_bad_commands_rejected_with_reasons_state_unchanged(spark, tmp_path, monkeypatch):
     from sqlalchemy import text
+
+    from skewlab.engine.runtimes.spark import driver_step
 
     from skewlab.cli import main
 
@@ -377,16 +379,16 @@ def test_bad_commands_rejected_with_reasons_state_unchanged(spark, tmp_path):
             good_id["id"] = store.submit_command("set-param", {"params": {"theta_max": 0.2}})
 
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
-    original = engine._apply_commands
+    original = driver_step.apply_commands
 
-    def wrapped(batch_id: int):
-        before = _controller_fingerprint(engine.controller)
-        marks, events = original(batch_id)
-        after_fp = _controller_fingerprint(engine.controller)
-        checks.append((batch_id, before, after_fp, marks))
-        return marks, events
+    def wrapped(snapshot, commands, batch_id, settings, **kw):  # the driver step's commands, each batch
+        before = _controller_fingerprint(snapshot.controller)
+        out = original(snapshot, commands, batch_id, settings, **kw)
+        after_fp = _controller_fingerprint(out[0].controller)
+        checks.append((batch_id, before, after_fp, [(m.command_id, m.status, m.reason) for m in out[1]]))
+        return out
 
-    engine._apply_commands = wrapped  # the engine object is never pickled (only its controller is)
+    monkeypatch.setattr(driver_step, "apply_commands", wrapped)
     assert engine.run() == 0
 
     # the batch that consumed the bad commands: every one rejected, controller unchanged bit for bit

@@ -10,7 +10,9 @@ with the offsets, and it writes its results to the sink — Parquet files or a K
 ``foreachBatch`` on the driver.  The number of state partitions is ``--max-workers``, fixed for the
 checkpoint's life.
 
-Per micro-batch ``b`` the driver (``foreachBatch``), which keeps statistics, not state:
+Per micro-batch ``b`` the driver (``foreachBatch``), which keeps statistics, not state, collects
+the operator's output and hands it to one pure step (:func:`skewlab.engine.runtimes.spark.driver_step.step`:
+``(snapshot, batch output) → (snapshot', decisions)``, steps 2–5 below), then carries out its decisions:
 
 1. runs the batch's operator and collects only statistics: per-(worker, key fingerprint) tuple counts
    (:class:`~skewlab.engine.algorithms.keys.FingerprintVocabulary`), each worker's summary (keys and bytes of state, held
@@ -54,17 +56,14 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 
 from skewlab.engine.algorithms import registry
 from skewlab.engine.io.checkpoint import STREAM_FIELDS, SnapshotStore, stream_mismatch
-from skewlab.engine.control.commands import apply_command
-from skewlab.engine.control.controller import Controller, compose_orders
-from skewlab.engine.io.interval_record import interval_record, rebalance_events, worker_rows
+from skewlab.engine.control.controller import Controller
 from skewlab.engine.algorithms.keys import FingerprintVocabulary
 from skewlab.engine.runtimes.spark.driver_memory import limit_retained_memory, release_unused
 from skewlab.engine.control.metrics import format_rate
@@ -77,8 +76,11 @@ from skewlab.engine.operators import KeyedOperator, is_mergeable, load_operator,
 from skewlab.engine.operators.builtin import Join
 from skewlab.engine.runtimes.background_warmup import BackgroundWarmup
 from skewlab.engine.runtimes.spark.cluster_settings import check_executors, is_local_master
+from skewlab.engine.runtimes.spark.driver_step import (BatchOutput, DriverSettings, DriverSnapshot, StepInput,
+                                                       already_applied, apply_commands, next_route, step)
+from skewlab.engine.runtimes.spark.engine_snapshot import EngineSnapshot, SnapshotRefused
 from skewlab.engine.runtimes.spark.result_sink import open_sink, restore_sink, sink_schema
-from skewlab.engine.runtimes.spark.state_transfer import ExportRef, prune
+from skewlab.engine.runtimes.spark.state_transfer import prune
 from skewlab.storage.records import IntervalRecord
 from skewlab.shared import filesystems
 
@@ -399,47 +401,47 @@ class SparkEngine:
         self.migration_dir = filesystems.join(self.checkpoint, "migrations")
         self.stop_requested = threading.Event()
         self.in_batch = threading.Lock()
-        self.paused = False
         self.batches_done = 0
         self.started = time.monotonic()
         self.store = None
         self.sink: MetricsSink | None = None
-        self.run_id: int | None = None
-        self.last_batch = -1
-        self.applied_commands: list[int] = []
-        self.consumed: dict[int, int] = {}
-        self.dead_total = 0
-        self._carry_events: list[dict[str, Any]] = []
         self._stopping = False
         self._idle_since: float | None = None
         self._backpressure = False
         self._interrupted = False
         self._batch_error: BaseException | None = None  # what failed in our own batch function
         self._task_times: Any = None  # skewlab.engine.runtimes.spark.task_metrics.TaskTimes, made at the first batch
-        #: names of keys the workers reported by name (their most frequent keys: the hot keys' names)
-        self.key_names: dict[int, str] = {}
-        #: keys in each worker's state and tuples it holds for state in flight, after the last batch
-        #: (from the workers' summary rows): a worker with either gets a control row even when it is no
-        #: longer among the controller's workers
-        self.worker_keys: dict[int, int] = {}
-        self.worker_held: dict[int, int] = {}
-        self.worker_bytes: dict[int, int] = {}
-        #: migrations whose state is in flight: planned, exported, imported (see _track_migrations)
-        self.migrating: list[dict[str, Any]] = []
-        self._migrations_seen = 0
-        #: what the next batch's routing snapshot carries besides the grouping: composed move orders
-        #: (key id -> (holders, target)) and references to the export blobs per receiving worker
-        self.next_orders = compose_orders([])  # composed (key ids, holders, targets)
-        self.next_imports: dict[int, list[ExportRef]] = {}
-        #: a grouping that splits keys has run: shares of a key may be on several workers, so the
-        #: workers send their shares to the merge stage, which writes the results (share_merge)
-        self.shares_split = False
-        self._latencies: list[float] = []
+        #: what the driver's per-batch step needs of the configuration (driver_step)
+        self.settings = DriverSettings(self.operator.name, self.operator.mergeable,
+                                       values=cfg.value_kind(self.operator), top_k=cfg.top_k)
+        #: the driver's state after the last batch: the input of the next step (driver_step)
+        self.snapshot: DriverSnapshot
         #: the numba warm-up child of :meth:`run` (None outside run(): waiting shadows join at once)
         self.kernels: BackgroundWarmup | None = None
         limit_retained_memory()  # the driver's per-batch temporaries go back to the system when freed
         self._restore_or_init()
         self.controller.track_orders = True
+
+    # the snapshot's fields, read-only (a step replaces the snapshot)
+    controller = property(lambda self: self.snapshot.controller)
+    shadow = property(lambda self: self.snapshot.shadow)
+    run_id = property(lambda self: self.snapshot.run_id)
+    last_batch = property(lambda self: self.snapshot.last_batch)
+    partitions = property(lambda self: self.snapshot.partitions)
+    consumed = property(lambda self: self.snapshot.consumed)
+    dead_total = property(lambda self: self.snapshot.dead_total)
+    worker_keys = property(lambda self: self.snapshot.worker_keys)
+    worker_held = property(lambda self: self.snapshot.worker_held)
+    next_imports = property(lambda self: self.snapshot.next_imports)
+    shares_split = property(lambda self: self.snapshot.shares_split)
+
+    @property
+    def paused(self) -> bool:
+        return self.snapshot.paused
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        self.snapshot = replace(self.snapshot, paused=bool(value))
 
     # ------------------------------------------------------------------ state
     def _restore_or_init(self) -> None:
@@ -448,58 +450,32 @@ class SparkEngine:
         self.store = connect(self.cfg.db)
         latest = self.snapshots.latest()
         if latest is not None:
-            batch, snap = latest
-            diff = stream_mismatch(snap.get("stream"), self._stream())
+            try:
+                snap = EngineSnapshot.decode(latest[1], latest[0])
+            except SnapshotRefused as exc:
+                self.store.close()
+                raise ParamError(f"checkpoint {self.checkpoint} {exc}; start a new run with --run-name NAME or "
+                                 "--checkpoint DIR") from None
+            batch = snap.driver.last_batch
+            diff = stream_mismatch(snap.stream, self._stream())
             if diff:
                 self.store.close()
                 raise ParamError(
-                    f"checkpoint {self.checkpoint} belongs to run {snap['run_id']} on another stream "
+                    f"checkpoint {self.checkpoint} belongs to run {snap.driver.run_id} on another stream "
                     f"({'; '.join(diff)}): restart with that run's settings to resume it, or start a new run "
                     "with --run-name NAME or --checkpoint DIR"
                 )
-            self.controller: Controller = snap["controller"]
-            if not isinstance(self.controller.vocab, FingerprintVocabulary):
-                self.store.close()
-                raise ParamError(
-                    f"checkpoint {self.checkpoint} was written by an engine version whose driver kept key names; "
-                    "start a new run with --run-name NAME or --checkpoint DIR")
-            self.shadow: ShadowEvaluator | None = snap["shadow"]
-            self.run_id = snap["run_id"]
-            self.last_batch = batch
-            self.paused = snap.get("paused", False)
-            self.applied_commands = snap.get("applied_commands", [])
-            self.consumed = snap.get("consumed", {})
-            self.dead_total = snap.get("dead_total", 0)
-            if snap.get("partitions") is None:
-                self.store.close()
-                raise ParamError(
-                    f"checkpoint {self.checkpoint} was written by an engine that kept the state in the driver; "
-                    "start a new run with --run-name NAME or --checkpoint DIR")
-            self.partitions = int(snap["partitions"])
+            self.snapshot = snap.driver
             try:
-                self.results = restore_sink(snap["sink"], snap.get("sink_start"), self.partitions,
+                self.results = restore_sink(snap.sink, snap.sink_start, self.partitions,
                                             schema=sink_schema(self.operator))
             except ParamError:
                 self.store.close()
                 raise
             if self.cfg.max_workers not in (None, self.partitions) or (self.cfg.sink and self.cfg.sink_spec() != self.results.url):
-                self.log(f"run {snap['run_id']} keeps its {self.partitions} state partitions and its sink {self.results.url}: "
+                self.log(f"run {self.run_id} keeps its {self.partitions} state partitions and its sink {self.results.url}: "
                          "--max-workers/--sink only set up new runs")
-            self.worker_keys = snap.get("worker_keys", {})
-            self.worker_held = snap.get("worker_held", {})
-            self.worker_bytes = snap.get("worker_bytes", {})
-            self.migrating = snap.get("migrating", [])
-            self.next_orders = snap.get("next_orders", compose_orders([]))
-            self.next_imports = snap.get("next_imports", {})
-            if any(not isinstance(r, ExportRef) for refs in self.next_imports.values() for r in refs):
-                self.store.close()
-                raise ParamError(
-                    f"checkpoint {self.checkpoint} was written by an engine version that carried migrated state "
-                    "through the driver; start a new run with --run-name NAME or --checkpoint DIR")
-            self._migrations_seen = snap.get("migrations_seen", len(self.controller.migrations))
-            self.shares_split = bool(snap.get("shares_split", False))
-            self._latencies = snap.get("latencies", [])
-            pending = snap.get("pending", [])
+            pending = list(snap.pending)
             self.log(f"restored run {self.run_id} at batch {batch} from {self.snapshots.dir}")
             g = self.controller.planner
             if (self.cfg.algorithm, self.cfg.workers) != (g.name, self.controller.n_workers) or any(
@@ -510,31 +486,32 @@ class SparkEngine:
         else:
             vocab = FingerprintVocabulary()
             grouping = registry.create(self.cfg.algorithm, self.cfg.workers, self.cfg.sources, self.cfg.seed, self.cfg.params)
-            self.controller = Controller(grouping, vocab, window=self.cfg.window, cost_model=self.operator.cost_model)
+            controller = Controller(grouping, vocab, window=self.cfg.window, cost_model=self.operator.cost_model)
             names = self.cfg.shadow if self.cfg.shadow is not None else default_shadow_names(
                 grouping.name, self.operator.name, self.operator.mergeable)
-            self.shadow = (  # the shadows join when their kernels are compiled (_join_shadows)
+            shadow = (  # the shadows join when their kernels are compiled (shadows_ready)
                 ShadowEvaluator([], vocab, n_workers=self.cfg.workers, n_sources=self.cfg.sources, seed=self.cfg.seed,
                                 window=self.cfg.window, cost_model=self.operator.cost_model,
                                 max_tuples=self.cfg.shadow_max_tuples, waiting=names)
                 if names else None
             )
-            self.partitions = self.cfg.partitions()
+            partitions = self.cfg.partitions()
             try:  # before the run exists: an unusable sink is a start-up error
-                self.results = open_sink(self.cfg.sink_spec(), self.partitions, schema=sink_schema(self.operator),
+                self.results = open_sink(self.cfg.sink_spec(), partitions, schema=sink_schema(self.operator),
                                          log=self.log)
             except ParamError:
                 self.store.close()
                 raise
             config = {k: v for k, v in asdict(self.cfg).items() if k != "db"}
-            config["max_workers"] = self.partitions  # the state partitions: set-workers' upper limit
+            config["max_workers"] = partitions  # the state partitions: set-workers' upper limit
             # the dashboard and `skewlab control` apply the split-key rule without importing the operator
             config["operator_mergeable"] = self.operator.mergeable
-            self.run_id = self.store.create_run(
+            run_id = self.store.create_run(
                 grouping.name, grouping.p, seed=self.cfg.seed, n_workers=self.cfg.workers,
                 workload=self.cfg.workload if self.cfg.source == "generator" else f"{self.cfg.source}",
                 config=config, name=self.cfg.run_name,
             )
+            self.snapshot = DriverSnapshot(run_id=run_id, controller=controller, shadow=shadow, partitions=partitions)
             pending = []
         self.sink = MetricsSink(self.store, self.run_id, log=self.log)
         for item in pending:
@@ -548,132 +525,38 @@ class SparkEngine:
         return out
 
     def _publish_route(self, batch_id: int) -> None:
-        """Publish the routing snapshot the sources use for ``batch_id`` (see skewlab.engine.runtimes.spark.sources):
-        the grouping, the state partitions, every worker's control payload (exports, keys to expect:
-        the moves the controller ordered since the last publication, composed with those already
-        published for this batch) and references to the export blobs each worker imports in that batch.  With
-        state to export or import the batch runs even if no tuple arrives (``flush``)."""
-        from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, combiner_bytes, control_payloads
-
-        self.next_orders = compose_orders([self.next_orders, self.controller.drain_orders()])
-        fresh = self.controller.migrations[self._migrations_seen:]
-        self._migrations_seen = len(self.controller.migrations)
-        if fresh:
-            self.migrating.append({"export_batch": batch_id, "events": [m.to_dict() for m in fresh],
-                                   "latency_before_ms": float(np.median(self._latencies[-5:])) if self._latencies else None})
-        holding = ({w for w, n in self.worker_keys.items() if n} | {w for w, n in self.worker_held.items() if n}
-                   | set(self.next_imports))
-        control = control_payloads(self.next_orders, self.controller.vocab.fps,
-                                   set(range(self.controller.n_workers)) | holding, self.partitions)
-        self.shares_split = self.shares_split or not self.controller.planner.single_owner
-        for payload in control.values():
-            payload["split"] = self.shares_split  # results through the merge stage (share_merge)
-        self.routes.publish(batch_id, RoutingSnapshot(batch_id, self.controller.planner.router, self.partitions,
-                                                      control, self.next_imports,
-                                                      values=self.cfg.value_kind(self.operator),
-                                                      combiner=combiner_bytes(self.operator) if self.cfg.combine else None
-                                                      ).dumps(),
-                            flush=bool(self.next_imports or self.next_orders[0].size))
-
-    def _track_migrations(self, batch_id: int, exports: list[ExportRef], latency_ms: float
-                          ) -> list[dict[str, Any]]:
-        """Follow each migration through its batches: the export batch (the old workers' state leaves
-        their tasks: bytes moved), then the import batch (the new workers merge it and release the held
-        tuples).  Returns the storage rows of the migrations that completed in ``batch_id``."""
-        done: list[dict[str, Any]] = []
-        now = time.time()
-        for m in list(self.migrating):
-            if m["export_batch"] == batch_id:
-                m["bytes_moved"] = sum(ref.bytes for ref in exports)
-                m["latency_export_ms"] = latency_ms
-                m["export_end"] = now
-            elif m["export_batch"] < batch_id:
-                self.migrating.remove(m)
-                events = m["events"]
-                total = max((e["total_state"] for e in events), default=0.0)
-                moved = sum(e["state_moved"] for e in events)
-                done.append({  # the algorithm that planned it (a later switch may have replaced it since)
-                    "algorithm": next((e["algorithm"] for e in events if e.get("algorithm")), self.controller.planner.name),
-                    "keys_moved": sum(e["keys"] for e in events),
-                    "state_moved": moved,
-                    "migration_cost": moved / total if total > 0 else 0.0,
-                    "bytes_moved": m.get("bytes_moved", 0),
-                    "pause_batches": batch_id - m["export_batch"],
-                    "pause_ms": (now - m["export_end"]) * 1000.0 if "export_end" in m else None,
-                    "detail": {"reason": "+".join(dict.fromkeys(e["reason"] for e in events)),
-                               "planned_interval": events[0]["interval"], "export_batch": m["export_batch"],
-                               "import_batch": batch_id, "latency_before_ms": m["latency_before_ms"],
-                               "latency_plan_ms": m.get("latency_plan_ms"),
-                               "moves": [{"reason": e["reason"], "interval": e["interval"], "keys": e["keys"],
-                                          "state_moved": e["state_moved"]} for e in events],
-                               "latency_export_ms": m.get("latency_export_ms"), "latency_import_ms": latency_ms},
-                })
-        return done
+        """Publish the routing snapshot the sources use for ``batch_id`` (:func:`driver_step.next_route`;
+        see skewlab.engine.runtimes.spark.sources), outside a step: before a query starts and after
+        commands applied while paused, adding their orders to what is already published."""
+        self.snapshot, route = next_route(self.snapshot, batch_id, self.settings)
+        self.routes.publish(batch_id, route.snapshot.dumps(), flush=route.flush)
 
     def _save(self, batch_id: int) -> None:
+        """Write the snapshot of ``batch_id`` (:class:`EngineSnapshot`: the driver's state and the
+        metric intervals not yet in the database) to the checkpoint."""
         assert self.sink is not None
-        self.snapshots.save(batch_id, {
-            "run_id": self.run_id,
-            "stream": self._stream(),
-            "controller": self.controller,
-            "shadow": self.shadow,
-            "paused": self.paused,
-            "applied_commands": self.applied_commands[-1000:],
-            "consumed": self.consumed,
-            "dead_total": self.dead_total,
-            "pending": self.sink.pending(),
-            "partitions": self.partitions,
-            "sink": self.results.url,
-            "sink_start": self.results.start,
-            "worker_keys": self.worker_keys,
-            "worker_held": self.worker_held,
-            "worker_bytes": self.worker_bytes,
-            "migrating": self.migrating,
-            "next_orders": self.next_orders,
-            "next_imports": self.next_imports,
-            "migrations_seen": self._migrations_seen,
-            "shares_split": self.shares_split,
-            "latencies": self._latencies[-20:],
-        })
+        self.snapshots.save(batch_id, EngineSnapshot(self.snapshot, stream=self._stream(), sink=self.results.url,
+                                                     sink_start=self.results.start,
+                                                     pending=tuple(self.sink.pending())).encode())
 
     # ------------------------------------------------------------------ commands
-    def _apply_commands(self, batch_id: int) -> tuple[list[tuple[int, str, str | None]], list[dict[str, Any]]]:
-        """Apply the pending operator commands; they take effect from batch ``batch_id`` (the next one),
-        whose interval is the controller's next.  Returns (command marks, events without interval)."""
-        marks: list[tuple[int, str, str | None]] = []
-        events: list[dict[str, Any]] = []
+    def _pending_commands(self) -> tuple[dict[str, Any], ...] | None:
+        """The run's pending operator commands, or ``None`` when the database cannot be read."""
         try:
-            pending = self.store.pending_commands(self.run_id)
+            return tuple(self.store.pending_commands(self.run_id))
         except Exception as exc:  # noqa: BLE001 - database down: no commands this batch
             self.log(f"cannot read commands: {type(exc).__name__}")
-            return marks, events
-        for cmd in pending:
-            cid = int(cmd["id"])
-            if cid in self.applied_commands:
-                continue
-            before = self.controller.planner.name, dict(self.controller.planner.p)
-            res = apply_command(self.controller, cmd.get("kind"), cmd.get("payload"), operator=self.operator.name,
-                                mergeable=self.operator.mergeable, max_workers=self.partitions, paused=None if self._backpressure else self.paused)
-            self.applied_commands.append(cid)
-            marks.append((cid, res.status, res.reason or None))
-            if res.status == "rejected":
-                self.log(f"command {cid} {cmd.get('kind')} rejected: {res.reason}")
-                continue
-            if res.action == "pause":
-                self.paused = True
-            elif res.action == "resume":
-                self.paused = False
-            if res.action == "workers" and self.shadow is not None:
-                self.shadow.resize(self.controller.n_workers)
-            if res.action == "switch" and self.shadow is not None:  # the what-if keeps every algorithm used
-                self.shadow.add(*before, like=self.controller)
-            kind = {"switch": "algorithm", "params": "params", "workers": "workers"}.get(res.action, res.action)
-            detail = {k: v for k, v in res.event.items() if k not in ("interval", "kind")}
-            events.append({"kind": kind, "detail": detail, "command_id": cid})
-            # numbered as the dashboard and 'skewlab control status' do: the first interval in effect
-            self.log(f"command {cid} {cmd.get('kind')} applied at interval {self.controller.interval} "
-                     f"(batch {batch_id}, {res.action})")
-        return marks, events
+            return None
+
+    def _apply_commands(self, batch_id: int) -> tuple[list[tuple[int, str, str | None]], list[dict[str, Any]]]:
+        """Apply the pending operator commands between batches (the query paused); they take effect
+        from batch ``batch_id`` (:func:`driver_step.apply_commands`).  Returns (command marks, events
+        without interval)."""
+        self.snapshot, marks, events, lines = apply_commands(
+            self.snapshot, self._pending_commands(), batch_id, self.settings, backpressure=self._backpressure)
+        for line in lines:
+            self.log(line)
+        return [(m.command_id, m.status, m.reason) for m in marks], events
 
     # ------------------------------------------------------------------ one micro-batch
     def process_batch(self, df: Any, batch_id: int) -> None:
@@ -683,16 +566,10 @@ class SparkEngine:
             raise RuntimeError("skewlab engine stopping; batch left for replay")
         with self.in_batch:
             _fault("begun", batch_id, imports=bool(self.next_imports) and batch_id == self.last_batch + 1)
-            if batch_id <= self.last_batch:
-                # The workers' state must still advance with Spark's batch: run the operator (its
-                # exports and result files are the same as the first time), apply nothing.
-                self._collect(df, batch_id)
-                self.log(f"batch {batch_id} already applied (restored snapshot); operator re-run, nothing applied")
-                return
             try:
-                self._process(df, batch_id)
+                applied = self._process(df, batch_id)
                 release_unused()  # the batch's Arrow buffers are free once _process returned
-                if self.after_batch is not None:
+                if applied and self.after_batch is not None:
                     self.after_batch(self, batch_id)
             except Exception as exc:
                 self._batch_error = exc
@@ -719,92 +596,43 @@ class SparkEngine:
             df.unpersist()
         return u
 
-    def _process(self, df: Any, batch_id: int) -> None:
+    def _process(self, df: Any, batch_id: int) -> bool:
+        """Collect → :func:`driver_step.step` → publish, save, prune, record.  The workers' operator
+        always runs, also for a batch the snapshot already applied (the state must advance with Spark's
+        batch; its exports and result files are the same as the first time): the step applies nothing
+        then.  Returns whether the batch was applied."""
         t0 = time.perf_counter()
-        c = self.controller
-        events = self._carry_events
-        self._carry_events = []
-        n = c.n_workers
-        # The sources routed this batch with the snapshot published for it (route_dir); the workers'
-        # stateful operator ran on it (_start_query); only statistics, exports and side rows arrive.
-        u = self._collect(df, batch_id)
-        _fault("collected", batch_id, exports=bool(u["exports"]), imports=bool(self.next_imports))
-        used = {side.get("route_batch") for side in u["states"].values()} - {batch_id}
-        if used:
-            raise RuntimeError(
-                f"batch {batch_id} was routed with the snapshot of batch {sorted(used, key=str)[0]} (routing files in "
-                f"{self.routes.dir} do not match this checkpoint); start a new run with --run-name or --checkpoint"
-            )
-        for s, side in u["states"].items():
-            if side.get("source_state"):
-                c.planner.router.set_source_state(s % c.planner.n_sources, side["source_state"])
-            if side.get("consumed", -1) >= 0:
-                if side["first_seq"] != self.consumed.get(s, side["first_seq"]):
-                    self.log(f"warning: source {s} batch {batch_id} starts at {side['first_seq']}, "
-                             f"expected {self.consumed.get(s)} (gap or overlap in the source)")
-                self.consumed[s] = int(side["consumed"])
-        dead = u["dead_letters"]
-        self.dead_total += sum(v[0] for v in dead.values())
-        key_ids = c.vocab.encode_fps(u["fps"])
-        if len(self.key_names) > 100_000:  # a long run's drifting heads: keep the recent names
-            self.key_names = {}
-        self.key_names.update(u["names"])
-        route_seconds = sum(side.get("route_seconds", 0.0) for side in u["states"].values())
-        row = c.end_interval(key_ids, u["workers"], u["counts"], route_seconds=route_seconds)
-        for w, summary in u["summaries"].items():
-            self.worker_keys[w] = summary["keys"]
-            self.worker_held[w] = summary["held"]
-            self.worker_bytes[w] = summary["state_bytes"]
-
-        # shadow what-if and hot keys on the interval's per-key counts
-        uk, inv = np.unique(key_ids, return_inverse=True) if key_ids.size else (key_ids, key_ids)
-        per_key = np.bincount(inv, weights=u["counts"], minlength=uk.size).astype(np.int64) if key_ids.size else key_ids
-        self._join_shadows(batch_id)
-        shadow_rows = self.shadow.evaluate(uk, per_key) if self.shadow is not None else []
-        hot = self._hot_keys(uk, per_key, key_ids, u["workers"], row["tuples"])
-
-        batch_seconds = time.perf_counter() - t0
-        batch_latency_ms = batch_seconds * 1000.0
-        self._latencies = [*self._latencies[-19:], batch_latency_ms]  # the reference of migrations
-        task_seconds = self._task_seconds(df, batch_id)
-        workers_rows = worker_rows(
-            np.bincount(u["workers"], weights=u["counts"], minlength=n)[:n], np.bincount(u["workers"], minlength=n)[:n],
-            row["worker_loads"], c.state.per_worker(c.n_workers), state_bytes=self.worker_bytes,
-            task_seconds=task_seconds)
-        migrations = self._track_migrations(batch_id, u["exports"], batch_latency_ms)
-        events.extend(rebalance_events(c.events, row["interval"]))
-        # Operator commands take effect from the next batch: its routing snapshot is published below.
-        marks, cmd_events = self._apply_commands(batch_id + 1)
-        events.extend({**e, "interval": row["interval"] + 1} for e in cmd_events)  # the interval they start
-        record = interval_record(
-            row, batch_id, batch_seconds=batch_seconds, amax=c.planner.p.get("amax"), workers=workers_rows,
-            hot_keys=hot, shadow=shadow_rows, migrations=migrations, events=events, dead_letters=dead)
-        self.last_batch = batch_id
+        output = BatchOutput.of(self._collect(df, batch_id))
+        replay = already_applied(self.snapshot, batch_id)
+        if not replay:
+            _fault("collected", batch_id, exports=bool(output.exports), imports=bool(self.next_imports))
+        data = StepInput(
+            batch_id, output, started=t0, clock=time.perf_counter, wall=time.time(),
+            commands=() if replay else self._pending_commands(),
+            task_seconds={} if replay else self._task_seconds(df, batch_id),
+            shadows_ready=self._shadows_ready(), backpressure=self._backpressure)
+        self.snapshot, decisions = step(self.snapshot, data, self.settings)
+        for line in decisions.log:
+            self.log(line)
+        if decisions.already_applied:
+            return False
         self.batches_done += 1
-        item = PendingInterval(record, [(cid, status, reason, batch_id + 1) for cid, status, reason in marks])
-        self.sink.enqueue(item)
+        marks = [(m.command_id, m.status, m.reason, m.applied_batch) for m in decisions.marks]
+        self.sink.enqueue(PendingInterval(decisions.record, marks))
         # The next batch's routing snapshot, then our snapshot (it holds the unwritten rows, so
         # nothing is lost on a crash; rows already written are re-sent idempotently after a
         # restart), then the database.
-        self.next_orders = compose_orders([])
-        self.next_imports = {}
-        for ref in u["exports"]:
-            self.next_imports.setdefault(ref.target, []).append(ref)
-        self._publish_route(batch_id + 1)
-        _fault("published", batch_id, exports=bool(u["exports"]))
+        self.routes.publish(batch_id + 1, decisions.route.snapshot.dumps(), flush=decisions.route.flush)
+        _fault("published", batch_id, exports=bool(output.exports))
         self._save(batch_id)
-        _fault("saved", batch_id, exports=bool(u["exports"]))
-        # Spark started this batch after committing batch_id - 1, so the imports of batch_id - 1 (the
-        # exports of batch_id - 2) will not be replayed: their files go.
-        prune(self.migration_dir, batch_id - 1)
+        _fault("saved", batch_id, exports=bool(output.exports))
+        prune(self.migration_dir, decisions.prune_through)
         if not self.sink.flush() and self.sink.full and not self.paused:
             # Back-pressure: never drop metric rows; stop consuming until the database is back.
             self.paused = self._backpressure = True
             self.log(f"metrics buffer full ({self.sink.backlog} intervals): pausing consumption until the database is back")
-        for m in self.migrating:  # the planning batch's whole time, commands and publication included
-            if m["export_batch"] == batch_id + 1:
-                m["latency_plan_ms"] = (time.perf_counter() - t0) * 1000.0
-        self.log(self._status_line(batch_id, row, record, dead))
+        self.log(self._status_line(batch_id, decisions.row, decisions.record, output.dead_letters))
+        return True
 
     def _task_seconds(self, df: Any, batch_id: int) -> dict[int, float]:
         """Run time of each worker's task in this batch from Spark's task metrics
@@ -819,33 +647,11 @@ class SparkEngine:
             return {}
         return times
 
-    def _hot_keys(self, uk, per_key, key_ids, workers, total) -> list[dict[str, Any]]:
-        if uk.size == 0 or total <= 0:
-            return []
-        top = np.argsort(-per_key, kind="stable")[: self.cfg.top_k]
-        fps = self.controller.vocab.fps
-        out = []
-        for rank, i in enumerate(top):
-            k = int(uk[i])
-            fp = int(fps[k])
-            dest = sorted(set(workers[key_ids == k].tolist()))
-            out.append({"key": self.key_names.get(fp, f"#{fp:016x}"), "fingerprint": fp, "count": int(per_key[i]),
-                        "share": float(per_key[i] / total), "workers": dest, "rank": rank})
-        return out
-
-    def _join_shadows(self, batch_id: int) -> None:
-        """Let the waiting shadow groupings whose kernels are compiled join (all of them outside
-        :meth:`run` or once the warm-up child has exited: then the driver compiles what is left)."""
-        if self.shadow is None or not self.shadow.waiting:
-            return
+    def _shadows_ready(self) -> frozenset[str] | None:
+        """The waiting shadow groupings whose kernels are compiled, or ``None`` (all may join) outside
+        :meth:`run` or once the warm-up child has exited: then the driver compiles what is left."""
         kernels = self.kernels
-        ready = None if kernels is None or kernels.finished else kernels.ready()
-        joined = self.shadow.join(ready, like=self.controller)
-        if joined and kernels is not None:
-            left = len(self.shadow.waiting)
-            self.log(f"batch {batch_id}: shadow grouping(s) {', '.join(joined)} joined "
-                     f"({time.monotonic() - kernels.started:.0f} s after start; "
-                     + (f"{left} still compiling)" if left else "all shadows running)"))
+        return None if kernels is None or kernels.finished else frozenset(kernels.ready())
 
     def _status_line(self, batch_id: int, row: dict[str, Any], record: IntervalRecord, dead: dict) -> str:
         parts = [
@@ -871,7 +677,7 @@ class SparkEngine:
         from skewlab.engine.runtimes.spark.labels import worker_labels
         from skewlab.engine.runtimes.spark.operator import OUT_SCHEMA, STATE_SCHEMA, make_handler
         from skewlab.engine.runtimes.spark.session import configure_state_store
-        from skewlab.engine.runtimes.spark.topology import combined_schema
+        from skewlab.engine.runtimes.spark.topology import combined_schema, combiner_bytes
 
         fmt, opts = self.cfg.source_options()
         opts["route_dir"] = str(self.routes.dir)  # the sources route (skewlab.engine.runtimes.spark.sources)
@@ -887,7 +693,9 @@ class SparkEngine:
             from pyspark import cloudpickle
 
             cloudpickle.register_pickle_by_value(module)
-        self._publish_route(self.last_batch + 1)  # after: its combiner pickles a user's operator by value
+        self.settings = replace(  # after the registration: a user's combiner pickles by value
+            self.settings, combiner=combiner_bytes(self.operator) if self.cfg.combine else None)
+        self._publish_route(self.last_batch + 1)
         labels = F.array(*[F.lit(v) for v in worker_labels(P)])
         routed = spark.readStream.format(fmt).options(**opts).load()
         out = (routed.withColumn("label", F.element_at(labels, (F.col("worker") % P) + 1))
@@ -1051,7 +859,7 @@ class SparkEngine:
                     self.log("metrics database back: resuming consumption")
                 continue
             marks, events = self._apply_commands(self.last_batch + 1)
-            self._carry_events.extend(events)
+            self.snapshot = replace(self.snapshot, carry_events=(*self.snapshot.carry_events, *events))
             for cid, status, reason in marks:
                 try:
                     self.store.mark_command(cid, status, reason=reason or "", applied_batch=self.last_batch + 1,
