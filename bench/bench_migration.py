@@ -138,7 +138,7 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
     batches: dict[int, dict[str, Any]] = {}  # batch id -> timings and figures
     progress: dict[int, dict[str, Any]] = {}  # batch id -> Spark's durationMs
     cur: dict[str, Any] = {}
-    migrations: list[dict[str, Any]] = []  # the engine's migration rows, as _track_migrations returns them
+    migrations: list[dict[str, Any]] = []  # the engine's migration rows, as driver_step.track_migrations returns them
     events: list[dict[str, Any]] = []  # one per command
     st = {"next": 0, "submit_after": args.warmup - 1, "waiting": None, "last_end": None, "route_copies": {}}
 
@@ -146,7 +146,10 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
 
     # ---- instrumentation: wrap the engine instance's steps (engine code unchanged)
     orig_process, orig_unpack = eng.process_batch, operator_mod.unpack_output
-    orig_apply, orig_publish, orig_save, orig_track = eng._apply_commands, eng._publish_route, eng._save, eng._track_migrations
+    import skewlab.engine.runtimes.spark.driver_step as driver_step
+
+    orig_apply, orig_publish, orig_save = driver_step.apply_commands, driver_step.next_route, eng._save
+    orig_track, orig_control = driver_step.track_migrations, driver_step.control_payloads
 
     def process_batch(df: Any, batch_id: int) -> None:
         cur.clear()
@@ -189,18 +192,18 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
                     cur[name] = cur.get(name, 0.0) + (time.perf_counter() - t) * 1e3
         return wrapper
 
-    def track(batch_id: int, exports: Any, latency_ms: float) -> list[dict[str, Any]]:
+    def track(migrating: Any, batch_id: int, exports: Any, latency_ms: float, *a: Any) -> Any:
         cur["latency_ms"] = latency_ms
-        done = orig_track(batch_id, exports, latency_ms)
+        left, done = orig_track(migrating, batch_id, exports, latency_ms, *a)
         migrations.extend(done)
-        return done
+        return left, done
 
     def after(e: Any, b: int) -> None:
         _progress(spark, progress)
         route = e.routes.path(b + 1)
         row = cur
         row["route_next_bytes"] = os.path.getsize(route) if os.path.exists(route) else None
-        if e.next_imports and len(st["route_copies"]) < 4:  # the import batch's snapshot, timed after the run
+        if e.snapshot.next_imports and len(st["route_copies"]) < 4:  # the import batch's snapshot, timed after the run
             with open(route, "rb") as fh:
                 st["route_copies"][b + 1] = fh.read()
         w = st["waiting"]
@@ -213,7 +216,7 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
             if st["next"] < len(plan):
                 label, kind, payload = plan[st["next"]]
                 st["next"] += 1
-                keys_state = sum(e.worker_keys.values())
+                keys_state = sum(e.snapshot.worker_keys.values())
                 cid = e.store.submit_command(kind, payload, run_id=e.run_id)
                 ev = {"label": label, "command": kind, "payload": payload, "command_id": cid, "submitted_after": b,
                       "keys_in_state": keys_state, "rows_before": len(migrations), "load": _load()}
@@ -226,8 +229,9 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
 
     eng.process_batch = process_batch
     operator_mod.unpack_output = unpack_output
-    eng._apply_commands = timed("plan_ms", orig_apply)
-    eng._publish_route = timed("publish_ms", orig_publish)
+    # the driver's step (engine/runtimes/spark/driver_step.py) calls these module functions by name
+    driver_step.apply_commands = timed("plan_ms", orig_apply)
+    driver_step.next_route = timed("publish_ms", orig_publish)
     # inside publish: composing the move orders, the per-worker control payload, writing the file (the rest
     # of publish_ms is building and pickling the RoutingSnapshot)
     # (on the class: the controller is pickled into every checkpoint snapshot, a wrapper in its __dict__ is not
@@ -236,13 +240,10 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
 
     orig_drain = Controller.drain_orders
     Controller.drain_orders = timed("orders_ms", orig_drain)
-    import skewlab.engine.runtimes.spark.topology as topology
-
-    orig_control = topology.control_payloads
-    topology.control_payloads = timed("control_ms", orig_control)  # read by _publish_route at each call
+    driver_step.control_payloads = timed("control_ms", orig_control)  # read by next_route at each call
     eng.routes.publish = timed("write_ms", eng.routes.publish)
     eng._save = timed("save_ms", orig_save)
-    eng._track_migrations = track
+    driver_step.track_migrations = track
     eng.after_batch = after
     load_start = _load()
     t0 = time.time()
@@ -251,7 +252,8 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
     finally:
         operator_mod.unpack_output = orig_unpack
         Controller.drain_orders = orig_drain
-        topology.control_payloads = orig_control
+        driver_step.apply_commands, driver_step.next_route = orig_apply, orig_publish
+        driver_step.track_migrations, driver_step.control_payloads = orig_track, orig_control
     wall = time.time() - t0
     stored = eng.store.migration_events(eng.run_id)
     for b, d in progress.items():
