@@ -440,7 +440,9 @@ def _moved_between(before: tuple[np.ndarray, np.ndarray], after: tuple[np.ndarra
     return float(sum(max(0, v - a.get(code, 0)) for code, v in b.items()))
 
 
-def test_worker_changes_under_load_lose_nothing_and_report_moved_state(spark, tmp_path):
+def test_worker_changes_under_load_lose_nothing_and_report_moved_state(spark, tmp_path, monkeypatch):
+    import skewlab.engine.runtimes.spark.driver_step as driver_step
+
     db = f"sqlite:///{tmp_path}/db.sqlite"
     cfg = gen_cfg(tmp_path, db, workers=4, max_batches=7, duration=None, max_per_batch=3000)
     store = connect(db)
@@ -452,13 +454,14 @@ def test_worker_changes_under_load_lose_nothing_and_report_moved_state(spark, tm
 
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
     resizes: list[dict] = []
-    original = engine._apply_commands
+    original = driver_step.apply_commands
 
-    def wrapped(batch_id: int):
-        c = engine.controller
+    def wrapped(snapshot, commands, batch_id, *a, **kw):  # the driver step's command application
+        c = snapshot.controller
         n0, before = c.n_workers, tuple(x.copy() for x in c.state.merged())
         per_key0 = c.state.per_key()
-        marks, events = original(batch_id)
+        out = original(snapshot, commands, batch_id, *a, **kw)
+        c, events = out[0].controller, out[2]
         if c.n_workers != n0:
             after_state = c.state.merged()
             per_key1 = c.state.per_key()
@@ -467,9 +470,9 @@ def test_worker_changes_under_load_lose_nothing_and_report_moved_state(spark, tm
                             "moved": _moved_between(before, after_state), "total": float(before[1].sum()),
                             "per_key_same": all(np.array_equal(x, y) for x, y in zip(per_key0, per_key1)),
                             "max_worker": int(workers.max()) if workers.size else -1})
-        return marks, events
+        return out
 
-    engine._apply_commands = wrapped
+    monkeypatch.setattr(driver_step, "apply_commands", wrapped)
     assert engine.run() == 0
     c = engine.controller
     assert [(r["from"], r["to"]) for r in resizes] == [(4, 8), (8, 6)]
