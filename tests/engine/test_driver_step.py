@@ -113,3 +113,34 @@ def test_the_step_is_pure(algorithm, monkeypatch):
     assert a.record == b.record and a.marks == b.marks and a.log == b.log and a.route.flush == b.route.flush
     assert a.route.snapshot.dumps() == b.route.snapshot.dumps()
     assert a_snap.controller is not s0.controller and s0.controller.planner.name == algorithm
+
+
+def run_owned(snapshot: DriverSnapshot, batch: int, *, commands=(), seq: int = 0):
+    data = StepInput(batch, output(batch, snapshot, seq=seq), started=0.0, clock=lambda: 0.25, wall=1000.0 + batch,
+                     commands=tuple(commands))
+    return step(snapshot, data, SETTINGS, owned=True)
+
+
+@pytest.mark.parametrize("algorithm", ["hash", "mixed"])
+def test_an_owned_step_updates_in_place_and_decides_as_the_pure_step(algorithm, monkeypatch):
+    """The engine's mode (``owned=True``, no copy of the controller per batch) gives the pure step's
+    snapshots and decisions over a resize and a switch to a split-key grouping."""
+    import types
+
+    import skewlab.engine.algorithms.grouping as grouping
+    import skewlab.engine.control.controller as controller
+
+    fixed = types.SimpleNamespace(perf_counter=lambda: 1.0)
+    monkeypatch.setattr(grouping, "time", fixed)
+    monkeypatch.setattr(controller, "time", fixed)
+    commands = {0: [{"id": 1, "kind": "set-workers", "payload": {"workers": 3}}],
+                2: [{"id": 2, "kind": "set-algorithm", "payload": {"algorithm": "dchoices"}}]}
+    pure, owned = fresh_snapshot(algorithm=algorithm), fresh_snapshot(algorithm=algorithm)
+    for b in range(5):
+        controller_before = owned.controller
+        pure, a = run(pure, b, commands=commands.get(b, ()), seq=40 * b)
+        owned, o = run_owned(owned, b, commands=commands.get(b, ()), seq=40 * b)
+        assert owned.controller is controller_before  # updated in place, not copied
+        assert a.record == o.record and a.marks == o.marks and a.log == o.log
+        assert a.route.snapshot.dumps() == o.route.snapshot.dumps()
+        assert pickle.dumps(pure) == pickle.dumps(owned)

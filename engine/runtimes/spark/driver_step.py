@@ -200,8 +200,15 @@ def already_applied(snapshot: DriverSnapshot, batch_id: int) -> bool:
     return batch_id <= snapshot.last_batch
 
 
-def step(snapshot: DriverSnapshot, data: StepInput, settings: DriverSettings) -> tuple[DriverSnapshot, Decisions]:
-    """One micro-batch of the driver (module docstring); pure: ``snapshot`` is not modified."""
+def step(snapshot: DriverSnapshot, data: StepInput, settings: DriverSettings, *, owned: bool = False
+         ) -> tuple[DriverSnapshot, Decisions]:
+    """One micro-batch of the driver (module docstring); pure: ``snapshot`` is not modified.
+
+    ``owned``: the caller hands ``snapshot`` over and never reads it again, so the step updates its
+    controller and shadows in place instead of deep-copying them (:meth:`DriverSnapshot.owned_copy`
+    costs a copy of every routing table, sketch and shadow per batch).  The results are the same
+    (tested); after an exception the handed-over snapshot may be half-updated, so the caller must not
+    go on with it — the engine's query fails and a restart restores the saved snapshot."""
     b = data.batch_id
     if already_applied(snapshot, b):
         return snapshot, Decisions(b, already_applied=True,
@@ -212,7 +219,7 @@ def step(snapshot: DriverSnapshot, data: StepInput, settings: DriverSettings) ->
         raise RuntimeError(
             f"batch {b} was routed with the snapshot of batch {sorted(used, key=str)[0]} (the routing files do not "
             "match this checkpoint); start a new run with --run-name or --checkpoint")
-    s = snapshot.owned_copy()
+    s = snapshot if owned else snapshot.owned_copy()
     c = s.controller
     log: list[str] = []
     consumed = dict(s.consumed)

@@ -611,7 +611,9 @@ class SparkEngine:
             commands=() if replay else self._pending_commands(),
             task_seconds={} if replay else self._task_seconds(df, batch_id),
             shadows_ready=self._shadows_ready(), backpressure=self._backpressure)
-        self.snapshot, decisions = step(self.snapshot, data, self.settings)
+        # the engine drops its old snapshot: the step may update it in place (a failed step fails the
+        # query, and a restart restores the saved snapshot)
+        self.snapshot, decisions = step(self.snapshot, data, self.settings, owned=True)
         for line in decisions.log:
             self.log(line)
         if decisions.already_applied:
