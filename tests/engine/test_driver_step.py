@@ -52,7 +52,7 @@ def test_a_sequence_of_batches_through_a_migration_a_switch_a_rejection_and_a_re
     assert d0.marks[0] == CommandMark(1, "applied", None, 1)
     assert d0.marks[1].status == "rejected" and "9" in d0.marks[1].reason and d0.marks[1].applied_batch == 1
     assert s1.controller.n_workers == 3 and s1.applied_commands == (1, 2)
-    assert d0.record.batch_id == 0 and d0.record.tuples == 40 and d0.prune_through == -1
+    assert d0.record.batch_id == 0 and d0.record.tuples == 40 and d0.prune_before == -1
     assert [e.kind for e in d0.record.events if e.command_id] == ["workers"]
     # the route of batch 1 carries the move orders of the resize: holders export, the new worker expects
     r1 = d0.route.snapshot
@@ -77,7 +77,7 @@ def test_a_sequence_of_batches_through_a_migration_a_switch_a_rejection_and_a_re
 
     # batch 2: the new worker imported; the migration row is recorded; a switch to a split-key grouping
     s3, d2 = run(s2, 2, seq=80, commands=[{"id": 3, "kind": "set-algorithm", "payload": {"algorithm": "dchoices"}}])
-    assert s3.migrating == () and s3.next_imports == {} and d2.prune_through == 1
+    assert s3.migrating == () and s3.next_imports == {} and d2.prune_before == 1
     (row,) = d2.record.migrations
     assert row.keys_moved == sum(r.keys for r in refs) and row.bytes_moved == sum(r.bytes for r in refs)
     assert row.pause_batches == 1 and row.pause_ms == pytest.approx(1000.0) and row.detail["import_batch"] == 2

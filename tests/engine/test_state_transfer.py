@@ -52,3 +52,24 @@ def test_the_reference_carries_no_state_bytes(tmp_path):
     assert big.bytes > 100 * small.bytes
     assert abs(len(big.encode()) - len(small.encode())) < 16
     assert pickle.dumps(big, protocol=pickle.HIGHEST_PROTOCOL).count(b"x" * 100) == 0
+
+
+def test_migration_files_list_the_directory_once_and_then_prune_what_they_noted(tmp_path, monkeypatch):
+    """The engine's pruning: the first prune lists (files of a run before a restart go too), later
+    prunes remove the noted export batches without listing the directory again."""
+    from skewlab.engine.runtimes.spark.state_transfer import MigrationFiles
+
+    directory = str(tmp_path / "migrations")
+    write_export(directory, 3, 0, 1, blob(["old"]))  # left by the run before the restart
+    write_export(directory, 5, 1, 0, blob(["a"]))
+    listings = []
+    real = filesystems.list_names
+    monkeypatch.setattr(filesystems, "list_names", lambda d: listings.append(d) or real(d))
+    files = MigrationFiles(directory)
+    assert files.prune(5) == [3] and len(listings) == 1
+    files.note([write_export(directory, 6, 0, 2, blob(["b"])), write_export(directory, 6, 1, 2, blob(["c"]))])
+    files.note([])
+    assert files.prune(6) == [5] and files.prune(7) == [6] and files.prune(8) == []
+    assert len(listings) == 1
+    monkeypatch.setattr(filesystems, "list_names", real)
+    assert filesystems.list_names(directory) == []

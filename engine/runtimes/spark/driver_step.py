@@ -179,7 +179,7 @@ class RouteDecision:
 @dataclass(frozen=True)
 class Decisions:
     """What the engine carries out after a step, in this order: publish ``route``, save the new
-    snapshot, prune the migration files of export batches ``<= prune_through``, queue ``record``
+    snapshot, prune the migration files of export batches ``< prune_before``, queue ``record``
     with ``marks`` for the database; ``log`` lines for the console.  ``already_applied``: the batch
     was a replay of an applied one; nothing else is set."""
 
@@ -188,7 +188,7 @@ class Decisions:
     route: RouteDecision | None = None
     record: IntervalRecord | None = None
     marks: tuple[CommandMark, ...] = ()
-    prune_through: int | None = None
+    prune_before: int | None = None
     #: the controller's interval row (for the status line)
     row: Mapping[str, Any] = field(default_factory=dict)
     log: tuple[str, ...] = ()
@@ -279,7 +279,7 @@ def step(snapshot: DriverSnapshot, data: StepInput, settings: DriverSettings, *,
     s, route = next_route(s, b + 1, settings, wall_latency_ms=latency_ms)
     # Spark started this batch after committing b - 1, so the imports of b - 1 (the exports of b - 2)
     # will not be replayed: their files go
-    return s, Decisions(b, route=route, record=record, marks=marks, prune_through=b - 1, row=row, log=tuple(log))
+    return s, Decisions(b, route=route, record=record, marks=marks, prune_before=b - 1, row=row, log=tuple(log))
 
 
 def next_route(s: DriverSnapshot, batch_id: int, settings: DriverSettings, *, wall_latency_ms: float | None = None

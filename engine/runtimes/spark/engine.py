@@ -80,7 +80,7 @@ from skewlab.engine.runtimes.spark.driver_step import (BatchOutput, DriverSettin
                                                        already_applied, apply_commands, next_route, step)
 from skewlab.engine.runtimes.spark.engine_snapshot import EngineSnapshot, SnapshotRefused
 from skewlab.engine.runtimes.spark.result_sink import open_sink, restore_sink, sink_schema
-from skewlab.engine.runtimes.spark.state_transfer import prune
+from skewlab.engine.runtimes.spark.state_transfer import MigrationFiles
 from skewlab.storage.records import IntervalRecord
 from skewlab.shared import filesystems
 
@@ -399,6 +399,7 @@ class SparkEngine:
         self.routes = RouteFiles(filesystems.join(self.checkpoint, "routes"))
         #: where exporting tasks write migrated state for the importing tasks (state_transfer)
         self.migration_dir = filesystems.join(self.checkpoint, "migrations")
+        self.migration_files = MigrationFiles(self.migration_dir)
         self.stop_requested = threading.Event()
         self.in_batch = threading.Lock()
         self.batches_done = 0
@@ -628,7 +629,8 @@ class SparkEngine:
         _fault("published", batch_id, exports=bool(output.exports))
         self._save(batch_id)
         _fault("saved", batch_id, exports=bool(output.exports))
-        prune(self.migration_dir, decisions.prune_through)
+        self.migration_files.note(output.exports)
+        self.migration_files.prune(decisions.prune_before)
         if not self.sink.flush() and self.sink.full and not self.paused:
             # Back-pressure: never drop metric rows; stop consuming until the database is back.
             self.paused = self._backpressure = True

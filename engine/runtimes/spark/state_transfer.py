@@ -12,7 +12,9 @@ Exactly once: the name is a pure function of ``(b, from, to)``, and a replayed b
 the same state version and gets the same routing snapshot, so it rewrites the same file with the same
 keys.  A file is needed until the import batch ``b + 1`` is committed by Spark (a replay of ``b + 1``
 reads it again); Spark starts batch ``c`` only after committing ``c - 1``, so the driver removes the
-files of export batches ``<= c - 2`` during batch ``c`` (:func:`prune`).
+files of export batches ``<= c - 2`` during batch ``c`` (:func:`prune`; the engine's
+:class:`MigrationFiles` lists the directory once per process and then removes only the batches it saw
+exports of).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 from skewlab.shared import filesystems
 
-__all__ = ["ExportRef", "export_path", "prune", "read_export", "write_export"]
+__all__ = ["ExportRef", "MigrationFiles", "export_batches", "export_path", "prune", "read_export", "write_export"]
 
 _BATCH_DIR = re.compile(r"batch=(\d+)")
 
@@ -75,12 +77,44 @@ def read_export(ref: ExportRef) -> dict[str, Any]:
     return pickle.loads(data)
 
 
+def export_batches(directory: str) -> list[int]:
+    """The export batches that have a directory under ``directory`` (one listing)."""
+    return sorted(int(m.group(1)) for m in map(_BATCH_DIR.fullmatch, filesystems.list_names(directory)) if m)
+
+
+def _remove_batch(directory: str, batch: int) -> None:
+    filesystems.remove_tree(filesystems.join(directory, f"batch={int(batch)}"))
+
+
 def prune(directory: str, before: int) -> list[int]:
     """Remove the export files of every batch ``< before``; returns those batches."""
-    removed = []
-    for name in filesystems.list_names(directory):
-        m = _BATCH_DIR.fullmatch(name)
-        if m and int(m.group(1)) < before:
-            filesystems.remove_tree(filesystems.join(directory, name))
-            removed.append(int(m.group(1)))
-    return sorted(removed)
+    removed = [b for b in export_batches(directory) if b < before]
+    for b in removed:
+        _remove_batch(directory, b)
+    return removed
+
+
+class MigrationFiles:
+    """The driver's pruning of ``directory`` without a listing per batch (on an object store a LIST
+    request each micro-batch): the first :meth:`prune` of the process lists the directory (files of
+    the run before a restart), later ones remove only the export batches :meth:`note` saw in the
+    batches' outputs."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self._batches: set[int] | None = None  # export batches with files; None: not listed yet
+
+    def note(self, refs: tuple[ExportRef, ...] | list[ExportRef]) -> None:
+        """Exports a batch wrote (before the first prune, the listing finds them anyway)."""
+        if self._batches is not None:
+            self._batches.update(int(r.batch) for r in refs)
+
+    def prune(self, before: int) -> list[int]:
+        """Remove the export files of every batch ``< before``; returns those batches."""
+        if self._batches is None:
+            self._batches = set(export_batches(self.directory))
+        removed = sorted(b for b in self._batches if b < before)
+        for b in removed:
+            _remove_batch(self.directory, b)
+        self._batches.difference_update(removed)
+        return removed
