@@ -749,7 +749,8 @@ class SparkEngine:
             waiting_live = live not in self.kernels.ready()
             self.log(f"Spark started in {spark_up - started:.0f} s"
                      + (f"; waiting for the routing kernels of {live} …" if waiting_live else ""))
-            self.kernels.wait_for(live, self.stop_requested)
+            self.kernels.wait_for(live, self.stop_requested, progress=lambda waited: self.log(
+                f"still compiling the routing kernels of {live} ({waited:.0f} s; numba, once per install)"))
             if waiting_live:
                 self.log(f"routing kernels of {live} ready {time.monotonic() - spark_up:.0f} s later")
             # After the session: SparkContext installs its own SIGINT handler (cancel jobs + raise),
