@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 __all__ = ["BackgroundWarmup"]
 
@@ -55,12 +55,20 @@ class BackgroundWarmup:
         """The child has exited (all names ready, or it failed: then the engine compiles what is left itself)."""
         return not self._reader.is_alive()
 
-    def wait_for(self, name: str, stop: threading.Event | None = None) -> bool:
-        """Block until ``name`` is ready (True), the child has exited without it or ``stop`` is set (False)."""
+    def wait_for(self, name: str, stop: threading.Event | None = None,
+                 progress: Callable[[float], None] | None = None, every: float = 10.0) -> bool:
+        """Block until ``name`` is ready (True), the child has exited without it or ``stop`` is set (False);
+        ``progress(seconds waited)`` is called every ``every`` seconds of the wait."""
+        waiting_since = time.monotonic()
+        next_progress = waiting_since + every
         while name not in self.ready():
             if self.finished or (stop is not None and stop.is_set()):
                 return name in self.ready()
             time.sleep(0.1)
+            now = time.monotonic()
+            if progress is not None and now >= next_progress and name not in self.ready():
+                progress(now - waiting_since)
+                next_progress = now + every
         return True
 
     def close(self) -> None:

@@ -70,3 +70,17 @@ def test_background_warmup_reports_each_grouping_ready_in_order():
     finally:
         w.close()
     assert w.finished
+
+
+def test_background_warmup_reports_progress_while_a_grouping_compiles(tmp_path, monkeypatch):
+    """The engine's console says the wait goes on (a line every ``every`` seconds) on a cold cache."""
+    from skewlab.engine.runtimes.background_warmup import BackgroundWarmup
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # cold: the child compiles, which takes seconds
+    waited: list[float] = []
+    w = BackgroundWarmup(["pkg"])
+    try:
+        assert w.wait_for("pkg", progress=waited.append, every=0.5)
+    finally:
+        w.close()
+    assert waited and waited == sorted(waited) and waited[0] >= 0.5

@@ -75,6 +75,7 @@ from skewlab.engine.control.shadow import ShadowEvaluator, default_shadow_names
 from skewlab.engine.operators import KeyedOperator, is_mergeable, load_operator, split_key_refusal
 from skewlab.engine.operators.builtin import Join
 from skewlab.engine.runtimes.background_warmup import BackgroundWarmup
+from skewlab.engine.runtimes.spark.python_workers import start_python_workers
 from skewlab.engine.runtimes.spark.cluster_settings import check_executors, is_local_master
 from skewlab.engine.runtimes.spark.driver_step import (BatchOutput, DriverSettings, DriverSnapshot, StepInput,
                                                        already_applied, apply_commands, next_route, step)
@@ -750,10 +751,12 @@ class SparkEngine:
                 check_executors(spark)  # one line, not a hung query, when the executors cannot run skewlab
             _quiet_stream_errors(spark)
             spark_up = time.monotonic()
+            start_python_workers(spark)  # while the driver waits for kernels / builds the query
             waiting_live = live not in self.kernels.ready()
             self.log(f"Spark started in {spark_up - started:.0f} s"
                      + (f"; waiting for the routing kernels of {live} …" if waiting_live else ""))
-            self.kernels.wait_for(live, self.stop_requested)
+            self.kernels.wait_for(live, self.stop_requested, progress=lambda waited: self.log(
+                f"still compiling the routing kernels of {live} ({waited:.0f} s; numba, once per install)"))
             if waiting_live:
                 self.log(f"routing kernels of {live} ready {time.monotonic() - spark_up:.0f} s later")
             # After the session: SparkContext installs its own SIGINT handler (cancel jobs + raise),
