@@ -29,6 +29,9 @@ result from every holder's :meth:`WorkerWindow.shares`, merged in Spark
 Storage layout: a dense ``(keys, window)`` ring of counts (column ``b mod window`` holds batch
 ``b``) and a dict from key to row; serialised sparse (only the non-zero cells), because most keys of
 a skewed stream appear in a few batches of the window.  Keys whose window became empty are dropped.
+The operator's partial states are kept batch-major (batch → key → state): a batch leaving the window
+is dropped whole, and an operator whose ``dumps`` is the interface's default pickle has its states
+pickled as they are, in the window's one pickle, with no call per state.
 """
 
 from __future__ import annotations
@@ -44,6 +47,10 @@ from skewlab.engine.operators import KeyedOperator
 from skewlab.engine.operators.builtin import Count
 
 __all__ = ["WorkerWindow", "key_fingerprints"]
+
+#: layouts of a serialised window's partial states: batch-major with the states as they are (an
+#: operator that pickles itself) or as the operator's bytes; key-major bytes (states written before)
+_LAYOUT_RAW, _LAYOUT_BYTES, _LAYOUT_KEY_MAJOR = "batch-major", "batch-major-bytes", "key-major-bytes"
 
 
 def key_fingerprints(keys: Sequence[str]) -> np.ndarray:
@@ -72,8 +79,9 @@ class WorkerWindow:
         #: batch held by each ring column (-1: none yet)
         self.col_batch = np.full(self.window, -1, dtype=np.int64)
         self.last = -1  # the batch the window was last slid to
-        #: the operator's partial states (all operators but count): key -> {batch: partial state}
-        self.partials: dict[str, dict[int, Any]] = {}
+        #: the operator's partial states (all operators but count), batch-major: batch -> {key: partial
+        #: state}, so a batch that leaves the window is dropped whole
+        self.partials: dict[int, dict[str, Any]] = {}
         #: tuples of keys in flight towards this worker: key -> [(batch, count, partial or None), ...]
         self.held: dict[str, list[tuple[int, int, Any]]] = {}
         #: fingerprints of the keys whose state is on its way here (their new tuples are held until it
@@ -109,12 +117,8 @@ class WorkerWindow:
         self.last = batch
         if self.partials:
             low = batch - self.window
-            for k in list(self.partials):
-                per = self.partials[k]
-                for b in [b for b in per if b <= low]:
-                    del per[b]
-                if not per:
-                    del self.partials[k]
+            for b in [b for b in self.partials if b <= low]:
+                del self.partials[b]
         if self.ring.shape[0]:
             alive = self.ring.any(axis=1)
             if not alive.all():
@@ -122,9 +126,11 @@ class WorkerWindow:
 
     def _keep(self, alive: np.ndarray) -> None:
         self.ring = self.ring[alive]
-        gone = [k for k, a in zip(self.keys, alive) if not a]
-        for k in gone:
-            self.partials.pop(k, None)
+        if self.partials:
+            gone = [self.keys[i] for i in np.flatnonzero(~alive).tolist()]
+            for per in self.partials.values():
+                for k in gone:
+                    per.pop(k, None)
         self.keys = [k for k, a in zip(self.keys, alive) if a]
         self.index = {k: i for i, k in enumerate(self.keys)}
 
@@ -155,16 +161,13 @@ class WorkerWindow:
         cols = (self.col_batch > batch - self.window) & (self.col_batch <= batch)
         return self.ring[rows][:, cols].sum(axis=1)
 
-    def _window_partials(self, key: str, batch: int) -> list[Any]:
-        """The key's partial states of the batches in the window ending at ``batch``, oldest first."""
-        per = self.partials.get(key)
-        if not per:
-            return []
-        return [per[b] for b in sorted(per) if batch - self.window < b <= batch]
+    def _window_batches(self, batch: int) -> list[dict[str, Any]]:
+        """The per-batch partial states (key -> partial) of the window ending at ``batch``, oldest first."""
+        return [self.partials[b] for b in sorted(self.partials) if batch - self.window < b <= batch]
 
     def _store_partial(self, key: str, batch: int, partial: Any) -> None:
-        per = self.partials.setdefault(key, {})
-        per[batch] = self.operator.concat(per[batch], partial) if batch in per else partial
+        per = self.partials.setdefault(batch, {})
+        per[key] = self.operator.concat(per[key], partial) if key in per else partial
 
     def _apply(self, keys: list[str], counts: np.ndarray, batch: int, partials: Sequence[Any] | None
                ) -> list[tuple]:
@@ -178,8 +181,9 @@ class WorkerWindow:
             return [(batch, k, int(c)) for k, c in zip(keys, self._window_sum(rows, batch).tolist())]
         out = []
         emit = self.operator.emit
+        window = self._window_batches(batch)
         for k, p in zip(keys, partials):  # type: ignore[arg-type]
-            out.append((batch, k, *emit(self._window_partials(k, batch), p)))
+            out.append((batch, k, *emit([per[k] for per in window if k in per], p)))
             self._store_partial(k, batch, p)
         self._add_at(rows, batch, counts)
         return out
@@ -242,7 +246,7 @@ class WorkerWindow:
                             count=counts.astype(np.int32) if counts.max() < 2**31 else counts)
                 if not self.ring_only:
                     dumps = self.operator.dumps
-                    cells = (self.partials.get(present[i], {}).get(int(self.col_batch[j]))
+                    cells = (self.partials.get(int(self.col_batch[j]), {}).get(present[i])
                              for i, j in zip(r.tolist(), c.tolist()))
                     blob["partials"] = [None if p is None else dumps(p) for p in cells]
                 alive[rows] = False
@@ -379,36 +383,59 @@ class WorkerWindow:
             return [self.keys[i] for i in rows[live].tolist()], sums[live].tolist()
         merge = self.operator.merge  # type: ignore[attr-defined]  # mergeable operators only
         keys, states = [], []
+        window = self._window_batches(batch)
         for k in (self.keys[i] for i in rows.tolist()):
-            window = self._window_partials(k, batch)
-            if window:
+            parts = [per[k] for per in window if k in per]
+            if parts:
                 keys.append(k)
-                states.append(merge(window))
+                states.append(merge(parts))
         return keys, states
 
     # ------------------------------------------------------------------ serialisation
+    def _pickles_itself(self) -> bool:
+        """Whether the operator's ``dumps``/``loads`` are the interface's default (pickle): then its
+        partial states are pickled as they are, with the window, in one ``pickle.dumps`` call."""
+        cls = type(self.operator)
+        return cls.dumps is KeyedOperator.dumps and cls.loads is KeyedOperator.loads
+
     def dumps(self) -> bytes:
         """Sparse serialisation: non-zero (row, column, count) cells, keys, window position, the
-        partial states (each by the operator's ``dumps``), flights."""
+        partial states (batch-major; by the operator's ``dumps`` unless it is the default pickle,
+        whose states go into the one pickle as they are), flights, and the layout's name."""
         r, c = np.nonzero(self.ring)
         cells = (r.astype(np.int32), c.astype(np.int16), self.ring[r, c])
-        dumps = self.operator.dumps
-        partials = {k: {b: dumps(p) for b, p in per.items()} for k, per in self.partials.items()}
-        held = {k: [(b, n, None if p is None else dumps(p)) for b, n, p in entries] for k, entries in self.held.items()}
+        if self._pickles_itself():
+            layout, partials, held = _LAYOUT_RAW, self.partials, self.held
+        else:
+            dumps = self.operator.dumps
+            layout = _LAYOUT_BYTES
+            partials = {b: {k: dumps(p) for k, p in per.items()} for b, per in self.partials.items()}
+            held = {k: [(b, n, None if p is None else dumps(p)) for b, n, p in entries]
+                    for k, entries in self.held.items()}
         return pickle.dumps((self.window, self.operator.name, self.keys, cells, self.col_batch, self.last, partials,
-                             held, self.expect), protocol=pickle.HIGHEST_PROTOCOL)
+                             held, self.expect, layout), protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
     def loads(cls, data: bytes, operator: KeyedOperator | None = None) -> "WorkerWindow":
-        """The state :meth:`dumps` wrote, of ``operator`` (default count)."""
-        window, name, keys, (r, c, v), col_batch, last, partials, held, expect = pickle.loads(data)[:9]
+        """The state :meth:`dumps` wrote, of ``operator`` (default count); also the key-major layout
+        of states written before the batch-major one (no layout name)."""
+        fields = pickle.loads(data)
+        window, name, keys, (r, c, v), col_batch, last, partials, held, expect = fields[:9]
+        layout = fields[9] if len(fields) > 9 else _LAYOUT_KEY_MAJOR
         self = cls(window, operator)
         if name != self.operator.name:
             raise ValueError(f"this worker's state belongs to operator {name}, not {self.operator.name}; "
                              "start a new run with --run-name or --checkpoint")
-        loads = self.operator.loads
-        partials = {k: {b: loads(p) for b, p in per.items()} for k, per in partials.items()}
-        held = {k: [(b, n, None if p is None else loads(p)) for b, n, p in entries] for k, entries in held.items()}
+        if layout != _LAYOUT_RAW:
+            loads = self.operator.loads
+            if layout == _LAYOUT_KEY_MAJOR:  # key -> {batch: bytes}
+                by_batch: dict[int, dict[str, Any]] = {}
+                for k, per in partials.items():
+                    for b, p in per.items():
+                        by_batch.setdefault(b, {})[k] = p
+                partials = {b: by_batch[b] for b in sorted(by_batch)}
+            partials = {b: {k: loads(p) for k, p in per.items()} for b, per in partials.items()}
+            held = {k: [(b, n, None if p is None else loads(p)) for b, n, p in entries] for k, entries in held.items()}
         self.keys = keys
         self.index = {k: i for i, k in enumerate(keys)}
         self.ring = np.zeros((len(keys), window), dtype=np.int64)
