@@ -15,7 +15,7 @@ The per-key statistics are not encoded messages but the output's stat rows, one 
 :class:`KeyStats` reads them column-wise (``worker``, ``fp``, ``tuples``, ``key``).
 
 **Codec.** One MessagePack array ``[type tag, version, {field: value}]`` per message; the fields are
-the ones its class declares in ``FIELDS`` (name → wire type), nothing else: integers, floats, booleans,
+the ones its class declares, each with its wire type (:func:`wire_fields`), nothing else: integers, floats, booleans,
 text, ``u64[]`` (a numpy ``uint64`` array as its raw little-endian bytes), ``{int: u64[]}``, the
 dead-letter map and an :class:`~skewlab.engine.runtimes.spark.state_transfer.ExportRef` as a map of
 its fields.  :func:`decode` refuses, with one line (:class:`MessageError`), bytes that are not a
@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import pickle
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, ClassVar, Mapping
 
 import msgpack
@@ -40,8 +41,8 @@ import pyarrow as pa
 
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
 
-__all__ = ["ControlOrder", "ExportNotice", "ImportOrder", "KeyStats", "MESSAGES", "MessageError", "SourceSide",
-           "WorkerSummary", "decode", "decode_text"]
+__all__ = ["MESSAGES", "ControlOrder", "ExportNotice", "ImportOrder", "KeyStats", "MessageError", "SourceSide",
+           "WorkerSummary", "decode", "decode_text", "wire_fields"]
 
 
 class MessageError(ValueError):
@@ -106,17 +107,29 @@ _WIRE: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
 }
 
 
+def _field(wire: str, default: Any = MISSING, factory: Any = MISSING) -> Any:
+    """A message field of wire type ``wire`` (a key of :data:`_WIRE`)."""
+    if wire not in _WIRE:
+        raise TypeError(f"unknown wire type {wire!r}")
+    return field(default=default, default_factory=factory, metadata={"wire": wire})
+
+
+@functools.cache
+def wire_fields(cls: type) -> dict[str, str]:
+    """Field name → wire type of a message class, in declaration order."""
+    return {f.name: f.metadata["wire"] for f in fields(cls)}
+
+
 class _Message:
-    """Base of the declared messages: ``TAG`` (unique), ``VERSION`` (raised when ``FIELDS`` change)
-    and ``FIELDS`` (every field's wire type, :data:`_WIRE`)."""
+    """Base of the declared messages: ``TAG`` (unique), ``VERSION`` (raised when the fields change);
+    every field is declared with its wire type (:func:`_field`, :func:`wire_fields`)."""
 
     TAG: ClassVar[str]
     VERSION: ClassVar[int]
-    FIELDS: ClassVar[Mapping[str, str]]
 
     def encode(self) -> bytes:
         """The message's bytes: ``[TAG, VERSION, {field: wire value}]`` in MessagePack."""
-        body = {name: _WIRE[wire][0](getattr(self, name)) for name, wire in self.FIELDS.items()}
+        body = {name: _WIRE[wire][0](getattr(self, name)) for name, wire in wire_fields(type(self)).items()}
         return msgpack.packb([self.TAG, self.VERSION, body], use_bin_type=True)
 
     def encode_text(self) -> str:
@@ -133,12 +146,11 @@ class ControlOrder(_Message):
 
     TAG: ClassVar[str] = "control"
     VERSION: ClassVar[int] = 1
-    FIELDS: ClassVar[Mapping[str, str]] = {"batch": "int", "exports": "{int: u64[]}", "expect": "u64[]", "split": "bool"}
 
-    batch: int
-    exports: Mapping[int, np.ndarray] = field(default_factory=dict)
-    expect: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
-    split: bool = False
+    batch: int = _field("int")
+    exports: Mapping[int, np.ndarray] = _field("{int: u64[]}", factory=dict)
+    expect: np.ndarray = _field("u64[]", factory=lambda: np.zeros(0, np.uint64))
+    split: bool = _field("bool", False)
 
 
 @dataclass(frozen=True)
@@ -147,9 +159,8 @@ class ImportOrder(_Message):
 
     TAG: ClassVar[str] = "import"
     VERSION: ClassVar[int] = 1
-    FIELDS: ClassVar[Mapping[str, str]] = {"ref": "ExportRef"}
 
-    ref: ExportRef
+    ref: ExportRef = _field("ExportRef")
 
 
 @dataclass(frozen=True)
@@ -162,18 +173,15 @@ class SourceSide(_Message):
 
     TAG: ClassVar[str] = "source-side"
     VERSION: ClassVar[int] = 1
-    FIELDS: ClassVar[Mapping[str, str]] = {
-        "source": "int", "route_batch": "int", "rows": "int", "consumed": "int", "first_seq": "int?",
-        "route_seconds": "float", "dead_letters": "{str: (int, [str])}", "source_state": "bytes"}
 
-    source: int
-    route_batch: int
-    rows: int = 0
-    consumed: int = -1
-    first_seq: int | None = None
-    route_seconds: float = 0.0
-    dead_letters: Mapping[str, tuple[int, tuple[str, ...]]] = field(default_factory=dict)
-    source_state: bytes = b""
+    source: int = _field("int")
+    route_batch: int = _field("int")
+    rows: int = _field("int", 0)
+    consumed: int = _field("int", -1)
+    first_seq: int | None = _field("int?", None)
+    route_seconds: float = _field("float", 0.0)
+    dead_letters: Mapping[str, tuple[int, tuple[str, ...]]] = _field("{str: (int, [str])}", factory=dict)
+    source_state: bytes = _field("bytes", b"")
 
     @staticmethod
     def pack_router_state(state: Mapping[str, Any]) -> bytes:
@@ -192,9 +200,8 @@ class ExportNotice(_Message):
 
     TAG: ClassVar[str] = "export"
     VERSION: ClassVar[int] = 1
-    FIELDS: ClassVar[Mapping[str, str]] = {"ref": "ExportRef"}
 
-    ref: ExportRef
+    ref: ExportRef = _field("ExportRef")
 
 
 @dataclass(frozen=True)
@@ -206,22 +213,18 @@ class WorkerSummary(_Message):
 
     TAG: ClassVar[str] = "summary"
     VERSION: ClassVar[int] = 1
-    FIELDS: ClassVar[Mapping[str, str]] = {
-        "batch": "int?", "keys": "int", "state_bytes": "int", "held": "int", "export_bytes": "int",
-        "exported_keys": "int", "imported_keys": "int", "results": "int", "shares": "int", "applied": "int",
-        "seconds": "float"}
 
-    batch: int | None
-    keys: int = 0
-    state_bytes: int = 0
-    held: int = 0
-    export_bytes: int = 0
-    exported_keys: int = 0
-    imported_keys: int = 0
-    results: int = 0
-    shares: int = 0
-    applied: int = 0
-    seconds: float = 0.0
+    batch: int | None = _field("int?")
+    keys: int = _field("int", 0)
+    state_bytes: int = _field("int", 0)
+    held: int = _field("int", 0)
+    export_bytes: int = _field("int", 0)
+    exported_keys: int = _field("int", 0)
+    imported_keys: int = _field("int", 0)
+    results: int = _field("int", 0)
+    shares: int = _field("int", 0)
+    applied: int = _field("int", 0)
+    seconds: float = _field("float", 0.0)
 
 
 #: every declared message by its tag
@@ -233,7 +236,7 @@ def decode(data: bytes, expect: type[_Message] | tuple[type[_Message], ...] | No
     Raises :class:`MessageError` for anything else."""
     try:
         tag, version, body = msgpack.unpackb(data, raw=False, strict_map_key=False)
-    except Exception:
+    except (ValueError, TypeError, msgpack.UnpackException):
         raise MessageError(f"not a skewlab message ({len(data)} bytes starting {bytes(data[:8])!r}): "
                            "written by another skewlab version?") from None
     cls = MESSAGES.get(tag) if isinstance(tag, str) else None
@@ -245,11 +248,12 @@ def decode(data: bytes, expect: type[_Message] | tuple[type[_Message], ...] | No
     if expect is not None and not issubclass(cls, expect):
         names = ", ".join(c.TAG for c in (expect if isinstance(expect, tuple) else (expect,)))
         raise MessageError(f"a {tag} message where {names} was expected")
-    if not isinstance(body, dict) or set(body) != set(cls.FIELDS):
+    declared = wire_fields(cls)
+    if not isinstance(body, dict) or set(body) != set(declared):
         got = sorted(body) if isinstance(body, dict) else type(body).__name__
-        raise MessageError(f"{tag} message v{version} has fields {got}, expected {sorted(cls.FIELDS)}")
+        raise MessageError(f"{tag} message v{version} has fields {got}, expected {sorted(declared)}")
     values = {}
-    for name, wire in cls.FIELDS.items():
+    for name, wire in declared.items():
         try:
             values[name] = _WIRE[wire][1](body[name])
         except (TypeError, ValueError) as exc:
