@@ -156,7 +156,7 @@ def run_grouping(algo: str, stream: Stream, args: argparse.Namespace, base: Path
     for b in range(args.batches):
         orders = c.drain_orders()
         snap = RoutingSnapshot(b, c.planner.router, P, control_payloads(orders, c.vocab.fps,
-                                                                  set(range(c.n_workers)) | holding, P), imports)
+                                                                  set(range(c.n_workers)) | holding, P, batch=b), imports)
         ids = stream.batch(b, args.tuples)
         table = ex.run(stream, ids, pickle_copy(snap), args.sources)
         rows = table.num_rows
@@ -165,17 +165,17 @@ def run_grouping(algo: str, stream: Stream, args: argparse.Namespace, base: Path
         t1 = time.perf_counter()
         key_ids = c.vocab.encode_fps(u["fps"])
         t2 = time.perf_counter()
-        route_seconds = sum(side.get("route_seconds", 0.0) for side in u["states"].values())
+        route_seconds = sum(side.route_seconds for side in u["states"].values())
         for s, side in u["states"].items():
-            if side.get("source_state"):
-                c.planner.router.set_source_state(s % c.planner.n_sources, side["source_state"])
+            if side.source_state:
+                c.planner.router.set_source_state(s % c.planner.n_sources, side.router_state())
         row = c.end_interval(key_ids, u["workers"], u["counts"], route_seconds=route_seconds)
         t3 = time.perf_counter()
         c.state.per_worker(c.n_workers)
         t4 = time.perf_counter()
         store.save(b, {"run_id": 1, "stream": {"source": "generator", "window": c.window}, "controller": c,
                        "shadow": None, "paused": False, "applied_commands": [],
-                       "consumed": {s: int(v["consumed"]) for s, v in u["states"].items()}, "dead_total": 0,
+                       "consumed": {s: v.consumed for s, v in u["states"].items()}, "dead_total": 0,
                        "pending": [], "partitions": P})
         t5 = time.perf_counter()
         for k, dt in zip(STAGES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t5 - t0)):
@@ -190,7 +190,7 @@ def run_grouping(algo: str, stream: Stream, args: argparse.Namespace, base: Path
         imports = {}
         for ref in u["exports"]:
             imports.setdefault(ref.target, []).append(ref)
-        holding = {w for w, s in u["summaries"].items() if s["keys"] or s["held"]}
+        holding = {w for w, s in u["summaries"].items() if s.keys or s.held}
     med = {k: 1000 * float(np.median(x[1:] if len(x) > 1 else x)) for k, x in times.items()}
     med["straggler"] = float(np.median(straggler[1:] if len(straggler) > 1 else straggler))
     return {"ms": med, "rows": rows, "keys": len(c.vocab), "failures": failures,

@@ -172,12 +172,12 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
         u = orig_unpack(table)
         cur["unpack_ms"] = (time.perf_counter() - cur["t_spark_end"]) * 1e3
         s = u["summaries"].values()
-        cur["handler_max_ms"] = max((x["seconds"] for x in s), default=0.0) * 1e3
-        cur["handler_sum_ms"] = sum(x["seconds"] for x in s) * 1e3
-        cur["exported_keys"] = sum(x.get("exported_keys", 0) for x in s)
-        cur["imported_keys"] = sum(x.get("imported_keys", 0) for x in s)
-        cur["export_bytes"] = sum(x.get("export_bytes", 0) for x in s)
-        cur["state_keys"] = sum(x["keys"] for x in s)
+        cur["handler_max_ms"] = max((x.seconds for x in s), default=0.0) * 1e3
+        cur["handler_sum_ms"] = sum(x.seconds for x in s) * 1e3
+        cur["exported_keys"] = sum(x.exported_keys for x in s)
+        cur["imported_keys"] = sum(x.imported_keys for x in s)
+        cur["export_bytes"] = sum(x.export_bytes for x in s)
+        cur["state_keys"] = sum(x.keys for x in s)
         cur["state_bytes"] = sum(x.get("state_bytes", 0) for x in s)
         cur["tuples"] = int(u["counts"].sum())
         return u
@@ -323,14 +323,15 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
 
     # ---- what carrying the blobs costs in Python, offline: unpickle the import batch's routing snapshot
     carry = []
-    from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, encode_side
+    from skewlab.engine.runtimes.spark.messages import ImportOrder
+    from skewlab.engine.runtimes.spark.topology import RoutingSnapshot
 
     for b, data in st["route_copies"].items():
         t = time.perf_counter()
         snap = RoutingSnapshot.loads(data)
         t_load = time.perf_counter() - t
         t = time.perf_counter()
-        enc = [encode_side({"type": "import", "ref": x}) for bl in snap.imports.values() for x in bl]
+        enc = [ImportOrder(x).encode_text() for bl in snap.imports.values() for x in bl]
         t_enc = time.perf_counter() - t
         carry.append({"batch": b, "route_bytes": len(data), "blobs": sum(len(v) for v in snap.imports.values()),
                       "blob_bytes": sum(x.bytes for v in snap.imports.values() for x in v),

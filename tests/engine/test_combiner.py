@@ -15,6 +15,7 @@ import pytest
 
 from skewlab.engine.algorithms import registry
 from skewlab.engine.operators import BUILTINS, KeyedOperator, OperatorError, load_operator
+from skewlab.engine.runtimes.spark.messages import ControlOrder
 from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, combiner_bytes, make_router
 
 COMBINING = sorted(n for n, c in BUILTINS.items() if c.combined is not None)
@@ -61,7 +62,7 @@ def _routed(op, combine: bool, algorithm: str) -> pa.Table:
             [pa.array(keys), pa.array([0] * 700, pa.int32()), pa.array(range(start, start + 700), pa.int64()),
              pa.nulls(700, pa.string()), pa.array(rng.integers(0, 1000, 700).astype(np.float64))],
             names=["key", "source", "seq", "error", "value"]))
-    control = {w: {"batch": 0, "exports": {}, "expect": []} for w in range(3)}
+    control = {w: ControlOrder(0) for w in range(3)}
     snap = RoutingSnapshot(0, g.router, 3, control, {}, values="field" if op.needs_value else "none",
                            combiner=combiner_bytes(op) if combine else None)
     return pa.Table.from_batches(list(make_router(snap.dumps(), lead=True)(iter(batches))))
@@ -88,7 +89,7 @@ def test_combined_rows_through_the_handler_give_the_tuples_statistics_and_result
         u = unpack_output(pa.concat_tables(run_handler(handler, routed, 3, {w: FakeState() for w in range(3)})))
         stats = sorted(zip(u["workers"].tolist(), u["fps"].tolist(), u["counts"].tolist()))
         res = read_sink(str(sink), sink_schema(op)).sort_by([("key", "ascending"), ("result", "ascending")])
-        out[combine] = (stats, res.to_pydict(), sum(s["applied"] for s in u["summaries"].values()))
+        out[combine] = (stats, res.to_pydict(), sum(s.applied for s in u["summaries"].values()))
     assert out[True] == out[False]
     assert sum(c for _, _, c in out[True][0]) == 1400 and out[True][2] == 1400
 

@@ -14,6 +14,7 @@ from skewlab.engine.algorithms.keys import FingerprintVocabulary
 from skewlab.engine.control.controller import Controller
 from skewlab.engine.runtimes.spark.driver_step import (BatchOutput, CommandMark, DriverSettings, DriverSnapshot,
                                                        StepInput, step)
+from skewlab.engine.runtimes.spark.messages import SourceSide, WorkerSummary
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
 
 SETTINGS = DriverSettings("count", True, values="none", top_k=3)
@@ -32,10 +33,10 @@ def output(batch: int, snapshot: DriverSnapshot, *, exports: tuple[ExportRef, ..
     workers = np.asarray(router.route(KEYS.copy()), dtype=np.int64)
     return BatchOutput(
         workers=workers, fps=KEYS.copy(), counts=np.ones(KEYS.size, dtype=np.int64), names={int(KEYS[0]): "hot"},
-        states={0: {"source": 0, "route_batch": batch, "first_seq": seq, "consumed": seq + KEYS.size}},
+        states={0: SourceSide(0, batch, KEYS.size, consumed=seq + KEYS.size, first_seq=seq)},
         dead_letters={"no_key": [1, ["x"]]} if batch == 0 else {},
         exports=exports,
-        summaries={w: {"keys": 20, "held": 0, "state_bytes": 100} for w in (0, 1)})
+        summaries={w: WorkerSummary(batch, keys=20, held=0, state_bytes=100) for w in (0, 1)})
 
 
 def run(snapshot: DriverSnapshot, batch: int, *, commands=(), exports=(), seq: int = 0):
@@ -59,15 +60,15 @@ def test_a_sequence_of_batches_through_a_migration_a_switch_a_rejection_and_a_re
     assert r1.batch_id == 1 and r1.partitions == 4 and d0.route.flush and not r1.imports
     to: dict[int, set[int]] = {}
     for p in r1.control.values():
-        for t, fps in p["exports"].items():
+        for t, fps in p.exports.items():
             to.setdefault(t, set()).update(fps.tolist())
-    assert to.get(2) and all(set(r1.control[t]["expect"].tolist()) == keys for t, keys in to.items())
-    assert not any(p["split"] for p in r1.control.values())
+    assert to.get(2) and all(set(r1.control[t].expect.tolist()) == keys for t, keys in to.items())
+    assert not any(p.split for p in r1.control.values())
     assert len(s1.migrating) == 1 and s1.migrating[0]["export_batch"] == 1
 
     # batch 1: the holders exported; the driver keeps references only, for the route of batch 2
     refs = tuple(ExportRef(1, w, t, f"migrations/batch=1/from-{w}-to-{t}.blob", 50 + w, int(fps.size))
-                 for w, p in r1.control.items() for t, fps in p["exports"].items())
+                 for w, p in r1.control.items() for t, fps in p.exports.items())
     s2, d1 = run(s1, 1, exports=refs, seq=40)
     by_target = {t: tuple(r for r in refs if r.target == t) for t in to}
     assert s2.next_imports == by_target and d1.route.flush
@@ -82,7 +83,7 @@ def test_a_sequence_of_batches_through_a_migration_a_switch_a_rejection_and_a_re
     assert row.keys_moved == sum(r.keys for r in refs) and row.bytes_moved == sum(r.bytes for r in refs)
     assert row.pause_batches == 1 and row.pause_ms == pytest.approx(1000.0) and row.detail["import_batch"] == 2
     assert s3.controller.planner.name == "dchoices" and s3.shares_split
-    assert all(p["split"] for p in d2.route.snapshot.control.values())
+    assert all(p.split for p in d2.route.snapshot.control.values())
 
     # batch 1 replayed after a restart from the snapshot of batch 2: nothing applied, nothing decided
     s3b, d1b = run(s3, 1, seq=40, commands=[{"id": 4, "kind": "pause", "payload": {}}])

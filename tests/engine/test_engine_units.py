@@ -1,6 +1,5 @@
 """Engine pieces without Spark: snapshot store, buffered metrics sink, topology functions."""
 
-import base64
 import pickle
 from dataclasses import replace
 
@@ -14,6 +13,7 @@ from skewlab.engine.algorithms import registry
 from skewlab.engine.io.checkpoint import SnapshotStore
 from skewlab.engine.io.metrics_sink import MetricsSink, PendingInterval
 from skewlab.engine.algorithms.keys import fingerprint, fingerprint_keys
+from skewlab.engine.runtimes.spark.messages import SourceSide, decode_text
 from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, make_router
 from skewlab.storage.records import IntervalRecord
 
@@ -120,9 +120,9 @@ def test_executor_routing_equals_local_routing(name, params):
             got.append(data.column("worker").to_numpy().astype(np.int64))
             side = out.filter(pc.greater_equal(out.column("worker"), 5))
             assert side.column("worker").to_pylist() == [5 + src % 5]
-            info = pickle.loads(base64.b64decode(side.column("key")[0].as_py()))
-            assert info["source"] == src and info["rows"] == len(ks)
-            driver.router.set_source_state(src, info["source_state"])
+            info = decode_text(side.column("key")[0].as_py(), SourceSide)
+            assert info.source == src and info.rows == len(ks)
+            driver.router.set_source_state(src, info.router_state())
     for e, g in zip(expected, got):
         assert np.array_equal(e, g)
 
@@ -145,8 +145,8 @@ def test_operator_output_counts_and_dead_letters(tmp_path):
     assert sorted(zip(u["fps"].tolist(), u["counts"].tolist())) == sorted([(fingerprint("a"), 2), (fingerprint("b"), 1)])
     assert u["names"] == {fingerprint("a"): "a", fingerprint("b"): "b"}
     assert u["dead_letters"] == {"no_key": [1, ["00"]]}
-    assert u["states"][0]["consumed"] == 4 and u["states"][0]["first_seq"] == 0
-    assert set(u["summaries"]) == {0, 1} and sum(s["keys"] for s in u["summaries"].values()) == 2
+    assert u["states"][0].consumed == 4 and u["states"][0].first_seq == 0
+    assert set(u["summaries"]) == {0, 1} and sum(s.keys for s in u["summaries"].values()) == 2
 
 
 def test_fingerprint_keys_bit_identical_to_mmh3():
@@ -187,11 +187,11 @@ def test_router_mixed_sources_dead_letters_only_and_side_rows():
         sel = [i for i, (x, e) in enumerate(zip(src, err)) if e is None]
         got = w[: len(sel)][[j for j, i in enumerate(sel) if src[i] == s]]
         assert np.array_equal(got, exp)
-    sides = {int(x) - 3: pickle.loads(base64.b64decode(k)) for x, k in zip(w, out.column("key").to_pylist()) if x >= 3}
+    sides = {int(x) - 3: decode_text(k, SourceSide) for x, k in zip(w, out.column("key").to_pylist()) if x >= 3}
     assert sorted(sides) == [0, 1, 2]
-    assert sides[2]["rows"] == 1 and sides[2]["dead_letters"] == {"no_key": [1, [""]]}
-    assert sides[2]["consumed"] == 5 and sides[2]["first_seq"] == 4
-    assert sides[0]["rows"] == 4 and sides[0]["consumed"] == 8 and sides[0]["first_seq"] == 0
+    assert sides[2].rows == 1 and sides[2].dead_letters == {"no_key": (1, ("",))}
+    assert sides[2].consumed == 5 and sides[2].first_seq == 4
+    assert sides[0].rows == 4 and sides[0].consumed == 8 and sides[0].first_seq == 0
     # empty input: no rows at all
     assert list(make_router(RoutingSnapshot(0, g.router).dumps())(iter([]))) == []
 
@@ -225,7 +225,7 @@ def test_a_worker_holding_tuples_without_state_keeps_its_control_row(tmp_path, m
 
     seen: list[set[int]] = []
     real = driver_step.control_payloads
-    monkeypatch.setattr(driver_step, "control_payloads", lambda o, f, workers, p: seen.append(set(workers)) or real(o, f, workers, p))
+    monkeypatch.setattr(driver_step, "control_payloads", lambda o, f, workers, p, **kw: seen.append(set(workers)) or real(o, f, workers, p, **kw))
     eng = SparkEngine(EngineConfig(db=f"sqlite:///{tmp_path}/db.sqlite", checkpoint=str(tmp_path / "ck"),
                                    workers=2, max_workers=8), log=lambda m: None)
     try:

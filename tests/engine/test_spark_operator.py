@@ -5,8 +5,8 @@ one state partition."""
 
 from __future__ import annotations
 
-import base64
 import pickle
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -17,6 +17,7 @@ from skewlab.engine.algorithms.keys import fingerprint, fingerprints
 from skewlab.engine.runtimes.spark.labels import spark_partition_of, worker_labels
 from skewlab.engine.runtimes.spark.operator import OUT_ARROW, make_handler, unpack_output
 from skewlab.engine.runtimes.spark.result_sink import read_sink, sink_file
+from skewlab.engine.runtimes.spark.messages import ControlOrder
 from skewlab.engine.runtimes.spark.state_transfer import export_path, read_export
 from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, make_router
 
@@ -65,6 +66,8 @@ def rows(keys, source=0, start=0):
 
 
 def route(grouping, batch, P, control, imports=None, keys=()):
+    """The routed rows of ``keys`` in ``batch``, with the workers' ``control`` orders (made ``batch``'s)."""
+    control = {w: replace(c, batch=batch) for w, c in control.items()}
     snap = RoutingSnapshot(batch, grouping.router, P, control, imports or {})
     return pa.Table.from_batches(list(make_router(snap.dumps(), lead=True)(iter([rows(list(keys))]))))
 
@@ -86,7 +89,7 @@ def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
     handler = make_handler(P, W, sink, migrations=moves)
     states: dict[int, FakeState] = {}
     g = registry.create("hash", 2)
-    idle = {0: {"exports": {}, "expect": []}, 1: {"exports": {}, "expect": []}}
+    idle = {0: ControlOrder(0), 1: ControlOrder(0)}
     out0 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 0, P, idle, keys=["a"] * 3 + ["b"]), P, states)))
     owner = int(out0["workers"][out0["fps"].tolist().index(fingerprint("a"))])
     assert out0["names"] == {fingerprint("a"): "a", fingerprint("b"): "b"}
@@ -94,7 +97,7 @@ def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
     # the table would send 'a' to `other` from batch 1 on: emulate with a grouping whose table says so
     table = pa.table({"key": pa.array(["a", "a"]), "worker": pa.array([other, other], pa.int32())})
     a = fingerprints(["a"])
-    control = {owner: {"exports": {other: a}, "expect": []}, other: {"exports": {}, "expect": a}}
+    control = {owner: ControlOrder(1, {other: a}), other: ControlOrder(1, expect=a)}
     snap1 = route(g, 1, P, control)
     routed1 = pa.concat_tables([table, snap1.cast(table.schema)])
     collected = pa.concat_tables(run_handler(handler, routed1, P, states))
@@ -109,9 +112,9 @@ def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
     assert not any(blob in (d or b"") for d in collected.column("data").to_pylist())
     snap2 = RoutingSnapshot(2, g.router, P, idle, {other: [ref]}).dumps()
     assert blob not in snap2 and len(snap2) < len(RoutingSnapshot(2, g.router, P, idle, {}).dumps()) + 400
-    assert out1["summaries"][other]["held"] == 2
+    assert out1["summaries"][other].held == 2
     out2 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 2, P, idle, {other: [ref]}), P, states)))
-    assert out2["summaries"][other]["imported_keys"] == 1
+    assert out2["summaries"][other].imported_keys == 1
     # a replay of the import batch reads the same file again: the import is repeatable
     assert read_export(ref)["keys"] == ["a"]
     res = read_sink(sink).to_pydict()
@@ -131,23 +134,23 @@ def test_service_time_is_slept_for_the_tuples_a_worker_applies(tmp_path, monkeyp
     handler = make_handler(P, W, str(tmp_path), service_us=250.0, migrations=str(tmp_path / "migrations"))
     states: dict[int, FakeState] = {}
     g = registry.create("hash", 2)
-    idle = {0: {"exports": {}, "expect": []}, 1: {"exports": {}, "expect": []}}
+    idle = {0: ControlOrder(0), 1: ControlOrder(0)}
     out0 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 0, P, idle, keys=["a"] * 3 + ["b"]), P, states)))
-    assert sum(s["applied"] for s in out0["summaries"].values()) == 4
+    assert sum(s.applied for s in out0["summaries"].values()) == 4
     assert sum(s for _, s in slept) == pytest.approx(4 * 250e-6)
     owner = int(out0["workers"][out0["fps"].tolist().index(fingerprint("a"))])
     other = 1 - owner
     table = pa.table({"key": pa.array(["a", "a"]), "worker": pa.array([other, other], pa.int32())})
     a = fingerprints(["a"])
-    control = {owner: {"exports": {other: a}, "expect": []}, other: {"exports": {}, "expect": a}}
+    control = {owner: ControlOrder(1, {other: a}), other: ControlOrder(1, expect=a)}
     slept.clear()
     routed1 = pa.concat_tables([table, route(g, 1, P, control).cast(table.schema)])
     out1 = unpack_output(pa.concat_tables(run_handler(handler, routed1, P, states)))
-    assert out1["summaries"][other]["applied"] == 0 and out1["summaries"][other]["held"] == 2
+    assert out1["summaries"][other].applied == 0 and out1["summaries"][other].held == 2
     assert slept == []  # held tuples are not worked on yet
     ref = out1["exports"][0]
     out2 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 2, P, idle, {other: [ref]}), P, states)))
-    assert out2["summaries"][other]["applied"] == 2
+    assert out2["summaries"][other].applied == 2
     assert [s for _, s in slept] == [pytest.approx(2 * 250e-6)]
     quiet = make_handler(P, W, str(tmp_path / "quiet"))
     slept.clear()
@@ -159,7 +162,7 @@ def test_replayed_batch_rewrites_the_same_sink_file(tmp_path):
     P = 2
     handler = make_handler(P, 2, str(tmp_path))
     g = registry.create("hash", 2)
-    idle = {0: {"exports": {}, "expect": []}, 1: {"exports": {}, "expect": []}}
+    idle = {0: ControlOrder(0), 1: ControlOrder(0)}
     routed = route(g, 0, P, idle, keys=["x", "y", "x"])
     run_handler(handler, routed, P, {})
     files = sorted(p.name for p in tmp_path.rglob("*.parquet"))
@@ -180,11 +183,11 @@ def test_summary_reports_state_bytes_and_an_empty_worker_keeps_no_state(tmp_path
     P = 2
     handler = make_handler(P, 1, str(tmp_path))
     g = registry.create("hash", 2)
-    idle = {0: {"exports": {}, "expect": []}, 1: {"exports": {}, "expect": []}}
+    idle = {0: ControlOrder(0), 1: ControlOrder(0)}
     states: dict[int, FakeState] = {}
     out = unpack_output(pa.concat_tables(run_handler(handler, route(g, 0, P, idle, keys=["k"] * 5), P, states)))
     w = int(out["workers"][0])
-    assert out["summaries"][w]["state_bytes"] == len(states[w].value[0]) > 0
+    assert out["summaries"][w].state_bytes == len(states[w].value[0]) > 0
     run_handler(handler, route(g, 1, P, idle), P, states)  # window of 1 batch: 'k' expires
     assert not states[w].exists
 
@@ -222,8 +225,8 @@ def test_compose_orders_and_control_payloads():
     assert sorted(zip(*(x.tolist() for x in again))) == got
     assert all(x.size == 0 for x in compose_orders([]))
     fps = np.arange(100, 106, dtype=np.uint64)  # key id i has fingerprint 100 + i
-    control = {w: {"exports": {t: ks.tolist() for t, ks in c["exports"].items()}, "expect": c["expect"].tolist()}
-               for w, c in control_payloads((k, h, t), fps, {0, 1}, partitions=4).items()}
+    control = {w: {"exports": {t: ks.tolist() for t, ks in c.exports.items()}, "expect": c.expect.tolist()}
+               for w, c in control_payloads((k, h, t), fps, {0, 1}, partitions=4, batch=9).items()}
     assert control[0] == {"exports": {1: [102], 2: [101]}, "expect": [105]}
     assert control[2] == {"exports": {}, "expect": [101]} and control[3] == {"exports": {2: [101]}, "expect": []}
     assert 4 not in control  # beyond the state partitions: never a worker

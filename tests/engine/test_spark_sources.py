@@ -6,7 +6,7 @@ tests/kafka_fixtures.py via tests/conftest.py."""
 
 from __future__ import annotations
 
-import base64
+from dataclasses import replace
 import json
 import pickle
 import os
@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 pytest.importorskip("pyspark")
 
 from skewlab.engine.runtimes.spark import sources as S  # noqa: E402
+from skewlab.engine.runtimes.spark.messages import SourceSide, decode_text  # noqa: E402
 from skewlab.engine.workloads import create_workload  # noqa: E402
 
 ZIPF = {"keys": 200, "z": 1.1}
@@ -581,11 +582,12 @@ def test_generator_reader_routes_its_partition_like_make_router(tmp_path):
         want = pa.Table.from_batches(list(make_router(_route_bytes(3))(plain.read(raw)))).to_pydict()
         m = p.end - p.start  # data rows, then the instance's side row (its timing differs run to run)
         assert got["worker"] == want["worker"] and got["key"][:m] == want["key"][:m]
-        side, want_side = (pickle.loads(base64.b64decode(x["key"][m])) for x in (got, want))
-        assert side.pop("route_seconds") >= 0 and want_side.pop("route_seconds") >= 0
-        state, want_state = side.pop("source_state"), want_side.pop("source_state")
+        side, want_side = (decode_text(x["key"][m], SourceSide) for x in (got, want))
+        assert side.route_seconds >= 0 and want_side.route_seconds >= 0
+        state, want_state = side.router_state(), want_side.router_state()
         assert pickle.dumps(state) == pickle.dumps(want_state) and state["loads"].sum() == m  # pkg's local loads
-        assert side == want_side and side["route_batch"] == 3 and side["consumed"] == p.end
+        assert replace(side, route_seconds=0, source_state=b"") == replace(want_side, route_seconds=0, source_state=b"")
+        assert side.route_batch == 3 and side.consumed == p.end
         assert got["key"][:m] == _read_keys(plain, p.instance, p.start, p.end) and len(got["key"]) == m + 1
         assert all(0 <= w < 4 for w in got["worker"][:m]) and got["worker"][m:] == [4 + p.instance % 4]
     assert routed.partitions(end, end) == []  # no data: the route file is not even needed

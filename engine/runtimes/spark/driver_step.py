@@ -36,6 +36,7 @@ from skewlab.engine.control.controller import Controller, compose_orders
 from skewlab.engine.control.shadow import ShadowEvaluator
 from skewlab.engine.io.interval_record import interval_record, rebalance_events, worker_rows
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
+from skewlab.engine.runtimes.spark.messages import SourceSide, WorkerSummary
 from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, control_payloads
 from skewlab.storage.records import IntervalRecord
 
@@ -53,19 +54,20 @@ class BatchOutput:
     """One batch's collected operator output, as
     :func:`skewlab.engine.runtimes.spark.operator.unpack_output` gives it: ``workers``/``fps``/``counts``
     (one entry per (worker, key fingerprint): the key's tuples in the batch), ``names`` (fingerprint →
-    name of the keys reported by name), ``states`` (source → its side row: offsets, source state,
-    dead letters, the batch it was routed for), ``dead_letters`` (reason → [count, samples]),
-    ``exports`` (references to the blobs the workers exported) and ``summaries`` (worker → keys, held
-    tuples and bytes of its state)."""
+    name of the keys reported by name), ``states`` (source → its
+    :class:`~skewlab.engine.runtimes.spark.messages.SourceSide`: offsets, source state, dead letters,
+    the batch it was routed for), ``dead_letters`` (reason → [count, samples]), ``exports``
+    (references to the blobs the workers exported) and ``summaries`` (worker → its
+    :class:`~skewlab.engine.runtimes.spark.messages.WorkerSummary`: keys, held tuples and bytes of its state)."""
 
     workers: np.ndarray
     fps: np.ndarray
     counts: np.ndarray
     names: Mapping[int, str] = field(default_factory=dict)
-    states: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    states: Mapping[int, SourceSide] = field(default_factory=dict)
     dead_letters: Mapping[str, list] = field(default_factory=dict)
     exports: tuple[ExportRef, ...] = ()
-    summaries: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    summaries: Mapping[int, WorkerSummary] = field(default_factory=dict)
 
     @classmethod
     def of(cls, unpacked: Mapping[str, Any]) -> "BatchOutput":
@@ -214,7 +216,7 @@ def step(snapshot: DriverSnapshot, data: StepInput, settings: DriverSettings, *,
         return snapshot, Decisions(b, already_applied=True,
                                    log=(f"batch {b} already applied (restored snapshot); operator re-run, nothing applied",))
     u = data.output
-    used = {side.get("route_batch") for side in u.states.values()} - {b}
+    used = {side.route_batch for side in u.states.values()} - {b}
     if used:
         raise RuntimeError(
             f"batch {b} was routed with the snapshot of batch {sorted(used, key=str)[0]} (the routing files do not "
@@ -224,22 +226,22 @@ def step(snapshot: DriverSnapshot, data: StepInput, settings: DriverSettings, *,
     log: list[str] = []
     consumed = dict(s.consumed)
     for src, side in u.states.items():
-        if side.get("source_state"):
-            c.planner.router.set_source_state(src % c.planner.n_sources, side["source_state"])
-        if side.get("consumed", -1) >= 0:
-            if side["first_seq"] != consumed.get(src, side["first_seq"]):
-                log.append(f"warning: source {src} batch {b} starts at {side['first_seq']}, "
+        if side.source_state:
+            c.planner.router.set_source_state(src % c.planner.n_sources, side.router_state())
+        if side.consumed >= 0:
+            if side.first_seq != consumed.get(src, side.first_seq):
+                log.append(f"warning: source {src} batch {b} starts at {side.first_seq}, "
                            f"expected {consumed.get(src)} (gap or overlap in the source)")
-            consumed[src] = int(side["consumed"])
+            consumed[src] = side.consumed
     dead = u.dead_letters
     key_ids = c.vocab.encode_fps(u.fps)
     key_names = {} if len(s.key_names) > MAX_KEY_NAMES else dict(s.key_names)
     key_names.update(u.names)
-    route_seconds = sum(side.get("route_seconds", 0.0) for side in u.states.values())
+    route_seconds = sum(side.route_seconds for side in u.states.values())
     row = c.end_interval(key_ids, u.workers, u.counts, route_seconds=route_seconds)
     worker_keys, worker_held, worker_bytes = dict(s.worker_keys), dict(s.worker_held), dict(s.worker_bytes)
     for w, summary in u.summaries.items():
-        worker_keys[w], worker_held[w], worker_bytes[w] = summary["keys"], summary["held"], summary["state_bytes"]
+        worker_keys[w], worker_held[w], worker_bytes[w] = summary.keys, summary.held, summary.state_bytes
 
     # shadow what-if and hot keys on the interval's per-key counts
     uk, inv = np.unique(key_ids, return_inverse=True) if key_ids.size else (key_ids, key_ids)
@@ -301,10 +303,9 @@ def next_route(s: DriverSnapshot, batch_id: int, settings: DriverSettings, *, wa
                           for m in migrating)
     holding = ({w for w, k in s.worker_keys.items() if k} | {w for w, k in s.worker_held.items() if k}
                | set(s.next_imports))
-    control = control_payloads(orders, c.vocab.fps, set(range(c.n_workers)) | holding, s.partitions)
-    split = s.shares_split or not c.planner.single_owner
-    for payload in control.values():
-        payload["split"] = split  # results through the merge stage (share_merge)
+    split = s.shares_split or not c.planner.single_owner  # results through the merge stage (share_merge)
+    control = control_payloads(orders, c.vocab.fps, set(range(c.n_workers)) | holding, s.partitions,
+                               batch=batch_id, split=split)
     imports = {w: list(refs) for w, refs in s.next_imports.items()}
     route = RouteDecision(RoutingSnapshot(batch_id, c.planner.router, s.partitions, control, imports,
                                           values=settings.values, combiner=settings.combiner),

@@ -10,9 +10,12 @@ and restores it on restart.
 
 Per batch the handler of worker ``w``
 
-1. reads its special rows (``worker = P + w``): the batch's control row (batch id, exports, keys to
-   expect), import rows (references to the export blobs other workers wrote in the previous batch,
-   :mod:`skewlab.engine.runtimes.spark.state_transfer`: it reads the files) and the sources' side rows;
+1. reads its special rows (``worker = P + w``, one message of :mod:`skewlab.engine.runtimes.spark.messages`
+   each): the batch's :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder` (batch id, exports,
+   keys to expect, split), :class:`~skewlab.engine.runtimes.spark.messages.ImportOrder` rows (references
+   to the export blobs other workers wrote in the previous batch,
+   :mod:`skewlab.engine.runtimes.spark.state_transfer`: it reads the files) and the sources'
+   :class:`~skewlab.engine.runtimes.spark.messages.SourceSide` rows (passed on to the driver as they came);
 2. computes the keyed operator's per-key partial states of the batch at once
    (:meth:`skewlab.engine.operators.KeyedOperator.partials`, or
    :meth:`~skewlab.engine.operators.KeyedOperator.partials_combined` of the combined rows of an
@@ -30,8 +33,10 @@ Per batch the handler of worker ``w``
    ``split``) it writes nothing and sends its window shares to the merge stage instead
    (:func:`merge_stage_rows`, :mod:`skewlab.engine.runtimes.spark.share_merge`);
 4. returns to the driver only statistics: per-key tuple counts of the batch (the controller's
-   input), a reference to each export blob it wrote (path, bytes, keys), the side rows, and one summary row (state keys, state
-   bytes, handler seconds, tuples held, rows sent to the merge stage); the merge stage's rows
+   input), an :class:`~skewlab.engine.runtimes.spark.messages.ExportNotice` of each export blob it wrote
+   (path, bytes, keys, target), the side rows, and one
+   :class:`~skewlab.engine.runtimes.spark.messages.WorkerSummary` (state keys, state bytes, handler
+   seconds, tuples held, rows sent to the merge stage); the merge stage's rows
    (:data:`MERGE_KINDS`, column ``batch``: the row's batch) stay on the executors.
 
 The driver knows keys by their 64-bit fingerprint (:func:`skewlab.engine.algorithms.keys.fingerprint`), the identity
@@ -40,17 +45,18 @@ fingerprint), so a stat row carries the fingerprint and the key's name only for 
 ``named`` most frequent keys of the batch (the dashboard's hot keys); migration orders arrive as
 fingerprints too.  This keeps key names, the bulk of per-key memory, out of the driver.
 
-Output columns (:data:`OUT_SCHEMA`): ``kind`` (:data:`STAT`, :data:`EXPORT`, :data:`SIDE`,
-:data:`SUMMARY`, and the merge stage's :data:`MERGE_KINDS`), ``worker``, ``key`` (stat rows of named
-keys; merge-stage rows), ``fp`` (stat rows: the key's fingerprint as a signed 64-bit integer),
-``count`` (stat: tuples; export: target worker; summary: keys in state), ``data`` (export: the
-blob's :class:`~skewlab.engine.runtimes.spark.state_transfer.ExportRef`, JSON; side: the pickled side dict; summary: pickled figures; merge stage: the share's or the
-result's bytes), ``batch`` (merge stage: the row's batch).
+Output columns (:data:`OUT_SCHEMA`), each meaning one thing: ``kind`` (:data:`STAT`, :data:`EXPORT`,
+:data:`SIDE`, :data:`SUMMARY`, and the merge stage's :data:`MERGE_KINDS`), ``worker``, ``key`` (stat rows
+of named keys; merge-stage rows), ``fp`` (stat rows: the key's fingerprint as a signed 64-bit integer),
+``tuples`` (stat rows: the key's tuples in the batch; 0 on other rows), ``data`` (export, side, summary
+rows: the encoded :class:`~skewlab.engine.runtimes.spark.messages.ExportNotice`,
+:class:`~skewlab.engine.runtimes.spark.messages.SourceSide`,
+:class:`~skewlab.engine.runtimes.spark.messages.WorkerSummary`; merge stage: the share's bytes, the
+operator's ``dumps``, or a released result row, pickled), ``batch`` (merge stage: the row's batch).
 """
 
 from __future__ import annotations
 
-import base64
 import pickle
 import time
 from typing import Any, Callable, Iterator, Sequence
@@ -59,6 +65,8 @@ import numpy as np
 import pyarrow as pa
 
 from skewlab.engine.operators import KeyedOperator
+from skewlab.engine.runtimes.spark.messages import (ControlOrder, ExportNotice, ImportOrder, KeyStats, SourceSide,
+                                                   WorkerSummary, decode, decode_text)
 from skewlab.engine.runtimes.spark.result_sink import sink_schema
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef, read_export, write_export
 from skewlab.engine.runtimes.spark.window_state import WorkerWindow, key_fingerprints
@@ -67,10 +75,10 @@ __all__ = ["EXPORT", "FINAL", "FRESH_SHARE", "KEPT_SHARE", "MERGE_KINDS", "OUT_A
            "STATE_SCHEMA", "SUMMARY", "make_handler", "merge_stage_rows",
            "unpack_output"]
 
-OUT_SCHEMA = "kind int, worker int, key string, fp long, count long, data binary, batch long"
+OUT_SCHEMA = "kind int, worker int, key string, fp long, tuples long, data binary, batch long"
 #: :data:`OUT_SCHEMA` as Arrow (the handler's frames converted as Spark does; for tests and benches)
 OUT_ARROW = pa.schema([("kind", pa.int32()), ("worker", pa.int32()), ("key", pa.string()), ("fp", pa.int64()),
-                       ("count", pa.int64()), ("data", pa.binary()), ("batch", pa.int64())])
+                       ("tuples", pa.int64()), ("data", pa.binary()), ("batch", pa.int64())])
 STATE_SCHEMA = "blob binary"
 STAT, EXPORT, SIDE, SUMMARY = 0, 1, 2, 3
 #: rows for the merge stage of a split-key run (:mod:`skewlab.engine.runtimes.spark.share_merge`): a
@@ -78,8 +86,6 @@ STAT, EXPORT, SIDE, SUMMARY = 0, 1, 2, 3
 FRESH_SHARE, KEPT_SHARE, FINAL = 4, 5, 6
 #: the kinds that go to the merge stage, never to the driver
 MERGE_KINDS = (FRESH_SHARE, KEPT_SHARE, FINAL)
-def _decode(key: str) -> dict[str, Any]:
-    return pickle.loads(base64.b64decode(key))
 
 
 def merge_stage_rows(win: WorkerWindow, batch: int, keys: Sequence[str], results: list[tuple],
@@ -129,7 +135,7 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
     P = int(partitions)
     W = int(window)
     service = float(service_us) * 1e-6
-    columns = ["kind", "worker", "key", "fp", "count", "data", "batch"]
+    columns = ["kind", "worker", "key", "fp", "tuples", "data", "batch"]
 
     def handle(label: tuple, frames: Iterator[Any], state: Any) -> Iterator[Any]:
         started = time.perf_counter()
@@ -142,20 +148,18 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
         worker = int(wcol[0]) % P
         if not (wcol % P == worker).all():
             raise RuntimeError(f"rows of several workers in one group ({sorted(set((wcol % P).tolist()))}): worker labels are wrong")
-        control: dict[str, Any] | None = None
+        control: ControlOrder | None = None
         imports: list[dict[str, Any]] = []
         sides: list[bytes] = []
         if special.any():
             for key in pdf["key"].to_numpy()[special]:
-                raw = base64.b64decode(key)
-                info = pickle.loads(raw)
-                kind = info.get("type")
-                if kind == "control":
-                    control = info
-                elif kind == "import":
-                    imports.append(read_export(info["ref"]))
+                msg = decode_text(key, (ControlOrder, ImportOrder, SourceSide))
+                if isinstance(msg, ControlOrder):
+                    control = msg
+                elif isinstance(msg, ImportOrder):
+                    imports.append(read_export(msg.ref))
                 else:
-                    sides.append(raw)
+                    sides.append(msg.encode())
         rows = pdf[~special] if special.any() else pdf
         data = rows["key"]
         if control is None:
@@ -163,7 +167,7 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
                 raise RuntimeError(f"worker {worker} received {len(data)} tuples without a control row")
             batch = None
         else:
-            batch = int(control["batch"])
+            batch = control.batch
         win = WorkerWindow.loads(state.get[0], op) if state.exists else WorkerWindow(W, op)
         partials = None
         if "tuples" in rows.columns:  # combined rows (topology.combined_schema): a row per (key, source task)
@@ -189,7 +193,6 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
         fps = key_fingerprints(keys)
         out_kind: list[int] = []
         out_key: list[str | None] = []
-        out_count: list[int] = []
         out_data: list[bytes | None] = []
         out_batch: list[int | None] = []
         n_shares = 0
@@ -202,19 +205,18 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
             # tuples applied in this call = arrived (new + carried held) - still held - held carried away
             arrived = win.held_tuples() + int(counts.sum()) + sum(int(h[2]) for b in imports for h in b.get("held", ()))
             step = win.step(batch, keys, counts, partials=partials, fps=fps, imports=imports,
-                            exports={int(t): ks for t, ks in control.get("exports", {}).items()},
-                            expect=control.get("expect", ()), split=bool(control.get("split")))
+                            exports={int(t): ks for t, ks in control.exports.items()},
+                            expect=control.expect, split=control.split)
             applied = arrived - win.held_tuples() - sum(int(h[2]) for blob in step["exports"].values()
                                                         for h in blob.get("held", ()))
             if service and applied > 0:
                 time.sleep(applied * service)  # the emulated work, before its results go out
             res = step["results"]
-            if control.get("split"):
+            if control.split:
                 # the key-partitioned merge stage (share_merge) writes this batch's results
                 for kind, bt, k, d in merge_stage_rows(win, batch, keys, res, step["export_shares"]):
                     out_kind.append(kind)
                     out_key.append(k)
-                    out_count.append(0)
                     out_data.append(d)
                     out_batch.append(bt)
                     n_shares += 1
@@ -232,13 +234,11 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
                 exported_keys += ref.keys
                 out_kind.append(EXPORT)
                 out_key.append(None)
-                out_count.append(int(target))
-                out_data.append(ref.encode())
+                out_data.append(ExportNotice(ref).encode())
                 out_batch.append(None)
         for raw in sides:
             out_kind.append(SIDE)
             out_key.append(None)
-            out_count.append(0)
             out_data.append(raw)
             out_batch.append(None)
         if len(win) or win.held or win.expect:
@@ -249,14 +249,13 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
             if state.exists:
                 state.remove()
             state_bytes = 0
-        summary = {"batch": batch, "state_bytes": state_bytes, "held": win.held_tuples(),
-                   "export_bytes": export_bytes, "exported_keys": exported_keys, "imported_keys": imported_keys,
-                   "results": n_results, "shares": n_shares, "applied": applied,
-                   "seconds": time.perf_counter() - started}
+        summary = WorkerSummary(batch, keys=len(win), state_bytes=state_bytes, held=win.held_tuples(),
+                                export_bytes=export_bytes, exported_keys=exported_keys, imported_keys=imported_keys,
+                                results=n_results, shares=n_shares, applied=applied,
+                                seconds=time.perf_counter() - started)
         out_kind.append(SUMMARY)
         out_key.append(None)
-        out_count.append(len(win))
-        out_data.append(pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL))
+        out_data.append(summary.encode())
         out_batch.append(None)
         m = len(keys)
         names: list[str | None] = [None] * m
@@ -267,7 +266,7 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
             "worker": np.full(m + len(out_kind), worker, np.int32),
             "key": names + out_key,
             "fp": np.concatenate([fps.view(np.int64), np.zeros(len(out_kind), np.int64)]),
-            "count": np.concatenate([counts, np.asarray(out_count, np.int64)]),
+            "tuples": np.concatenate([counts, np.zeros(len(out_kind), np.int64)]),
             "data": [None] * m + out_data,
             "batch": pd.array([None] * m + out_batch, dtype="Int64"),
         }, columns=columns)
@@ -275,58 +274,45 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
     return handle
 
 
-def _named(table: pa.Table, stat: np.ndarray) -> dict[int, str]:
-    """Fingerprint → name of the stat rows (``stat``: a mask over ``table``'s rows) that carry a name."""
-    if not stat.any():
-        return {}
-    valid = np.asarray(table.column("key").is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    rows = np.flatnonzero(stat & valid)
-    if not rows.size:
-        return {}
-    named = table.select(["key", "fp"]).take(pa.array(rows))
-    fps = named.column("fp").to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64).tolist()
-    return dict(zip(fps, named.column("key").to_pylist()))
-
-
 def unpack_output(table: pa.Table) -> dict[str, Any]:
     """Split one batch's collected operator output.
 
-    Returns ``workers``/``fps``/``counts`` (the stat rows: per (worker, key fingerprint) tuples of
-    the batch), ``names`` (fingerprint → name of the keys reported by name), ``states`` (source → side dict), ``dead_letters`` (reason → [count, samples]),
-    ``exports`` (the :class:`~skewlab.engine.runtimes.spark.state_transfer.ExportRef` of every blob
-    the workers wrote: references, never the state's bytes) and ``summaries`` (worker →
-    summary dict with ``keys`` added).
+    Returns ``workers``/``fps``/``counts`` (the stat rows, :class:`~skewlab.engine.runtimes.spark.messages.KeyStats`:
+    per (worker, key fingerprint) tuples of the batch), ``names`` (fingerprint → name of the keys
+    reported by name), ``states`` (source → its :class:`~skewlab.engine.runtimes.spark.messages.SourceSide`),
+    ``dead_letters`` (reason → [count, samples]), ``exports`` (the
+    :class:`~skewlab.engine.runtimes.spark.state_transfer.ExportRef` of every blob the workers wrote:
+    references, never the state's bytes) and ``summaries`` (worker → its
+    :class:`~skewlab.engine.runtimes.spark.messages.WorkerSummary`).  A row whose message is not the one
+    its kind declares is refused (:class:`~skewlab.engine.runtimes.spark.messages.MessageError`).
     """
     kind = table.column("kind").to_numpy(zero_copy_only=False)
     stat = kind == STAT  # one row per (worker, key): only their numeric columns are copied out
     rest = table.take(pa.array(np.flatnonzero(~stat)))
-    sides: dict[int, dict[str, Any]] = {}
+    sides: dict[int, SourceSide] = {}
     exports: list[ExportRef] = []
-    summaries: dict[int, dict[str, Any]] = {}
-    for k, w, c, d in zip(rest.column("kind").to_pylist(), rest.column("worker").to_pylist(),
-                          rest.column("count").to_pylist(), rest.column("data").to_pylist()):
+    summaries: dict[int, WorkerSummary] = {}
+    for k, w, d in zip(rest.column("kind").to_pylist(), rest.column("worker").to_pylist(),
+                       rest.column("data").to_pylist()):
         if k == SIDE:
-            info = pickle.loads(d)
-            sides[int(info["source"])] = info
+            side = decode(d, SourceSide)
+            sides[side.source] = side
         elif k == EXPORT:
-            exports.append(ExportRef.decode(d))
+            exports.append(decode(d, ExportNotice).ref)
         elif k == SUMMARY:
-            summaries[int(w)] = {**pickle.loads(d), "keys": int(c)}
+            summaries[int(w)] = decode(d, WorkerSummary)
     dead: dict[str, list] = {}
-    for info in sides.values():
-        for reason, (count, samples) in info.get("dead_letters", {}).items():
+    for side in sides.values():
+        for reason, (count, samples) in side.dead_letters.items():
             d = dead.setdefault(reason, [0, []])
             d[0] += count
             d[1].extend(samples[: max(0, 5 - len(d[1]))])
-
-    def column(name: str) -> np.ndarray:
-        return np.asarray(table.column(name).to_numpy(zero_copy_only=False))[stat].astype(np.int64, copy=False)
-
+    stats = KeyStats.of_rows(table, stat)
     return {
-        "workers": column("worker"),
-        "fps": column("fp").view(np.uint64),
-        "names": _named(table, stat),
-        "counts": column("count"),
+        "workers": stats.workers,
+        "fps": stats.fps,
+        "names": stats.names,
+        "counts": stats.tuples,
         "states": sides,
         "dead_letters": dead,
         "exports": exports,

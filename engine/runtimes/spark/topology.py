@@ -14,7 +14,10 @@ batch's migration orders and references to the state blobs to import) and publis
    partition also emits one *side row* per source carrying the source's updated local state
    (``router.source_state``), its offsets, dead letters and the batch whose snapshot it used back
    to the driver; the batch's *lead* partition also emits the control and import rows of every
-   worker.  Only ``(key, worker)`` leaves the scan (:data:`ROUTED_SCHEMA`) — or, for an operator that
+   worker.  Each special row carries one typed message of :mod:`skewlab.engine.runtimes.spark.messages`
+   (:class:`~skewlab.engine.runtimes.spark.messages.SourceSide`,
+   :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder`,
+   :class:`~skewlab.engine.runtimes.spark.messages.ImportOrder`) in its ``key``.  Only ``(key, worker)`` leaves the scan (:data:`ROUTED_SCHEMA`) — or, for an operator that
    combines (:attr:`skewlab.engine.operators.KeyedOperator.combined`, snapshot field ``combiner``),
    one *combined row* per (key, worker) of the partition: ``key, worker, tuples`` and the operator's
    pre-aggregate of the tuples' values (:func:`combined_schema`), so the shuffle carries a row per
@@ -32,7 +35,6 @@ driver; raw tuples and results never do (the workers write results to the sink).
 
 from __future__ import annotations
 
-import base64
 import pickle
 import time
 from dataclasses import dataclass, field
@@ -44,6 +46,7 @@ import pyarrow.compute as pc
 
 from skewlab.engine.algorithms.grouping import Router
 from skewlab.engine.algorithms.keys import fingerprint_keys
+from skewlab.engine.runtimes.spark.messages import ControlOrder, ImportOrder, SourceSide
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
 
 __all__ = [
@@ -55,13 +58,13 @@ __all__ = [
     "combined_schema",
     "combiner_bytes",
     "control_payloads",
-    "encode_side",
     "make_router",
 ]
 
-#: routed tuples: data rows have ``worker`` in ``[0, n)``; a *special row* for worker ``w`` (side,
-#: control, import) has ``worker = P + w`` (the same label, so the same task and state partition) and
-#: its pickled dict, base64-encoded, in ``key``.  Two columns only: every shuffled row pays per field
+#: routed tuples: data rows have ``worker`` in ``[0, n)``; a *special row* for worker ``w`` has
+#: ``worker = P + w`` (the same label, so the same task and state partition) and one encoded message of
+#: :mod:`skewlab.engine.runtimes.spark.messages` in ``key`` (``ControlOrder``, ``ImportOrder`` or
+#: ``SourceSide``, base64 text).  Two columns only: every shuffled row pays per field
 #: (Arrow → UnsafeRow, shuffle write/read, UnsafeRow → Arrow), and a NULL ``source``/``state`` on
 #: every data row cost ~16 bytes and two field writes per tuple for one side row per source.
 ROUTED_SCHEMA = "key string, worker int"
@@ -78,8 +81,8 @@ class RoutingSnapshot:
 
     ``router``: the grouping's :class:`~skewlab.engine.algorithms.grouping.Router` only (``controller.planner.router``):
     its planner's statistics stay on the driver.  ``partitions``: the state partitions P of the query (one per possible worker; special rows go to
-    ``P + w``).  ``control``: per worker the instructions of this batch (``exports``: target → keys,
-    ``expect``: keys whose state arrives next batch); ``imports``: per worker the references to the
+    ``P + w``).  ``control``: per worker its :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder`
+    of this batch (:func:`control_payloads`); ``imports``: per worker the references to the
     export blobs it reads this batch (:mod:`skewlab.engine.runtimes.spark.state_transfer`: the
     state's bytes stay in the checkpoint's filesystem).  Only the *lead* input partition emits the control and import rows.
     """
@@ -87,7 +90,7 @@ class RoutingSnapshot:
     batch_id: int
     router: Router
     partitions: int = 0
-    control: dict[int, dict[str, Any]] = field(default_factory=dict)
+    control: dict[int, ControlOrder] = field(default_factory=dict)
     imports: dict[int, list[ExportRef]] = field(default_factory=dict)
     #: what routed rows carry as ``value`` (:data:`VALUE_KINDS`): ``seq`` (the join operator:
     #: :data:`ROUTED_VALUES_SCHEMA`), ``field`` (the record's value: :data:`ROUTED_FIELD_SCHEMA`), ``none``
@@ -105,12 +108,14 @@ class RoutingSnapshot:
 
 
 def control_payloads(orders: tuple[np.ndarray, np.ndarray, np.ndarray], fps: np.ndarray, workers: set[int],
-                     partitions: int) -> dict[int, dict[str, Any]]:
-    """Control payload of every worker that runs in a batch: ``workers`` (the active ones and those
-    still holding state) plus every holder and target of ``orders`` (composed ``(key ids, holders,
-    targets)``, :func:`skewlab.engine.control.controller.compose_orders`; ``fps``: fingerprint of every key id).  A
+                     partitions: int, *, batch: int, split: bool = False) -> dict[int, ControlOrder]:
+    """The :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder` of ``batch`` of every worker
+    that runs in it: ``workers`` (the active ones and those still holding state) plus every holder and
+    target of ``orders`` (composed ``(key ids, holders, targets)``,
+    :func:`skewlab.engine.control.controller.compose_orders`; ``fps``: fingerprint of every key id).  A
     holder gets ``exports`` (target → ``uint64`` array of key fingerprints), a target ``expect`` (the
-    fingerprints of the keys whose state arrives in the next batch)."""
+    fingerprints of the keys whose state arrives in the next batch); ``split``: results go through
+    the merge stage."""
     keys, holders, targets = orders
     exports: dict[int, dict[int, np.ndarray]] = {}
     expect: dict[int, np.ndarray] = {}
@@ -130,7 +135,8 @@ def control_payloads(orders: tuple[np.ndarray, np.ndarray, np.ndarray], fps: np.
             expect[int(tk[lo])] = fps[kk[lo:hi]]
     every = set(workers) | set(exports) | set(expect)
     none = np.zeros(0, np.uint64)
-    return {w: {"exports": exports.get(w, {}), "expect": expect.get(w, none)} for w in sorted(every) if w < partitions}
+    return {w: ControlOrder(int(batch), exports.get(w, {}), expect.get(w, none), bool(split))
+            for w in sorted(every) if w < partitions}
 
 
 def combiner_bytes(operator: Any) -> bytes | None:
@@ -175,9 +181,16 @@ def _combine_rows(operator: Any, n_workers: int, keys: list[pa.Array], workers: 
     return pa.RecordBatch.from_arrays(cols, names=names)
 
 
-def encode_side(info: dict[str, Any]) -> str:
-    """A side dict as the ``key`` text of a side row (pickle, base64: Arrow strings are UTF-8)."""
-    return base64.b64encode(pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")
+def _control_order(order: ControlOrder | dict[str, Any], batch: int) -> ControlOrder:
+    """A control entry of a routing snapshot as a :class:`ControlOrder`.  A route file published by
+    skewlab before the typed messages holds a dict (``exports``, ``expect``, ``split``): a replay of
+    its batch after an upgrade still routes with it."""
+    if isinstance(order, ControlOrder):
+        if order.batch != batch:
+            raise RuntimeError(f"the routing snapshot of batch {batch} holds a control order of batch {order.batch}")
+        return order
+    return ControlOrder(int(batch), {int(t): np.asarray(k, np.uint64) for t, k in order.get("exports", {}).items()},
+                        np.asarray(order.get("expect", ()), np.uint64), bool(order.get("split")))
 
 
 def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = False) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -187,15 +200,15 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
     Input columns: ``key``, ``source``, and optionally ``seq`` (position in the source's stream) and
     ``error``/``raw`` (dead letters: rows with ``error`` set are counted, sampled and dropped).
     Data rows: ``(key, worker)`` and, per ``snapshot.values``, ``value`` (the ``seq`` or the ``value``
-    column).  After them, one *side row* per source seen (``worker = n + s mod
-    n``, ``key`` = :func:`encode_side` of a dict with ``source``, ``source_state`` (the router's
-    per-source state after routing), ``consumed`` (max ``seq`` + 1), ``first_seq``, ``rows``,
-    ``route_seconds``, ``dead_letters`` (``{reason: (count, [samples])}``) and ``route_batch`` (the
-    snapshot's batch id: the engine refuses a batch routed with another batch's snapshot)).
+    column).  After them, one *side row* per source seen: ``key`` = the encoded
+    :class:`~skewlab.engine.runtimes.spark.messages.SourceSide` (the router's per-source state after
+    routing, offsets, dead letters, and the snapshot's batch id: the engine refuses a batch routed
+    with another batch's snapshot).
     Special rows go to ``worker = P + w`` (``P`` = ``snapshot.partitions``, else ``n``): side rows of
     source ``s`` to ``w = s mod n``; with ``lead`` (one input partition per batch), one *control row*
-    per worker of ``snapshot.control`` (``{"type": "control", "batch", "exports", "expect"}``) and one
-    *import row* per reference of ``snapshot.imports`` (``{"type": "import", "ref"}``).
+    per worker of ``snapshot.control`` (its :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder`)
+    and one *import row* per reference of ``snapshot.imports`` (an
+    :class:`~skewlab.engine.runtimes.spark.messages.ImportOrder`).
     With ``snapshot.combiner``, the data rows are combined per (key, worker) over the whole partition
     (:func:`_combine_rows`, :func:`combined_schema`) and leave after its last record batch; special
     rows have NULL ``tuples`` and combined columns.
@@ -212,11 +225,10 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
         pending: tuple[list[pa.Array], list[np.ndarray], list[np.ndarray]] = ([], [], [])
         side: dict[int, dict[str, Any]] = {}
 
-        def info_of(s: int) -> dict[str, Any]:
+        def info_of(s: int) -> dict[str, Any]:  # the source's SourceSide fields, accumulated
             info = side.get(s)
             if info is None:
-                info = side[s] = {"source": s, "rows": 0, "route_seconds": 0.0, "dead_letters": {},
-                                  "consumed": -1, "first_seq": None, "route_batch": snap.batch_id}
+                info = side[s] = {"rows": 0, "route_seconds": 0.0, "dead_letters": {}, "consumed": -1, "first_seq": None}
             return info
 
         for rb in batches:
@@ -285,13 +297,16 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
             yield _combine_rows(combiner, n, *pending)
         special: list[tuple[str, int]] = []
         for s in sorted(side):
-            side[s]["source_state"] = router.source_state(s % router.n_sources)
-            special.append((encode_side(side[s]), base + s % n))
+            info = side[s]
+            dead = {r: (c, tuple(x)) for r, (c, x) in info["dead_letters"].items()}
+            msg = SourceSide(s, snap.batch_id, info["rows"], info["consumed"], info["first_seq"], info["route_seconds"],
+                             dead, SourceSide.pack_router_state(router.source_state(s % router.n_sources)))
+            special.append((msg.encode_text(), base + s % n))
         if lead:
-            for w, payload in sorted(snap.control.items()):
-                special.append((encode_side({"type": "control", "batch": snap.batch_id, **payload}), base + w))
+            for w, order in sorted(snap.control.items()):
+                special.append((_control_order(order, snap.batch_id).encode_text(), base + w))
             for w, refs in sorted(snap.imports.items()):
-                special.extend((encode_side({"type": "import", "ref": ref}), base + w) for ref in refs)
+                special.extend((ImportOrder(ref).encode_text(), base + w) for ref in refs)
         if special:
             cols = [pa.array([k for k, _ in special], pa.string()), pa.array([w for _, w in special], pa.int32())]
             names_out = ["key", "worker"]

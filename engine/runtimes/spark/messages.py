@@ -1,0 +1,301 @@
+"""The driver↔executor messages of the Spark engine: declared record types, each with one codec.
+
+Every message that is not a routed tuple or a per-key statistic travels as one encoded value:
+
+* to the workers, in the ``key`` column of a *special row* (``worker = P + w``, :data:`skewlab.engine.
+  runtimes.spark.topology.ROUTED_SCHEMA`), as the base64 text of its bytes (Arrow strings are UTF-8):
+  :class:`ControlOrder` (the batch's migration orders of one worker), :class:`ImportOrder` (a reference to
+  a state blob the worker imports) and :class:`SourceSide` (one source's bookkeeping, which the worker
+  passes through to the driver unchanged);
+* to the driver, in the ``data`` column of the handler's output (:data:`skewlab.engine.runtimes.spark.
+  operator.OUT_SCHEMA`): :class:`SourceSide`, :class:`ExportNotice` (a blob a worker wrote) and
+  :class:`WorkerSummary` (one per worker and batch).
+
+The per-key statistics are not encoded messages but the output's stat rows, one per (worker, key):
+:class:`KeyStats` reads them column-wise (``worker``, ``fp``, ``tuples``, ``key``).
+
+**Codec.** One MessagePack array ``[type tag, version, {field: value}]`` per message; the fields are
+the ones its class declares, each with its wire type (:func:`wire_fields`), nothing else: integers, floats, booleans,
+text, ``u64[]`` (a numpy ``uint64`` array as its raw little-endian bytes), ``{int: u64[]}``, the
+dead-letter map and an :class:`~skewlab.engine.runtimes.spark.state_transfer.ExportRef` as a map of
+its fields.  :func:`decode` refuses, with one line (:class:`MessageError`), bytes that are not a
+message, an unknown tag, a version newer than this code reads, and missing, extra or mistyped fields.
+One exception, said here: :attr:`SourceSide.source_state` is the grouping router's per-source state
+(:meth:`skewlab.engine.algorithms.grouping.Router.source_state`: per-grouping objects — arrays,
+estimators — with no serialisation of their own), carried as an opaque pickle the router's own code
+produces and reads (:func:`SourceSide.router_state`); it never leaves the engine's own processes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import pickle
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Callable, ClassVar, Mapping
+
+import msgpack
+import numpy as np
+import pyarrow as pa
+
+from skewlab.engine.runtimes.spark.state_transfer import ExportRef
+
+__all__ = ["MESSAGES", "ControlOrder", "ExportNotice", "ImportOrder", "KeyStats", "MessageError", "SourceSide",
+           "WorkerSummary", "decode", "decode_text", "wire_fields"]
+
+
+class MessageError(ValueError):
+    """Bytes that are not a message this code reads (one line: what and why)."""
+
+
+def _u64(value: Any) -> bytes:
+    return np.ascontiguousarray(value, dtype="<u8").tobytes()
+
+
+def _from_u64(data: Any) -> np.ndarray:
+    if not isinstance(data, bytes) or len(data) % 8:
+        raise TypeError("not a uint64 array")
+    return np.frombuffer(data, dtype="<u8").astype(np.uint64)
+
+
+def _check(kind: type | tuple[type, ...]) -> Callable[[Any], Any]:
+    def read(value: Any) -> Any:
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise TypeError(f"not {getattr(kind, '__name__', kind)}")
+        return value
+    return read
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else _check(int)(value)
+
+
+def _exports(data: Any) -> dict[int, np.ndarray]:
+    if not isinstance(data, dict):
+        raise TypeError("not a map")
+    return {_check(int)(t): _from_u64(ks) for t, ks in data.items()}
+
+
+def _dead_letters(data: Any) -> dict[str, tuple[int, tuple[str, ...]]]:
+    if not isinstance(data, dict):
+        raise TypeError("not a map")
+    out = {}
+    for reason, entry in data.items():
+        count, samples = entry
+        out[_check(str)(reason)] = (_check(int)(count), tuple(_check(str)(x) for x in samples))
+    return out
+
+
+def _ref(data: Any) -> ExportRef:
+    if not isinstance(data, dict):
+        raise TypeError("not a map")
+    return ExportRef(**data)
+
+
+#: wire type → (to the wire, from the wire: raises TypeError/ValueError on a mistyped value)
+_WIRE: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
+    "int": (int, _check(int)),
+    "int?": (lambda v: None if v is None else int(v), _opt_int),
+    "float": (float, _check((float, int))),
+    "bool": (bool, _check(bool)),
+    "bytes": (bytes, _check(bytes)),
+    "u64[]": (_u64, _from_u64),
+    "{int: u64[]}": (lambda m: {int(t): _u64(ks) for t, ks in m.items()}, _exports),
+    "{str: (int, [str])}": (lambda m: {str(r): [int(c), [str(x) for x in s]] for r, (c, s) in m.items()}, _dead_letters),
+    "ExportRef": (lambda r: {f.name: getattr(r, f.name) for f in fields(ExportRef)}, _ref),
+}
+
+
+def _field(wire: str, default: Any = MISSING, factory: Any = MISSING) -> Any:
+    """A message field of wire type ``wire`` (a key of :data:`_WIRE`)."""
+    if wire not in _WIRE:
+        raise TypeError(f"unknown wire type {wire!r}")
+    return field(default=default, default_factory=factory, metadata={"wire": wire})
+
+
+@functools.cache
+def wire_fields(cls: type) -> dict[str, str]:
+    """Field name → wire type of a message class, in declaration order."""
+    return {f.name: f.metadata["wire"] for f in fields(cls)}
+
+
+class _Message:
+    """Base of the declared messages: ``TAG`` (unique), ``VERSION`` (raised when the fields change);
+    every field is declared with its wire type (:func:`_field`, :func:`wire_fields`)."""
+
+    TAG: ClassVar[str]
+    VERSION: ClassVar[int]
+
+    def encode(self) -> bytes:
+        """The message's bytes: ``[TAG, VERSION, {field: wire value}]`` in MessagePack."""
+        body = {name: _WIRE[wire][0](getattr(self, name)) for name, wire in wire_fields(type(self)).items()}
+        return msgpack.packb([self.TAG, self.VERSION, body], use_bin_type=True)
+
+    def encode_text(self) -> str:
+        """:meth:`encode` as base64 text (the ``key`` column of a special row)."""
+        return base64.b64encode(self.encode()).decode("ascii")
+
+
+@dataclass(frozen=True)
+class ControlOrder(_Message):
+    """The orders of one worker for ``batch``: ``exports`` (target worker → fingerprints of the keys
+    whose state it sends there), ``expect`` (fingerprints of the keys whose state arrives in the next
+    batch: their tuples are held until then) and ``split`` (results go through the merge stage,
+    :mod:`skewlab.engine.runtimes.spark.share_merge`).  A worker without one in a batch gets no tuples."""
+
+    TAG: ClassVar[str] = "control"
+    VERSION: ClassVar[int] = 1
+
+    batch: int = _field("int")
+    exports: Mapping[int, np.ndarray] = _field("{int: u64[]}", factory=dict)
+    expect: np.ndarray = _field("u64[]", factory=lambda: np.zeros(0, np.uint64))
+    split: bool = _field("bool", False)
+
+
+@dataclass(frozen=True)
+class ImportOrder(_Message):
+    """A state blob the worker reads in this batch (written by ``ref.source`` in the previous batch)."""
+
+    TAG: ClassVar[str] = "import"
+    VERSION: ClassVar[int] = 1
+
+    ref: ExportRef = _field("ExportRef")
+
+
+@dataclass(frozen=True)
+class SourceSide(_Message):
+    """One source's bookkeeping of a batch, from the task that routed it: ``rows`` read, ``consumed``
+    (max ``seq`` + 1, -1 without positions), ``first_seq``, ``route_seconds``, ``dead_letters``
+    (reason → (count, samples)), ``route_batch`` (the routing snapshot's batch: the engine refuses a
+    batch routed with another batch's snapshot) and ``source_state`` (the router's per-source state,
+    pickled: see the module docstring)."""
+
+    TAG: ClassVar[str] = "source-side"
+    VERSION: ClassVar[int] = 1
+
+    source: int = _field("int")
+    route_batch: int = _field("int")
+    rows: int = _field("int", 0)
+    consumed: int = _field("int", -1)
+    first_seq: int | None = _field("int?", None)
+    route_seconds: float = _field("float", 0.0)
+    dead_letters: Mapping[str, tuple[int, tuple[str, ...]]] = _field("{str: (int, [str])}", factory=dict)
+    source_state: bytes = _field("bytes", b"")
+
+    @staticmethod
+    def pack_router_state(state: Mapping[str, Any]) -> bytes:
+        """``Router.source_state(s)`` as the bytes of :attr:`source_state`."""
+        return pickle.dumps(dict(state), protocol=pickle.HIGHEST_PROTOCOL)
+
+    def router_state(self) -> dict[str, Any]:
+        """The router's per-source state (for ``Router.set_source_state``); empty if none was sent."""
+        return pickle.loads(self.source_state) if self.source_state else {}
+
+
+@dataclass(frozen=True)
+class ExportNotice(_Message):
+    """A worker wrote the state of ``ref.keys`` keys for worker ``ref.target`` (the blob's reference,
+    never its bytes: :mod:`skewlab.engine.runtimes.spark.state_transfer`)."""
+
+    TAG: ClassVar[str] = "export"
+    VERSION: ClassVar[int] = 1
+
+    ref: ExportRef = _field("ExportRef")
+
+
+@dataclass(frozen=True)
+class WorkerSummary(_Message):
+    """One worker after a batch (``batch`` ``None``: it ran without a control order): ``keys`` and
+    ``state_bytes`` of its state, tuples ``held`` for state in flight, what it exported and imported,
+    result rows written, rows sent to the merge stage (``shares``), tuples ``applied`` and the
+    handler's ``seconds``."""
+
+    TAG: ClassVar[str] = "summary"
+    VERSION: ClassVar[int] = 1
+
+    batch: int | None = _field("int?")
+    keys: int = _field("int", 0)
+    state_bytes: int = _field("int", 0)
+    held: int = _field("int", 0)
+    export_bytes: int = _field("int", 0)
+    exported_keys: int = _field("int", 0)
+    imported_keys: int = _field("int", 0)
+    results: int = _field("int", 0)
+    shares: int = _field("int", 0)
+    applied: int = _field("int", 0)
+    seconds: float = _field("float", 0.0)
+
+
+#: every declared message by its tag
+MESSAGES: dict[str, type[_Message]] = {m.TAG: m for m in (ControlOrder, ImportOrder, SourceSide, ExportNotice, WorkerSummary)}
+
+
+def decode(data: bytes, expect: type[_Message] | tuple[type[_Message], ...] | None = None) -> Any:
+    """The message ``data`` holds (:meth:`_Message.encode`), optionally only of the types ``expect``.
+    Raises :class:`MessageError` for anything else."""
+    try:
+        tag, version, body = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except (ValueError, TypeError, msgpack.UnpackException):
+        raise MessageError(f"not a skewlab message ({len(data)} bytes starting {bytes(data[:8])!r}): "
+                           "written by another skewlab version?") from None
+    cls = MESSAGES.get(tag) if isinstance(tag, str) else None
+    if cls is None:
+        raise MessageError(f"unknown message type {tag!r} (this skewlab reads {', '.join(sorted(MESSAGES))})")
+    if not isinstance(version, int) or version > cls.VERSION or version < 1:
+        raise MessageError(f"{tag} message version {version!r}: this skewlab reads version {cls.VERSION} "
+                           "(driver and executors run different skewlab versions?)")
+    if expect is not None and not issubclass(cls, expect):
+        names = ", ".join(c.TAG for c in (expect if isinstance(expect, tuple) else (expect,)))
+        raise MessageError(f"a {tag} message where {names} was expected")
+    declared = wire_fields(cls)
+    if not isinstance(body, dict) or set(body) != set(declared):
+        got = sorted(body) if isinstance(body, dict) else type(body).__name__
+        raise MessageError(f"{tag} message v{version} has fields {got}, expected {sorted(declared)}")
+    values = {}
+    for name, wire in declared.items():
+        try:
+            values[name] = _WIRE[wire][1](body[name])
+        except (TypeError, ValueError) as exc:
+            raise MessageError(f"{tag} message: field {name!r} is not {wire} ({exc})") from None
+    return cls(**values)
+
+
+def decode_text(text: str, expect: type[_Message] | tuple[type[_Message], ...] | None = None) -> Any:
+    """:func:`decode` of a special row's ``key`` text (:meth:`_Message.encode_text`)."""
+    try:
+        data = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError, TypeError):
+        raise MessageError(f"special row key {str(text)[:24]!r}... is not a base64 message") from None
+    return decode(data, expect)
+
+
+@dataclass(frozen=True)
+class KeyStats:
+    """The stat rows of a batch's output, column-wise: per (worker, key fingerprint) the key's
+    ``tuples`` in the batch, and ``names`` (fingerprint → name) of the keys a worker reported by name.
+    Their "codec" is the output's columns ``worker``, ``fp`` (the fingerprint as a signed 64-bit
+    integer), ``tuples`` and ``key`` (NULL for keys not reported by name)."""
+
+    workers: np.ndarray
+    fps: np.ndarray
+    tuples: np.ndarray
+    names: Mapping[int, str]
+
+    @classmethod
+    def of_rows(cls, table: pa.Table, rows: np.ndarray) -> "KeyStats":
+        """The stat rows ``rows`` (a boolean mask over ``table``'s rows) of an output table."""
+
+        def column(name: str) -> np.ndarray:
+            return np.asarray(table.column(name).to_numpy(zero_copy_only=False))[rows].astype(np.int64, copy=False)
+
+        fps = column("fp").view(np.uint64)
+        names: dict[int, str] = {}
+        if rows.any():
+            valid = np.asarray(table.column("key").is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            named = np.flatnonzero(rows & valid)
+            if named.size:
+                sub = table.select(["key", "fp"]).take(pa.array(named))
+                names = dict(zip(sub.column("fp").to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64).tolist(),
+                                 sub.column("key").to_pylist()))
+        return cls(column("worker"), fps, column("tuples"), names)

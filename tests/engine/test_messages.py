@@ -1,0 +1,157 @@
+"""The driver↔executor messages (engine/runtimes/spark/messages.py): every message round-trips through
+its codec; unknown, newer, mistyped or foreign bytes are refused with one line; ``unpack_output`` reads
+a hand-built output frame.  No Spark."""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import fields
+
+import msgpack
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from skewlab.engine.runtimes.spark.messages import (MESSAGES, ControlOrder, ExportNotice, ImportOrder, KeyStats,
+                                                    MessageError, SourceSide, WorkerSummary, decode, decode_text,
+                                                    wire_fields)
+from skewlab.engine.runtimes.spark.operator import EXPORT, OUT_ARROW, SIDE, STAT, SUMMARY, unpack_output
+from skewlab.engine.runtimes.spark.state_transfer import ExportRef
+
+REF = ExportRef(batch=4, source=1, target=3, path="file:///ck/migrations/batch=4/from-1-to-3.blob", bytes=1234, keys=7)
+BIG = np.array([0, 1, 2**63, 2**64 - 1], np.uint64)
+
+
+def samples() -> list:
+    return [
+        ControlOrder(5, {2: BIG, 0: np.zeros(0, np.uint64)}, np.array([9, 2**64 - 2], np.uint64), True),
+        ControlOrder(0),
+        ImportOrder(REF),
+        SourceSide(3, 5, rows=100, consumed=130, first_seq=30, route_seconds=0.25,
+                   dead_letters={"no_key": (2, ("a", "")), "bad value": (1, ("x",))},
+                   source_state=SourceSide.pack_router_state({"loads": np.arange(4)})),
+        SourceSide(0, 1),
+        ExportNotice(REF),
+        WorkerSummary(7, keys=10, state_bytes=2048, held=3, export_bytes=1234, exported_keys=7, imported_keys=1,
+                      results=9, shares=0, applied=44, seconds=0.5),
+        WorkerSummary(None),
+    ]
+
+
+def same(a, b) -> bool:
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if hasattr(a, "TAG"):
+        return type(a) is type(b) and all(same(getattr(a, f), getattr(b, f)) for f in wire_fields(type(a)))
+    return a == b
+
+
+@pytest.mark.parametrize("msg", samples(), ids=lambda m: type(m).__name__)
+def test_every_message_round_trips(msg):
+    assert same(decode(msg.encode()), msg)
+    assert same(decode_text(msg.encode_text(), type(msg)), msg)
+    assert msg.encode_text().isascii()  # the key column of a special row is UTF-8 text
+
+
+def test_every_message_type_is_covered_and_declares_its_fields():
+    assert {type(m) for m in samples()} == set(MESSAGES.values())
+    for cls in MESSAGES.values():
+        assert list(wire_fields(cls)) == [f.name for f in fields(cls)], cls.__name__  # every field has a wire type
+
+
+def test_the_source_state_is_the_routers_own_and_round_trips():
+    side = decode(samples()[3].encode())
+    assert np.array_equal(side.router_state()["loads"], np.arange(4)) and SourceSide(0, 1).router_state() == {}
+
+
+def test_fingerprints_travel_as_raw_little_endian_bytes_not_pickles():
+    data = ControlOrder(1, {}, BIG).encode()
+    assert BIG.astype("<u8").tobytes() in data and b"numpy" not in data
+
+
+def test_unknown_type_newer_version_and_foreign_bytes_are_refused():
+    body = msgpack.unpackb(WorkerSummary(1).encode(), raw=False)[2]
+    with pytest.raises(MessageError, match=r"unknown message type 'gossip' \(this skewlab reads control, export"):
+        decode(msgpack.packb(["gossip", 1, {}]))
+    with pytest.raises(MessageError, match=r"summary message version 2: this skewlab reads version 1"):
+        decode(msgpack.packb(["summary", 2, body]))
+    with pytest.raises(MessageError, match=r"not a skewlab message"):
+        decode(pickle.dumps({"type": "control", "batch": 1}))  # what the previous code sent
+    with pytest.raises(MessageError, match=r"not a base64 message"):
+        decode_text("not base64 !")
+    with pytest.raises(MessageError, match=r"fields \['batch', 'keys'\], expected \['applied'"):
+        decode(msgpack.packb(["summary", 1, {"batch": 1, "keys": 2}]))
+    with pytest.raises(MessageError, match=r"field 'keys' is not int"):
+        decode(msgpack.packb(["summary", 1, {**body, "keys": "many"}]))
+    with pytest.raises(MessageError, match=r"field 'expect' is not u64\[\]"):
+        decode(msgpack.packb(["control", 1, {"batch": 1, "exports": {}, "expect": b"123", "split": False}]))
+    with pytest.raises(MessageError, match=r"a summary message where control, import was expected"):
+        decode(WorkerSummary(1).encode(), (ControlOrder, ImportOrder))
+    with pytest.raises(MessageError) as exc:
+        decode(b"\xc1junk")
+    assert "\n" not in str(exc.value)
+
+
+def output_frame() -> pa.Table:
+    """What two workers return for one batch, built by hand: stat rows (one named), an export notice,
+    two side rows and the summaries."""
+    def fp(x: int) -> int:
+        return int(np.array([x], np.uint64).view(np.int64)[0])
+
+    side0 = SourceSide(0, 6, rows=3, consumed=3, first_seq=0, dead_letters={"no_key": (2, ("r1", "r2"))}).encode()
+    side1 = SourceSide(1, 6, rows=4, consumed=9, first_seq=5, dead_letters={"no_key": (5, ("a", "b", "c", "d", "e"))}).encode()
+    rows = [
+        (STAT, 0, "hot", fp(2**64 - 1), 5, None, None),
+        (STAT, 0, None, fp(11), 1, None, None),
+        (STAT, 1, None, fp(12), 2, None, None),
+        (EXPORT, 0, None, 0, 0, ExportNotice(REF).encode(), None),
+        (SIDE, 0, None, 0, 0, side0, None),
+        (SIDE, 1, None, 0, 0, side1, None),
+        (SUMMARY, 0, None, 0, 0, WorkerSummary(6, keys=2, held=1).encode(), None),
+        (SUMMARY, 1, None, 0, 0, WorkerSummary(6, keys=1, shares=3).encode(), None),
+    ]
+    return pa.Table.from_pylist([dict(zip(OUT_ARROW.names, r)) for r in rows], schema=OUT_ARROW)
+
+
+def test_unpack_output_of_a_hand_built_frame():
+    u = unpack_output(output_frame())
+    assert u["workers"].tolist() == [0, 0, 1] and u["counts"].tolist() == [5, 1, 2]
+    assert u["fps"].dtype == np.uint64 and u["fps"].tolist() == [2**64 - 1, 11, 12]
+    assert u["names"] == {2**64 - 1: "hot"}
+    assert u["exports"] == [REF]
+    assert sorted(u["states"]) == [0, 1] and u["states"][1].consumed == 9 and u["states"][0].route_batch == 6
+    assert u["dead_letters"] == {"no_key": [7, ["r1", "r2", "a", "b", "c"]]}  # at most 5 samples
+    assert u["summaries"][0].keys == 2 and u["summaries"][0].held == 1 and u["summaries"][1].shares == 3
+    stats = KeyStats.of_rows(output_frame(), np.array([True, True, True] + [False] * 5))
+    assert stats.tuples.tolist() == [5, 1, 2]
+
+
+def test_unpack_output_refuses_a_row_whose_message_is_not_its_kind():
+    table = output_frame()
+    data = table.column("data").to_pylist()
+    data[3] = WorkerSummary(6).encode()  # an EXPORT row carrying a summary
+    with pytest.raises(MessageError, match="a summary message where export was expected"):
+        unpack_output(table.set_column(5, "data", pa.array(data, pa.binary())))
+
+
+def test_the_router_sends_typed_control_orders_also_from_a_route_file_of_the_previous_code():
+    """A route file published before the typed messages holds dict control entries: a replay of its
+    batch after an upgrade sends the same orders, typed; a control order of another batch is refused."""
+    from skewlab.engine.algorithms import registry
+    from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, make_router
+
+    router = registry.create("hash", 2).router
+    rb = pa.RecordBatch.from_arrays([pa.array(["a"]), pa.array([0], pa.int32())], names=["key", "source"])
+
+    def orders(control) -> dict[int, ControlOrder]:
+        out = pa.Table.from_batches(list(make_router(RoutingSnapshot(3, router, 2, control).dumps(), lead=True)(iter([rb]))))
+        msgs = [(w - 2, decode_text(k)) for k, w in zip(out.column("key").to_pylist(), out.column("worker").to_pylist()) if w >= 2]
+        return {w: m for w, m in msgs if isinstance(m, ControlOrder)}
+
+    typed = orders({0: ControlOrder(3, {1: BIG}), 1: ControlOrder(3, expect=BIG, split=True)})
+    legacy = orders({0: {"exports": {1: BIG}, "expect": np.zeros(0, np.uint64)}, 1: {"exports": {}, "expect": BIG, "split": True}})
+    assert same(typed, legacy) and same(typed[1], ControlOrder(3, {}, BIG, True))
+    with pytest.raises(RuntimeError, match="routing snapshot of batch 3 holds a control order of batch 2"):
+        orders({0: ControlOrder(2)})
