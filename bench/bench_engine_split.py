@@ -27,9 +27,7 @@ import time
 from collections import defaultdict
 from typing import Any, Callable
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench import bench_spark  # noqa: E402
+from skewlab.bench import bench_spark  # noqa: E402
 
 PARTS = ("collect", "task_times", "driver_step", "publish", "save", "metrics", "process_batch", "spark_between")
 

@@ -33,9 +33,7 @@ import time
 import numpy as np
 import pyarrow as pa
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.bench_driver import GroupStateStandIn, Stream  # noqa: E402
+from skewlab.bench.bench_driver import GroupStateStandIn, Stream  # noqa: E402
 from skewlab.engine.algorithms import registry  # noqa: E402
 from skewlab.engine.operators import load_operator  # noqa: E402
 from skewlab.engine.runtimes.spark.operator import make_handler  # noqa: E402
