@@ -180,7 +180,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
         value_field=args.value_field or "",
         shadow=None if args.shadow is None else [n for n in args.shadow.split(",") if n],
         max_batches=args.max_batches, max_workers=args.max_workers, sink=args.sink, service_us=args.service_us,
-        spark_conf=parse_assignments(args.conf or []),
+        spark_conf=parse_assignments(args.conf or []), wait_for_kernels=args.wait_for_kernels,
     )
     from skewlab.engine.runtimes.spark.engine import EngineFailed, default_data_dir
     from skewlab.storage import open_store
@@ -503,6 +503,10 @@ def add_commands(sub: Any) -> None:
                         "operator of values: a CSV column (--source file) or a dotted JSON field such as "
                         "amount (--source kafka); the generator draws seeded values itself")
     e.add_argument("--shadow", default=None, help="comma-separated shadow algorithms ('' = none; default all)")
+    e.add_argument("--wait-for-kernels", action="store_true",
+                   help="a new run whose grouping's numba kernels are not compiled yet (the first run after a "
+                        "plain pip install) waits for them; default: it routes by hash until they are ready, "
+                        "then switches to the grouping (an 'algorithm' event of the run)")
     e.set_defaults(func=cmd_engine)
 
     pr = sub.add_parser("produce", help="replay a workload into a Kafka topic")

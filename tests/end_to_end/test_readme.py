@@ -336,7 +336,7 @@ def test_tracebacks_ignores_only_pyspark_shutdown_noise():
 _ENGINE_LINES = re.compile(
     r"^(run \d+[: ]|restored run |batch \d+ |command \d+ |paused: |stopping: |cannot read commands: |"
     r"metrics (database|buffer) |warning: |input file |fault injection: |skewlab: |"
-    r"routing kernels[: ]|Spark started in |batch \d+: shadow grouping)")  # the background kernel warm-up
+    r"routing kernels[: ]|Spark started in |still compiling |switch to \S+ \(|batch \d+: shadow grouping)")  # kernel warm-up
 
 
 def foreign_lines(text: str) -> list[str]:

@@ -5,6 +5,7 @@ that splits keys, a rejected command and a replay of an applied batch; and the s
 from __future__ import annotations
 
 import pickle
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -145,3 +146,40 @@ def test_an_owned_step_updates_in_place_and_decides_as_the_pure_step(algorithm, 
         assert a.record == o.record and a.marks == o.marks and a.log == o.log
         assert a.route.snapshot.dumps() == o.route.snapshot.dumps()
         assert pickle.dumps(pure) == pickle.dumps(owned)
+
+
+def run_ready(snapshot: DriverSnapshot, batch: int, ready, *, commands=(), seq: int = 0):
+    return step(snapshot, StepInput(batch, output(batch, snapshot, seq=seq), started=0.0, clock=lambda: 0.25,
+                                    wall=1000.0 + batch, commands=tuple(commands), kernels_ready=ready), SETTINGS)
+
+
+def test_an_interim_run_switches_to_its_grouping_when_its_kernels_are_compiled():
+    """A run routing by hash while dchoices compiles: no switch while dchoices is not among the
+    compiled groupings; then one switch to it with its parameters, recorded as an algorithm event with
+    the reason and no command, and the interim is over (persisted across a snapshot round trip)."""
+    from skewlab.engine.runtimes.spark.driver_step import KERNELS_READY
+    from skewlab.engine.runtimes.spark.engine_snapshot import EngineSnapshot
+
+    s0 = replace(fresh_snapshot(), interim=("dchoices", {"capacity": 300}))
+    s0 = EngineSnapshot.decode(EngineSnapshot(s0, sink="x").encode(), -1).driver  # persisted
+    assert s0.interim == ("dchoices", {"capacity": 300})
+    s1, d0 = run_ready(s0, 0, frozenset({"hash", "mixed"}))
+    assert s1.controller.planner.name == "hash" and s1.interim == s0.interim
+    assert not [e for e in d0.record.events if e.kind == "algorithm"]
+    s2, d1 = run_ready(s1, 1, frozenset({"hash", "dchoices"}), seq=40)
+    assert s2.controller.planner.name == "dchoices" and s2.controller.planner.p["capacity"] == 300 and s2.interim is None
+    (event,) = [e for e in d1.record.events if e.kind == "algorithm"]
+    assert event.command_id is None and event.detail["reason"] == KERNELS_READY and event.interval == 2
+    assert not d1.marks and s2.applied_commands == () and s2.shares_split  # its results merge from now on
+    assert any("switch to dchoices" in line for line in d1.log)
+    assert all(p.split for p in d1.route.snapshot.control.values())  # batch 2 routes by dchoices
+    s3, d2 = run_ready(s2, 2, None, seq=80)  # later batches: nothing more
+    assert s3.controller.planner.name == "dchoices" and not [e for e in d2.record.events if e.kind == "algorithm"]
+
+
+def test_an_operators_switch_during_the_interim_supersedes_the_grouping_the_run_waited_for():
+    s0 = replace(fresh_snapshot(), interim=("dchoices", {}))
+    s1, d0 = run_ready(s0, 0, frozenset(), commands=[{"id": 1, "kind": "set-algorithm", "payload": {"algorithm": "mixed"}}])
+    assert s1.controller.planner.name == "mixed" and s1.interim is None and d0.marks[0].status == "applied"
+    s2, _ = run_ready(s1, 1, None, seq=40)  # dchoices' kernels ready later: the operator's choice stays
+    assert s2.controller.planner.name == "mixed"

@@ -127,6 +127,41 @@ def test_the_first_batch_carries_the_tuples_that_arrived_while_the_query_started
     assert Counter(engine.controller.results()) == by_fingerprint(generator_truth(cfg, engine.consumed))
 
 
+def test_a_new_run_routes_by_hash_until_its_groupings_kernels_are_compiled(spark, tmp_path, monkeypatch):
+    """Issue 26 item 1: on a cold numba cache (the warm-up child's, here) a new run does not wait for
+    its grouping's kernels: it routes by hash from batch 0, switches to pkg once the child reports
+    pkg compiled (one ``algorithm`` event each way, no command), and its results stay exact."""
+    from skewlab.engine.runtimes.spark.driver_step import KERNELS_READY
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))  # the child's cache only: it compiles
+    cfg = gen_cfg(tmp_path, max_batches=None, shadow=[])
+    done: list[int] = []
+
+    def after(engine, batch_id):
+        done.append(batch_id)
+        if engine.controller.planner.name == "pkg" and sum(1 for b in done if b > 0) >= 3 or len(done) > 40:
+            engine.stop_requested.set()
+
+    lines: list[str] = []
+    engine = SparkEngine(cfg, after_batch=after, log=lines.append)
+    assert engine.run() == 0
+    rows = connect(cfg.db).interval_metrics(engine.run_id)
+    algorithms = [r["algorithm"] for r in rows]
+    assert algorithms[0] == "hash" and algorithms[-1] == "pkg", algorithms
+    assert algorithms == sorted(algorithms)  # hash … hash, then pkg … pkg: one switch
+    switches = [e for e in connect(cfg.db).events(engine.run_id) if e["kind"] == "algorithm"]
+    assert [(e["detail"]["previous"], e["detail"]["algorithm"], e["command_id"]) for e in switches] == [
+        ("pkg", "hash", None), ("hash", "pkg", None)]
+    assert switches[0]["detail"]["reason"] == "the routing kernels of pkg are compiling"
+    assert switches[1]["detail"]["reason"] == KERNELS_READY
+    assert switches[1]["interval"] == next(r["interval"] for r in rows if r["algorithm"] == "pkg")
+    assert any("routing by hash until they are ready" in line for line in lines)
+    assert Counter(engine.controller.results()) == by_fingerprint(generator_truth(cfg, engine.consumed))
+    got, n_rows, distinct = sink_results(engine.results)
+    truth = final(windowed_truth(batch_keys(tmp_path / "ckpt", generator_keys_of(cfg)), cfg.window), tmp_path / "ckpt")
+    assert n_rows == distinct and only(got, truth) == truth
+
+
 def test_split_keys_with_a_finite_window_merge_to_the_ground_truth(spark, tmp_path):
     """dchoices splits the head keys over workers and the window (2 batches) is shorter than the run:
     the sink holds exactly one row per (batch, key), merged in Spark from the workers' shares, equal

@@ -21,6 +21,14 @@ Per batch ``b`` (issue 24, item 6; the order of :mod:`skewlab.engine.runtimes.sp
 6. the pending operator commands, effective from ``b + 1`` (:func:`apply_commands`);
 7. the routing snapshot of ``b + 1``: the grouping's router, every worker's control payload and the
    references to the state blobs exported in ``b`` (:func:`next_route`).
+
+**The grouping asked for joins when its kernels are ready.**  A new run whose grouping's numba
+kernels are not compiled yet when Spark is up (a cold cache after a plain ``pip install``) starts
+routing by :data:`INTERIM_GROUPING` (its kernels compile in seconds) instead of waiting for them;
+:attr:`DriverSnapshot.interim` keeps the grouping asked for, and the first step whose
+``kernels_ready`` names it switches to it (step 6, through :func:`apply_commands`, like an
+operator's ``set-algorithm`` but without a command row: event ``algorithm`` with ``reason``
+:data:`KERNELS_READY`).  An operator's own switch in between supersedes it.
 """
 
 from __future__ import annotations
@@ -41,12 +49,18 @@ from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, control_payl
 from skewlab.storage.records import IntervalRecord
 
 __all__ = ["BatchOutput", "CommandMark", "Decisions", "DriverSettings", "DriverSnapshot", "RouteDecision",
-           "StepInput", "already_applied", "apply_commands", "next_route", "step", "track_migrations"]
+           "INTERIM_GROUPING", "KERNELS_READY", "StepInput", "already_applied", "apply_commands", "next_route", "step",
+           "track_migrations"]
 
 Orders = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 #: the driver forgets the names of hot keys beyond this many (a long run's drifting heads)
 MAX_KEY_NAMES = 100_000
+
+#: what a new run routes by while the kernels of the grouping it asked for compile (module docstring)
+INTERIM_GROUPING = "hash"
+#: the ``reason`` of the switch to that grouping when its kernels are ready
+KERNELS_READY = "its routing kernels are compiled"
 
 
 @dataclass(frozen=True)
@@ -86,9 +100,10 @@ class StepInput:
     statistics, as the engine did; ``wall``: the wall-clock time (``time.time``) of the batch's end,
     for the pause of a migration; ``commands``: the pending operator commands (``None``: the
     database could not be read — none this batch); ``task_seconds``: Spark's run time of each
-    worker's task; ``shadows_ready``: the shadow groupings whose routing kernels are compiled
-    (``None``: all may join); ``backpressure``: consumption is paused because the metrics database
-    is down (pause/resume commands are then checked against a run that is not paused)."""
+    worker's task; ``kernels_ready``: the groupings whose routing kernels are compiled (``None``:
+    all): the waiting shadows among them join, and so does an interim run's grouping;
+    ``backpressure``: consumption is paused because the metrics database is down (pause/resume
+    commands are then checked against a run that is not paused)."""
 
     batch_id: int
     output: BatchOutput
@@ -97,7 +112,7 @@ class StepInput:
     wall: float = 0.0
     commands: tuple[Mapping[str, Any], ...] | None = ()
     task_seconds: Mapping[int, float] = field(default_factory=dict)
-    shadows_ready: frozenset[str] | None = None
+    kernels_ready: frozenset[str] | None = None
     backpressure: bool = False
 
 
@@ -148,6 +163,9 @@ class DriverSnapshot:
     shares_split: bool = False
     #: the last driver batch latencies (ms), the reference of a migration's latency
     latencies: tuple[float, ...] = ()
+    #: the grouping (name, params) the run asked for while it routes by :data:`INTERIM_GROUPING`
+    #: until that grouping's kernels are compiled (module docstring), else ``None``
+    interim: tuple[str, Mapping[str, Any]] | None = None
     key_names: Mapping[int, str] = field(default_factory=dict, metadata={"persist": False})
     carry_events: tuple[Mapping[str, Any], ...] = field(default=(), metadata={"persist": False})
 
@@ -247,7 +265,7 @@ def step(snapshot: DriverSnapshot, data: StepInput, settings: DriverSettings, *,
     uk, inv = np.unique(key_ids, return_inverse=True) if key_ids.size else (key_ids, key_ids)
     per_key = np.bincount(inv, weights=u.counts, minlength=uk.size).astype(np.int64) if key_ids.size else key_ids
     if s.shadow is not None and s.shadow.waiting:
-        joined = s.shadow.join(None if data.shadows_ready is None else set(data.shadows_ready), like=c)
+        joined = s.shadow.join(None if data.kernels_ready is None else set(data.kernels_ready), like=c)
         if joined:
             left = len(s.shadow.waiting)
             log.append(f"batch {b}: shadow grouping(s) {', '.join(joined)} joined ("
@@ -267,8 +285,12 @@ def step(snapshot: DriverSnapshot, data: StepInput, settings: DriverSettings, *,
                 worker_bytes=worker_bytes, key_names=key_names, carry_events=(),
                 dead_total=s.dead_total + sum(v[0] for v in dead.values()),
                 latencies=(*s.latencies[-19:], latency_ms))
-    # operator commands take effect from the next batch, whose interval is the controller's next
-    s, marks, cmd_events, cmd_log = apply_commands(s, data.commands, b + 1, settings, backpressure=data.backpressure)
+    # operator commands take effect from the next batch, whose interval is the controller's next;
+    # first the switch to the grouping asked for, once its kernels are compiled
+    commands = data.commands
+    if s.interim is not None and (data.kernels_ready is None or s.interim[0] in data.kernels_ready):
+        commands = (interim_switch(s.interim), *(commands or ()))
+    s, marks, cmd_events, cmd_log = apply_commands(s, commands, b + 1, settings, backpressure=data.backpressure)
     log.extend(cmd_log)
     events.extend({**e, "interval": row["interval"] + 1} for e in cmd_events)
     record = interval_record(
@@ -365,19 +387,27 @@ def apply_commands(s: DriverSnapshot, commands: tuple[Mapping[str, Any], ...] | 
     applied = list(s.applied_commands)
     paused = s.paused
     c = s.controller
+    interim = s.interim
     for cmd in commands or ():
-        cid = int(cmd["id"])
+        own = cmd.get("id") is None  # the engine's own switch (interim_switch): no command row to mark
+        cid = None if own else int(cmd["id"])
         if cid in applied:
             continue
         before = c.planner.name, dict(c.planner.p)
         res = apply_command(c, cmd.get("kind"), cmd.get("payload"), operator=settings.operator,
                             mergeable=settings.mergeable, max_workers=s.partitions,
                             paused=None if backpressure else paused)
-        applied.append(cid)
-        marks.append(CommandMark(cid, res.status, res.reason or None, batch_id))
+        what = f"switch to {cmd['payload']['algorithm']} ({cmd['reason']})" if own else f"command {cid} {cmd.get('kind')}"
+        if own:
+            interim = None
+        else:
+            applied.append(cid)
+            marks.append(CommandMark(cid, res.status, res.reason or None, batch_id))
         if res.status == "rejected":
-            log.append(f"command {cid} {cmd.get('kind')} rejected: {res.reason}")
+            log.append(f"{what} rejected: {res.reason}")
             continue
+        if res.action == "switch" and not own:
+            interim = None  # the operator chose a grouping: it supersedes the one the run waited for
         if res.action == "pause":
             paused = True
         elif res.action == "resume":
@@ -388,10 +418,20 @@ def apply_commands(s: DriverSnapshot, commands: tuple[Mapping[str, Any], ...] | 
             s.shadow.add(*before, like=c)
         kind = {"switch": "algorithm", "params": "params", "workers": "workers"}.get(res.action, res.action)
         detail = {k: v for k, v in res.event.items() if k not in ("interval", "kind")}
+        if own:
+            detail["reason"] = cmd["reason"]
         events.append({"kind": kind, "detail": detail, "command_id": cid})
         # numbered as the dashboard and 'skewlab control status' do: the first interval in effect
-        log.append(f"command {cid} {cmd.get('kind')} applied at interval {c.interval} (batch {batch_id}, {res.action})")
-    return replace(s, applied_commands=tuple(applied[-1000:]), paused=paused), tuple(marks), events, log
+        log.append(f"{what} applied at interval {c.interval} (batch {batch_id}, {res.action})")
+    return (replace(s, applied_commands=tuple(applied[-1000:]), paused=paused, interim=interim), tuple(marks), events,
+            log)
+
+
+def interim_switch(interim: tuple[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The engine's own ``set-algorithm`` to the grouping an interim run asked for (no command id)."""
+    name, params = interim
+    return {"id": None, "kind": "set-algorithm", "payload": {"algorithm": name, "params": dict(params)},
+            "reason": KERNELS_READY}
 
 
 def hot_keys(uk: np.ndarray, per_key: np.ndarray, key_ids: np.ndarray, workers: np.ndarray, total: int,

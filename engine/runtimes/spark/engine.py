@@ -77,8 +77,8 @@ from skewlab.engine.operators.builtin import Join
 from skewlab.engine.runtimes.background_warmup import BackgroundWarmup
 from skewlab.engine.runtimes.spark.python_workers import start_python_workers
 from skewlab.engine.runtimes.spark.cluster_settings import check_executors, is_local_master
-from skewlab.engine.runtimes.spark.driver_step import (BatchOutput, DriverSettings, DriverSnapshot, StepInput,
-                                                       already_applied, apply_commands, next_route, step)
+from skewlab.engine.runtimes.spark.driver_step import (INTERIM_GROUPING, BatchOutput, DriverSettings, DriverSnapshot,
+                                                       StepInput, already_applied, apply_commands, next_route, step)
 from skewlab.engine.runtimes.spark.engine_snapshot import EngineSnapshot, SnapshotRefused
 from skewlab.engine.runtimes.spark.result_sink import open_sink, restore_sink, sink_schema
 from skewlab.engine.runtimes.spark.state_transfer import MigrationFiles
@@ -218,6 +218,9 @@ class EngineConfig:
     service_us: float = 0.0
     #: pre-aggregate in the source scan for an operator that combines (:attr:`KeyedOperator.combined`)
     combine: bool = True
+    #: a new run whose grouping's kernels are not compiled when Spark is up waits for them instead of
+    #: routing by hash until they are (:mod:`skewlab.engine.runtimes.spark.driver_step`, "joins when ready")
+    wait_for_kernels: bool = False
 
     def __post_init__(self) -> None:
         if not self.algorithm:  # a user operator that is not importable here counts as not mergeable
@@ -491,7 +494,7 @@ class SparkEngine:
             controller = Controller(grouping, vocab, window=self.cfg.window, cost_model=self.operator.cost_model)
             names = self.cfg.shadow if self.cfg.shadow is not None else default_shadow_names(
                 grouping.name, self.operator.name, self.operator.mergeable)
-            shadow = (  # the shadows join when their kernels are compiled (shadows_ready)
+            shadow = (  # the shadows join when their kernels are compiled (_kernels_ready)
                 ShadowEvaluator([], vocab, n_workers=self.cfg.workers, n_sources=self.cfg.sources, seed=self.cfg.seed,
                                 window=self.cfg.window, cost_model=self.operator.cost_model,
                                 max_tuples=self.cfg.shadow_max_tuples, waiting=names)
@@ -612,7 +615,7 @@ class SparkEngine:
             batch_id, output, started=t0, clock=time.perf_counter, wall=time.time(),
             commands=() if replay else self._pending_commands(),
             task_seconds={} if replay else self._task_seconds(df, batch_id),
-            shadows_ready=self._shadows_ready(), backpressure=self._backpressure)
+            kernels_ready=self._kernels_ready(), backpressure=self._backpressure)
         # the engine drops its old snapshot: the step may update it in place (a failed step fails the
         # query, and a restart restores the saved snapshot)
         self.snapshot, decisions = step(self.snapshot, data, self.settings, owned=True)
@@ -652,9 +655,10 @@ class SparkEngine:
             return {}
         return times
 
-    def _shadows_ready(self) -> frozenset[str] | None:
-        """The waiting shadow groupings whose kernels are compiled, or ``None`` (all may join) outside
-        :meth:`run` or once the warm-up child has exited: then the driver compiles what is left."""
+    def _kernels_ready(self) -> frozenset[str] | None:
+        """The groupings whose kernels are compiled, or ``None`` (all: waiting shadows and an interim
+        run's grouping may join) outside :meth:`run` or once the warm-up child has exited: then the
+        driver compiles what is left."""
         kernels = self.kernels
         return None if kernels is None or kernels.finished else frozenset(kernels.ready())
 
@@ -740,7 +744,11 @@ class SparkEngine:
         try:
             live = self.controller.planner.name
             waiting = list(self.shadow.waiting) if self.shadow is not None else []
-            self.kernels = BackgroundWarmup([live, *waiting])
+            # a new run may route by the interim grouping while the live one compiles: its kernels first
+            interim = (not self.cfg.wait_for_kernels and self.last_batch < 0 and self.snapshot.interim is None
+                       and live != INTERIM_GROUPING)
+            asked = [self.snapshot.interim[0]] if self.snapshot.interim is not None else []  # restored mid-interim
+            self.kernels = BackgroundWarmup([*([INTERIM_GROUPING] if interim else []), live, *asked, *waiting])
             self.log(f"routing kernels: compiling {live}" + (f" and {len(waiting)} shadow grouping(s)" if waiting else "")
                      + " in the background while Spark starts (numba; the first run after an install compiles, "
                      "later runs load them from the cache in seconds); shadows join when ready")
@@ -753,8 +761,15 @@ class SparkEngine:
             spark_up = time.monotonic()
             start_python_workers(spark)  # while the driver waits for kernels / builds the query
             waiting_live = live not in self.kernels.ready()
-            self.log(f"Spark started in {spark_up - started:.0f} s"
-                     + (f"; waiting for the routing kernels of {live} …" if waiting_live else ""))
+            if waiting_live and interim:
+                self.log(f"Spark started in {spark_up - started:.0f} s; the routing kernels of {live} are still "
+                         f"compiling (numba, once per install): routing by {INTERIM_GROUPING} until they are ready, "
+                         f"then switching to {live} (--wait-for-kernels waits instead)")
+                self._route_by_interim_grouping()
+                live, waiting_live = INTERIM_GROUPING, INTERIM_GROUPING not in self.kernels.ready()
+            else:
+                self.log(f"Spark started in {spark_up - started:.0f} s"
+                         + (f"; waiting for the routing kernels of {live} …" if waiting_live else ""))
             self.kernels.wait_for(live, self.stop_requested, progress=lambda waited: self.log(
                 f"still compiling the routing kernels of {live} ({waited:.0f} s; numba, once per install)"))
             if waiting_live:
@@ -818,6 +833,17 @@ class SparkEngine:
                 signal.signal(sig, handler)
         self.log(f"run {self.run_id} {status} after {self.batches_done} batch(es)")
         return 0
+
+    def _route_by_interim_grouping(self) -> None:
+        """Before the run's first batch: switch to :data:`INTERIM_GROUPING` (nothing is routed yet, so no
+        state moves) and keep the grouping asked for in the snapshot; the driver step switches to it
+        when its kernels are compiled.  Recorded with the first interval as an ``algorithm`` event."""
+        c = self.controller
+        asked = c.planner.name, dict(c.planner.p)
+        detail = {k: v for k, v in c.switch(INTERIM_GROUPING).items() if k not in ("interval", "kind")}
+        detail["reason"] = f"the routing kernels of {asked[0]} are compiling"
+        event = {"kind": "algorithm", "detail": detail, "command_id": None, "interval": c.interval}
+        self.snapshot = replace(self.snapshot, interim=asked, carry_events=(*self.snapshot.carry_events, event))
 
     def _file_exhausted(self, query: Any) -> bool:
         """A finite file is done when the query has had no data for a few trigger intervals."""

@@ -49,7 +49,7 @@ _DECODE = {
 #: defaults of fields a format-1 snapshot may lack (``migrations_seen``: the controller's count)
 _DEFAULTS = {"paused": False, "applied_commands": [], "consumed": {}, "dead_total": 0, "worker_keys": {},
              "worker_held": {}, "worker_bytes": {}, "migrating": [], "next_imports": {}, "shares_split": False,
-             "latencies": []}
+             "latencies": [], "interim": None}
 
 
 class SnapshotRefused(ValueError):
