@@ -83,7 +83,7 @@ __all__ = [
     "INTERVAL_METRIC_COLUMNS",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: Command lifecycle: ``pending`` → ``applied`` | ``rejected`` (with a reason).
 COMMAND_STATUSES: tuple[str, ...] = ("pending", "applied", "rejected")
@@ -270,6 +270,7 @@ class MigrationEvent(Base):
     detail: Mapped[str] = mapped_column(Text, default="{}")
     bytes_moved: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     pause_batches: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    planned_interval: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
     __table_args__ = (Index("ix_migration_events_run_interval", "run_id", "interval"),)
 
@@ -280,6 +281,7 @@ ADDED_COLUMNS: dict[int, tuple[tuple[str, str], ...]] = {
     2: (("worker_metrics", "state_bytes"), ("migration_events", "bytes_moved"),
         ("migration_events", "pause_batches")),
     3: (("interval_metrics", "params"),),
+    4: (("migration_events", "planned_interval"),),
 }
 
 
