@@ -350,11 +350,15 @@ def _rebalance_points(data: Mapping[str, Any]) -> dict[str, list]:
     series = data.get("series") or {}
     at = dict(zip(series.get("interval", []), series.get("imbalance", [])))
     mig = data.get("migrations") or {}
-    # a migration belongs to the rebalance of the interval that planned it
-    planned = mig.get("planned_interval") or [None] * len(mig.get("interval", []))
-    extras = {iv if pl is None else pl: migration_extras(b, p, ms) for iv, pl, b, p, ms in zip(
-        mig.get("interval", []), planned, mig.get("bytes_moved", []), mig.get("pause_batches", []),
-        mig.get("pause_ms", []))}
+    # the migrations of the interval that planned them (data.migration_series), a delta's possibly in two bars
+    per: dict[Any, list] = {}
+    for iv, b, p, ms in zip(mig.get("interval", []), mig.get("bytes_moved", []), mig.get("pause_batches", []),
+                            mig.get("pause_ms", [])):
+        per.setdefault(iv, []).append((b, p, ms))
+    extras = {iv: migration_extras(None if all(b is None for b, _, _ in parts) else sum(b or 0 for b, _, _ in parts),
+                                   max((p for _, p, _ in parts if p is not None), default=None),
+                                   sum(ms or 0.0 for _, _, ms in parts))
+              for iv, parts in per.items()}
     xs, ys, texts = [], [], []
     for ev in data.get("events") or []:
         if ev.get("kind") not in REBALANCE_EVENT_KINDS or ev.get("interval") is None:
@@ -443,6 +447,8 @@ def time_figure(name: str, data: Mapping[str, Any], visible: Sequence[str] | Non
     events = data.get("events") or []
     annotations = event_annotations(events, xs[-1] - xs[0] if xs else 0) if name == "imbalance" else []
     layout.update(shapes=_event_decor(events), annotations=annotations)
+    if name == "migrations":  # a delta's migrations of an interval drawn before stack on its bar (migration_series)
+        layout["barmode"] = "stack"
     return {"data": traces, "layout": layout}
 
 
