@@ -8,6 +8,7 @@ Missing Chromium or Playwright: skipped, or failed with the reason when ``CI`` i
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -65,25 +66,40 @@ def db(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(db):
+def browser():
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield b
+        b.close()
+
+
+@contextlib.contextmanager
+def _served(browser, url: str, figure: str):
+    """A page of the dashboard on the database at ``url``, once ``figure`` has drawn its first trace."""
     from werkzeug.serving import make_server
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    srv = make_server("127.0.0.1", 0, create_app(db).server, threaded=True)
+    srv = make_server("127.0.0.1", 0, create_app(url).server, threaded=True)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        pg = browser.new_page(viewport={"width": 1600, "height": 1000})
+    pg = browser.new_page(viewport={"width": 1600, "height": 1000})
+    try:
         pg.set_default_timeout(30_000)
         pg.goto(f"http://127.0.0.1:{srv.server_port}/")
-        pg.wait_for_function("() => { const g = document.querySelector('#fig-imbalance .js-plotly-plot');"
+        pg.wait_for_function(f"() => {{ const g = document.querySelector('#{figure} .js-plotly-plot');"
                              " return g && g.data && g.data.length && g.data[0].x.length > 0; }")
         yield pg
-        browser.close()
-    srv.shutdown()
-    thread.join(timeout=10)
-    srv.server_close()
+    finally:
+        pg.close()
+        srv.shutdown()
+        thread.join(timeout=10)
+        srv.server_close()
+
+
+@pytest.fixture(scope="module")
+def page(browser, db):
+    with _served(browser, db, "fig-imbalance") as pg:
+        yield pg
 
 
 def _select(page, dropdown: str, label_start: str) -> None:
@@ -179,31 +195,15 @@ def test_a_migration_is_numbered_by_the_interval_that_planned_it(page):
 
 
 @pytest.fixture(scope="module")
-def moves_page(tmp_path_factory):
+def moves_page(browser, tmp_path_factory):
     """The dashboard on a run recorded by the engine's driver step (tests/migration_run.py): interval 3
     rebalances while a switch to llfd arrives (in effect from interval 4, which rebalances too)."""
-    from werkzeug.serving import make_server
-
     from tests.migration_run import record_run
 
     url = f"sqlite:///{tmp_path_factory.mktemp('moves')}/db.sqlite"
     _, _, rows = record_run(url)
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    srv = make_server("127.0.0.1", 0, create_app(url).server, threaded=True)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        pg = browser.new_page(viewport={"width": 1600, "height": 1000})
-        pg.set_default_timeout(30_000)
-        pg.goto(f"http://127.0.0.1:{srv.server_port}/")
-        pg.wait_for_function("() => { const g = document.querySelector('#fig-migrations .js-plotly-plot');"
-                             " return g && g.data && g.data.length && g.data[0].x.length > 0; }")
+    with _served(browser, url, "fig-migrations") as pg:
         yield pg, rows
-        browser.close()
-    srv.shutdown()
-    thread.join(timeout=10)
-    srv.server_close()
 
 
 def test_one_move_one_interval_one_figure_on_a_recorded_run(moves_page):
