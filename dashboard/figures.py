@@ -23,6 +23,7 @@ from plotly.subplots import make_subplots
 
 from skewlab.dashboard.data import DEFAULT_THETA, OPERATOR_EVENT_KINDS
 from skewlab.dashboard.definitions import LABELS
+from skewlab.storage.moves import cost_text
 from skewlab.storage.run_state import REBALANCE_EVENT_KINDS
 
 __all__ = [
@@ -277,8 +278,8 @@ def event_label(ev: Mapping[str, Any]) -> tuple[str, str]:
     d = ev.get("detail") or {}
     cmd = f" (command #{ev['command_id']})" if ev.get("command_id") is not None else ""
     moved = ""
-    if d.get("state_moved") is not None:
-        moved = f"; moved {d.get('keys', 0)} keys, state {_fmt(d.get('state_moved'))} (cost {_fmt(d.get('migration_cost'))})"
+    if d.get("state_moved") is not None:  # its figure is the move's (the migration table's row of its interval)
+        moved = f"; moved {d.get('keys', 0)} keys, state {_fmt(d.get('state_moved'))} (migration #{ev.get('interval')})"
     if kind == "algorithm":
         label = f"→ {d.get('algorithm', '?')}"
         hover = f"interval {ev.get('interval')}: algorithm {ev.get('previous') or d.get('previous', '?')} → {d.get('algorithm')}"
@@ -349,6 +350,8 @@ def _rebalance_points(data: Mapping[str, Any]) -> dict[str, list]:
     migrations reported of bytes moved and pause (:func:`migration_extras`)."""
     series = data.get("series") or {}
     at = dict(zip(series.get("interval", []), series.get("imbalance", [])))
+    # an executed plan's cost: its interval's migration cost (the move's figure in the card and the table)
+    cost = dict(zip(series.get("interval", []), series.get("migration_cost", [])))
     mig = data.get("migrations") or {}
     # the migrations of the interval that planned them (data.migration_series), a delta's possibly in two bars
     per: dict[Any, list] = {}
@@ -371,7 +374,8 @@ def _rebalance_points(data: Mapping[str, Any]) -> dict[str, list]:
                          f"> predicted gain {_fmt(d.get('gate_gain'))} × {d.get('gate_horizon', 1)} interval(s)")
             continue
         texts.append(f"rebalance: {d.get('keys', 0)} keys, state {_fmt(d.get('state_moved'))}, "
-                     f"cost {_fmt(d.get('migration_cost'))}" + ("" if d.get("feasible", True) else " (infeasible)")
+                     f"migration #{ev['interval']} cost {cost_text(cost.get(ev['interval'], d.get('migration_cost')))}"
+                     + ("" if d.get("feasible", True) else " (infeasible)")
                      + "".join(f"<br>{x}" for x in extras.get(ev["interval"], [])))
     return {"interval": xs, "y": ys, "text": texts}
 

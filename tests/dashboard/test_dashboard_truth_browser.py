@@ -228,3 +228,7 @@ def test_one_move_one_interval_one_figure_on_a_recorded_run(moves_page):
     for x, y in zip(bars["x"], bars["y"]):
         moved[x] = moved.get(x, 0.0) + y
     assert moved[4] == pytest.approx(rows[4]["state_moved"]) and moved[3] == pytest.approx(rows[3]["state_moved"])
+    # the rebalance markers give the move's figure too (not the rebalance's part of it, 0.1556)
+    marks = page.evaluate("""() => { const g = document.querySelector('#fig-imbalance .js-plotly-plot');
+        const t = g.data.find(t => t.name === 'rebalance'); return Object.fromEntries(t.x.map((x, i) => [x, t.text[i]])); }""")
+    assert "migration #4 cost 0.594" in marks["4"] and "migration #3 cost 0.2812" in marks["3"], marks
