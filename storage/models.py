@@ -252,7 +252,12 @@ class MigrationEvent(Base):
     ``state_moved`` is in the cost model's units (window tuples); ``bytes_moved`` the serialized state
     bytes that crossed from the old workers to the new ones; ``pause_ms`` the pause in milliseconds and
     ``pause_batches`` the micro-batches the moved keys' tuples were held at their new worker (both
-    NULL when not reported).
+    NULL when not reported).  ``interval`` is the interval the migration completed in (its import, in
+    the Spark engine); ``planned_interval`` (schema 4) the interval it belongs to — whose plan or command
+    it carried out and whose ``interval_metrics.migration_cost`` counts it — and ``migration_cost`` its
+    share of that figure (state moved / that interval's total state).  Rows written before schema 4
+    have NULL there (:meth:`~skewlab.storage.store.Store.migration_events` reads ``detail.planned_interval``,
+    else ``interval``) and a ``migration_cost`` over the total state when they ran.
     """
 
     __tablename__ = "migration_events"
