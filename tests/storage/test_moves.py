@@ -105,3 +105,7 @@ def test_a_recorded_run_gives_each_interval_its_own_moves_and_figure(tmp_path):
     switch = next(m for m in stored if m["planned_interval"] == 4 and m["detail"]["reason"] == "switch")
     assert switch["bytes_moved"] is None and switch["detail"]["bytes_with_interval"] == 3
     assert cost_text(got[4]["migration_cost"]) == cost_text(rows[4]["migration_cost"]) == "0.594"
+    out = subprocess.run([sys.executable, "-m", "skewlab", "control", "--db", url, "status"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "applied at interval 4, migration cost 0.594" in out.stdout, out.stdout
