@@ -38,7 +38,7 @@ from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 
-from skewlab.storage.moves import recent_moves
+from skewlab.storage.moves import planned_interval, recent_moves
 from skewlab.storage.run_state import OPERATOR_EVENT_KINDS, RunState, current_run
 
 __all__ = [
@@ -330,7 +330,7 @@ class DashboardData:
         }
 
         migs = upto(store.migration_events(run_id, since_interval=since))
-        out["migrations"] = migration_series(migs, series["interval"])
+        out["migrations"] = migration_series(migs, series["interval"], int(rows[0]["interval"]) if reset else None)
         # the moves, each under the interval that planned it with that interval's figure (storage.moves): read
         # again whenever a migration row arrives, since a move's rows arrive over several intervals
         out["migration_rows"] = recent_moves(store, run_id, upper, MIGRATION_TABLE_ROWS) if (reset or migs) else None
@@ -479,22 +479,29 @@ def shadow_summary(shadow_rows: Sequence[Mapping[str, Any]], live_rows: Sequence
     } for name, is_live, rs in groups]
 
 
-def migration_series(migs: Sequence[Mapping[str, Any]], intervals: Sequence[Any]) -> dict[str, list[Any]]:
-    """Per interval (every one of ``intervals``, and any other a migration row has): the state moved, keys
-    moved and pause (ms) summed over the interval's migrations (0 without one), the serialized bytes moved
-    (summed) and the micro-batches the moved keys were held (the longest hold), None where no migration
-    of the interval reported them; ``planned_interval``: the interval whose plan or command the migration
-    carried out (the Spark engine records a migration when its import completes, two intervals later)."""
+def migration_series(migs: Sequence[Mapping[str, Any]], intervals: Sequence[Any],
+                     first: int | None = None) -> dict[str, list[Any]]:
+    """Per interval (every one of ``intervals``, and any other a migration row belongs to): the state
+    moved, keys moved and pause (ms) summed over the migrations that belong to the interval (0 without
+    one), the serialized bytes moved (summed) and the micro-batches the moved keys were held (the longest
+    hold), None where none of them reported it; ``imported``: the interval the last of them was recorded
+    in (its import completed; None without one).
+
+    A migration belongs to the interval that planned it (:func:`skewlab.storage.moves.planned_interval`,
+    the numbering of the migration table, the KPI card and "applied at interval N"), although the Spark
+    engine records it one or two intervals later: a delta's rows of an interval drawn before come as a
+    further bar at that interval, which the figure stacks on the one drawn (``barmode="stack"``).
+    ``first``: rows of intervals before it (outside the window drawn) are left out."""
     # every interval gets a (possibly zero) bar, so the axis matches the other time figures
     per: OrderedDict[int, list[Mapping[str, Any]]] = OrderedDict((int(iv), []) for iv in intervals)
     for m in migs:
-        per.setdefault(int(m["interval"]), []).append(m)
+        iv = planned_interval(m)
+        if first is None or iv >= first:
+            per.setdefault(iv, []).append(m)
     held = [[m.get("pause_batches") for m in ms if m.get("pause_batches") is not None] for ms in per.values()]
-    planned = [next((int(d["planned_interval"]) for d in (m.get("detail") for m in ms)
-                     if isinstance(d, Mapping) and d.get("planned_interval") is not None), None) for ms in per.values()]
     return {
-        "planned_interval": planned,
         "interval": list(per.keys()),
+        "imported": [max(int(m["interval"]) for m in ms) if ms else None for ms in per.values()],
         "state_moved": [sum((_num(m.get("state_moved")) or 0.0 for m in ms), 0.0) for ms in per.values()],
         "keys_moved": [sum(int(m.get("keys_moved") or 0) for m in ms) for ms in per.values()],
         "pause_ms": [sum((_num(m.get("pause_ms")) or 0.0 for m in ms), 0.0) for ms in per.values()],

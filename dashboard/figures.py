@@ -23,6 +23,7 @@ from plotly.subplots import make_subplots
 
 from skewlab.dashboard.data import DEFAULT_THETA, OPERATOR_EVENT_KINDS
 from skewlab.dashboard.definitions import LABELS
+from skewlab.storage.moves import cost_text
 from skewlab.storage.run_state import REBALANCE_EVENT_KINDS
 
 __all__ = [
@@ -277,8 +278,8 @@ def event_label(ev: Mapping[str, Any]) -> tuple[str, str]:
     d = ev.get("detail") or {}
     cmd = f" (command #{ev['command_id']})" if ev.get("command_id") is not None else ""
     moved = ""
-    if d.get("state_moved") is not None:
-        moved = f"; moved {d.get('keys', 0)} keys, state {_fmt(d.get('state_moved'))} (cost {_fmt(d.get('migration_cost'))})"
+    if d.get("state_moved") is not None:  # its figure is the move's (the migration table's row of its interval)
+        moved = f"; moved {d.get('keys', 0)} keys, state {_fmt(d.get('state_moved'))} (migration #{ev.get('interval')})"
     if kind == "algorithm":
         label = f"→ {d.get('algorithm', '?')}"
         hover = f"interval {ev.get('interval')}: algorithm {ev.get('previous') or d.get('previous', '?')} → {d.get('algorithm')}"
@@ -349,12 +350,18 @@ def _rebalance_points(data: Mapping[str, Any]) -> dict[str, list]:
     migrations reported of bytes moved and pause (:func:`migration_extras`)."""
     series = data.get("series") or {}
     at = dict(zip(series.get("interval", []), series.get("imbalance", [])))
+    # an executed plan's cost: its interval's migration cost (the move's figure in the card and the table)
+    cost = dict(zip(series.get("interval", []), series.get("migration_cost", [])))
     mig = data.get("migrations") or {}
-    # a migration belongs to the rebalance of the interval that planned it
-    planned = mig.get("planned_interval") or [None] * len(mig.get("interval", []))
-    extras = {iv if pl is None else pl: migration_extras(b, p, ms) for iv, pl, b, p, ms in zip(
-        mig.get("interval", []), planned, mig.get("bytes_moved", []), mig.get("pause_batches", []),
-        mig.get("pause_ms", []))}
+    # the migrations of the interval that planned them (data.migration_series), a delta's possibly in two bars
+    per: dict[Any, list] = {}
+    for iv, b, p, ms in zip(mig.get("interval", []), mig.get("bytes_moved", []), mig.get("pause_batches", []),
+                            mig.get("pause_ms", [])):
+        per.setdefault(iv, []).append((b, p, ms))
+    extras = {iv: migration_extras(None if all(b is None for b, _, _ in parts) else sum(b or 0 for b, _, _ in parts),
+                                   max((p for _, p, _ in parts if p is not None), default=None),
+                                   sum(ms or 0.0 for _, _, ms in parts))
+              for iv, parts in per.items()}
     xs, ys, texts = [], [], []
     for ev in data.get("events") or []:
         if ev.get("kind") not in REBALANCE_EVENT_KINDS or ev.get("interval") is None:
@@ -367,7 +374,8 @@ def _rebalance_points(data: Mapping[str, Any]) -> dict[str, list]:
                          f"> predicted gain {_fmt(d.get('gate_gain'))} × {d.get('gate_horizon', 1)} interval(s)")
             continue
         texts.append(f"rebalance: {d.get('keys', 0)} keys, state {_fmt(d.get('state_moved'))}, "
-                     f"cost {_fmt(d.get('migration_cost'))}" + ("" if d.get("feasible", True) else " (infeasible)")
+                     f"migration #{ev['interval']} cost {cost_text(cost.get(ev['interval'], d.get('migration_cost')))}"
+                     + ("" if d.get("feasible", True) else " (infeasible)")
                      + "".join(f"<br>{x}" for x in extras.get(ev["interval"], [])))
     return {"interval": xs, "y": ys, "text": texts}
 
@@ -443,6 +451,8 @@ def time_figure(name: str, data: Mapping[str, Any], visible: Sequence[str] | Non
     events = data.get("events") or []
     annotations = event_annotations(events, xs[-1] - xs[0] if xs else 0) if name == "imbalance" else []
     layout.update(shapes=_event_decor(events), annotations=annotations)
+    if name == "migrations":  # a delta's migrations of an interval drawn before stack on its bar (migration_series)
+        layout["barmode"] = "stack"
     return {"data": traces, "layout": layout}
 
 

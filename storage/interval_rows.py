@@ -158,6 +158,7 @@ def interval_rows(run_id: int, record: IntervalRecord) -> IntervalRows:
             "detail": dump_json(m.detail or {}, "migrations.detail"),
             "bytes_moved": as_int(m.bytes_moved),
             "pause_batches": as_int(m.pause_batches),
+            "planned_interval": as_int(m.planned_interval),
         }
         for pos, m in enumerate(record.migrations)
     ]

@@ -83,7 +83,7 @@ __all__ = [
     "INTERVAL_METRIC_COLUMNS",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: Command lifecycle: ``pending`` → ``applied`` | ``rejected`` (with a reason).
 COMMAND_STATUSES: tuple[str, ...] = ("pending", "applied", "rejected")
@@ -252,7 +252,12 @@ class MigrationEvent(Base):
     ``state_moved`` is in the cost model's units (window tuples); ``bytes_moved`` the serialized state
     bytes that crossed from the old workers to the new ones; ``pause_ms`` the pause in milliseconds and
     ``pause_batches`` the micro-batches the moved keys' tuples were held at their new worker (both
-    NULL when not reported).
+    NULL when not reported).  ``interval`` is the interval the migration completed in (its import, in
+    the Spark engine); ``planned_interval`` (schema 4) the interval it belongs to — whose plan or command
+    it carried out and whose ``interval_metrics.migration_cost`` counts it — and ``migration_cost`` its
+    share of that figure (state moved / that interval's total state).  Rows written before schema 4
+    have NULL there (:meth:`~skewlab.storage.store.Store.migration_events` reads ``detail.planned_interval``,
+    else ``interval``) and a ``migration_cost`` over the total state when they ran.
     """
 
     __tablename__ = "migration_events"
@@ -270,6 +275,7 @@ class MigrationEvent(Base):
     detail: Mapped[str] = mapped_column(Text, default="{}")
     bytes_moved: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     pause_batches: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    planned_interval: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
     __table_args__ = (Index("ix_migration_events_run_interval", "run_id", "interval"),)
 
@@ -280,6 +286,7 @@ ADDED_COLUMNS: dict[int, tuple[tuple[str, str], ...]] = {
     2: (("worker_metrics", "state_bytes"), ("migration_events", "bytes_moved"),
         ("migration_events", "pause_batches")),
     3: (("interval_metrics", "params"),),
+    4: (("migration_events", "planned_interval"),),
 }
 
 

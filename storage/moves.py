@@ -1,17 +1,22 @@
 """Migrations as the operator reads them: one *move* per interval, with one number.
 
-The engine records a migration row when its import completes (two micro-batches after the Spark
-engine planned it); a row's ``detail.planned_interval`` is the interval whose plan or command it
-carried out.  Several rows can belong to one interval (a switch applied for interval ``t`` and the
-rebalance planned at ``t`` travel as separate migrations), while the interval's metric
-``migration_cost`` is their state moved over the interval's total state (the controller's
-definition).  A row's own ``migration_cost`` divides by the total state
-at the moment it was planned, so rows and interval disagreed ("0.693 + 0.167" against "0.897").
+Which interval a migration belongs to and what it costs is decided once, where it is recorded: the
+controller (:class:`skewlab.engine.control.controller.MigrationEvent`) counts every migration in
+one interval's metric ``migration_cost`` — a rebalance in the interval that planned it, a command's
+moves in the first interval it is in effect for ("applied at interval N") — and the engine stores
+each migration row with that interval (``migration_events.planned_interval``, schema 4) and its
+share of that metric (``migration_cost`` = its state moved / the interval's total state), one row
+per interval even when moves of two intervals travel in one export
+(:func:`skewlab.engine.runtimes.spark.driver_step.track_migrations`).  The Spark engine records a row
+when its import completes, one or two micro-batches later; several rows can belong to one interval
+(a switch applied for interval ``t`` and the rebalance planned at ``t`` travel as two migrations),
+and once all have arrived their figures sum to interval ``t``'s metric.
 
-:func:`moves` groups the rows by planned interval and gives each move the interval metric of that
-interval, so the dashboard's KPI card and migration table and ``skewlab control status`` show the
-same interval number and the same figure (the rows' own figure only where the interval's metric is
-not stored).
+:func:`moves` groups the rows by that interval and gives each move the interval's metric, so the
+dashboard's KPI card and migration table and ``skewlab control status`` show the same interval number
+and the same figure.  Rows of older runs (before schema 4) divided by the total state when they ran
+and could name an interval whose metric did not count them; their moves still show the interval's
+metric (the rows' own figures only where the interval's metric is not stored).
 """
 
 from __future__ import annotations
@@ -26,9 +31,13 @@ LOOKBACK_INTERVALS = 500
 
 def planned_interval(migration: Mapping[str, Any]) -> int:
     """The interval whose plan or command a migration row carried out (the numbering of "applied at
-    interval N" and of the interval metrics); rows that do not record it keep their own interval."""
-    detail = migration.get("detail")
-    planned = detail.get("planned_interval") if isinstance(detail, Mapping) else None
+    interval N" and of the interval metrics): its ``planned_interval`` (schema 4, filled in for older
+    rows by :meth:`~skewlab.storage.store.Store.migration_events`), else ``detail.planned_interval``,
+    else its own interval."""
+    planned = migration.get("planned_interval")
+    if planned is None:
+        detail = migration.get("detail")
+        planned = detail.get("planned_interval") if isinstance(detail, Mapping) else None
     return int(planned) if planned is not None else int(migration["interval"])
 
 

@@ -128,8 +128,17 @@ class Reading(StoreBase):
                                    None, False)
 
     def migration_events(self, run_id: int, since_interval: int | None = None) -> list[dict[str, Any]]:
-        return self._interval_rows("migration_events", T_MIG, ("interval", "batch_id", "seq"), run_id,
+        """Migration rows in the order they completed (``interval``: the interval their import completed
+        in; ``since_interval`` exclusive on it), each with ``planned_interval``: the interval it belongs
+        to — as stored (schema 4), else (older rows) as its ``detail`` says, else its own interval."""
+        rows = self._interval_rows("migration_events", T_MIG, ("interval", "batch_id", "seq"), run_id,
                                    since_interval, None, False)
+        for r in rows:
+            if r.get("planned_interval") is None:
+                d = r.get("detail")
+                planned = d.get("planned_interval") if isinstance(d, dict) else None
+                r["planned_interval"] = int(planned) if planned is not None else int(r["interval"])
+        return rows
 
     def shadow_results(
         self, run_id: int, since_interval: int | None = None, *, interval: int | None = None

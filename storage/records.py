@@ -80,12 +80,17 @@ class MigrationRow:
     algorithm: str = ""  #: the algorithm that planned it
     keys_moved: int | None = None  #: None: 0
     state_moved: float | None = None  #: state S moved (window tuples)
-    migration_cost: float | None = None  #: state moved / total state
+    #: state moved / total state of the interval it belongs to (``planned_interval``), so that the rows of
+    #: an interval sum to its ``migration_cost`` (schema 4; older rows: / the total state when it ran)
+    migration_cost: float | None = None
     pause_ms: float | None = None  #: milliseconds the moved keys were held back
     detail: Mapping[str, Any] | None = None  #: JSON object
     wall_time: float | None = None  #: None: the interval's wall time
     bytes_moved: int | None = None
     pause_batches: int | None = None
+    #: the interval the migration belongs to (whose plan or command it carried out; schema 4); None: as
+    #: ``detail.planned_interval`` says, else the interval it is recorded in (on reading)
+    planned_interval: int | None = None
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,15 @@ COST_MODELS = ("linear", "join")
 
 @dataclass
 class MigrationEvent:
-    """One execution of the migration path (pause moved keys → move state → resume)."""
+    """One execution of the migration path (pause moved keys → move state → resume).
+
+    ``interval`` is the interval the migration belongs to: the one whose metric ``migration_cost``
+    counts it — a rebalance, the interval that planned it; a command, the first interval it is in
+    effect for (the numbering of "applied at interval N").  ``interval_total`` is that interval's total
+    state, set when the interval closes (:meth:`Controller.end_interval`); :attr:`interval_cost` is the
+    migration's share of the interval's metric, so the shares of an interval's migrations sum to it.
+    ``migration_cost`` divides by the total state when the migration ran (the plan's own figure).
+    """
 
     interval: int
     reason: str  # "rebalance", "switch", "params", "workers"
@@ -108,10 +116,18 @@ class MigrationEvent:
     total_state: float
     pause_seconds: float
     detail: dict[str, Any] = field(default_factory=dict)
+    interval_total: float | None = None
 
     @property
     def migration_cost(self) -> float:
         return self.state_moved / self.total_state if self.total_state > 0 else 0.0
+
+    @property
+    def interval_cost(self) -> float | None:
+        """State moved / total state of the interval it belongs to (None before that interval closed)."""
+        if self.interval_total is None:
+            return None
+        return self.state_moved / self.interval_total if self.interval_total > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -121,6 +137,7 @@ class MigrationEvent:
             "state_moved": self.state_moved,
             "total_state": self.total_state,
             "migration_cost": self.migration_cost,
+            "interval_total": self.interval_total,
             "pause_seconds": self.pause_seconds,
             **self.detail,
         }
@@ -317,6 +334,10 @@ class Controller:
                 back_to_base = True
                 moved += ev.state_moved
                 moved_keys += ev.keys
+        for m in reversed(self.migrations):  # this interval's migrations (commands' and plans'): their share
+            if m.interval != self.interval:
+                break
+            m.interval_total = total_state
         self.cum_plan_seconds += plan_seconds
         self.cum_state_moved += moved
         self.cum_state_total += total_state

@@ -134,9 +134,11 @@ class LocalRuntime:
         pairs = np.unique(key_ids * n + workers) if key_ids.size else key_ids
         workers_rows = worker_rows(np.bincount(workers, minlength=n)[:n], np.bincount(pairs % n, minlength=n)[:n],
                                    row["worker_loads"], c.state.per_worker(n))
+        # each migration with the interval whose metric counts it and its share of that metric
+        # (skewlab.storage.moves): the rows of an interval sum to the interval's migration_cost
         migrations = [
             {"algorithm": row["algorithm"], "keys_moved": m.keys, "state_moved": m.state_moved,
-             "migration_cost": m.migration_cost, "pause_ms": m.pause_seconds * 1000.0,
+             "migration_cost": m.interval_cost, "planned_interval": m.interval, "pause_ms": m.pause_seconds * 1000.0,
              "detail": {"reason": m.reason, "total_state": m.total_state}}
             for m in c.migrations if m.interval == row["interval"]
         ]

@@ -445,7 +445,8 @@ def test_throughput_kpi_says_paused_instead_of_its_last_value(store, run):
 
 def test_rebalance_marker_shows_the_migration_recorded_when_its_import_completed(store):
     """The Spark engine records a migration when its state is imported, two intervals after the rebalance
-    that planned it (``detail.planned_interval``): the rebalance's marker still shows its bytes and hold."""
+    that planned it (``detail.planned_interval``): its bar is the planning interval's (the numbering of the
+    migration table) and the rebalance's marker still shows its bytes and hold."""
     rid = store.create_run("mixed", MIXED, n_workers=3)
     for i in range(4):
         store.record_interval(
@@ -454,7 +455,27 @@ def test_rebalance_marker_shows_the_migration_recorded_when_its_import_completed
             migrations=[{"keys_moved": 2, "state_moved": 4.0, "pause_ms": 900.0, "bytes_moved": 2_500_000,
                          "pause_batches": 1, "detail": {"planned_interval": 1}}] if i == 3 else None))
     d = DashboardData(store).load(rid)
-    assert d["migrations"]["planned_interval"] == [None, None, None, 1]
+    assert d["migrations"]["interval"] == [0, 1, 2, 3] and d["migrations"]["state_moved"] == [0.0, 4.0, 0.0, 0.0]
+    assert d["migrations"]["imported"] == [None, 3, None, None]
     markers = F.time_figure("imbalance", d)["data"][4]
     assert list(markers["x"]) == [1]
     assert markers["text"][0].endswith("<br>2.5 MB of serialized state moved<br>tuples held 1 micro-batch (900 ms)")
+
+
+def test_a_migration_recorded_later_stacks_on_the_bar_of_the_interval_that_planned_it(store):
+    """The incremental refresh draws interval 1's bar (0) when interval 1 arrives; its migration, imported in
+    interval 3, comes as a further bar at 1, stacked on it (issue 26 item 10: the table's numbering)."""
+    rid = store.create_run("mixed", MIXED, n_workers=3)
+    for i in range(3):
+        store.record_interval(rid, IntervalRecord.from_parts(i, i, {"tuples": 60, "n_workers": 3}))
+    D = DashboardData(store)
+    d = D.load(rid)
+    assert d["migrations"]["interval"] == [0, 1, 2] and F.time_figure("migrations", d)["layout"]["barmode"] == "stack"
+    store.record_interval(rid, IntervalRecord.from_parts(3, 3, {"tuples": 60, "n_workers": 3}, migrations=[
+        {"keys_moved": 2, "state_moved": 4.0, "planned_interval": 1, "detail": {"reason": "rebalance"}}]))
+    cursor = {"run_id": rid, "last_interval": 2, "last_event_id": d["last_event_id"], "points": 3}
+    delta = D.load(rid, cursor)
+    assert delta["migrations"]["interval"] == [3, 1] and delta["migrations"]["state_moved"] == [0.0, 4.0]
+    ops = F.time_patch("migrations", delta).to_plotly_json()["operations"]
+    assert {tuple(o["location"]): o["params"]["value"] for o in ops}[("data", 0, "x")] == [3, 1]
+    assert delta["migration_rows"][0]["interval"] == 1 and delta["migration_rows"][0]["imported"] == 3

@@ -8,6 +8,7 @@ Missing Chromium or Playwright: skipped, or failed with the reason when ``CI`` i
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -65,25 +66,40 @@ def db(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(db):
+def browser():
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield b
+        b.close()
+
+
+@contextlib.contextmanager
+def _served(browser, url: str, figure: str):
+    """A page of the dashboard on the database at ``url``, once ``figure`` has drawn its first trace."""
     from werkzeug.serving import make_server
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    srv = make_server("127.0.0.1", 0, create_app(db).server, threaded=True)
+    srv = make_server("127.0.0.1", 0, create_app(url).server, threaded=True)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        pg = browser.new_page(viewport={"width": 1600, "height": 1000})
+    pg = browser.new_page(viewport={"width": 1600, "height": 1000})
+    try:
         pg.set_default_timeout(30_000)
         pg.goto(f"http://127.0.0.1:{srv.server_port}/")
-        pg.wait_for_function("() => { const g = document.querySelector('#fig-imbalance .js-plotly-plot');"
+        pg.wait_for_function(f"() => {{ const g = document.querySelector('#{figure} .js-plotly-plot');"
                              " return g && g.data && g.data.length && g.data[0].x.length > 0; }")
         yield pg
-        browser.close()
-    srv.shutdown()
-    thread.join(timeout=10)
-    srv.server_close()
+    finally:
+        pg.close()
+        srv.shutdown()
+        thread.join(timeout=10)
+        srv.server_close()
+
+
+@pytest.fixture(scope="module")
+def page(browser, db):
+    with _served(browser, db, "fig-imbalance") as pg:
+        yield pg
 
 
 def _select(page, dropdown: str, label_start: str) -> None:
@@ -176,3 +192,43 @@ def test_a_migration_is_numbered_by_the_interval_that_planned_it(page):
     expect(cells.nth(0)).to_have_text("8")
     expect(cells.nth(1)).to_have_text("10")
     expect(cells.nth(6)).to_have_text("0.25")
+
+
+@pytest.fixture(scope="module")
+def moves_page(browser, tmp_path_factory):
+    """The dashboard on a run recorded by the engine's driver step (tests/migration_run.py): interval 3
+    rebalances while a switch to llfd arrives (in effect from interval 4, which rebalances too)."""
+    from tests.migration_run import record_run
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('moves')}/db.sqlite"
+    _, _, rows = record_run(url)
+    with _served(browser, url, "fig-migrations") as pg:
+        yield pg, rows
+
+
+def test_one_move_one_interval_one_figure_on_a_recorded_run(moves_page):
+    """Item 10: the command applied at interval 4 and interval 4's rebalance are one move, #4, with the
+    state interval 4 moved and its figure (0.594), in the card, the table and the migration figure;
+    interval 3's rebalance, which left in the same export as the switch, stays #3 with its own."""
+    page, rows = moves_page
+    expect(page.locator("#commands")).to_contain_text("applied at interval 4")
+    expect(page.locator("#kpi-migration_cost .kpi-value")).to_have_text("0.594 · #4")
+    table = page.locator("#migration-table tbody tr")
+    first, second = table.nth(0).locator("td"), table.nth(1).locator("td")
+    expect(first.nth(0)).to_have_text("4")
+    expect(first.nth(3)).to_have_text("switch+rebalance")
+    expect(first.nth(5)).to_have_text(f"{rows[4]['state_moved']:,.0f}")  # 157,815
+    expect(first.nth(7)).to_have_text("0.594")
+    expect(second.nth(0)).to_have_text("3")
+    expect(second.nth(3)).to_have_text("rebalance")
+    expect(second.nth(5)).to_have_text(f"{rows[3]['state_moved']:,.0f}")  # 56,036
+    expect(second.nth(7)).to_have_text(f"{rows[3]['migration_cost']:.4g}")  # 0.2812
+    bars = _trace(page, "fig-migrations", "state moved")
+    moved = {}
+    for x, y in zip(bars["x"], bars["y"]):
+        moved[x] = moved.get(x, 0.0) + y
+    assert moved[4] == pytest.approx(rows[4]["state_moved"]) and moved[3] == pytest.approx(rows[3]["state_moved"])
+    # the rebalance markers give the move's figure too (not the rebalance's part of it, 0.1556)
+    marks = page.evaluate("""() => { const g = document.querySelector('#fig-imbalance .js-plotly-plot');
+        const t = g.data.find(t => t.name === 'rebalance'); return Object.fromEntries(t.x.map((x, i) => [x, t.text[i]])); }""")
+    assert "migration #4 cost 0.594" in marks["4"] and "migration #3 cost 0.2812" in marks["3"], marks

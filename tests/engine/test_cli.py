@@ -300,6 +300,15 @@ def test_simulate_saves_its_run_for_the_dashboard(tmp_path, capsys):
         series = DashboardData(store).run_series(r["run_id"])["series"]
         assert series["imbalance"] == pytest.approx([it["imbalance"] for it in r["intervals"]])
         assert series["tuples"] == [it["tuples"] for it in r["intervals"]]
+        # each migration row under the interval whose metric counts it, with its share of the metric
+        # (issue 26 item 10): the resize applied for interval 2 is 0.045 of interval 2's total state, not
+        # 0.0675 (of the state before interval 2 came in)
+        migs = store.migration_events(r["run_id"])
+        assert {m["planned_interval"] for m in migs} >= {2}
+        for it in r["intervals"]:
+            mine = [m for m in migs if m["planned_interval"] == it["interval"]]
+            assert sum(m["migration_cost"] for m in mine) == pytest.approx(it["migration_cost"]), it["interval"]
+            assert sum(m["state_moved"] for m in mine) == pytest.approx(it["state_moved"]), it["interval"]
     finally:
         store.close()
 

@@ -72,3 +72,40 @@ def test_control_status_prints_the_moves_interval_and_figure(db):
     assert out.returncode == 0, out.stderr
     line = next(x for x in out.stdout.splitlines() if x.startswith(f"#{cid} "))
     assert "applied at interval 8, migration cost 0.897" in line, out.stdout
+
+
+def test_a_recorded_run_gives_each_interval_its_own_moves_and_figure(tmp_path):
+    """A run recorded by the engine's driver step (tests/migration_run.py): the rebalance of interval 3
+    and the switch in effect from interval 4 leave in one export; interval 4's rebalance follows.
+    Each move holds exactly the state its interval's metric counts, its rows' figures sum to that
+    metric, and the command's interval ("applied at interval 4") is the switch's move.  Before the
+    rows were recorded per interval, the switch was listed under interval 3 (state 172,499 against
+    interval 3's figure 0.2812, which counts 56,036) and interval 4's move held 41,352 of its 157,815."""
+    from tests.migration_run import record_run
+
+    url = f"sqlite:///{tmp_path}/run.sqlite"
+    run, cid, rows = record_run(url)
+    store = connect(url)
+    try:
+        got = {m["interval"]: m for m in recent_moves(store, run)}
+        stored = store.migration_events(run)
+        (command,) = [c for c in store.recent_commands(5, run_id=run) if c["id"] == cid]
+    finally:
+        store.close()
+    moved = {r["interval"]: r for r in rows if r["state_moved"]}
+    assert sorted(got) == sorted(i for i in moved if i <= 4)  # interval 5's import lands in batch 7
+    for iv, move in got.items():
+        assert move["state_moved"] == pytest.approx(moved[iv]["state_moved"]), iv
+        assert move["migration_cost"] == pytest.approx(moved[iv]["migration_cost"]), iv
+        own = [m["migration_cost"] for m in stored if m["planned_interval"] == iv]
+        assert sum(own) == pytest.approx(move["migration_cost"]), iv  # the rows' shares sum to the metric
+    assert command["applied_interval"] == 4
+    assert "switch" in got[4]["reason"] and "switch" not in got[3]["reason"]
+    # the switch's row and interval 3's left in one export: its bytes are on interval 3's row
+    switch = next(m for m in stored if m["planned_interval"] == 4 and m["detail"]["reason"] == "switch")
+    assert switch["bytes_moved"] is None and switch["detail"]["bytes_with_interval"] == 3
+    assert cost_text(got[4]["migration_cost"]) == cost_text(rows[4]["migration_cost"]) == "0.594"
+    out = subprocess.run([sys.executable, "-m", "skewlab", "control", "--db", url, "status"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "applied at interval 4, migration cost 0.594" in out.stdout, out.stdout

@@ -195,6 +195,7 @@ def test_opening_a_version_1_database_upgrades_it_in_place(url):
         assert [(r["tuples"], r["state_bytes"]) for r in old] == [(20, None), (10, None)]
         (mig,) = store.migration_events(run["id"])
         assert (mig["keys_moved"], mig["bytes_moved"], mig["pause_batches"]) == (2, None, None)
+        assert mig["planned_interval"] == mig["interval"]  # schema 4's column, read for a row without it
         # and the new fields round-trip in the upgraded tables
         assert _full_interval(store, run["id"], 1, 1) is True
         new = store.worker_metrics(run["id"], interval=1)

@@ -279,7 +279,8 @@ def step(snapshot: DriverSnapshot, data: StepInput, settings: DriverSettings, *,
     workers_rows = worker_rows(
         np.bincount(u.workers, weights=u.counts, minlength=n)[:n], np.bincount(u.workers, minlength=n)[:n],
         row["worker_loads"], c.state.per_worker(n), state_bytes=worker_bytes, task_seconds=dict(data.task_seconds))
-    migrating, migrations = track_migrations(s.migrating, b, u.exports, latency_ms, data.wall, c.planner.name)
+    migrating, migrations = track_migrations(s.migrating, b, u.exports, latency_ms, data.wall, c.planner.name,
+                                                 (row["interval"], row["total_state"]))
     events = [*s.carry_events, *rebalance_events(c.events, row["interval"])]
     s = replace(s, migrating=migrating, consumed=consumed, worker_keys=worker_keys, worker_held=worker_held,
                 worker_bytes=worker_bytes, key_names=key_names, carry_events=(),
@@ -337,41 +338,74 @@ def next_route(s: DriverSnapshot, batch_id: int, settings: DriverSettings, *, wa
 
 
 def track_migrations(migrating: tuple[Mapping[str, Any], ...], batch_id: int, exports: tuple[ExportRef, ...],
-                     latency_ms: float, wall: float, algorithm: str
+                     latency_ms: float, wall: float, algorithm: str, closed: tuple[int, float] | None = None,
                      ) -> tuple[tuple[Mapping[str, Any], ...], list[dict[str, Any]]]:
     """Follow each migration through its batches: the export batch (the old workers' state leaves
     their tasks: bytes moved), then the import batch (the new workers merge it and release the held
     tuples).  Returns the migrations still in flight and the storage rows of those that completed
-    in ``batch_id`` (``algorithm``: the live one, for events that do not name theirs)."""
+    in ``batch_id`` (``algorithm``: the live one, for events that do not name theirs).
+
+    ``closed``: the interval the controller just closed and its total state — the moves of a command,
+    published before their interval closed, learn their interval's total then.  A completed
+    migration gives one row per interval its moves belong to (:attr:`MigrationEvent.interval
+    <skewlab.engine.control.controller.MigrationEvent>`: a rebalance of interval t and a command in
+    effect from t + 1 travel in one export when they are published together), each with
+    ``planned_interval`` and ``migration_cost`` = its state moved / that interval's total state, so
+    the rows of an interval sum to the interval's ``migration_cost`` (:mod:`skewlab.storage.moves`).
+    The export's bytes go on its first row (they cannot be told apart by interval), the hold on every
+    row (each row's keys were held that long)."""
     left: list[Mapping[str, Any]] = []
     done: list[dict[str, Any]] = []
     for m in migrating:
+        if closed is not None and any(e["interval"] == closed[0] and e.get("interval_total") is None
+                                      for e in m["events"]):
+            m = {**m, "events": [{**e, "interval_total": closed[1]}
+                                 if e["interval"] == closed[0] and e.get("interval_total") is None else e
+                                 for e in m["events"]]}
         if m["export_batch"] == batch_id:
             left.append({**m, "bytes_moved": sum(ref.bytes for ref in exports), "latency_export_ms": latency_ms,
                          "export_end": wall})
         elif m["export_batch"] < batch_id:
-            events = m["events"]
-            total = max((e["total_state"] for e in events), default=0.0)
-            moved = sum(e["state_moved"] for e in events)
-            done.append({  # the algorithm that planned it (a later switch may have replaced it since)
-                "algorithm": next((e["algorithm"] for e in events if e.get("algorithm")), algorithm),
-                "keys_moved": sum(e["keys"] for e in events),
-                "state_moved": moved,
-                "migration_cost": moved / total if total > 0 else 0.0,
-                "bytes_moved": m.get("bytes_moved", 0),
-                "pause_batches": batch_id - m["export_batch"],
-                "pause_ms": (wall - m["export_end"]) * 1000.0 if "export_end" in m else None,
-                "detail": {"reason": "+".join(dict.fromkeys(e["reason"] for e in events)),
-                           "planned_interval": events[0]["interval"], "export_batch": m["export_batch"],
-                           "import_batch": batch_id, "latency_before_ms": m["latency_before_ms"],
-                           "latency_plan_ms": m.get("latency_plan_ms"),
-                           "moves": [{"reason": e["reason"], "interval": e["interval"], "keys": e["keys"],
-                                      "state_moved": e["state_moved"]} for e in events],
-                           "latency_export_ms": m.get("latency_export_ms"), "latency_import_ms": latency_ms},
-            })
+            by_interval: dict[int, list[Mapping[str, Any]]] = {}
+            for e in m["events"]:
+                by_interval.setdefault(int(e["interval"]), []).append(e)
+            first = min(by_interval)
+            for interval, events in sorted(by_interval.items()):
+                done.append(_migration_row(m, events, interval, batch_id, wall, latency_ms, algorithm,
+                                           m.get("bytes_moved", 0) if interval == first else None, first))
         else:
             left.append(m)
     return tuple(left), done
+
+
+def _migration_row(m: Mapping[str, Any], events: list[Mapping[str, Any]], interval: int, batch_id: int,
+                   wall: float, latency_ms: float, algorithm: str, bytes_moved: int | None, first: int
+                   ) -> dict[str, Any]:
+    """The storage row of the moves ``events`` of interval ``interval`` in the migration ``m`` that
+    completed in ``batch_id`` (:func:`track_migrations`)."""
+    moved = sum(e["state_moved"] for e in events)
+    # the interval's total state (a move published before an upgrade may lack it: the state when it ran)
+    total = next((e["interval_total"] for e in events if e.get("interval_total") is not None),
+                 max((e["total_state"] for e in events), default=0.0))
+    detail = {"reason": "+".join(dict.fromkeys(e["reason"] for e in events)), "planned_interval": interval,
+              "export_batch": m["export_batch"], "import_batch": batch_id,
+              "latency_before_ms": m["latency_before_ms"], "latency_plan_ms": m.get("latency_plan_ms"),
+              "moves": [{"reason": e["reason"], "interval": e["interval"], "keys": e["keys"],
+                         "state_moved": e["state_moved"]} for e in events],
+              "latency_export_ms": m.get("latency_export_ms"), "latency_import_ms": latency_ms}
+    if bytes_moved is None:  # the export also carried the moves of interval ``first``: its bytes are there
+        detail["bytes_with_interval"] = first
+    return {  # the algorithm that planned it (a later switch may have replaced it since)
+        "algorithm": next((e["algorithm"] for e in events if e.get("algorithm")), algorithm),
+        "keys_moved": sum(e["keys"] for e in events),
+        "state_moved": moved,
+        "migration_cost": moved / total if total > 0 else 0.0,
+        "planned_interval": interval,
+        "bytes_moved": bytes_moved,
+        "pause_batches": batch_id - m["export_batch"],
+        "pause_ms": (wall - m["export_end"]) * 1000.0 if "export_end" in m else None,
+        "detail": detail,
+    }
 
 
 def apply_commands(s: DriverSnapshot, commands: tuple[Mapping[str, Any], ...] | None, batch_id: int,
