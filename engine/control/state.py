@@ -431,10 +431,10 @@ class KeyedWindowState:
         order = np.argsort(key_ids, kind="stable")
         sk, st = key_ids[order], targets[order]
         moved_units = 0.0
-        moved_keys: list[np.ndarray] = []
-        new_slots: deque[tuple[np.ndarray, np.ndarray]] = deque()
-        new_packed: deque[tuple | None] = deque()
-        for (codes, counts), packed in zip(self.slots, self._packed):
+        # which of the (sorted) moved keys had state elsewhere in some slot: a mask, not a list of every
+        # slot's moved keys to concatenate and sort (at 1e6 keys that list was the move's memory peak)
+        had_state = np.zeros(sk.size, dtype=bool)
+        for i, (codes, counts) in enumerate(self.slots):
             keys, workers = decode(codes)
             pos = np.searchsorted(sk, keys)
             pos[pos == sk.size] = 0
@@ -444,16 +444,13 @@ class KeyedWindowState:
             changed = new_workers != workers
             if changed.any():
                 moved_units += float(counts[changed].sum())
-                moved_keys.append(keys[changed])
-                codes, counts = _regroup(keys, new_workers, counts, WORKER_BITS)
-                packed = None
-            new_slots.append((codes, counts))
-            new_packed.append(packed)
-        self.slots = new_slots
-        self._packed = new_packed
-        if moved_keys:
+                had_state[pos[changed]] = True
+                # slot by slot in place: the old slot is freed before the next one is regrouped
+                self.slots[i] = _regroup(keys, new_workers, counts, WORKER_BITS)
+                self._packed[i] = None
+        n_keys = int(np.count_nonzero(had_state))
+        if n_keys:
             self._merged = self._presence = None
-        n_keys = int(np.unique(np.concatenate(moved_keys)).size) if moved_keys else 0
         return moved_units, n_keys
 
     # ------------------------------------------------------------------ reads
