@@ -13,9 +13,10 @@ insert the value as a bin of count 1 (a ``bisect`` into the key's sorted centroi
 centroid only adds to its count) and, once the key has more than :attr:`LatencyHistogram.bins` bins,
 find the two closest adjacent centroids by a linear scan of the bins' gaps and replace them by their
 count-weighted mean — as Hive's ``NumericHistogram`` does per value.  That is O(bins) per tuple; at
-``bins = 200`` (p99 needs bins much finer than 1 % of a key's values) it costs ~10 µs per tuple of a
-key whose histogram is full (``python examples/latency_histogram.py`` times it), several times the
-engine's own per-tuple cost on a worker.  Most tuples are such tuples under skew: the hot keys fill
+``bins = 200`` (p99 needs bins much finer than 1 % of a key's values) it costs 13–22 µs per tuple of
+a key whose histogram is full on the shared 2-core VM under load 3–5 (``python
+examples/latency_histogram.py`` times it), several times the engine's own per-tuple cost on a worker
+(docs/results.md, "Balancing with a real operator: a streaming histogram").  Most tuples are such tuples under skew: the hot keys fill
 their histograms first.  The operator does not combine in the source scan
 (:attr:`~skewlab.engine.operators.KeyedOperator.combined` is ``None``): the histogram's work stays on
 the workers, where the grouping balances it.
