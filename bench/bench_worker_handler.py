@@ -37,7 +37,7 @@ from skewlab.bench.bench_driver import GroupStateStandIn, Stream  # noqa: E402
 from skewlab.engine.algorithms import registry  # noqa: E402
 from skewlab.engine.operators import load_operator  # noqa: E402
 from skewlab.engine.runtimes.spark.operator import make_handler  # noqa: E402
-from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, combiner_bytes, make_router  # noqa: E402
+from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, make_router  # noqa: E402
 
 #: phase -> (file suffix, function name) whose cumulative time is the phase's
 PHASES = {
@@ -92,11 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     prof = cProfile.Profile()
     scan_s, handler_s, rows_in = [], [], []
     busiest = None
+    combiner = op if args.combiner == "on" and op.combined is not None else None  # the query's, once
     for b in range(args.batches):
         ids = stream.batch(b, args.tuples)
         control = {w: {"type": "control", "batch": b, "exports": {}, "expect": []} for w in range(P)}
-        snap = RoutingSnapshot(b, router, P, control, {}, values="field" if op.needs_value else "none",
-                               combiner=combiner_bytes(op) if args.combiner == "on" else None)
+        snap = RoutingSnapshot(b, router, P, control, {}, values="field" if op.needs_value else "none")
         data = snap.dumps()
         per = -(-ids.size // args.sources)
         t0 = time.perf_counter()
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             if op.needs_value:
                 cols.append(pa.array(rng.random(sel.size)))
                 names.append("value")
-            parts.extend(make_router(data, lead=s == 0)(iter([pa.RecordBatch.from_arrays(cols, names=names)])))
+            parts.extend(make_router(data, lead=s == 0, combiner=combiner)(iter([pa.RecordBatch.from_arrays(cols, names=names)])))
         routed = pa.Table.from_batches(parts)
         t1 = time.perf_counter()
         wcol = routed.column("worker").to_numpy()

@@ -2,7 +2,9 @@
 rows (:meth:`KeyedOperator.pre_aggregate` per source partition, then
 :meth:`KeyedOperator.partials_combined`) the partial states of its tuples; the router's combined rows
 through the worker's handler give the same statistics (per-key tuple counts) and the same sink rows as
-a row per tuple; the loader refuses an operator that declares combined rows without their methods."""
+a row per tuple; the combiner is a query setting (a file the sources read once per process), not a
+field of every batch's routing snapshot, and a snapshot of an older checkpoint that carries it still
+combines; the loader refuses an operator that declares combined rows without their methods."""
 
 from __future__ import annotations
 
@@ -52,8 +54,7 @@ def test_partials_of_combined_rows_equal_the_partials_of_the_tuples(name):
     assert got == op.partials(codes, keys, values if op.needs_value else None)
 
 
-def _routed(op, combine: bool, algorithm: str) -> pa.Table:
-    g = registry.create(algorithm, 3)
+def _batches() -> list[pa.RecordBatch]:
     rng = np.random.default_rng(5)
     batches = []
     for start in (0, 700):  # two record batches of one partition
@@ -62,10 +63,48 @@ def _routed(op, combine: bool, algorithm: str) -> pa.Table:
             [pa.array(keys), pa.array([0] * 700, pa.int32()), pa.array(range(start, start + 700), pa.int64()),
              pa.nulls(700, pa.string()), pa.array(rng.integers(0, 1000, 700).astype(np.float64))],
             names=["key", "source", "seq", "error", "value"]))
+    return batches
+
+
+def _snapshot(op, algorithm: str) -> RoutingSnapshot:
     control = {w: ControlOrder(0) for w in range(3)}
-    snap = RoutingSnapshot(0, g.router, 3, control, {}, values="field" if op.needs_value else "none",
-                           combiner=combiner_bytes(op) if combine else None)
-    return pa.Table.from_batches(list(make_router(snap.dumps(), lead=True)(iter(batches))))
+    return RoutingSnapshot(0, registry.create(algorithm, 3).router, 3, control, {},
+                           values="field" if op.needs_value else "none")
+
+
+def _routed(op, combine: bool, algorithm: str) -> pa.Table:
+    snap = _snapshot(op, algorithm)
+    return pa.Table.from_batches(list(make_router(snap.dumps(), lead=True, combiner=op if combine else None)(iter(_batches()))))
+
+
+def test_the_combiner_reaches_the_sources_once_per_query_not_in_each_snapshot(tmp_path):
+    """The engine writes the combiner once (``route_combiner``); the sources route with it, unpickled
+    once per process; the published snapshot holds no operator bytes.  A snapshot published before
+    (a ``combiner`` attribute of operator bytes) still combines its batch when replayed."""
+    from skewlab.engine.runtimes.spark import sources as S
+
+    op = BUILTINS["mean"]()
+    files = S.RouteFiles(tmp_path)
+    name = files.publish_combiner(combiner_bytes(op))
+    assert name == files.publish_combiner(combiner_bytes(op))  # named by its content
+    files.publish(0, _snapshot(op, "hash").dumps())
+    route = files.read(0)
+    assert "combiner" not in vars(RoutingSnapshot.loads(route))
+    reader = S._route_files({"route_dir": str(tmp_path), "route_combiner": name})
+    assert reader.combiner_operator() is reader.combiner_operator()  # unpickled once per process
+
+    def data(batches) -> pa.Table:  # the data rows (side rows carry timings)
+        t = pa.Table.from_batches(list(batches))
+        return t.filter(pa.compute.less(t.column("worker"), 3))
+
+    via_source = data(S._routed(route, iter(_batches()), True, reader))
+    expected = data(_routed(op, True, "hash").to_batches())
+    assert via_source.equals(expected) and sum(via_source.column("tuples").to_pylist()) == 1400
+    plain = S._routed(route, iter(_batches()), True, S._route_files({"route_dir": str(tmp_path), "route_combiner": ""}))
+    assert data(plain).num_rows == 1400  # no combiner: a row per tuple
+    old = _snapshot(op, "hash")
+    old.combiner = combiner_bytes(op)  # as published before the combiner became a query setting
+    assert data(make_router(old.dumps(), lead=True)(iter(_batches()))).equals(expected)
 
 
 @pytest.mark.parametrize("name, algorithm", [("count", "hash"), ("mean", "dchoices"), ("min", "pkg")])

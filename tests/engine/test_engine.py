@@ -321,8 +321,7 @@ def test_sources_route_with_the_snapshot_published_for_the_batch(spark, tmp_path
     bad = SparkEngine(gen_cfg(tmp_path, shadow=[], max_batches=2), log=lambda m: None)
     bad._publish_route = lambda b: bad.routes.publish(
         b, RoutingSnapshot(b - 1, bad.controller.planner.router, bad.partitions,
-                           control_payloads(bad.snapshot.next_orders, bad.controller.vocab.fps, {0, 1, 2}, bad.partitions, batch=b - 1),
-                           combiner=bad.settings.combiner).dumps())
+                           control_payloads(bad.snapshot.next_orders, bad.controller.vocab.fps, {0, 1, 2}, bad.partitions, batch=b - 1)).dumps())
     # the workers refuse it (their state is past that batch) before the driver would
     with pytest.raises(RuntimeError, match=r"routing snapshot of batch \d+, but this worker's state is already at"):
         bad.run()

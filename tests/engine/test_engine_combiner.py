@@ -3,7 +3,8 @@ engine: for every built-in operator that combines, a run with it and a run witho
 (``EngineConfig.combine``) write the same (batch, key) results, equal to the windowed aggregate
 recomputed in plain Python from the generator's keys and seeded values over Spark's offset log, through
 a split-key grouping (dchoices) and a migration (the switch to the single-owner rebalancer ``mixed``);
-the per-worker tuple counts the driver records are the tuples', not the combined rows'."""
+the per-worker tuple counts the driver records are the tuples', not the combined rows'; the combiner
+is written once for the query (``route_combiner``), not carried by the routing snapshots."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ pytest.importorskip("pyspark")
 
 from skewlab.engine.runtimes.spark import sources as S  # noqa: E402
 from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine  # noqa: E402
+from skewlab.engine.runtimes.spark.topology import RoutingSnapshot  # noqa: E402
 from skewlab.storage import connect  # noqa: E402
 from tests.engine_helpers import generator_keys_of  # noqa: E402
 from tests.spark_truth import committed_ranges  # noqa: E402
@@ -41,6 +43,10 @@ def _run(tmp_path, operator: str, combine: bool):
 
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
     assert engine.run() == 0 and engine.shares_split
+    # the combiner is written once for the query, not carried by the batches' routing snapshots
+    snap = RoutingSnapshot.loads(engine.routes.read(engine.routes.next_version()))
+    assert "combiner" not in vars(snap)
+    assert len(list((tmp_path / "ckpt" / "routes").glob("combiner-*.pkl"))) == (1 if combine else 0)
     assert engine.controller.migrations, "the switch to mixed moved no key"
     t = engine.results.read().to_pydict()
     cols = [c for c in t if c not in ("batch", "key", "shares")]

@@ -125,8 +125,6 @@ class DriverSettings:
     #: what routed rows carry as value (:data:`skewlab.engine.runtimes.spark.topology.VALUE_KINDS`)
     values: str = "none"
     top_k: int = 10
-    #: the operator pickled for the source tasks' combiner (:func:`skewlab.engine.runtimes.spark.topology.combiner_bytes`), or None
-    combiner: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -331,7 +329,7 @@ def next_route(s: DriverSnapshot, batch_id: int, settings: DriverSettings, *, wa
                                batch=batch_id, split=split)
     imports = {w: list(refs) for w, refs in s.next_imports.items()}
     route = RouteDecision(RoutingSnapshot(batch_id, c.planner.router, s.partitions, control, imports,
-                                          values=settings.values, combiner=settings.combiner),
+                                          values=settings.values),
                           flush=bool(imports or orders[0].size))
     return replace(s, next_orders=orders, migrations_seen=len(c.migrations), migrating=tuple(migrating),
                    shares_split=split), route

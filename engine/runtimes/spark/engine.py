@@ -691,8 +691,6 @@ class SparkEngine:
         fmt, opts = self.cfg.source_options()
         opts["route_dir"] = str(self.routes.dir)  # the sources route (skewlab.engine.runtimes.spark.sources)
         opts["route_values"] = self.cfg.value_kind(self.operator)  # each tuple's value, for the operator
-        if self.cfg.combine and self.operator.combined is not None:
-            opts["route_combined"] = combined_schema(self.operator)  # a row per (key, worker) of a source task
         P = self.partitions
         configure_state_store(spark, P)
         module = sys.modules.get(type(self.operator).__module__)
@@ -702,8 +700,11 @@ class SparkEngine:
             from pyspark import cloudpickle
 
             cloudpickle.register_pickle_by_value(module)
-        self.settings = replace(  # after the registration: a user's combiner pickles by value
-            self.settings, combiner=combiner_bytes(self.operator) if self.cfg.combine else None)
+        if self.cfg.combine and self.operator.combined is not None:
+            opts["route_combined"] = combined_schema(self.operator)  # a row per (key, worker) of a source task
+            # the operator the source tasks combine with, once per query (not in each batch's snapshot);
+            # after the registration above: a user's combiner pickles by value
+            opts["route_combiner"] = self.routes.publish_combiner(combiner_bytes(self.operator))
         self._publish_route(self.last_batch + 1)
         labels = F.array(*[F.lit(v) for v in worker_labels(P)])
         routed = spark.readStream.format(fmt).options(**opts).load()

@@ -36,7 +36,10 @@ et al. Sec. II), and emits :data:`skewlab.engine.runtimes.spark.topology.ROUTED_
 ``route_combined``, the combined rows of :func:`~skewlab.engine.runtimes.spark.topology.combined_schema`).  The routing
 snapshot of batch ``v`` is the file ``route-<v>.snap`` named in ``route_dir/NEXT``
 (:class:`RouteFiles`); ``route_values`` (``none`` | ``seq`` | ``field``) names the value routed rows carry
-(:data:`~skewlab.engine.runtimes.spark.topology.VALUE_KINDS`); ``latestOffset`` records ``v`` in the batch's end offset, so a replayed batch
+(:data:`~skewlab.engine.runtimes.spark.topology.VALUE_KINDS`); ``route_combiner`` names the file in ``route_dir``
+of the operator whose rows the routing combines, fixed for the query's life: written once when the query
+starts (:meth:`RouteFiles.publish_combiner`) and read once per executor process
+(:meth:`RouteFiles.combiner_operator`), not carried by every batch's snapshot; ``latestOffset`` records ``v`` in the batch's end offset, so a replayed batch
 uses the snapshot it was planned with.  Executor-side caches (the generator's iterator, the file's
 parsed keys) live across micro-batches in reused Python workers.  Details of each of these
 mechanisms: docs/design-notes.md, "engine/runtimes/spark/sources.py".
@@ -49,6 +52,7 @@ and parses them with :func:`source_options`, with the CLI's ranges and one-line 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import re
@@ -175,9 +179,24 @@ class RouteFiles:
     NEXT = "NEXT"
     FLUSH = "FLUSH"
 
-    def __init__(self, directory: str | os.PathLike, keep: int = 4) -> None:
+    def __init__(self, directory: str | os.PathLike, keep: int = 4, combiner: str = "") -> None:
         self.dir = filesystems.resolve(directory)
         self.keep = max(int(keep), 2)
+        #: the file in ``dir`` of the query's pickled combiner (option ``route_combiner``), ``""``: none
+        self.combiner = combiner
+
+    def publish_combiner(self, data: bytes) -> str:
+        """Write the query's combiner (the operator pickled for the source tasks,
+        :func:`skewlab.engine.runtimes.spark.topology.combiner_bytes`) once, under a name of its content
+        (so a process's cache of it can never be stale); returns the name, the ``route_combiner`` option."""
+        name = f"combiner-{hashlib.sha256(data).hexdigest()[:20]}.pkl"
+        filesystems.makedirs(self.dir)
+        filesystems.write_bytes(filesystems.join(self.dir, name), data)
+        return name
+
+    def combiner_operator(self) -> Any:
+        """The query's combiner operator (:attr:`combiner`), unpickled once per process; ``None``: none."""
+        return _load_combiner(filesystems.join(self.dir, self.combiner)) if self.combiner else None
 
     def path(self, version: int) -> str:
         return filesystems.join(self.dir, f"route-{int(version)}.snap")
@@ -228,9 +247,17 @@ class RouteFiles:
                              "directory was changed or pruned while a batch was pending") from None
 
 
+@functools.lru_cache(maxsize=8)
+def _load_combiner(path: str) -> Any:
+    """The combiner written by :meth:`RouteFiles.publish_combiner` (its name is its content's hash)."""
+    import pickle
+
+    return pickle.loads(filesystems.read_bytes(path))
+
+
 def _route_files(options: Mapping[str, Any]) -> RouteFiles | None:
     route_dir = options["route_dir"]
-    return RouteFiles(route_dir) if route_dir else None
+    return RouteFiles(route_dir, combiner=options["route_combiner"]) if route_dir else None
 
 
 def _with_route(routes: RouteFiles | None, out: dict, start: Mapping[str, Any] | None) -> dict:
@@ -270,15 +297,18 @@ def _snapshot_for(routes: RouteFiles | None, end: Mapping[str, Any]) -> bytes | 
     return routes.read(int(end[ROUTE_FIELD]))
 
 
-def _routed(route: bytes | None, batches: Iterator[pa.RecordBatch], lead: bool = False) -> Iterator[pa.RecordBatch]:
+def _routed(route: bytes | None, batches: Iterator[pa.RecordBatch], lead: bool = False,
+            routes: RouteFiles | None = None) -> Iterator[pa.RecordBatch]:
     """``batches`` as they are, or routed by the snapshot ``route`` (:func:`make_router`; the ``lead``
-    partition of a batch also emits its control and import rows)."""
+    partition of a batch also emits its control and import rows), combined by the query's combiner
+    (``routes``: :meth:`RouteFiles.combiner_operator`)."""
     if route is None:
         yield from batches
         return
     from skewlab.engine.runtimes.spark.topology import make_router
 
-    yield from make_router(route, lead=lead)(batches)
+    combiner = routes.combiner_operator() if routes is not None else None
+    yield from make_router(route, lead=lead, combiner=combiner)(batches)
 
 
 # ============================================================================ shared helpers
@@ -288,6 +318,8 @@ _ROUTE_OPTIONS = (
           "or its value field", choices=("none", "seq", "field")),
     Param("route_combined", "str", "", "DDL of the combined rows the routing emits for an operator that combines "
           "(topology.combined_schema; set by the engine); empty: a row per tuple"),
+    Param("route_combiner", "str", "", "file in route_dir of the pickled operator whose rows the routing combines "
+          "(RouteFiles.publish_combiner; set by the engine); empty: none"),
 )
 #: Options of ``skewlab-generator`` (see :class:`GeneratorDataSource`); run settings from :mod:`skewlab.engine.config.settings`.
 GENERATOR_OPTIONS: tuple[Param, ...] = (
@@ -659,7 +691,7 @@ class _PacedRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     routes: RouteFiles | None = None
 
     def read(self, partition: _RangePartition) -> Iterator[pa.RecordBatch]:
-        return _routed(partition.route, self._records(partition), partition.lead)
+        return _routed(partition.route, self._records(partition), partition.lead, self.routes)
 
     def initialOffset(self) -> dict:
         return _encode_offsets([0] * self.instances)
@@ -1100,7 +1132,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         tp = TopicPartition(topic, partition.kpart)
         consumer.assign([tp])
         try:
-            yield from _routed(partition.route, self._read_range(consumer, tp, partition), partition.lead)
+            yield from _routed(partition.route, self._read_range(consumer, tp, partition), partition.lead, self.routes)
         finally:
             consumer.unsubscribe()  # drop prefetched records; the worker's next task reassigns
 

@@ -18,7 +18,8 @@ batch's migration orders and references to the state blobs to import) and publis
    (:class:`~skewlab.engine.runtimes.spark.messages.SourceSide`,
    :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder`,
    :class:`~skewlab.engine.runtimes.spark.messages.ImportOrder`) in its ``key``.  Only ``(key, worker)`` leaves the scan (:data:`ROUTED_SCHEMA`) — or, for an operator that
-   combines (:attr:`skewlab.engine.operators.KeyedOperator.combined`, snapshot field ``combiner``),
+   combines (:attr:`skewlab.engine.operators.KeyedOperator.combined`; the query's combiner, passed once
+   per query, not in the snapshot: source option ``route_combiner``),
    one *combined row* per (key, worker) of the partition: ``key, worker, tuples`` and the operator's
    pre-aggregate of the tuples' values (:func:`combined_schema`), so the shuffle carries a row per
    distinct key of a partition instead of a row per tuple.  (Routing in a
@@ -96,8 +97,10 @@ class RoutingSnapshot:
     #: :data:`ROUTED_VALUES_SCHEMA`), ``field`` (the record's value: :data:`ROUTED_FIELD_SCHEMA`), ``none``
     #: (snapshots of older runs hold ``True``/``False``, which mean ``seq``/``none``)
     values: str | bool = "none"
-    #: the operator whose rows the source combines (:func:`combiner_bytes`), ``None``: a row per tuple
-    combiner: bytes | None = None
+    # The operator whose rows the source combines is fixed for the query's life and reaches the
+    # source tasks once (make_router's ``combiner``), not in every batch's snapshot.  Snapshots
+    # published before that carry it as the attribute ``combiner`` (pickled operator bytes, or None);
+    # make_router still uses it when the query gives none, so such a batch replays as it was planned.
 
     def dumps(self) -> bytes:
         return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
@@ -193,7 +196,8 @@ def _control_order(order: ControlOrder | dict[str, Any], batch: int) -> ControlO
                         np.asarray(order.get("expect", ()), np.uint64), bool(order.get("split")))
 
 
-def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = False) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = False,
+                combiner: Any = None) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Router of one input partition, applied by the source scan to its record batches (a
     ``mapInArrow``-style function; output :data:`ROUTED_SCHEMA`).
 
@@ -209,9 +213,12 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
     per worker of ``snapshot.control`` (its :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder`)
     and one *import row* per reference of ``snapshot.imports`` (an
     :class:`~skewlab.engine.runtimes.spark.messages.ImportOrder`).
-    With ``snapshot.combiner``, the data rows are combined per (key, worker) over the whole partition
-    (:func:`_combine_rows`, :func:`combined_schema`) and leave after its last record batch; special
-    rows have NULL ``tuples`` and combined columns.
+    With ``combiner`` (the query's operator that combines, unpickled once per process by the source:
+    :meth:`skewlab.engine.runtimes.spark.sources.RouteFiles.combiner_operator`; or, for a snapshot
+    published before the combiner became a query setting, the operator bytes it carries), the data
+    rows are combined per (key, worker) over the whole partition (:func:`_combine_rows`,
+    :func:`combined_schema`) and leave after its last record batch; special rows have NULL ``tuples``
+    and combined columns.
     """
 
     def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -221,7 +228,9 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
         router = snap.router
         n = router.n_workers
         base = snap.partitions or n
-        combiner = pickle.loads(snap.combiner) if getattr(snap, "combiner", None) else None
+        combining = combiner
+        if combining is None and getattr(snap, "combiner", None):  # a snapshot of an older checkpoint
+            combining = pickle.loads(snap.combiner)
         pending: tuple[list[pa.Array], list[np.ndarray], list[np.ndarray]] = ([], [], [])
         side: dict[int, dict[str, Any]] = {}
 
@@ -282,10 +291,10 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
                     t1 = time.perf_counter()
                     workers[sel] = router.route(fps[sel], s % router.n_sources)
                     side[s]["route_seconds"] += time.perf_counter() - t1
-            if combiner is not None:
+            if combining is not None:
                 pending[0].append(keys)
                 pending[1].append(workers)
-                if combiner.needs_value:
+                if combining.needs_value:
                     pending[2].append(rb.column("value").to_numpy(zero_copy_only=False).astype(np.float64, copy=False))
                 continue
             cols, names_out = [keys, pa.array(workers, type=pa.int32())], ["key", "worker"]
@@ -294,7 +303,7 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
                 names_out.append("value")
             yield pa.RecordBatch.from_arrays(cols, names=names_out)
         if pending[0]:
-            yield _combine_rows(combiner, n, *pending)
+            yield _combine_rows(combining, n, *pending)
         special: list[tuple[str, int]] = []
         for s in sorted(side):
             info = side[s]
@@ -310,10 +319,10 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
         if special:
             cols = [pa.array([k for k, _ in special], pa.string()), pa.array([w for _, w in special], pa.int32())]
             names_out = ["key", "worker"]
-            if combiner is not None:
+            if combining is not None:
                 cols.append(pa.nulls(len(special), pa.int64()))
                 names_out.append("tuples")
-                for name, typ in combiner.combined:
+                for name, typ in combining.combined:
                     cols.append(pa.nulls(len(special), typ))
                     names_out.append(name)
             elif carry != "none":
