@@ -460,8 +460,8 @@ def _markdown(sec, routing, plans, spark, store, S) -> str:
                 slope = float(np.polyfit(np.log([x["keys"] for x in sel]), np.log([x["plan_seconds"] for x in sel]), 1)[0])
             r_last = next((x for x in plans if x["algorithm"] == name and x["keys"] == ks[-1] and x.get("workers") == n), {})
             rows.append([name] + cells + [slope, r_last.get("imbalance_after"), r_last.get("feasible")])
-        parts.append(f"**Plan time (s), n = {n}** — `growth` = log-log slope vs K; imbalance/feasible of the largest K\n\n"
-                     + md_table(["algorithm"] + [f"K={k:,}" for k in ks] + ["growth", "imbalance after", "feasible"], rows))
+        parts.append(f"**Plan time (s), n = {n}** — `growth` = log-log slope vs K; plan's own imbalance (max/mean − 1 of the snapshot it was made from: one snapshot, no next interval to route) and feasibility of the largest K\n\n"
+                     + md_table(["algorithm"] + [f"K={k:,}" for k in ks] + ["growth", "plan's own imbalance", "feasible"], rows))
     if spark.get("baseline"):
         cfg = spark["config"]
         rows = [["applyInPandasWithState by key (baseline, first)", spark["baseline"]["tuples_per_second"] / 1e3, 1.0, None]]
