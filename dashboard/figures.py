@@ -283,6 +283,8 @@ def event_label(ev: Mapping[str, Any]) -> tuple[str, str]:
     if kind == "algorithm":
         label = f"→ {d.get('algorithm', '?')}"
         hover = f"interval {ev.get('interval')}: algorithm {ev.get('previous') or d.get('previous', '?')} → {d.get('algorithm')}"
+        if d.get("reason"):  # the engine's own switch (no command): while / once its kernels are compiled
+            hover += f" ({d['reason']})"
     elif kind == "params":
         changed = ev.get("changed") or {}
         label = ", ".join(f"{'θmax' if k == 'theta_max' else k}={_fmt(v)}" for k, v in list(changed.items())[:2]) or "params"

@@ -810,3 +810,14 @@ def test_form_refuses_a_split_key_switch_for_a_non_mergeable_operator(store):
     assert "submitted" in _apply_form(client, user, {}, algo="hash").get_data(as_text=True)
     assert "submitted" in _apply_form(client, counting, {}, algo="pkg").get_data(as_text=True)
     assert [c["payload"]["algorithm"] for c in store.recent_commands(10)] == ["pkg", "hash"]
+
+
+def test_the_engines_own_switch_says_why_in_its_hover():
+    """The interim hash routing of a new run on a cold cache and the switch to its grouping (no
+    command): the hover names the reason the engine recorded, and no command number."""
+    ev = {"kind": "algorithm", "interval": 0, "command_id": None,
+          "detail": {"previous": "wchoices", "algorithm": "hash", "reason": "the routing kernels of wchoices are compiling"}}
+    label, hover = F.event_label(ev)
+    assert label == "→ hash" and hover.endswith("wchoices → hash (the routing kernels of wchoices are compiling)")
+    _, by_command = F.event_label({**ev, "command_id": 3, "detail": {"previous": "hash", "algorithm": "mixed"}})
+    assert by_command.endswith("hash → mixed (command #3)")
