@@ -7,8 +7,8 @@ the merge stage, whose split-key sink held one row per worker share), in one run
 
 Usage::
 
-    git archive <rev> | tar -x -C /tmp/skewlab-old          # the older tree, once
-    python bench/bench_merge.py --baseline-src /tmp/skewlab-old [--rounds 2] [--per-batch 200000]
+    git archive <rev> | tar -x -C ../skewlab-old          # the older tree, once
+    python bench/bench_merge.py --baseline-src ../skewlab-old [--rounds 2] [--per-batch 200000]
         [--batches 4] [--warmup 2] [--workers 8] [--keys 100000] [--zipf 1.2] [--window 10]
         [--master local[2]] [--json PATH|-]
 
