@@ -14,8 +14,10 @@ operator's pair probe.  The cache
 lives where numba puts it (``__pycache__`` beside the sources, or ``$NUMBA_CACHE_DIR``).
 
 ``python3 -m skewlab.engine.cli.warmup NAME ...`` compiles only the named groupings, in that order, and
-prints ``ready NAME`` on stdout as each one is in the cache; after the first it lowers its own priority
-(``nice`` 10).  The Spark engine runs it in the background at start, the live grouping first, and
+prints ``ready NAME`` on stdout as each one is in the cache — and ``compiling NAME`` before it, at the
+first kernel of NAME that numba really compiles (its ``numba:compile`` event: a kernel loaded from the
+cache sends none), so a reader knows early whether NAME is cached; after the first name it lowers its
+own priority (``nice`` 10).  The Spark engine runs it in the background at start, the live grouping first, and
 lets each shadow grouping join when its line arrives
 (:mod:`skewlab.engine.runtimes.background_warmup`).
 """
@@ -25,7 +27,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Sequence
+from typing import Any, Sequence
 
 __all__ = ["main", "warm_up"]
 
@@ -45,7 +47,10 @@ def warm_up(progress: bool = False, names: Sequence[str] | None = None, ready_li
     started = time.monotonic()
     only = names is not None
     names = list(names) if only else registry.names()
+    announce = _CompileAnnouncer() if ready_lines else None
     for i, name in enumerate(names, start=1):
+        if announce is not None:
+            announce.current = name
         if progress:
             print(f"\rcompiling routing kernels: {name} ({i}/{len(names)})\033[K", end="", file=sys.stderr, flush=True)
         for workers, z in _SETTINGS:
@@ -60,6 +65,8 @@ def warm_up(progress: bool = False, names: Sequence[str] | None = None, ready_li
             _engine_kernels()
         if ready_lines:
             print(f"ready {name}", flush=True)
+            if announce is not None:
+                announce.current = None
         if only and i == 1 and hasattr(os, "nice"):
             os.nice(10)  # the rest (shadows) yields the CPU to the engine's batches
     if not only:
@@ -67,6 +74,29 @@ def warm_up(progress: bool = False, names: Sequence[str] | None = None, ready_li
     if progress:
         print("\r\033[K", end="", file=sys.stderr, flush=True)
     return time.monotonic() - started
+
+
+class _CompileAnnouncer:
+    """Prints ``compiling NAME`` once, at the first real numba compilation while ``current`` is NAME."""
+
+    def __init__(self) -> None:
+        from numba.core import event
+
+        self.current: str | None = None
+        self._said: set[str] = set()
+        announcer = self
+
+        class _Listener(event.Listener):
+            def on_start(self, ev: Any) -> None:
+                name = announcer.current
+                if name is not None and name not in announcer._said:
+                    announcer._said.add(name)
+                    print(f"compiling {name}", flush=True)
+
+            def on_end(self, ev: Any) -> None:
+                pass
+
+        event.register("numba:compile", _Listener())
 
 
 def _engine_kernels() -> None:

@@ -6,7 +6,8 @@ Spark engine's first batch would compile the live grouping's kernels (in its exe
 shadow grouping's (in its driver) — most of a minute on two cores.  :class:`BackgroundWarmup` runs
 ``python -m skewlab.engine.cli.warmup LIVE SHADOW...`` as a child process (its own interpreter: no
 lock shared with the driver), which compiles the live grouping first (while Spark starts), then the
-shadows one by one, printing ``ready NAME`` as each is in the cache.  The engine starts its query
+shadows one by one, printing ``ready NAME`` as each is in the cache (and ``compiling NAME`` first when
+NAME was not: :meth:`BackgroundWarmup.wait_until_known` tells a cached grouping from one that compiles).  The engine starts its query
 once the live grouping is ready and lets each shadow join when its line arrives.  With a warm cache
 the child only loads the kernels and is done in seconds.
 """
@@ -29,6 +30,7 @@ class BackgroundWarmup:
         self.names = list(dict.fromkeys(names))
         self.started = time.monotonic()
         self._ready: dict[str, float] = {}
+        self._compiling: set[str] = set()
         self._lock = threading.Lock()
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "skewlab.engine.cli.warmup", *self.names],
@@ -43,12 +45,30 @@ class BackgroundWarmup:
             if word == "ready" and name:
                 with self._lock:
                     self._ready[name] = time.monotonic() - self.started
+            elif word == "compiling" and name:
+                with self._lock:
+                    self._compiling.add(name)
         self._proc.wait()
 
     def ready(self) -> dict[str, float]:
         """Names compiled so far → seconds after the start at which each was ready."""
         with self._lock:
             return dict(self._ready)
+
+    def compiling(self) -> frozenset[str]:
+        """Names the child found missing from numba's cache (it compiles or compiled them)."""
+        with self._lock:
+            return frozenset(self._compiling)
+
+    def wait_until_known(self, name: str, stop: threading.Event | None = None) -> bool:
+        """Block until the child has either reported ``name`` ready or started compiling it (or exited,
+        or ``stop`` is set); returns whether ``name`` is ready.  A cached grouping is ready within the
+        child's start-up and cache loads, a missing one says ``compiling`` at its first kernel."""
+        while name not in self.ready() and name not in self.compiling():
+            if self.finished or (stop is not None and stop.is_set()):
+                break
+            time.sleep(0.05)
+        return name in self.ready()
 
     @property
     def finished(self) -> bool:

@@ -84,3 +84,23 @@ def test_background_warmup_reports_progress_while_a_grouping_compiles(tmp_path, 
     finally:
         w.close()
     assert waited and waited == sorted(waited) and waited[0] >= 0.5
+
+
+def test_background_warmup_tells_a_cached_grouping_from_one_that_compiles(tmp_path, monkeypatch):
+    """What the engine decides the interim hash routing on: with the installed (warm) cache the child
+    reports the grouping ready without compiling it; with an empty cache it says ``compiling`` first."""
+    from skewlab.engine.runtimes.background_warmup import BackgroundWarmup
+
+    warm = BackgroundWarmup(["hash", "pkg"])
+    try:
+        assert warm.wait_until_known("pkg") and not warm.compiling()
+    finally:
+        warm.close()
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    cold = BackgroundWarmup(["hash", "pkg"])
+    try:
+        cold.wait_until_known("pkg")
+        assert "pkg" in cold.compiling() and "hash" in cold.compiling()
+        assert cold.wait_for("pkg")
+    finally:
+        cold.close()

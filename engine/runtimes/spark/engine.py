@@ -761,7 +761,10 @@ class SparkEngine:
             _quiet_stream_errors(spark)
             spark_up = time.monotonic()
             start_python_workers(spark)  # while the driver waits for kernels / builds the query
-            waiting_live = live not in self.kernels.ready()
+            # route by the interim grouping only if the live one really compiles (not: its cached kernels
+            # are still loading, as when Spark was up already)
+            waiting_live = not (self.kernels.wait_until_known(live, self.stop_requested) if interim
+                                else live in self.kernels.ready())
             if waiting_live and interim:
                 self.log(f"Spark started in {spark_up - started:.0f} s; the routing kernels of {live} are still "
                          f"compiling (numba, once per install): routing by {INTERIM_GROUPING} until they are ready, "
