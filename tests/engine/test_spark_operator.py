@@ -127,9 +127,18 @@ def test_service_time_is_slept_for_the_tuples_a_worker_applies(tmp_path, monkeyp
     applies — held tuples when their state arrives, not when they are held — and reports them."""
     import skewlab.engine.runtimes.spark.operator as operator
 
+    import threading
+
     slept: list[tuple[int, float]] = []
     calls = iter(range(10**6))
-    monkeypatch.setattr(operator.time, "sleep", lambda s: slept.append((next(calls), round(s, 9))))
+    real_sleep, here = operator.time.sleep, threading.get_ident()
+
+    def sleep(seconds: float) -> None:  # time.sleep is the process's: other threads' sleeps are theirs
+        if threading.get_ident() != here:
+            return real_sleep(seconds)
+        slept.append((next(calls), round(seconds, 9)))
+
+    monkeypatch.setattr(operator.time, "sleep", sleep)
     P, W = 2, 3
     handler = make_handler(P, W, str(tmp_path), service_us=250.0, migrations=str(tmp_path / "migrations"))
     states: dict[int, FakeState] = {}
