@@ -51,6 +51,7 @@ import numpy as np
 
 from skewlab.bench.common import (Context, Section, Spread, check, fmt, legend_once, md_table, new_figure, plot_band, save_figure,
                           simulate, spread, style)
+from skewlab.engine.algorithms import registry
 from skewlab.engine.cli.simulate import SimulationConfig
 
 KEY = "fang"
@@ -90,12 +91,15 @@ def readj_alpha(theta: float, n: int) -> float:
 
 
 def _params(alg: str, n: int, theta: float, amax: int, sigma: float = 0.1) -> dict[str, Any]:
-    """The papers' parameters of ``alg``; every plan is executed (``gate`` off: the papers have no gate)."""
+    """The papers' parameters of ``alg``; every plan is executed (``gate`` off: the papers have no gate)
+    and the Fang rebalancers plan from the last interval alone (``plan_decay`` 0, as in Fang Sec. III)."""
     if alg in ("pkg", "hash"):
         return {}
     if alg == "readj":
         return {"theta_max": theta, "alpha": readj_alpha(theta, n), "sigma": sigma, "gate": False}
     p = {"theta_max": theta, "amax": amax, "gate": False}
+    if any(q.name == "plan_decay" for q in registry.get(alg).params):
+        p["plan_decay"] = 0.0
     return p
 
 

@@ -1,6 +1,6 @@
 """A run recorded as the Spark engine records it, without Spark: the driver's per-batch step
 (:func:`skewlab.engine.runtimes.spark.driver_step.step`) on made-up batch outputs, its interval records
-written through the store.  It starts on ``mixed`` (gate off, θmax 0.01) with a skew that moves every
+written through the store.  It starts on ``mixed`` (gate off, θmax 0.01, planning from each interval alone) with a skew that moves every
 batch, and a ``set-algorithm llfd`` command arrives in batch 3, whose interval also rebalances: the
 rebalance of interval 3 and the switch (in effect from interval 4) leave in one export (batch 4) and
 are imported in batch 5; interval 4's rebalance is imported in batch 6.  The window total grows from
@@ -26,7 +26,7 @@ KEYS = np.arange(1, 41, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
 SKEW = (np.arange(40, 0, -1) ** 2).astype(np.int64)
 SETTINGS = DriverSettings("count", True, values="none", top_k=3)
 COMMAND_BATCH = 3  # the command is read in this batch and applied from the next interval
-SWITCH = {"algorithm": "llfd", "params": {"gate": False, "theta_max": 0.01}}
+SWITCH = {"algorithm": "llfd", "params": {"gate": False, "theta_max": 0.01, "plan_decay": 0.0}}
 
 
 def _output(b: int, s: DriverSnapshot, exports: tuple[ExportRef, ...], seq: int) -> BatchOutput:
@@ -42,12 +42,12 @@ def _output(b: int, s: DriverSnapshot, exports: tuple[ExportRef, ...], seq: int)
 def record_run(url: str, batches: int = 7, name: str = "moves") -> tuple[int, int, list[dict[str, Any]]]:
     """Run ``batches`` batches into the database at ``url``; the run id, the command id and the
     controller's interval rows (``state_moved``, ``total_state``, ``migration_cost`` of every interval)."""
-    c = Controller(registry.create("mixed", 4, 1, 0, {"gate": False, "theta_max": 0.01}), FingerprintVocabulary(),
+    c = Controller(registry.create("mixed", 4, 1, 0, {"gate": False, "theta_max": 0.01, "plan_decay": 0.0}), FingerprintVocabulary(),
                    window=3)
     c.track_orders = True
     store = connect(url)
     try:
-        run = store.create_run("mixed", {"gate": False, "theta_max": 0.01}, n_workers=4, name=name,
+        run = store.create_run("mixed", {"gate": False, "theta_max": 0.01, "plan_decay": 0.0}, n_workers=4, name=name,
                                config={"interval": 1.0, "max_workers": 4})
         cid = store.submit_command("set-algorithm", SWITCH, run_id=run)
         s = DriverSnapshot(run_id=run, controller=c, shadow=None, partitions=4)

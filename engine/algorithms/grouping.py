@@ -442,7 +442,8 @@ GATE_PARAMS: tuple[Param, ...] = (
           "(engine/control/gate.py), and only while the planner's tables have not done worse than the base hash "
           "(else the routing returns to the base hash); skipped plans are recorded (event rebalance_skipped).  On by default: "
           "without it the rebalancers do worse than not rebalancing on the bursty movielens trace "
-          "(docs/results.md, \"Real trace\"); false = the papers' behaviour"),
+          "(docs/results.md, \"Real trace\"); false = every plan executed, as in the papers (the Fang family "
+          "also plans from decayed costs unless plan_decay=0)"),
     Param("gate_horizon", "int", 1, "gate: intervals over which a plan's predicted gain is counted",
           low=1, high=1000),
 )

@@ -521,3 +521,30 @@ def test_amax_zero_sends_every_key_home(name):
     assert plan.routing_table_size == 0 and np.array_equal(plan.assignment, g.base(stats.keys))
     assert plan.moved.sum() == first.routing_table_size  # the table's keys go home
     assert not plan.feasible and "Amax=0 holds, θmax gives way" in plan.note
+
+
+def test_the_phases_see_the_decayed_costs_of_the_intervals_observed():
+    """``plan_decay`` a (extension 12 of the module): after intervals with key costs c1 then c2 the
+    phases plan from c2 + a·c1; a key that left the stats is forgotten; ``plan_decay`` 0 and a planner
+    that observed nothing plan from the interval alone (Fang Sec. III)."""
+    s1 = _zipf_stats(3000, 10, seed=4)
+    rng = np.random.default_rng(3)
+    c2 = s1.cost[rng.permutation(s1.cost.size)]
+    keep = np.arange(s1.keys.size) != 0  # the first key has no state any more in the second interval
+    s2 = IntervalStats(1, 10, s1.keys[keep], c2[keep], s1.size[keep], c2[keep].astype(np.int64), s1.worker[keep])
+    g = registry.create("mixed", 10, params={"plan_decay": 0.4})
+    g.observe(s1)
+    g.observe(s2)
+    expected = c2[keep] + 0.4 * s1.cost[keep]
+    assert np.allclose(g.planning_stats(s2).cost, expected)
+    decayed = IntervalStats(1, 10, s2.keys, expected, s2.size, s2.count, s2.worker)
+    paper = registry.create("mixed", 10, params={"plan_decay": 0.0})
+    assert np.array_equal(g.plan(s2).assignment, paper.plan(decayed).assignment)
+    assert not np.array_equal(g.plan(s2).assignment, paper.plan(s2).assignment)
+    paper.observe(s1)
+    paper.observe(s2)
+    assert paper.planning_stats(s2) is s2
+    s3 = IntervalStats(2, 10, s1.keys, s1.cost, s1.size, s1.count, s1.worker)  # the first key is back
+    g.observe(s3)
+    assert np.allclose(g.planning_stats(s3).cost[keep], s1.cost[keep] + 0.4 * expected)
+    assert g.planning_stats(s3).cost[0] == s1.cost[0]

@@ -36,10 +36,15 @@ docs/design-notes.md, "engine/algorithms/rebalancers/fang.py"):
 10. Degenerate intervals return the current assignment with a note; never raises.
 11. Amax is a hard limit of Mixed and MixedBF (θmax gives way, the note says so) unless
     ``bound_priority=theta_max``.
+12. ``plan_decay`` (extension, default 0.4): the phases see the decayed key costs
+    c(k) + a·c'(k) + a²·c''(k) + … of the intervals observed so far (:meth:`FangRebalancer.planning_stats`),
+    not the last interval's alone (the paper's, Sec. III; ``plan_decay=0``).  On keys that arrive in
+    sessions a plan built on one interval's hot keys moves state for keys that are gone in the next.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, ClassVar
 
@@ -476,6 +481,16 @@ _PRIORITY = Param(
     "the plan is infeasible either way and its note names the bound that gave way",
     choices=("amax", "theta_max"),
 )
+#: a decayed key cost below this (1 % of one tuple's) is dropped from the planner's state
+_FORGOTTEN = 0.01
+_PLAN_DECAY = Param(
+    "plan_decay", "float", 0.4,
+    "extension: plan from the decayed key costs c(k) + a·c'(k) + a²·c''(k) + … of the intervals so far "
+    "(the one that just ended first) instead of the last interval's alone; 0 = the paper's single "
+    "interval.  Default 0.4, chosen on the bursty movielens users (docs/results.md, \"Planning from "
+    "decayed costs\")",
+    low=0.0, high=1.0, high_open=True,
+)
 _BF_TRIALS = Param(
     "bf_max_trials", "int", 0,
     "MixedBF: number of values of n tried (evenly spaced over 0..N_A); 0 = every n as in the paper",
@@ -535,6 +550,49 @@ class FangRebalancer(RebalancingPlanner):
         super().__init__(n_workers, n_sources, seed, params)
         _warm_up()
 
+    #: the decayed costs of :meth:`observe` (class default: a planner pickled before ``plan_decay``)
+    _decayed: tuple[np.ndarray, np.ndarray] | None = None
+
+    def reset_planning(self) -> None:
+        """Planner state (never shipped to executors): the decayed key costs (:meth:`observe`)."""
+        self._decayed = None
+
+    def observe(self, stats: IntervalStats) -> None:
+        """Decay the key costs by ``plan_decay`` and add the interval's (see :meth:`planning_stats`);
+        keys no longer in ``stats`` (no state left on any worker) or decayed below :data:`_FORGOTTEN`
+        are dropped (16 bytes per key kept, in the controller's snapshot)."""
+        decay = float(self.p.get("plan_decay", 0.0))
+        if decay <= 0.0:
+            self._decayed = None
+            return
+        cost = _clean(stats.cost).copy()
+        if self._decayed is not None and self._decayed[0].size and stats.keys.size:
+            old_keys, old_cost = self._decayed
+            pos = np.minimum(np.searchsorted(old_keys, stats.keys), old_keys.size - 1)
+            hit = old_keys[pos] == stats.keys
+            cost[hit] += decay * old_cost[pos[hit]]
+        keep = cost >= _FORGOTTEN  # a key decays out after ~log(0.01)/log(a) intervals without tuples
+        order = np.argsort(stats.keys[keep], kind="stable")
+        self._decayed = (stats.keys[keep][order], cost[keep][order])
+
+    def planning_stats(self, stats: IntervalStats) -> IntervalStats:
+        """``stats`` with the decayed key costs of :meth:`observe` as ``cost`` when ``plan_decay`` > 0
+        (skewlab extension, not in Fang et al., whose planner sees the last interval alone, Sec. III):
+        on keys that arrive in sessions the last interval's hot keys are often gone in the next, so a
+        plan built on them moves state for nothing and unbalances the rest; the decayed costs favour
+        keys that stayed hot.  The trigger (:meth:`should_rebalance`) and the gate still judge the last
+        interval's loads.  Keys without a decayed cost keep their interval cost; without an observed
+        history (a snapshot planned directly) ``stats`` as it is."""
+        decayed = self._decayed
+        if decayed is None or float(self.p.get("plan_decay", 0.0)) <= 0.0 or not stats.keys.size:
+            return stats
+        keys, cost = decayed
+        if not keys.size:
+            return stats
+        pos = np.minimum(np.searchsorted(keys, stats.keys), keys.size - 1)
+        hit = keys[pos] == stats.keys
+        return dataclasses.replace(stats, cost=np.where(hit, cost[pos], _clean(stats.cost)))
+
     def make_ring(self, n_workers: int) -> ConsistentHashRing | None:
         """h(k): the consistent-hash ring (``base=consistent``, Fang Sec. II-A/V) or ``None`` for
         fp mod n (``base=mod``)."""
@@ -547,6 +605,7 @@ class FangRebalancer(RebalancingPlanner):
         import time
 
         started = time.perf_counter()
+        stats = self.planning_stats(stats)
         n = int(stats.n_workers)
         theta_max = float(self.p["theta_max"])
         amax = int(self.p["amax"])
@@ -803,8 +862,8 @@ class _Context:
 # ---------------------------------------------------------------------------------------------
 # The five registered algorithms
 # ---------------------------------------------------------------------------------------------
-_COMMON = (_THETA, _AMAX, _PRIORITY, _BASE, _REPLICAS, _DEGREE, _COMPACT, _VALUES, _FILL)
-_UNCONTROLLED = (_THETA, _AMAX_REPORTED, _BASE, _REPLICAS, _DEGREE, _COMPACT, _VALUES, _FILL)
+_COMMON = (_THETA, _AMAX, _PRIORITY, _BASE, _REPLICAS, _DEGREE, _COMPACT, _VALUES, _FILL, _PLAN_DECAY)
+_UNCONTROLLED = (_THETA, _AMAX_REPORTED, _BASE, _REPLICAS, _DEGREE, _COMPACT, _VALUES, _FILL, _PLAN_DECAY)
 
 
 @register
