@@ -445,6 +445,7 @@ def test_split_run_moves_a_holders_share_while_other_holders_keep_the_key(seed, 
         partials = None if operator == "count" else workers[w].operator.partials(codes, len(ks), vals)
         out = workers[w].step(b, ks, cs, partials=partials, split=True, **kw)
         assert not workers[w].held  # a split run holds nothing
+        assert all(r[0] < b for r in out["results"])  # nor emits its batch's results: the shares make them
         touched = touches.get(w, np.zeros(0, np.uint64)) if touch else None
         rows.extend((b, *r) for r in merge_stage_rows(workers[w], b, ks, out["results"], out["export_shares"], touched))
         workers[w] = WorkerWindow.loads(workers[w].dumps(), workers[w].operator)
