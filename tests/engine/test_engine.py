@@ -210,6 +210,49 @@ def test_shrinking_a_split_key_run_writes_each_key_once_and_exact(spark, tmp_pat
     assert max(s for b, s in zip(t["batch"], t["shares"]) if b >= 2) > 1  # still split after the shrink
 
 
+def test_split_key_merge_stage_rows_scale_with_the_batchs_keys_not_the_window(spark, tmp_path):
+    """Issue 24: a worker sends the merge stage a share of a key it holds only when the key had tuples
+    somewhere in the batch (touch rows, topology.touch_rows).  A long-tailed stream over many keys and
+    a window longer than the run: most keys sit in the workers' windows untouched for batches.  Through
+    a ``set-workers`` shrink (a removed worker's shares move) and a switch from D-Choices to PKG (keys'
+    old holders are no longer their candidates), (a) the sink holds one row per (batch, key) of the
+    batch, equal to the windowed count, and (b) the rows sent to the merge stage (WorkerSummary.shares)
+    are at most the batch's keys times the batch's workers, where every key of the window used to be
+    sent."""
+    cfg = gen_cfg(tmp_path, algorithm="dchoices", workers=3, window=100_000, max_batches=6, shadow=[],
+                  workload_params={"keys": 20_000, "z": 1.2}, max_per_batch=600)
+    summaries: dict[int, dict] = {}
+
+    def after(engine, batch_id):
+        if batch_id == 1:
+            engine.store.submit_command("set-workers", {"workers": 2})
+        if batch_id == 3:
+            engine.store.submit_command("set-algorithm", {"algorithm": "pkg"})
+
+    engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
+    collect = engine._collect
+
+    def recording(df, batch_id):
+        out = collect(df, batch_id)
+        summaries[batch_id] = {w: s for w, s in out["summaries"].items() if s.batch is not None}
+        return out
+
+    engine._collect = recording
+    assert engine.run() == 0 and engine.shares_split and engine.controller.n_workers == 2
+    assert engine.store.migration_events(engine.run_id)
+    per_batch = batch_keys(tmp_path / "ckpt", generator_keys_of(cfg))
+    got, rows, distinct = sink_results(engine.results)
+    truth = windowed_truth(per_batch, cfg.window)
+    assert rows == distinct, "a (batch, key) was written twice"
+    assert got == truth  # every key of every batch, exact, and no other (batch, key)
+    window_keys = {b: len(set().union(*(per_batch[c] for c in per_batch if c <= b))) for b in per_batch}
+    for b, keys in per_batch.items():
+        sent = sum(s.shares for s in summaries[b].values())
+        assert sent <= len(keys) * len(summaries[b]), (b, sent, len(keys), window_keys[b])
+    last = max(per_batch)
+    assert window_keys[last] > 2 * len(per_batch[last])  # the window holds far more keys than the batch
+
+
 @pytest.mark.parametrize("algorithm", ["hash", "dchoices"])
 def test_service_time_is_in_every_workers_task_time(spark, tmp_path, algorithm):
     """``--service-us``: each worker's task (Spark's task metrics) lasts at least its tuples times the

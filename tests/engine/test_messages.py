@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from skewlab.engine.runtimes.spark.messages import (MESSAGES, ControlOrder, ExportNotice, ImportOrder, KeyStats,
-                                                    MessageError, SourceSide, WorkerSummary, decode, decode_text,
-                                                    wire_fields)
+                                                    MessageError, SourceSide, TouchedKeys, WorkerSummary, decode,
+                                                    decode_text, wire_fields)
 from skewlab.engine.runtimes.spark.operator import EXPORT, OUT_ARROW, SIDE, STAT, SUMMARY, unpack_output
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
 
@@ -35,6 +35,8 @@ def samples() -> list:
         WorkerSummary(7, keys=10, state_bytes=2048, held=3, export_bytes=1234, exported_keys=7, imported_keys=1,
                       results=9, shares=0, applied=44, seconds=0.5),
         WorkerSummary(None),
+        TouchedKeys(5, BIG),
+        TouchedKeys(0),
     ]
 
 

@@ -406,9 +406,10 @@ def test_split_keys_moving_with_a_finite_window_merge_to_the_windowed_count(seed
     assert {p: c for p, c in merged.items() if p[0] < batches} == truth
 
 
+@pytest.mark.parametrize("touch", [False, True], ids=["every-key", "touched"])
 @pytest.mark.parametrize("operator", ["count", "mean"])
 @pytest.mark.parametrize("seed", range(4))
-def test_split_run_moves_a_holders_share_while_other_holders_keep_the_key(seed, operator):
+def test_split_run_moves_a_holders_share_while_other_holders_keep_the_key(seed, operator, touch):
     """A split-key run (``step(..., split=True)``, as the handler runs it when results are merged
     from shares): after each batch one holder of a few split keys sends its share to another worker
     while the key's other holders keep receiving its tuples (``set-workers`` shrinking a D-Choices
@@ -416,9 +417,12 @@ def test_split_run_moves_a_holders_share_while_other_holders_keep_the_key(seed, 
     Nothing is held; the exporter reports the exported keys' shares at the export batch.  The merged
     merge-stage rows give one row per (batch, key with tuples), equal to the windowed count / mean
     recomputed from the tuples — before the fix such a key was written twice, each part missing the
-    other's."""
+    other's.  ``touched``: each worker learns the batch's keys routed elsewhere (topology.touch_rows,
+    the TouchedKeys the handler reads) and sends shares only of keys with tuples in the batch — the
+    same results, and no row of a key the batch did not have."""
     from skewlab.engine.operators.builtin import Count, Mean
-    from skewlab.engine.runtimes.spark.operator import merge_stage_rows
+    from skewlab.engine.runtimes.spark.operator import FINAL, merge_stage_rows
+    from skewlab.engine.runtimes.spark.topology import touch_rows
 
     make = Count if operator == "count" else Mean
     rng = random.Random(seed)
@@ -441,7 +445,9 @@ def test_split_run_moves_a_holders_share_while_other_holders_keep_the_key(seed, 
         partials = None if operator == "count" else workers[w].operator.partials(codes, len(ks), vals)
         out = workers[w].step(b, ks, cs, partials=partials, split=True, **kw)
         assert not workers[w].held  # a split run holds nothing
-        rows.extend((b, *r) for r in merge_stage_rows(workers[w], b, ks, out["results"], out["export_shares"]))
+        assert all(r[0] < b for r in out["results"])  # nor emits its batch's results: the shares make them
+        touched = touches.get(w, np.zeros(0, np.uint64)) if touch else None
+        rows.extend((b, *r) for r in merge_stage_rows(workers[w], b, ks, out["results"], out["export_shares"], touched))
         workers[w] = WorkerWindow.loads(workers[w].dumps(), workers[w].operator)
         return out
 
@@ -453,6 +459,9 @@ def test_split_run_moves_a_holders_share_while_other_holders_keep_the_key(seed, 
         for k, v in tuples:
             hs = holders.setdefault(k, {rng.randrange(n)})
             per_worker[rng.choice(sorted(hs))].append((k, v))
+        routed = [(k, w) for w, tup in per_worker.items() for k, _ in tup]
+        touches = {w: t.keys for w, t in touch_rows(fingerprints([k for k, _ in routed]),
+                                                     np.array([w for _, w in routed], np.int64), range(n), b)}
         next_imports: dict[int, list[dict]] = defaultdict(list)
         for w in range(n):
             out = step(w, b, per_worker[w], imports=imports.get(w, []), exports=by_fp(orders.get(w, {})),
@@ -479,6 +488,8 @@ def test_split_run_moves_a_holders_share_while_other_holders_keep_the_key(seed, 
         for k in rng.sample(sorted(holders), min(3, len(holders))):  # split a key further
             holders[k].add(rng.randrange(n))
     assert moved_away > 10
+    if touch:  # no share of a key without tuples in its batch
+        assert all(key in {k for k, _ in history[b]} for _, kind, b, key, _ in rows if kind != FINAL)
     merged = merged_results(rows, workers[0].operator)
     truth = {}
     for b in range(batches):

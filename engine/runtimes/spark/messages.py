@@ -5,8 +5,9 @@ Every message that is not a routed tuple or a per-key statistic travels as one e
 * to the workers, in the ``key`` column of a *special row* (``worker = P + w``, :data:`skewlab.engine.
   runtimes.spark.topology.ROUTED_SCHEMA`), as the base64 text of its bytes (Arrow strings are UTF-8):
   :class:`ControlOrder` (the batch's migration orders of one worker), :class:`ImportOrder` (a reference to
-  a state blob the worker imports) and :class:`SourceSide` (one source's bookkeeping, which the worker
-  passes through to the driver unchanged);
+  a state blob the worker imports), :class:`TouchedKeys` (in a split-key run: the keys an input
+  partition routed elsewhere in the batch) and :class:`SourceSide` (one source's bookkeeping, which the
+  worker passes through to the driver unchanged);
 * to the driver, in the ``data`` column of the handler's output (:data:`skewlab.engine.runtimes.spark.
   operator.OUT_SCHEMA`): :class:`SourceSide`, :class:`ExportNotice` (a blob a worker wrote) and
   :class:`WorkerSummary` (one per worker and batch).
@@ -42,7 +43,7 @@ import pyarrow as pa
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
 
 __all__ = ["MESSAGES", "ControlOrder", "ExportNotice", "ImportOrder", "KeyStats", "MessageError", "SourceSide",
-           "WorkerSummary", "decode", "decode_text", "wire_fields"]
+           "TouchedKeys", "WorkerSummary", "decode", "decode_text", "wire_fields"]
 
 
 class MessageError(ValueError):
@@ -164,6 +165,22 @@ class ImportOrder(_Message):
 
 
 @dataclass(frozen=True)
+class TouchedKeys(_Message):
+    """In a run whose results go through the merge stage (:attr:`ControlOrder.split`): the
+    fingerprints of the keys one input partition routed in ``batch`` to workers other than the one
+    this message goes to (:func:`skewlab.engine.runtimes.spark.topology.make_router`).  The worker
+    sends its share of a key it holds but received no tuples of only when the key is in one of these
+    (:func:`skewlab.engine.runtimes.spark.operator.merge_stage_rows`): the merge stage writes only the
+    keys that had tuples in the batch."""
+
+    TAG: ClassVar[str] = "touched"
+    VERSION: ClassVar[int] = 1
+
+    batch: int = _field("int")
+    keys: np.ndarray = _field("u64[]", factory=lambda: np.zeros(0, np.uint64))
+
+
+@dataclass(frozen=True)
 class SourceSide(_Message):
     """One source's bookkeeping of a batch, from the task that routed it: ``rows`` read, ``consumed``
     (max ``seq`` + 1, -1 without positions), ``first_seq``, ``route_seconds``, ``dead_letters``
@@ -228,7 +245,8 @@ class WorkerSummary(_Message):
 
 
 #: every declared message by its tag
-MESSAGES: dict[str, type[_Message]] = {m.TAG: m for m in (ControlOrder, ImportOrder, SourceSide, ExportNotice, WorkerSummary)}
+MESSAGES: dict[str, type[_Message]] = {m.TAG: m for m in (ControlOrder, ImportOrder, TouchedKeys, SourceSide, ExportNotice,
+                                                           WorkerSummary)}
 
 
 def decode(data: bytes, expect: type[_Message] | tuple[type[_Message], ...] | None = None) -> Any:

@@ -12,7 +12,9 @@ Per batch the handler of worker ``w``
 
 1. reads its special rows (``worker = P + w``, one message of :mod:`skewlab.engine.runtimes.spark.messages`
    each): the batch's :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder` (batch id, exports,
-   keys to expect, split), :class:`~skewlab.engine.runtimes.spark.messages.ImportOrder` rows (references
+   keys to expect, split), in a split-key run the input partitions'
+   :class:`~skewlab.engine.runtimes.spark.messages.TouchedKeys`,
+   :class:`~skewlab.engine.runtimes.spark.messages.ImportOrder` rows (references
    to the export blobs other workers wrote in the previous batch,
    :mod:`skewlab.engine.runtimes.spark.state_transfer`: it reads the files) and the sources'
    :class:`~skewlab.engine.runtimes.spark.messages.SourceSide` rows (passed on to the driver as they came);
@@ -30,8 +32,10 @@ Per batch the handler of worker ``w``
    worker), written atomically under a name fixed by the batch, so a replayed batch rewrites the
    same file with the same rows; or partition ``w`` of a Kafka topic, where a replay writes only the
    records not yet there: results are exactly once.  In a run with split keys (control row
-   ``split``) it writes nothing and sends its window shares to the merge stage instead
-   (:func:`merge_stage_rows`, :mod:`skewlab.engine.runtimes.spark.share_merge`);
+   ``split``) it writes nothing and sends its window shares of the batch's keys to the merge stage
+   instead — its own keys and those of the batch's
+   :class:`~skewlab.engine.runtimes.spark.messages.TouchedKeys` rows (keys the input partitions
+   routed to other workers) — (:func:`merge_stage_rows`, :mod:`skewlab.engine.runtimes.spark.share_merge`);
 4. returns to the driver only statistics: per-key tuple counts of the batch (the controller's
    input), an :class:`~skewlab.engine.runtimes.spark.messages.ExportNotice` of each export blob it wrote
    (path, bytes, keys, target), the side rows, and one
@@ -66,7 +70,7 @@ import pyarrow as pa
 
 from skewlab.engine.operators import KeyedOperator
 from skewlab.engine.runtimes.spark.messages import (ControlOrder, ExportNotice, ImportOrder, KeyStats, SourceSide,
-                                                   WorkerSummary, decode, decode_text)
+                                                   TouchedKeys, WorkerSummary, decode, decode_text)
 from skewlab.engine.runtimes.spark.result_sink import sink_schema
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef, read_export, write_export
 from skewlab.engine.runtimes.spark.window_state import WorkerWindow, key_fingerprints
@@ -89,20 +93,34 @@ MERGE_KINDS = (FRESH_SHARE, KEPT_SHARE, FINAL)
 
 
 def merge_stage_rows(win: WorkerWindow, batch: int, keys: Sequence[str], results: list[tuple],
-                     export_shares: tuple[list[str], list[Any]] = ([], [])) -> list[tuple[int, int, str, bytes]]:
+                     export_shares: tuple[list[str], list[Any]] = ([], []),
+                     touched: np.ndarray | None = None) -> list[tuple[int, int, str, bytes]]:
     """What a worker of a split-key run sends to the merge stage after :meth:`WorkerWindow.step` of
     ``batch`` (:mod:`skewlab.engine.runtimes.spark.share_merge`): ``(kind, batch, key, bytes)`` —
-    its share of every key in its window (:meth:`WorkerWindow.shares`, the operator's ``dumps``),
-    :data:`FRESH_SHARE` for the batch's ``keys`` whose tuples were applied (not held), :data:`KEPT_SHARE`
-    for the others, and the step's ``results`` of earlier batches (held tuples released by an import;
-    :data:`FINAL`, the pickled result row: a moved key's state goes to one worker from all its
-    holders, so the released result is whole) — and, as :data:`KEPT_SHARE`, the ``export_shares``
-    of the keys it exported in this batch (:meth:`WorkerWindow.step` with ``split``: their state is
-    on its way to another worker but still part of the key's result at ``batch``)."""
+    its share (:meth:`WorkerWindow.shares`, the operator's ``dumps``) of every key in its window that
+    had tuples somewhere in the batch: :data:`FRESH_SHARE` for the batch's ``keys`` whose tuples were
+    applied (not held), :data:`KEPT_SHARE` for the keys in ``touched`` (the fingerprints other
+    workers got tuples of: the :class:`~skewlab.engine.runtimes.spark.messages.TouchedKeys` of the
+    batch; ``None``: every key of the window, as before touch rows existed), and the step's
+    ``results`` of earlier batches (held tuples released by an import; :data:`FINAL`, the pickled
+    result row: a moved key's state goes to one worker from all its holders, so the released result
+    is whole) — and, as :data:`KEPT_SHARE`, the ``export_shares`` of the touched keys it exported in
+    this batch (:meth:`WorkerWindow.step` with ``split``: their state is on its way to another worker
+    but still part of the key's result at ``batch``).  The merge stage writes only the (batch, key)
+    with a :data:`FRESH_SHARE`; a share of a key without tuples in the batch would be dropped there, so
+    it is not sent: the stage's work scales with the keys of the batch, not with the window."""
     dumps = win.operator.dumps
     held = {k for k, entries in win.held.items() if any(e[0] == batch for e in entries)}
     applied = set(keys) - held
-    names, states = win.shares(batch)
+    if touched is None:
+        names, states = win.shares(batch)
+    else:
+        wanted = np.union1d(np.asarray(touched, np.uint64), key_fingerprints(list(keys)))
+        names, states = win.shares(batch, wanted)
+        kept = export_shares[0]
+        if len(kept):
+            sent = np.isin(key_fingerprints(kept), wanted)
+            export_shares = ([k for k, x in zip(kept, sent) if x], [st for st, x in zip(export_shares[1], sent) if x])
     rows = [(FRESH_SHARE if k in applied else KEPT_SHARE, batch, k, dumps(st)) for k, st in zip(names, states)]
     rows += [(KEPT_SHARE, batch, k, dumps(st)) for k, st in zip(*export_shares)]
     rows += [(FINAL, r[0], r[1], pickle.dumps(tuple(r[2:]), protocol=pickle.HIGHEST_PROTOCOL))
@@ -151,13 +169,16 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
         control: ControlOrder | None = None
         imports: list[dict[str, Any]] = []
         sides: list[bytes] = []
+        touches: list[TouchedKeys] = []
         if special.any():
             for key in pdf["key"].to_numpy()[special]:
-                msg = decode_text(key, (ControlOrder, ImportOrder, SourceSide))
+                msg = decode_text(key, (ControlOrder, ImportOrder, TouchedKeys, SourceSide))
                 if isinstance(msg, ControlOrder):
                     control = msg
                 elif isinstance(msg, ImportOrder):
                     imports.append(read_export(msg.ref))
+                elif isinstance(msg, TouchedKeys):
+                    touches.append(msg)
                 else:
                     sides.append(msg.encode())
         rows = pdf[~special] if special.any() else pdf
@@ -168,6 +189,9 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
             batch = None
         else:
             batch = control.batch
+        if any(t.batch != batch for t in touches):
+            raise RuntimeError(f"worker {worker} received touch rows of batch "
+                               f"{sorted({t.batch for t in touches} - {batch})} in batch {batch}")
         win = WorkerWindow.loads(state.get[0], op) if state.exists else WorkerWindow(W, op)
         partials = None
         if "tuples" in rows.columns:  # combined rows (topology.combined_schema): a row per (key, source task)
@@ -214,7 +238,8 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
             res = step["results"]
             if control.split:
                 # the key-partitioned merge stage (share_merge) writes this batch's results
-                for kind, bt, k, d in merge_stage_rows(win, batch, keys, res, step["export_shares"]):
+                touched = np.concatenate([t.keys for t in touches]) if touches else np.zeros(0, np.uint64)
+                for kind, bt, k, d in merge_stage_rows(win, batch, keys, res, step["export_shares"], touched):
                     out_kind.append(kind)
                     out_key.append(k)
                     out_data.append(d)

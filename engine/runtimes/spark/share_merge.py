@@ -3,9 +3,11 @@
 Under a split-key grouping (PKG, D-Choices, ...; nasir-icde15 Sec. III: "the downstream operator
 merges the partial results") several workers hold a share of one key, so no worker can write the
 key's result.  In a run that has split keys, every worker therefore sends, per micro-batch, its
-*share* of each key in its window — the key's partial states of the window merged
-(:meth:`skewlab.engine.runtimes.spark.window_state.WorkerWindow.shares`), as the operator's bytes —
-marked ``FRESH_SHARE`` when the key had tuples on that worker in the batch, ``KEPT_SHARE`` otherwise,
+*share* of each key in its window that had tuples somewhere in the batch — the key's partial states
+of the window merged (:meth:`skewlab.engine.runtimes.spark.window_state.WorkerWindow.shares`), as the
+operator's bytes — marked ``FRESH_SHARE`` when the key had tuples on that worker in the batch,
+``KEPT_SHARE`` when it had them only on others (the input partitions' touch rows,
+:func:`skewlab.engine.runtimes.spark.topology.touch_rows`, name those keys to every worker),
 plus the results of held tuples released by an import (``FINAL``: a moved key's state goes to one
 worker from all its holders, so its released result is whole)
 (:func:`skewlab.engine.runtimes.spark.operator.make_handler`).

@@ -14,10 +14,13 @@ batch's migration orders and references to the state blobs to import) and publis
    partition also emits one *side row* per source carrying the source's updated local state
    (``router.source_state``), its offsets, dead letters and the batch whose snapshot it used back
    to the driver; the batch's *lead* partition also emits the control and import rows of every
-   worker.  Each special row carries one typed message of :mod:`skewlab.engine.runtimes.spark.messages`
+   worker; in a split-key run (the control orders say ``split``) every partition also emits one
+   *touch row* per worker of the batch: the keys it routed to other workers (:func:`touch_rows`).
+   Each special row carries one typed message of :mod:`skewlab.engine.runtimes.spark.messages`
    (:class:`~skewlab.engine.runtimes.spark.messages.SourceSide`,
    :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder`,
-   :class:`~skewlab.engine.runtimes.spark.messages.ImportOrder`) in its ``key``.  Only ``(key, worker)`` leaves the scan (:data:`ROUTED_SCHEMA`) — or, for an operator that
+   :class:`~skewlab.engine.runtimes.spark.messages.ImportOrder`,
+   :class:`~skewlab.engine.runtimes.spark.messages.TouchedKeys`) in its ``key``.  Only ``(key, worker)`` leaves the scan (:data:`ROUTED_SCHEMA`) — or, for an operator that
    combines (:attr:`skewlab.engine.operators.KeyedOperator.combined`; the query's combiner, passed once
    per query, not in the snapshot: source option ``route_combiner``),
    one *combined row* per (key, worker) of the partition: ``key, worker, tuples`` and the operator's
@@ -39,7 +42,7 @@ from __future__ import annotations
 import pickle
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -47,7 +50,7 @@ import pyarrow.compute as pc
 
 from skewlab.engine.algorithms.grouping import Router
 from skewlab.engine.algorithms.keys import fingerprint_keys
-from skewlab.engine.runtimes.spark.messages import ControlOrder, ImportOrder, SourceSide
+from skewlab.engine.runtimes.spark.messages import ControlOrder, ImportOrder, SourceSide, TouchedKeys
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
 
 __all__ = [
@@ -60,6 +63,7 @@ __all__ = [
     "combiner_bytes",
     "control_payloads",
     "make_router",
+    "touch_rows",
 ]
 
 #: routed tuples: data rows have ``worker`` in ``[0, n)``; a *special row* for worker ``w`` has
@@ -196,6 +200,25 @@ def _control_order(order: ControlOrder | dict[str, Any], batch: int) -> ControlO
                         np.asarray(order.get("expect", ()), np.uint64), bool(order.get("split")))
 
 
+def touch_rows(fps: np.ndarray, workers: np.ndarray, targets: Iterable[int],
+               batch: int) -> list[tuple[int, TouchedKeys]]:
+    """The touch rows of one input partition of a split-key run: for every worker of the batch
+    (``targets``: the workers with a control order, every one that holds state), the
+    :class:`~skewlab.engine.runtimes.spark.messages.TouchedKeys` of the distinct fingerprints of the
+    partition's tuples (``fps``, routed to ``workers``) that went to other workers; none where that
+    set is empty.  Every worker, not only a key's candidates under the grouping: a key's window may
+    sit on a worker that is no longer one of them (a key that left the head, a move under
+    ``set-workers``, a switch of grouping within the window), and this needs no knowledge of the
+    grouping.  Cost: at most ``(workers - 1)`` fingerprints per distinct key of the partition."""
+    distinct, inverse = np.unique(fps, return_inverse=True)
+    out = []
+    for w in sorted(targets):
+        elsewhere = distinct[np.bincount(inverse[workers != w], minlength=distinct.size) > 0]
+        if elsewhere.size:
+            out.append((w, TouchedKeys(int(batch), elsewhere)))
+    return out
+
+
 def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = False,
                 combiner: Any = None) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Router of one input partition, applied by the source scan to its record batches (a
@@ -212,7 +235,8 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
     source ``s`` to ``w = s mod n``; with ``lead`` (one input partition per batch), one *control row*
     per worker of ``snapshot.control`` (its :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder`)
     and one *import row* per reference of ``snapshot.imports`` (an
-    :class:`~skewlab.engine.runtimes.spark.messages.ImportOrder`).
+    :class:`~skewlab.engine.runtimes.spark.messages.ImportOrder`); when the control orders say
+    ``split``, one *touch row* per worker of ``snapshot.control`` (:func:`touch_rows`).
     With ``combiner`` (the query's operator that combines, unpickled once per process by the source:
     :meth:`skewlab.engine.runtimes.spark.sources.RouteFiles.combiner_operator`; or, for a snapshot
     published before the combiner became a query setting, the operator bytes it carries), the data
@@ -233,6 +257,10 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
             combining = pickle.loads(snap.combiner)
         pending: tuple[list[pa.Array], list[np.ndarray], list[np.ndarray]] = ([], [], [])
         side: dict[int, dict[str, Any]] = {}
+        # a split-key run: the routed tuples' (fingerprints, workers), for the touch rows
+        orders = {int(w): _control_order(o, snap.batch_id) for w, o in snap.control.items()}
+        touching = any(o.split for o in orders.values())
+        touched: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
 
         def info_of(s: int) -> dict[str, Any]:  # the source's SourceSide fields, accumulated
             info = side.get(s)
@@ -291,6 +319,9 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
                     t1 = time.perf_counter()
                     workers[sel] = router.route(fps[sel], s % router.n_sources)
                     side[s]["route_seconds"] += time.perf_counter() - t1
+            if touching:
+                touched[0].append(fps)
+                touched[1].append(workers)
             if combining is not None:
                 pending[0].append(keys)
                 pending[1].append(workers)
@@ -311,9 +342,12 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
             msg = SourceSide(s, snap.batch_id, info["rows"], info["consumed"], info["first_seq"], info["route_seconds"],
                              dead, SourceSide.pack_router_state(router.source_state(s % router.n_sources)))
             special.append((msg.encode_text(), base + s % n))
+        if touched[0]:
+            special.extend((msg.encode_text(), base + w) for w, msg in
+                           touch_rows(np.concatenate(touched[0]), np.concatenate(touched[1]), orders, snap.batch_id))
         if lead:
-            for w, order in sorted(snap.control.items()):
-                special.append((_control_order(order, snap.batch_id).encode_text(), base + w))
+            for w, order in sorted(orders.items()):
+                special.append((order.encode_text(), base + w))
             for w, refs in sorted(snap.imports.items()):
                 special.extend((ImportOrder(ref).encode_text(), base + w) for ref in refs)
         if special:

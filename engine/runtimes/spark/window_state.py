@@ -169,33 +169,35 @@ class WorkerWindow:
         per = self.partials.setdefault(batch, {})
         per[key] = self.operator.concat(per[key], partial) if key in per else partial
 
-    def _apply(self, keys: list[str], counts: np.ndarray, batch: int, partials: Sequence[Any] | None
-               ) -> list[tuple]:
+    def _apply(self, keys: list[str], counts: np.ndarray, batch: int, partials: Sequence[Any] | None,
+               emit: bool = True) -> list[tuple]:
         """Add tuples of ``batch`` (``keys`` unique; ``partials``: their partial states, not for
-        count) and return their results."""
+        count) and return their results (none without ``emit``)."""
         if not keys:
             return []
         rows = self._rows(keys)
         if self.ring_only:
             self._add_at(rows, batch, counts)
-            return [(batch, k, int(c)) for k, c in zip(keys, self._window_sum(rows, batch).tolist())]
+            return [(batch, k, int(c)) for k, c in zip(keys, self._window_sum(rows, batch).tolist())] if emit else []
         out = []
-        emit = self.operator.emit
-        window = self._window_batches(batch)
+        result = self.operator.emit
+        window = self._window_batches(batch) if emit else []
         for k, p in zip(keys, partials):  # type: ignore[arg-type]
-            out.append((batch, k, *emit([per[k] for per in window if k in per], p)))
+            if emit:
+                out.append((batch, k, *result([per[k] for per in window if k in per], p)))
             self._store_partial(k, batch, p)
         self._add_at(rows, batch, counts)
         return out
 
     # ------------------------------------------------------------------ tuples
     def add(self, keys: Sequence[str], counts: np.ndarray, batch: int, partials: Sequence[Any] | None = None,
-            fps: np.ndarray | None = None) -> list[tuple]:
+            fps: np.ndarray | None = None, emit: bool = True) -> list[tuple]:
         """Apply one batch's per-key counts (``keys`` unique; ``partials``: per key the operator's
         partial state of the batch, not for count; ``fps``: the keys' fingerprints if known) at
         ``batch`` (the window's current end).
         Tuples of keys whose fingerprint is in :attr:`expect` are held (emitted on import).  Returns
-        the results of the others."""
+        the results of the others (none without ``emit``: their result is made elsewhere, from
+        :meth:`shares`)."""
         counts = np.asarray(counts, dtype=np.int64)
         if self.expect and len(keys):
             fps = key_fingerprints(keys) if fps is None else fps
@@ -208,7 +210,7 @@ class WorkerWindow:
                 keys = [keys[i] for i in keep.tolist()]
                 counts = counts[keep]
                 partials = None if partials is None else [partials[i] for i in keep.tolist()]
-        return self._apply(list(keys), counts, int(batch), partials)
+        return self._apply(list(keys), counts, int(batch), partials, emit)
 
     # ------------------------------------------------------------------ migration
     def export(self, orders: Mapping[int, np.ndarray]) -> dict[int, dict[str, Any]]:
@@ -342,7 +344,10 @@ class WorkerWindow:
         held result would miss their parts.
 
         Returns ``results`` (list of ``(batch, key, *row)``), ``exports`` (target → blob) and, when
-        ``split``, ``export_shares`` (``(keys, states)`` as :meth:`shares`).
+        ``split``, ``export_shares`` (``(keys, states)`` as :meth:`shares`).  With ``split`` the
+        batch's own tuples emit no result here (only released held tuples do): the key's result is
+        the merge of every holder's share, and emitting this worker's part would merge its window
+        partials once more for nothing.
         """
         batch = int(batch)
         if batch <= self.last:
@@ -359,7 +364,7 @@ class WorkerWindow:
         blobs = self.export(exports or {})
         if not split:
             self.expect.update(np.asarray(expect, dtype=np.uint64).tolist())
-        results.extend(self.add(list(keys), counts, batch, partials, fps=fps))
+        results.extend(self.add(list(keys), counts, batch, partials, fps=fps, emit=not split))
         return {"results": results, "exports": blobs, **out}
 
     # ------------------------------------------------------------------ shares
