@@ -47,7 +47,7 @@ from skewlab.engine.algorithms.table_lookup import build_key_index, lookup_keys
 from skewlab.shared import copy_as_in_memory
 
 __all__ = [
-    "GATE_PARAMS", "IntervalStats", "Plan", "Planner", "RebalancingPlanner", "Router", "RoutingTable",
+    "GATE_PARAMS", "gate_record_param", "IntervalStats", "Plan", "Planner", "RebalancingPlanner", "Router", "RoutingTable",
     "StreamingPlanner", "TableRouter", "make_plan",
 ]
 
@@ -449,6 +449,16 @@ GATE_PARAMS: tuple[Param, ...] = (
 )
 
 
+def gate_record_param(default: bool) -> Param:
+    """The gate's ``gate_record`` parameter with the family's ``default``
+    (:attr:`RebalancingPlanner.gate_trusts_record`)."""
+    return Param("gate_record", "bool", bool(default),
+                 "gate: also execute a plan when the planner's tables have beaten the base hash on the record by more "
+                 "than the plan's migration cost (gate_horizon · (−E) > cost, E the gate's mean excess over the base "
+                 "hash); on by default for the Gedik family only (chosen on the real "
+                 "traces, docs/results.md \"Defaults chosen on the real traces\")")
+
+
 class TableRouter(Router):
     """Routing of a table rebalancer: F(k) = A[k] if k ∈ A else h(k).
 
@@ -496,8 +506,9 @@ class RebalancingPlanner(Planner):
     compute h(k) for the planner, the routing and the migration after a resize.
     The controller asks for a plan when the current imbalance max_d θ(d) exceeds ``theta_max``
     (a declared parameter of every rebalancer that has one).  Every subclass that declares
-    ``params`` also gets :data:`GATE_PARAMS` (appended here, so the gate is declared in one place):
-    the controller's migration gate (:mod:`skewlab.engine.control.gate`) reads them.
+    ``params`` also gets :data:`GATE_PARAMS` and ``gate_record`` with the family's default
+    (:func:`gate_record_param`; appended here, so the gate is declared in one place): the
+    controller's migration gate (:mod:`skewlab.engine.control.gate`) reads them.
     """
 
     rebalancing: ClassVar[bool] = True
@@ -505,11 +516,14 @@ class RebalancingPlanner(Planner):
     #: whether the migration gate, when it skips a plan, returns the routing table's entries the plan
     #: would route differently to the base hash (:meth:`stale_plan`); the Gedik family sets it
     drops_stale_entries: ClassVar[bool] = False
+    #: the default of the gate's ``gate_record`` (:func:`gate_record_param`): whether a plan may also pass
+    #: the gate on the record of the planner's tables against the base hash; the Gedik family sets it
+    gate_trusts_record: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "params" in cls.__dict__ and not any(p.name == "gate" for p in cls.params):
-            cls.params = tuple(cls.params) + GATE_PARAMS
+            cls.params = tuple(cls.params) + GATE_PARAMS + (gate_record_param(cls.gate_trusts_record),)
 
     def make_router(self, n_workers: int, n_sources: int) -> Router:
         return TableRouter(n_workers, n_sources, self.make_ring(n_workers))

@@ -315,7 +315,8 @@ class Controller:
             plan = self.planner.plan(stats)
             plan_seconds = plan.plan_seconds
             if gated:
-                verdict = self.gate.judge(stats, plan, int(self.planner.p.get("gate_horizon", 1)))
+                verdict = self.gate.judge(stats, plan, int(self.planner.p.get("gate_horizon", 1)),
+                                          bool(self.planner.p.get("gate_record", False)))
             if verdict is None or verdict.pays:
                 ev = self._execute_plan(stats, plan, verdict)
                 moved += ev.state_moved

@@ -620,6 +620,9 @@ class GedikGrouping(RebalancingPlanner):
     #: "Recency and the migration gate").  Deviation: only the disagreeing entries are dropped, the
     #: others stay, and the new construction's placements are not applied.
     drops_stale_entries: ClassVar[bool] = True
+    #: the gate may also pass a plan on the record of the tables (``gate_record``, engine/control/gate.py):
+    #: on the drifting stream this family's plans pay as a sequence, not one by one
+    gate_trusts_record: ClassVar[bool] = True
 
     def reset_planning(self) -> None:
         """Planner state (never shipped to executors): the lossy counters, D_p of the applied plan."""
