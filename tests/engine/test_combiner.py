@@ -17,7 +17,7 @@ import pytest
 
 from skewlab.engine.algorithms import registry
 from skewlab.engine.operators import BUILTINS, KeyedOperator, OperatorError, load_operator
-from skewlab.engine.runtimes.spark.messages import ControlOrder
+from skewlab.engine.runtimes.spark.messages import ControlOrder, TouchedKeys, decode_text
 from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, combiner_bytes, make_router
 
 COMBINING = sorted(n for n, c in BUILTINS.items() if c.combined is not None)
@@ -75,6 +75,25 @@ def _snapshot(op, algorithm: str) -> RoutingSnapshot:
 def _routed(op, combine: bool, algorithm: str) -> pa.Table:
     snap = _snapshot(op, algorithm)
     return pa.Table.from_batches(list(make_router(snap.dumps(), lead=True, combiner=op if combine else None)(iter(_batches()))))
+
+
+@pytest.mark.parametrize("algorithm", ["pkg", "shuffle"])
+def test_touch_rows_of_combined_rows_equal_those_of_the_tuples(algorithm):
+    """In a split-key run (control orders with ``split``) the router's touch rows, made from the
+    combined rows when it combines, are the same rows as made from the tuples."""
+    op = BUILTINS["mean"]()
+    touch = {}
+    for combine in (True, False):
+        snap = _snapshot(op, algorithm)
+        snap.control = {w: ControlOrder(0, split=True) for w in range(3)}
+        routed = pa.Table.from_batches(list(make_router(snap.dumps(), lead=True, combiner=op if combine else None)(
+            iter(_batches()))))
+        special = [(k, w) for k, w in zip(routed.column("key").to_pylist(), routed.column("worker").to_pylist())
+                   if w >= 3]
+        touch[combine] = sorted((k, w) for k, w in special if isinstance(decode_text(k), TouchedKeys))
+    assert touch[True] == touch[False]
+    keys = {w: decode_text(k).keys for k, w in touch[True]}
+    assert len(keys) == 3 and all(k.size for k in keys.values())
 
 
 def test_the_combiner_reaches_the_sources_once_per_query_not_in_each_snapshot(tmp_path):

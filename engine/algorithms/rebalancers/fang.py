@@ -419,6 +419,14 @@ def _clean(x: np.ndarray) -> np.ndarray:
     return x
 
 
+def _find_sorted(hay: np.ndarray, needles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each of ``needles`` looked up in the sorted, non-empty ``hay``: ``(pos, hit)``, ``hit[i]`` true
+    where ``hay[pos[i]] == needles[i]`` (``pos``: the ``np.searchsorted`` position, clipped to the
+    last entry)."""
+    pos = np.minimum(np.searchsorted(hay, needles), hay.size - 1)
+    return pos, hay[pos] == needles
+
+
 _THETA = Param(
     "theta_max", "float", 0.08,
     "θmax: tolerated imbalance |L(d) − L̄|/L̄ of every worker (Fang Eq. 3; Table II default 0.08)",
@@ -568,8 +576,7 @@ class FangRebalancer(RebalancingPlanner):
         cost = _clean(stats.cost).copy()
         if self._decayed is not None and self._decayed[0].size and stats.keys.size:
             old_keys, old_cost = self._decayed
-            pos = np.minimum(np.searchsorted(old_keys, stats.keys), old_keys.size - 1)
-            hit = old_keys[pos] == stats.keys
+            pos, hit = _find_sorted(old_keys, stats.keys)
             cost[hit] += decay * old_cost[pos[hit]]
         keep = cost >= _FORGOTTEN  # a key decays out after ~log(0.01)/log(a) intervals without tuples
         order = np.argsort(stats.keys[keep], kind="stable")
@@ -589,8 +596,7 @@ class FangRebalancer(RebalancingPlanner):
         keys, cost = decayed
         if not keys.size:
             return stats
-        pos = np.minimum(np.searchsorted(keys, stats.keys), keys.size - 1)
-        hit = keys[pos] == stats.keys
+        pos, hit = _find_sorted(keys, stats.keys)
         return dataclasses.replace(stats, cost=np.where(hit, cost[pos], _clean(stats.cost)))
 
     def make_ring(self, n_workers: int) -> ConsistentHashRing | None:

@@ -94,7 +94,8 @@ MERGE_KINDS = (FRESH_SHARE, KEPT_SHARE, FINAL)
 
 def merge_stage_rows(win: WorkerWindow, batch: int, keys: Sequence[str], results: list[tuple],
                      export_shares: tuple[list[str], list[Any]] = ([], []),
-                     touched: np.ndarray | None = None) -> list[tuple[int, int, str, bytes]]:
+                     touched: np.ndarray | None = None,
+                     fps: np.ndarray | None = None) -> list[tuple[int, int, str, bytes]]:
     """What a worker of a split-key run sends to the merge stage after :meth:`WorkerWindow.step` of
     ``batch`` (:mod:`skewlab.engine.runtimes.spark.share_merge`): ``(kind, batch, key, bytes)`` —
     its share (:meth:`WorkerWindow.shares`, the operator's ``dumps``) of every key in its window that
@@ -108,14 +109,17 @@ def merge_stage_rows(win: WorkerWindow, batch: int, keys: Sequence[str], results
     this batch (:meth:`WorkerWindow.step` with ``split``: their state is on its way to another worker
     but still part of the key's result at ``batch``).  The merge stage writes only the (batch, key)
     with a :data:`FRESH_SHARE`; a share of a key without tuples in the batch would be dropped there, so
-    it is not sent: the stage's work scales with the keys of the batch, not with the window."""
+    it is not sent: the stage's work scales with the keys of the batch, not with the window.
+    ``fps``: the fingerprints of ``keys`` (:func:`key_fingerprints`) if the caller has them; ``None``:
+    computed here."""
     dumps = win.operator.dumps
     held = {k for k, entries in win.held.items() if any(e[0] == batch for e in entries)}
     applied = set(keys) - held
     if touched is None:
         names, states = win.shares(batch)
     else:
-        wanted = np.union1d(np.asarray(touched, np.uint64), key_fingerprints(list(keys)))
+        own = key_fingerprints(list(keys)) if fps is None else np.asarray(fps, np.uint64)
+        wanted = np.union1d(np.asarray(touched, np.uint64), own)
         names, states = win.shares(batch, wanted)
         kept = export_shares[0]
         if len(kept):
@@ -239,7 +243,7 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
             if control.split:
                 # the key-partitioned merge stage (share_merge) writes this batch's results
                 touched = np.concatenate([t.keys for t in touches]) if touches else np.zeros(0, np.uint64)
-                for kind, bt, k, d in merge_stage_rows(win, batch, keys, res, step["export_shares"], touched):
+                for kind, bt, k, d in merge_stage_rows(win, batch, keys, res, step["export_shares"], touched, fps):
                     out_kind.append(kind)
                     out_key.append(k)
                     out_data.append(d)

@@ -167,25 +167,35 @@ def combined_schema(operator: Any) -> str:
 
 
 def _combine_rows(operator: Any, n_workers: int, keys: list[pa.Array], workers: list[np.ndarray],
-                  values: list[np.ndarray]) -> pa.RecordBatch:
+                  values: list[np.ndarray], fps: list[np.ndarray] | None = None,
+                  ) -> tuple[pa.RecordBatch, np.ndarray | None]:
     """One combined row per (key, worker) of a partition's routed tuples (:func:`combined_schema`):
     the keys dictionary-encoded by Arrow, the groups ``key code * n_workers + worker`` factorized,
-    the operator's :meth:`~skewlab.engine.operators.KeyedOperator.pre_aggregate` of each group."""
+    the operator's :meth:`~skewlab.engine.operators.KeyedOperator.pre_aggregate` of each group.
+    Returns the rows and, with ``fps`` (the tuples' fingerprints, in the order of ``keys``), the
+    fingerprint of each row's key (``None`` without)."""
     import pandas as pd
 
     arr = keys[0] if len(keys) == 1 else pa.concat_arrays(keys)
     enc = pc.dictionary_encode(arr)
-    group = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64) * n_workers + np.concatenate(workers)
+    index = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    group = index * n_workers + np.concatenate(workers)
     codes, uniq = pd.factorize(group, sort=False)
     codes = codes.astype(np.int64, copy=False)
     vals = (values[0] if len(values) == 1 else np.concatenate(values)) if values else None
-    cols = [enc.dictionary.take(pa.array(uniq // n_workers)), pa.array((uniq % n_workers).astype(np.int32)),
+    row_key = uniq // n_workers
+    cols = [enc.dictionary.take(pa.array(row_key)), pa.array((uniq % n_workers).astype(np.int32)),
             pa.array(np.bincount(codes, minlength=len(uniq)).astype(np.int64))]
     names = ["key", "worker", "tuples"]
     for (name, typ), col in zip(operator.combined, operator.pre_aggregate(codes, len(uniq), vals)):
         cols.append(pa.array(col, type=typ))
         names.append(name)
-    return pa.RecordBatch.from_arrays(cols, names=names)
+    row_fps = None
+    if fps is not None:
+        key_fps = np.zeros(len(enc.dictionary), np.uint64)
+        key_fps[index] = np.concatenate(fps)  # every tuple of a dictionary entry has the entry's fingerprint
+        row_fps = key_fps[row_key]
+    return pa.RecordBatch.from_arrays(cols, names=names), row_fps
 
 
 def _control_order(order: ControlOrder | dict[str, Any], batch: int) -> ControlOrder:
@@ -205,7 +215,8 @@ def touch_rows(fps: np.ndarray, workers: np.ndarray, targets: Iterable[int],
     """The touch rows of one input partition of a split-key run: for every worker of the batch
     (``targets``: the workers with a control order, every one that holds state), the
     :class:`~skewlab.engine.runtimes.spark.messages.TouchedKeys` of the distinct fingerprints of the
-    partition's tuples (``fps``, routed to ``workers``) that went to other workers; none where that
+    partition's tuples (``fps``, routed to ``workers``: one entry per tuple, or per combined
+    (key, worker) row, which gives the same rows) that went to other workers; none where that
     set is empty.  Every worker, not only a key's candidates under the grouping: a key's window may
     sit on a worker that is no longer one of them (a key that left the head, a move under
     ``set-workers``, a switch of grouping within the window), and this needs no knowledge of the
@@ -334,7 +345,10 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
                 names_out.append("value")
             yield pa.RecordBatch.from_arrays(cols, names=names_out)
         if pending[0]:
-            yield _combine_rows(combining, n, *pending)
+            combined, row_fps = _combine_rows(combining, n, *pending, fps=touched[0] if touching else None)
+            if touching:  # the touch rows from the combined rows: one per (key, worker), not per tuple
+                touched = ([row_fps], [combined.column("worker").to_numpy()])
+            yield combined
         special: list[tuple[str, int]] = []
         for s in sorted(side):
             info = side[s]
