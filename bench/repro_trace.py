@@ -238,9 +238,12 @@ def _targets(traces) -> str:
         worse = [r["algorithm"] for r in t["rows"] if r["rebalancing"] and not r["not_worse"]]
         by = {r["algorithm"]: r for r in t["rows"]}
         w, sh = by["wchoices"]["median"], by["shuffle"]["median"]
+        above = (w - sh) * TRACE_INTERVAL / TRACE_WORKERS  # imbalance × a worker's mean = tuples
         lines.append(f"- {t['label']}: rebalancers worse than not rebalancing (median, or p90 beyond "
                      f"{P90_SLACK} ×): {', '.join(worse) if worse else 'none'}; W-Choices' median {w:.4f} against "
-                     f"2 × shuffle's {2 * sh:.4f}" + (" (holds)" if w <= 2 * sh + 1e-12 else " (does not hold)") + ".")
+                     f"2 × shuffle's {2 * sh:.4f}" + (" (holds)" if w <= 2 * sh + 1e-12 else " (does not hold)")
+                     + f", i.e. {above:.1f} tuples more than shuffle's on the busiest worker at the median "
+                       f"(a worker's mean is {TRACE_INTERVAL // TRACE_WORKERS:,}).")
     return "\n".join(lines)
 
 

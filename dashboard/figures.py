@@ -372,8 +372,10 @@ def _rebalance_points(data: Mapping[str, Any]) -> dict[str, list]:
         xs.append(ev["interval"])
         ys.append(at.get(ev["interval"]) or 0.0)
         if ev["kind"] == "rebalance_skipped":  # the migration gate (skewlab.engine.control.gate) kept the routing
-            texts.append(f"rebalance skipped: plan of {d.get('keys', 0)} keys, cost {_fmt(d.get('migration_cost'))} "
-                         f"> predicted gain {_fmt(d.get('gate_gain'))} × {d.get('gate_horizon', 1)} interval(s)")
+            texts.append(f"rebalance skipped: plan of {d.get('keys', 0)} keys, cost {_fmt(d.get('migration_cost'))}, "
+                         f"predicted gain {_fmt(d.get('gate_gain'))} × persistence {_fmt(d.get('gate_persistence'))} "
+                         f"× {d.get('gate_horizon', 1)} interval(s)"
+                         + (", the tables lose to the base hash" if (d.get("gate_excess") or 0) > 0 else ""))
             continue
         texts.append(f"rebalance: {d.get('keys', 0)} keys, state {_fmt(d.get('state_moved'))}, "
                      f"migration #{ev['interval']} cost {cost_text(cost.get(ev['interval'], d.get('migration_cost')))}"

@@ -446,6 +446,11 @@ GATE_PARAMS: tuple[Param, ...] = (
           "also plans from decayed costs unless plan_decay=0)"),
     Param("gate_horizon", "int", 1, "gate: intervals over which a plan's predicted gain is counted",
           low=1, high=1000),
+    Param("gate_min_persistence", "float", 0.3,
+          "gate: a plan passes on its own predicted gain only once the judged plans have kept at least this share "
+          "of their predicted gain on the next interval (ρ ≥ it); 0 = the ρ test alone (chosen on the real traces, "
+          "docs/results.md \"Defaults chosen on the real traces\")",
+          low=0.0, high=1.0),
 )
 
 

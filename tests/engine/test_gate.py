@@ -63,7 +63,9 @@ def test_gate_never_worse_than_not_rebalancing_on_bursts(algo):
     assert all(not r["rebalanced"] and r["migration_cost"] == 0.0 for r in skipped)
     events = [e for e in gated["events"] if e["kind"] == "rebalance_skipped"]
     assert len(events) == len(skipped)
-    assert all(e["gate_horizon"] * e["gate_persistence"] * e["gate_gain"] <= e["migration_cost"] for e in events)
+    floor = registry.create(algo, N).p["gate_min_persistence"]
+    assert all(e["gate_persistence"] < floor or e["gate_horizon"] * e["gate_persistence"] * e["gate_gain"] <= e["migration_cost"]
+               for e in events)
 
 
 def test_gate_lets_a_paying_plan_through():
@@ -79,7 +81,30 @@ def test_gate_lets_a_paying_plan_through():
     assert account(gated) < 0.5 * account(base)
     assert account(gated) <= account(plain) + rows[0]["imbalance"]
     events = [e for e in gated["events"] if e["kind"] == "rebalance"]
-    assert events and all(e["gate_horizon"] * e["gate_persistence"] * e["gate_gain"] > e["migration_cost"] for e in events)
+    assert events and all(e["gate_horizon"] * e["gate_persistence"] * e["gate_gain"] > e["migration_cost"]
+                          and e["gate_persistence"] >= registry.create("mixed", N).p["gate_min_persistence"] for e in events)
+
+
+def test_a_plan_needs_the_least_persistence_to_pass_on_its_own_gain():
+    """``gate_min_persistence``: with ρ below it a plan whose ρ · gain exceeds its cost is skipped; at
+    or above it the same plan passes (a unit case: one judged plan that kept a tenth of its gain)."""
+    from skewlab.engine.algorithms.grouping import IntervalStats, make_plan
+    from skewlab.engine.control.gate import MigrationGate
+
+    keys = np.arange(8, dtype=np.uint64)
+    cost = np.array([8.0, 1, 1, 1, 1, 1, 1, 1])
+    size = np.array([100.0, 1, 1, 1, 1, 1, 1, 1])  # the moved keys hold little state: a cheap plan
+    stats = IntervalStats(interval=0, n_workers=2, keys=keys, cost=cost, size=size, count=np.ones(8, dtype=np.int64),
+                          worker=np.zeros(8, dtype=np.int64), key_ids=np.arange(8, dtype=np.int64))
+    target = np.array([0, 1, 1, 1, 1, 1, 1, 1])
+    plan = make_plan("mixed", stats, target, np.zeros(8, dtype=np.int64))
+    gate = MigrationGate()
+    gate.realised, gate.predicted = 0.1, 1.0  # ρ = 0.1
+    gain = gate.judge(stats, plan, 1).gain
+    assert 0.1 * gain > plan.migration_cost  # the ρ test alone lets it through
+    assert gate.judge(stats, plan, 1, min_persistence=0.0).pays
+    assert not gate.judge(stats, plan, 1, min_persistence=0.2).pays
+    assert gate.judge(stats, plan, 1, min_persistence=0.1).pays
 
 
 def test_gate_is_declared_by_every_rebalancer_and_on_by_default():
@@ -91,7 +116,7 @@ def test_gate_is_declared_by_every_rebalancer_and_on_by_default():
         declared = {p.name for p in cls.params}
         assert (names <= declared) == cls.rebalancing, name
     g = registry.create("mixed", N)
-    assert g.p["gate"] is True and g.p["gate_horizon"] == 1
+    assert g.p["gate"] is True and g.p["gate_horizon"] == 1 and g.p["gate_min_persistence"] == 0.3
 
 
 def test_skipped_plans_reach_the_run_state_and_the_dashboard_markers():
