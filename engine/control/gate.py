@@ -47,20 +47,19 @@ traces to keep the p90 within the issue's 5 % of h's (docs/results.md, "Recency 
 gate").  On a stream where the plans beat h the excess stays negative and nothing changes.
 
 **A least persistence** (issue 25, an extension; parameter ``gate_min_persistence``, default 0.3): a
-plan's own gain counts only while ρ ≥ it.  On the bursty ``movielens`` users ρ stays near 0 (the
-judged plans kept 0.05–0.18 of their predicted gain), yet now and then a plan with a large
-predicted gain and a small migration passed ``ρ · gain > cost`` on that weak evidence, lost on the
-next interval, and with 21 intervals that one interval moved the run's median or p90 above its base's
-(llfd and mintable seed 5, minmig, mixed and mixed-bf seed 7).  With the floor a stream has to have
-shown that plans persist before a plan's predicted gain is believed; on persistent skews ρ ≈ 1 and
-nothing changes.
+plan's own gain counts only while ρ ≥ it.  Reason: on bursty keys ρ stays near 0, yet now and then
+a plan with a large predicted gain and a small migration passed ``ρ · gain > cost`` on that weak
+evidence and lost on the next interval, enough on a short trace to lift the run's median or p90 above
+its base's (docs/results.md, "Defaults chosen on the real traces").  With the floor a stream has to
+have shown that plans persist before a plan's predicted gain is believed; on persistent skews ρ ≈ 1
+and nothing changes.
 
 **On the record of the tables** (issue 25, an extension; parameter ``gate_record``): ρ judges each
 plan by its own next interval, but a planner's plans may pay only as a sequence — one plan's table
-loses on the next interval and the following plan corrects it.  On the ``drift`` stream (the hot
-ranks move on by one key per interval) the Gedik family's plans realised ρ ≈ 0.1–0.3 of their
-predicted gain, so the gate skipped most of them and ran worse than executing every plan, and worse
-than not rebalancing on some seeds.  With ``gate_record`` a plan also pays when ``gate_horizon · (−E)
+loses on the next interval and the following plan corrects it.  On a stream whose hot ranks move
+on every interval the Gedik family's plans realise a small share of their predicted gain one by one,
+so the gate skipped most of them and ran worse than executing every plan, and on some seeds worse
+than not rebalancing.  With ``gate_record`` a plan also pays when ``gate_horizon · (−E)
 > cost``: the planner's tables have beaten the base hash per interval, on the record, by more than
 the plan costs.  It is the same test with the record's gain in place of the plan's own expected
 gain; E > 0 still blocks every plan.  On by default for the Gedik family only
