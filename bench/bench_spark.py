@@ -35,6 +35,13 @@ a windowed per-key count (window ``--window`` micro-batches) whose results go to
   and as ``groupBy(pmod(hash(key), --buckets)).applyInPandasWithState`` with a table of per-key rings
   per bucket (a call per bucket, vectorised).  Baselines of values read the generator's seeded
   values (``values=true``), as the engine does for an operator of values.
+* **the floor of a Python stateful operator** (``python-floor``, :func:`python_floor`) — what any
+  operator in a Python worker with its state in Spark's state store pays before doing any work:
+  ``groupBy(pmod(hash(key), --workers)).applyInPandasWithState`` of a function that only counts
+  its rows, keeps a fixed 1 kB state and emits one row per group, in the same state store and
+  partitions.  It ships every 9th tuple (``seq % 9 == 0``), ~22,000 rows per batch at the default
+  configuration: as many as the engine's combiner ships (one row per key and source partition,
+  22,300–22,600 shuffle records per batch measured), so its tasks move as many rows as the engine's.
 * **skewlab** (:func:`run_engine`) — :class:`skewlab.engine.runtimes.spark.engine.SparkEngine` with the grouping:
   routing inside the source scan, ``groupBy(worker label).applyInPandasWithState`` with one task
   and one state partition per worker (``max_workers = workers``, so as many state partitions as
@@ -137,6 +144,16 @@ def make_window_count(window: int) -> Callable[..., Iterator[Any]]:
     return count
 
 
+def python_floor(bucket: tuple, frames: Iterator[Any], state: Any) -> Iterator[Any]:
+    """The ``applyInPandasWithState`` function of baseline ``python-floor``: count the group's rows,
+    store a fixed 1 kB state, emit one row (bucket, rows)."""
+    import pandas as pd
+
+    rows = sum(len(f) for f in frames)
+    state.update((bytes(1024),))
+    yield pd.DataFrame({"bucket": [int(bucket[0])], "rows": [rows]})
+
+
 def _gen_opts(args: Any, values: bool = False) -> dict[str, str]:
     opts = {"workload": "zipf", "params": json.dumps({"keys": args.keys, "z": args.zipf}), "seed": "0",
             "partitions": str(SOURCES), "rate": "0", "max_per_batch": str(args.per_batch)}
@@ -152,7 +169,13 @@ BASELINES: dict[str, tuple[str, bool, str, str | None]] = {
     "native-mean": ("native groupBy(key).agg(avg) stateful", True, "update", None),
     "stateful-mean": ("mean: applyInPandasWithState by key", True, "append", "n"),
     "bucket-mean": ("mean: applyInPandasWithState by bucket", True, "append", "n"),
+    "python-floor": ("floor: applyInPandasWithState, no work", False, "append", None),
 }
+
+#: baseline python-floor: every FLOOR_KEEP-th tuple (the share of rows the engine's combiner ships)
+FLOOR_KEEP = 9
+FLOOR_OUT = "bucket int, rows long"
+FLOOR_STATE = "blob binary"
 
 
 def _baseline_query(src: Any, kind: str, args: Any) -> Any:
@@ -179,6 +202,10 @@ def _baseline_query(src: Any, kind: str, args: Any) -> Any:
         return (src.select("key", batch, "value", bucket).groupBy("bucket")
                 .applyInPandasWithState(udfs.make_bucket_mean(window), udfs.MEAN_OUT, udfs.BUCKET_STATE, "append",
                                         "NoTimeout"))
+    if kind == "python-floor":
+        bucket = F.pmod(F.hash("key"), F.lit(int(args.workers))).alias("bucket")
+        return (src.filter(F.col("seq") % FLOOR_KEEP == 0).select(bucket).groupBy("bucket")
+                .applyInPandasWithState(python_floor, FLOOR_OUT, FLOOR_STATE, "append", "NoTimeout"))
     return src  # jvm: aggregated per micro-batch in foreachBatch
 
 
