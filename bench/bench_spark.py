@@ -42,6 +42,9 @@ a windowed per-key count (window ``--window`` micro-batches) whose results go to
   partitions.  It ships every 9th tuple (``seq % 9 == 0``), ~22,000 rows per batch at the default
   configuration: as many as the engine's combiner ships (one row per key and source partition,
   22,300–22,600 shuffle records per batch measured), so its tasks move as many rows as the engine's.
+  ``python-floor-tws``: the same with Spark 4's other Python state API, ``transformWithStateInPandas``
+  (:class:`FloorProcessor`, one value state per group); it needs ``protobuf`` (PySpark's optional
+  dependency for that API, not one of skewlab's).
 * **skewlab** (:func:`run_engine`) — :class:`skewlab.engine.runtimes.spark.engine.SparkEngine` with the grouping:
   routing inside the source scan, ``groupBy(worker label).applyInPandasWithState`` with one task
   and one state partition per worker (``max_workers = workers``, so as many state partitions as
@@ -154,6 +157,27 @@ def python_floor(bucket: tuple, frames: Iterator[Any], state: Any) -> Iterator[A
     yield pd.DataFrame({"bucket": [int(bucket[0])], "rows": [rows]})
 
 
+def floor_processor() -> Any:
+    """The ``transformWithStateInPandas`` processor of baseline ``python-floor-tws``: the work of
+    :func:`python_floor` (count the rows, a fixed 1 kB value state, one row out) through that API."""
+    import pandas as pd
+    from pyspark.sql.streaming import StatefulProcessor
+
+    class FloorProcessor(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.blob = handle.getValueState("blob", FLOOR_STATE)
+
+        def handleInputRows(self, key: tuple, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+            n = sum(len(f) for f in rows)
+            self.blob.update((bytes(1024),))
+            yield pd.DataFrame({"bucket": [int(key[0])], "rows": [n]})
+
+        def close(self) -> None:
+            pass
+
+    return FloorProcessor()
+
+
 def _gen_opts(args: Any, values: bool = False) -> dict[str, str]:
     opts = {"workload": "zipf", "params": json.dumps({"keys": args.keys, "z": args.zipf}), "seed": "0",
             "partitions": str(SOURCES), "rate": "0", "max_per_batch": str(args.per_batch)}
@@ -170,6 +194,7 @@ BASELINES: dict[str, tuple[str, bool, str, str | None]] = {
     "stateful-mean": ("mean: applyInPandasWithState by key", True, "append", "n"),
     "bucket-mean": ("mean: applyInPandasWithState by bucket", True, "append", "n"),
     "python-floor": ("floor: applyInPandasWithState, no work", False, "append", None),
+    "python-floor-tws": ("floor: transformWithStateInPandas, no work", False, "append", None),
 }
 
 #: baseline python-floor: every FLOOR_KEEP-th tuple (the share of rows the engine's combiner ships)
@@ -202,10 +227,12 @@ def _baseline_query(src: Any, kind: str, args: Any) -> Any:
         return (src.select("key", batch, "value", bucket).groupBy("bucket")
                 .applyInPandasWithState(udfs.make_bucket_mean(window), udfs.MEAN_OUT, udfs.BUCKET_STATE, "append",
                                         "NoTimeout"))
-    if kind == "python-floor":
-        bucket = F.pmod(F.hash("key"), F.lit(int(args.workers))).alias("bucket")
-        return (src.filter(F.col("seq") % FLOOR_KEEP == 0).select(bucket).groupBy("bucket")
-                .applyInPandasWithState(python_floor, FLOOR_OUT, FLOOR_STATE, "append", "NoTimeout"))
+    if kind in ("python-floor", "python-floor-tws"):
+        bucket = F.pmod(F.hash("key"), F.lit(int(args.workers))).cast("int").alias("bucket")
+        grouped = src.filter(F.col("seq") % FLOOR_KEEP == 0).select(bucket).groupBy("bucket")
+        if kind == "python-floor-tws":
+            return grouped.transformWithStateInPandas(floor_processor(), FLOOR_OUT, "append", "None")
+        return grouped.applyInPandasWithState(python_floor, FLOOR_OUT, FLOOR_STATE, "append", "NoTimeout")
     return src  # jvm: aggregated per micro-batch in foreachBatch
 
 
@@ -463,6 +490,11 @@ def main(argv: list[str] | None = None) -> int:
     for k in kinds:
         if k not in BASELINES:
             p.error(f"--baselines {k!r}: expected one of {', '.join(BASELINES)}")
+    if "python-floor-tws" in kinds:
+        try:
+            import google.protobuf  # noqa: F401 - PySpark's transformWithStateInPandas needs it
+        except ImportError:
+            p.error("--baselines python-floor-tws needs protobuf (pip install protobuf)")
     names = registry.names() if args.only == "all" else [n for n in args.only.split(",") if n]
     for n in names:
         registry.get(n)
