@@ -347,6 +347,13 @@ def _interval_axis(first: Any) -> dict[str, Any]:
     return dict(autorangeoptions=dict(include=[first, first + MIN_SPAN])) if first is not None else {}
 
 
+def _below_floor(detail: Mapping[str, Any]) -> bool:
+    """Whether a skipped plan's persistence ρ was below the gate's least persistence (events stored
+    before the verdict carried the floor have none: False)."""
+    rho, floor = detail.get("gate_persistence"), detail.get("gate_min_persistence")
+    return rho is not None and floor is not None and rho < floor
+
+
 def _rebalance_points(data: Mapping[str, Any]) -> dict[str, list]:
     """The rebalance markers: at each rebalance event, its keys, state and cost, and what the interval's
     migrations reported of bytes moved and pause (:func:`migration_extras`)."""
@@ -375,7 +382,9 @@ def _rebalance_points(data: Mapping[str, Any]) -> dict[str, list]:
             texts.append(f"rebalance skipped: plan of {d.get('keys', 0)} keys, cost {_fmt(d.get('migration_cost'))}, "
                          f"predicted gain {_fmt(d.get('gate_gain'))} × persistence {_fmt(d.get('gate_persistence'))} "
                          f"× {d.get('gate_horizon', 1)} interval(s)"
-                         + (", the tables lose to the base hash" if (d.get("gate_excess") or 0) > 0 else ""))
+                         + (", the tables lose to the base hash" if (d.get("gate_excess") or 0) > 0 else "")
+                         + (f", persistence below the least {_fmt(d['gate_min_persistence'])}: the plan's own gain "
+                            "does not count" if _below_floor(d) else ""))
             continue
         texts.append(f"rebalance: {d.get('keys', 0)} keys, state {_fmt(d.get('state_moved'))}, "
                      f"migration #{ev['interval']} cost {cost_text(cost.get(ev['interval'], d.get('migration_cost')))}"

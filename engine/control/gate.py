@@ -95,9 +95,10 @@ FORGET = 0.9
 
 @dataclass(frozen=True)
 class GateVerdict:
-    """A plan's predicted ``gain``, migration ``cost``, the persistence ``rho``, ``horizon`` and mean
-    excess over the base hash ``excess`` (E) it was judged with, and whether it pays
-    (``horizon · rho · gain > cost`` and E ≤ 0)."""
+    """A plan's predicted ``gain``, migration ``cost``, the persistence ``rho``, ``horizon``, mean
+    excess over the base hash ``excess`` (E) and least persistence ``min_persistence`` it was judged
+    with, and whether it pays (``horizon · rho · gain > cost`` with ``rho ≥ min_persistence``, or by
+    the record, and E ≤ 0)."""
 
     gain: float
     cost: float
@@ -105,10 +106,12 @@ class GateVerdict:
     horizon: int
     pays: bool
     excess: float = 0.0
+    min_persistence: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
         return {"gate_gain": self.gain, "gate_cost": self.cost, "gate_persistence": self.rho,
-                "gate_horizon": self.horizon, "gate_excess": self.excess}
+                "gate_horizon": self.horizon, "gate_excess": self.excess,
+                "gate_min_persistence": self.min_persistence}
 
 
 def _imbalance(workers: np.ndarray, cost: np.ndarray, n: int) -> float:
@@ -200,4 +203,5 @@ class MigrationGate:
         own = rho * gain if rho >= min_persistence else 0.0
         expected = max(own, -self.mean_excess) if record else own
         pays = horizon * expected > cost and not self.tables_lose
-        return GateVerdict(float(gain), cost, float(rho), int(horizon), bool(pays), float(self.mean_excess))
+        return GateVerdict(float(gain), cost, float(rho), int(horizon), bool(pays), float(self.mean_excess),
+                           float(min_persistence))

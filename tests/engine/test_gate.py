@@ -139,6 +139,31 @@ def test_skipped_plans_reach_the_run_state_and_the_dashboard_markers():
     assert "no operator events" in str(event_log(events))
 
 
+def test_a_skipped_plans_marker_says_when_its_persistence_was_below_the_least():
+    """The hover of a plan the gate skipped names the least persistence when ρ was below it (its own
+    gain did not count), and not when ρ was above it or the event predates the floor."""
+    from skewlab.dashboard.figures import _rebalance_points
+
+    base = {"keys": 3, "migration_cost": 0.1, "gate_gain": 0.5, "gate_horizon": 1}
+    events = [{"interval": i, "kind": "rebalance_skipped", "detail": {**base, **d}}
+              for i, d in enumerate([{"gate_persistence": 0.1, "gate_min_persistence": 0.3},
+                                     {"gate_persistence": 0.4, "gate_min_persistence": 0.3},
+                                     {"gate_persistence": 0.1}])]
+    texts = _rebalance_points({"series": {"interval": [0, 1, 2], "imbalance": [0.5] * 3}, "events": events})["text"]
+    assert ["below the least 0.3" in t for t in texts] == [True, False, False]
+
+
+def test_a_verdict_carries_the_least_persistence_it_was_judged_with():
+    """The gate's verdict (interval rows and rebalance events, executed or skipped) reports the floor it
+    applied."""
+    vocab, batches = persistent_batches()
+    out = run("mixed", vocab, batches, gate_min_persistence=0.45)
+    judged = [r for r in out["intervals"] if "gate_persistence" in r]
+    events = [e for e in out["events"] if e["kind"] in ("rebalance", "rebalance_skipped")]
+    assert judged and events and {e["kind"] for e in events} == {"rebalance", "rebalance_skipped"}
+    assert all(r["gate_min_persistence"] == 0.45 for r in judged + events)
+
+
 def test_a_gate_pickled_without_an_excess_record_restores_with_an_empty_one():
     """A checkpoint written before the gate judged tables against the base hash holds a gate without
     ``excess``: restored, it starts with E = 0 and the run goes on."""
