@@ -44,6 +44,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import numpy as np
+from skewlab.engine.algorithms.sorted_lookup import find_sorted
 from skewlab.shared import copy_as_in_memory
 from llvmlite import ir
 from numba import njit, types
@@ -686,9 +687,7 @@ class SpaceSaving:
         out_c = np.zeros(fps.size, dtype=np.int64)
         out_e = np.zeros(fps.size, dtype=np.int64)
         if tracked.size and fps.size:
-            pos = np.searchsorted(tracked, fps)
-            pos[pos == tracked.size] = 0
-            hit = tracked[pos] == fps
+            pos, hit = find_sorted(tracked, fps)
             out_c[hit] = counts[pos[hit]]
             out_e[hit] = errs[pos[hit]]
         return out_c, out_e

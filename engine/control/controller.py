@@ -61,6 +61,7 @@ from skewlab.engine.algorithms import registry
 from skewlab.engine.control.gate import GateVerdict, MigrationGate
 from skewlab.engine.algorithms.grouping import IntervalStats, Plan, Planner
 from skewlab.engine.algorithms.keys import Vocabulary, home
+from skewlab.engine.algorithms.sorted_lookup import find_sorted
 from skewlab.engine.control.metrics import load_metrics
 from skewlab.engine.config.params import ParamError
 from skewlab.engine.config.settings import WORKERS, check
@@ -387,8 +388,8 @@ class Controller:
             return
         order = np.argsort(key_ids, kind="stable")
         sk, st = key_ids[order], targets[order]
-        pos = np.minimum(np.searchsorted(sk, keys), sk.size - 1)
-        hit = (sk[pos] == keys) & (st[pos] != workers)
+        pos, hit = find_sorted(sk, keys)
+        hit &= st[pos] != workers
         if hit.any():
             self._orders.append((keys[hit], workers[hit], st[pos[hit]]))
 

@@ -49,6 +49,7 @@ from skewlab.engine.algorithms.groupings.basic import ConsistentHashRing
 from skewlab.engine.algorithms.keys import mix64
 from skewlab.engine.algorithms.registry import register
 from skewlab.engine.algorithms.sketches import SketchPerSource, SpaceSaving
+from skewlab.engine.algorithms.sorted_lookup import find_sorted
 from skewlab.engine.config.params import Param
 
 __all__ = ["FishGrouping", "FishRouter", "fish_choices"]
@@ -174,10 +175,8 @@ class FishRouter(SketchPerSource, Router):
             owners = self.ring.lookup(seg)
             hot = self.hot_fps[s]
             hot_idx = np.full(seg.size, -1, dtype=np.int64)
-            if hot.size:
-                i = np.minimum(np.searchsorted(hot, seg), hot.size - 1)
-                hit = hot[i] == seg
-                hot_idx[hit] = i[hit]
+            i, hit = find_sorted(hot, seg)
+            hot_idx[hit] = i[hit]
             _fish_kernel(owners, hot_idx, self.hot_cand[s], self.hot_d[s], self.loads[s], out[pos:end])
             self.sketch.offer(seg, s)
             self.seen[s] += seg.size

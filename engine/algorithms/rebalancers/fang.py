@@ -56,6 +56,7 @@ from skewlab.engine.algorithms.groupings.basic import ConsistentHashRing
 from skewlab.engine.config.params import Param
 from skewlab.engine.algorithms.rebalancers.compact import CompactStats, build_compact, desc_order, expand_assignment, load_error
 from skewlab.engine.algorithms.registry import register
+from skewlab.engine.algorithms.sorted_lookup import find_sorted
 
 __all__ = ["FangRebalancer", "LLFD", "MinTable", "MinMig", "Mixed", "MixedBF", "rebalance_groups"]
 
@@ -419,14 +420,6 @@ def _clean(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _find_sorted(hay: np.ndarray, needles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each of ``needles`` looked up in the sorted, non-empty ``hay``: ``(pos, hit)``, ``hit[i]`` true
-    where ``hay[pos[i]] == needles[i]`` (``pos``: the ``np.searchsorted`` position, clipped to the
-    last entry)."""
-    pos = np.minimum(np.searchsorted(hay, needles), hay.size - 1)
-    return pos, hay[pos] == needles
-
-
 _THETA = Param(
     "theta_max", "float", 0.08,
     "θmax: tolerated imbalance |L(d) − L̄|/L̄ of every worker (Fang Eq. 3; Table II default 0.08)",
@@ -576,7 +569,7 @@ class FangRebalancer(RebalancingPlanner):
         cost = _clean(stats.cost).copy()
         if self._decayed is not None and self._decayed[0].size and stats.keys.size:
             old_keys, old_cost = self._decayed
-            pos, hit = _find_sorted(old_keys, stats.keys)
+            pos, hit = find_sorted(old_keys, stats.keys)
             cost[hit] += decay * old_cost[pos[hit]]
         keep = cost >= _FORGOTTEN  # a key decays out after ~log(0.01)/log(a) intervals without tuples
         order = np.argsort(stats.keys[keep], kind="stable")
@@ -596,7 +589,7 @@ class FangRebalancer(RebalancingPlanner):
         keys, cost = decayed
         if not keys.size:
             return stats
-        pos, hit = _find_sorted(keys, stats.keys)
+        pos, hit = find_sorted(keys, stats.keys)
         return dataclasses.replace(stats, cost=np.where(hit, cost[pos], _clean(stats.cost)))
 
     def make_ring(self, n_workers: int) -> ConsistentHashRing | None:

@@ -48,6 +48,7 @@ from skewlab.engine.algorithms.groupings.basic import ConsistentHashRing
 from skewlab.engine.config.params import Param
 from skewlab.engine.algorithms.registry import register
 from skewlab.engine.algorithms.rebalancers.lossy_counting import LossyCounter, SlidingLossyCounter
+from skewlab.engine.algorithms.sorted_lookup import find_sorted
 
 __all__ = [
     "GedikGrouping",
@@ -746,8 +747,7 @@ class GedikGrouping(RebalancingPlanner):
         # restrict to keys the statistics know (keys without state or load cannot be placed)
         order_k = np.argsort(keys, kind="stable")
         sk = keys[order_k]
-        pos = np.minimum(np.searchsorted(sk, cand_keys), sk.size - 1)
-        hit = sk[pos] == cand_keys if sk.size else np.zeros(cand_keys.size, dtype=bool)
+        pos, hit = find_sorted(sk, cand_keys)
         t_idx = order_k[pos[hit]]
         t_f = cand_f[hit]
         # decreasing frequency, then fingerprint (deterministic scan order)

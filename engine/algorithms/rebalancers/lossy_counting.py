@@ -46,6 +46,8 @@ import math
 
 import numpy as np
 
+from skewlab.engine.algorithms.sorted_lookup import find_sorted
+
 __all__ = ["LossyCounter", "SlidingLossyCounter"]
 
 
@@ -95,14 +97,9 @@ class LossyCounter:
         if uk.size == 0:
             return
         done_before = self.buckets()
-        if self.keys.size:
-            pos = np.searchsorted(self.keys, uk)
-            pos_c = np.minimum(pos, self.keys.size - 1)
-            present = self.keys[pos_c] == uk
-            np.add.at(self.ca, pos_c[present], uw[present])
-            new = ~present
-        else:
-            new = np.ones(uk.size, dtype=bool)
+        pos, present = find_sorted(self.keys, uk)
+        np.add.at(self.ca, pos[present], uw[present])
+        new = ~present
         if new.any():
             keys_all = np.concatenate([self.keys, uk[new]])
             ca_all = np.concatenate([self.ca, uw[new]])
@@ -121,8 +118,7 @@ class LossyCounter:
         out = np.zeros(keys.size, dtype=np.float64)
         if self.keys.size == 0 or keys.size == 0:
             return out
-        pos = np.minimum(np.searchsorted(self.keys, keys), self.keys.size - 1)
-        hit = self.keys[pos] == keys
+        pos, hit = find_sorted(self.keys, keys)
         out[hit] = self.ca[pos[hit]]
         return out
 
