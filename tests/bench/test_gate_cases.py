@@ -1,0 +1,38 @@
+"""``bench/gate_cases.py``: the count of rebalancer cases worse than their base (issue 25 item 2)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from skewlab.bench import gate_cases
+from skewlab.bench.common import simulate
+from skewlab.engine.cli.simulate import SimulationConfig
+
+
+def _independent(seed: int, plans_on: bool) -> tuple[float, float]:
+    cfg = SimulationConfig(algorithm="scan", workers=10, sources=2, workload="drift", workload_params={},
+                           messages=200_000, interval_messages=5_000, seed=seed)
+    imb = np.array([i["imbalance"] for i in simulate(cfg, plans_on=plans_on)["intervals"]])
+    return float(np.median(imb)), float(np.percentile(imb, 90))
+
+
+def test_worse_cases_are_those_of_independent_runs():
+    """scan on drift, seeds 0–7: the bench reports exactly the seeds whose run, computed here
+    without the bench, has a median above its plans-off run's or a p90 above 1.05 × it."""
+    out = gate_cases.count_cases(8, {}, 1, algorithms=["scan"], traces=["drift (synthetic)"])
+    expected = []
+    for seed in range(8):
+        (m, p), (bm, bp) = _independent(seed, True), _independent(seed, False)
+        if m > bm + 1e-12 or p > 1.05 * bp + 1e-12:
+            expected.append(seed)
+    assert out["cases"] == 8
+    assert [w["seed"] for w in out["worse"]] == expected
+    assert all(w["algorithm"] == "scan" and w["trace"] == "drift (synthetic)" for w in out["worse"])
+
+
+def test_bad_parameter_is_one_line_and_exit_2(capsys):
+    assert gate_cases.main(["--param", "no_such=1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "unknown parameter 'no_such'" in err
+    assert gate_cases.main(["--param", "gate"]) == 2
+    assert gate_cases.main(["--seeds", "0"]) == 2
