@@ -26,9 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from skewlab.bench.common import simulate  # noqa: E402
 from skewlab.bench.repro_trace import (  # noqa: E402
-    P90_SLACK, SYNTHETIC_MESSAGES, TRACE_INTERVAL, TRACE_WORKERS, TRACES)
+    P90_SLACK, SYNTHETIC_MESSAGES, TRACE_INTERVAL, TRACE_WORKERS, TRACES, run_per_interval)
 from skewlab.engine.algorithms import registry  # noqa: E402
 from skewlab.engine.cli.simulate import SimulationConfig  # noqa: E402
 from skewlab.engine.config.params import ParamError, parse_assignments  # noqa: E402
@@ -38,7 +37,7 @@ def rebalancers() -> list[str]:
     return [a for a in registry.names() if registry.get(a).rebalancing]
 
 
-def per_interval(job: tuple[str, int, int, bool, dict[str, str]]) -> tuple[float, float]:
+def run_case(job: tuple[str, int, int, bool, dict[str, str]]) -> tuple[float, float]:
     """Median and p90 of the per-interval imbalance of one run (``job``: algorithm, trace index,
     seed, plans on, parameters)."""
     algorithm, trace, seed, plans_on, params = job
@@ -46,8 +45,8 @@ def per_interval(job: tuple[str, int, int, bool, dict[str, str]]) -> tuple[float
     cfg = SimulationConfig(algorithm=algorithm, workers=TRACE_WORKERS, sources=2, workload=workload,
                            workload_params=dict(wparams), messages=SYNTHETIC_MESSAGES if synthetic else None,
                            interval_messages=TRACE_INTERVAL, seed=seed, params=dict(params))
-    imb = np.array([i["imbalance"] for i in simulate(cfg, plans_on=plans_on)["intervals"]], dtype=np.float64)
-    return float(np.median(imb)), float(np.percentile(imb, 90))
+    r = run_per_interval(cfg, plans_on)
+    return r["median"], r["p90"]
 
 
 def count_cases(seeds: int, params: dict[str, str], processes: int, algorithms: list[str] | None = None,
@@ -60,7 +59,7 @@ def count_cases(seeds: int, params: dict[str, str], processes: int, algorithms: 
     cases = [(a, t, s) for a in algorithms or rebalancers() for t in picked for s in range(seeds)]
     jobs = [(a, t, s, on, params) for a, t, s in cases for on in (True, False)]
     with Pool(processes) as pool:
-        results = list(tqdm(pool.imap(per_interval, jobs, chunksize=4), total=len(jobs), desc="runs",
+        results = list(tqdm(pool.imap(run_case, jobs, chunksize=4), total=len(jobs), desc="runs",
                             file=sys.stderr))
     worse, gains = [], []
     for i, (a, t, s) in enumerate(cases):

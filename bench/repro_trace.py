@@ -114,7 +114,8 @@ def _cut(ctx: Context, name: str, span: int, days: int) -> dict[str, Any]:
             "distinct_keys": len(wl.vocab)}
 
 
-def _per_interval(cfg: SimulationConfig, plans_on: bool = True) -> dict[str, float]:
+def run_per_interval(cfg: SimulationConfig, plans_on: bool = True) -> dict[str, float]:
+    """One simulated run: median and p90 of its per-interval imbalance, migration %, intervals."""
     r = simulate(cfg, plans_on=plans_on)
     imb = np.array([i["imbalance"] for i in r["intervals"]], dtype=np.float64)
     return {"median": float(np.median(imb)), "p90": float(np.percentile(imb, 90)),
@@ -139,7 +140,7 @@ def _trace(ctx: Context, label: str, workload: str, wparams: dict[str, Any], syn
                                    workload_params=dict(wparams), messages=messages,
                                    interval_messages=TRACE_INTERVAL, seed=seed)
             for plans_on in (True, False) if registry.get(alg).rebalancing else (True,):
-                runs.setdefault((alg, plans_on), []).append(_per_interval(cfg, plans_on))
+                runs.setdefault((alg, plans_on), []).append(run_per_interval(cfg, plans_on))
             ctx.tick(f"trace {label} {alg}")
     rows = []
     for alg in registry.names():
