@@ -11,7 +11,7 @@ worse cases, each of them, and the mean relative gain of the median over the bas
 ``--param gate_min_persistence=0.2``: a row of results.md's least-persistence table).
 
 Usage: ``python bench/gate_cases.py [--seeds 8] [--param NAME=VALUE ...] [--processes 2] [--json]``
-(704 cases with 8 seeds: ~2 minutes on 2 cores).
+(704 cases with 8 seeds: about a minute on 2 cores).
 """
 
 from __future__ import annotations
