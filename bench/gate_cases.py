@@ -55,7 +55,11 @@ def count_cases(seeds: int, params: dict[str, str], processes: int, algorithms: 
     the worse cases and the mean relative gain."""
     from tqdm import tqdm
 
-    picked = [t for t in range(len(TRACES)) if traces is None or TRACES[t][0] in traces]
+    labels = [t[0] for t in TRACES]
+    unknown = sorted(set(traces or ()) - set(labels)) + sorted(set(algorithms or ()) - set(rebalancers()))
+    if unknown:
+        raise ValueError(f"not a trace of the trace bench nor a rebalancer: {', '.join(unknown)}")
+    picked = [t for t in range(len(TRACES)) if traces is None or labels[t] in traces]
     cases = [(a, t, s) for a in algorithms or rebalancers() for t in picked for s in range(seeds)]
     jobs = [(a, t, s, on, params) for a, t, s in cases for on in (True, False)]
     with Pool(processes) as pool:

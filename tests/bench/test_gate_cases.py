@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from skewlab.bench import gate_cases
 from skewlab.bench.common import simulate
@@ -36,3 +37,10 @@ def test_bad_parameter_is_one_line_and_exit_2(capsys):
     assert "\n" not in err and "unknown parameter 'no_such'" in err
     assert gate_cases.main(["--param", "gate"]) == 2
     assert gate_cases.main(["--seeds", "0"]) == 2
+
+
+def test_unknown_trace_or_algorithm_is_refused_not_an_empty_count():
+    with pytest.raises(ValueError, match="drift \\(typo\\)"):
+        gate_cases.count_cases(1, {}, 1, traces=["drift (typo)"])
+    with pytest.raises(ValueError, match="hash"):
+        gate_cases.count_cases(1, {}, 1, algorithms=["hash"])
