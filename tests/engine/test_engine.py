@@ -253,6 +253,49 @@ def test_split_key_merge_stage_rows_scale_with_the_batchs_keys_not_the_window(sp
     assert window_keys[last] > 2 * len(per_batch[last])  # the window holds far more keys than the batch
 
 
+def test_keys_held_by_one_worker_never_go_through_the_merge_stage(spark, tmp_path):
+    """Issue 36, item 2: in a split-key run only the keys held by several workers in the window go
+    to the merge stage; a key whose tuples and state are all on its home worker is written by that
+    worker.  D-Choices with its tail at home (``tail=hash``) over a long tail: from the batch after
+    the first on (the driver knows which keys are held away from home), the rows sent to the merge
+    stage are fewer than the batch's keys and the workers write the results of most keys themselves
+    (before: every key of the batch went to the merge stage, once per holder, and no worker wrote a
+    result), and the sink stays exact through a shrink (``set-workers``: every key merges in the
+    batches where homes change or state moves) and a restart."""
+    cfg = gen_cfg(tmp_path, algorithm="dchoices", params={"tail": "hash"}, workers=4, window=3,
+                  max_batches=7, shadow=[], workload_params={"keys": 5_000, "z": 1.1}, max_per_batch=3000)
+    summaries: dict[int, dict] = {}
+
+    def after(engine, batch_id):
+        if batch_id == 3:
+            engine.store.submit_command("set-workers", {"workers": 3})
+
+    engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
+    collect = engine._collect
+
+    def recording(df, batch_id):
+        out = collect(df, batch_id)
+        summaries[batch_id] = {w: s for w, s in out["summaries"].items() if s.batch is not None}
+        return out
+
+    engine._collect = recording
+    assert engine.run() == 0 and engine.shares_split and engine.controller.n_workers == 3
+    SparkEngine(dataclasses.replace(cfg, max_batches=2), log=lambda m: None).run()  # restart: same checkpoint
+    per_batch = batch_keys(tmp_path / "ckpt", generator_keys_of(cfg))
+    got, rows, distinct = sink_results(engine.results)
+    truth = final(windowed_truth(per_batch, cfg.window), tmp_path / "ckpt")
+    assert rows == distinct, "a (batch, key) was written twice"
+    assert only(final(got, tmp_path / "ckpt"), truth) == truth
+    quiet = [b for b in (1, 2, 6) if b in summaries]  # not the shrink's batches (4: new homes, 5: imports)
+    assert quiet, sorted(summaries)
+    for b in quiet:
+        sent = sum(s.shares for s in summaries[b].values())
+        written = sum(s.results for s in summaries[b].values())
+        assert sent < len(per_batch[b]) and written > len(per_batch[b]) / 2, (b, sent, written, len(per_batch[b]))
+    t = engine.results.read().to_pydict()
+    assert max(t["shares"]) > 1  # the head was split, and merged
+
+
 @pytest.mark.parametrize("algorithm", ["hash", "dchoices"])
 def test_service_time_is_in_every_workers_task_time(spark, tmp_path, algorithm):
     """``--service-us``: each worker's task (Spark's task metrics) lasts at least its tuples times the

@@ -595,8 +595,9 @@ class SparkEngine:
         try:
             # the collected table is freed here: only its numeric columns live on
             u = unpack_output(df.filter(~F.col("kind").isin(*MERGE_KINDS)).toArrow())
-            if any(s.shares for s in u["summaries"].values()):
-                merge_in_spark(df, batch_id, self.partitions, self.results, self.operator)
+            shares = sum(s.shares for s in u["summaries"].values())
+            if shares:
+                merge_in_spark(df, batch_id, self.partitions, self.results, self.operator, rows_announced=shares)
         finally:
             df.unpersist()
         return u

@@ -3,10 +3,10 @@
 ``--sink`` selects it (:func:`parse_sink`): a directory (the default, ``data/results/<checkpoint
 name>``) or ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC``.  The sink gets one final row per (batch,
 key) (:func:`sink_schema`: ``batch, key, result``, the operator's columns, ``shares``).  Its
-*writers* are numbered ``0 .. P-1``: under a single-owner grouping writer ``w`` is the task of worker
-``w`` (:func:`skewlab.engine.runtimes.spark.operator.make_handler`, a key's result is its owner's);
-in a run with split keys it is the merge stage's output for the keys of hash bucket ``w``,
-``pmod(hash(key), P)`` (:mod:`skewlab.engine.runtimes.spark.share_merge`).  A micro-batch uses one kind of writer.  Each
+*writers* are numbered ``0 .. 2P-1``: writer ``w < P`` is the task of worker ``w``
+(:func:`skewlab.engine.runtimes.spark.operator.make_handler`: the results of the keys it alone
+holds), writer ``P + w`` the merge stage's output for the split keys of hash bucket ``w``,
+``pmod(hash(key), P)`` (:mod:`skewlab.engine.runtimes.spark.share_merge`).  Each
 writer calls ``write(batch, w, table)`` once per micro-batch with its rows; ``read()`` returns every
 result row of the run in the same columns.  Both sinks are exactly once from the same two facts: a
 replayed micro-batch produces the same rows (Spark restores the state version before it), and one
@@ -14,14 +14,15 @@ writer owns each (batch, writer) output.
 
 * :class:`ParquetSink`: one file per (batch, writer), written atomically and rewritten identically on
   a replay (:func:`sink_file`, :func:`write_atomic_parquet`).
-* :class:`KafkaSink`: writer ``w`` writes to partition ``w`` of the topic (the topic has at least
-  P = ``--max-workers`` partitions).  Kafka offers no way to replace records, and a Kafka transaction
+* :class:`KafkaSink`: writer ``w`` writes to partition ``w mod P`` of the topic (the topic has at
+  least P = ``--max-workers`` partitions).  Kafka offers no way to replace records, and a Kafka transaction
   would not commit atomically with Spark's batch, so the task makes its write idempotent itself: the
   rows are put in a canonical order (sorted by row content, since the order of the rows reaching a
   task is not fixed) and numbered ``seq = 0 .. n-1``; before writing, the task reads the tail of its
-  partition and writes only the ``seq`` of its batch not already there (a replay after a complete
+  partition and writes only the ``seq`` of its (batch, writer) not already there (a replay after a complete
   write writes nothing, one after a crash mid-write completes the batch).  The records of a (batch,
-  writer) are contiguous at the partition's tail while the task runs: Spark starts batch ``b + 1``
+  writer) are at the partition's tail while the task runs (after those of the batch's other writer
+  of the partition, the worker's, which writes before the merge stage runs): Spark starts batch ``b + 1``
   only after every task of ``b`` finished, and a task flushes (``acks=all``, idempotent producer)
   before it returns.  A writer without results writes nothing.
 
@@ -173,7 +174,8 @@ class ParquetSink:
 
 
 class KafkaSink:
-    """Results as records of ``topic``, worker ``w`` on partition ``w``, from offsets ``start``."""
+    """Results as records of ``topic``, writer ``w`` on partition ``w mod P`` (P = the partitions of
+    ``start``), from offsets ``start``."""
 
     def __init__(self, bootstrap: str, topic: str, start: dict[int, int], *, schema: pa.Schema | None = None,
                  timeout_s: float = 30.0) -> None:
@@ -190,13 +192,13 @@ class KafkaSink:
         :class:`RuntimeError` (the task fails, the batch is not committed and is replayed)."""
         from kafka import TopicPartition
 
-        tp = TopicPartition(self.topic, int(worker))
+        tp = TopicPartition(self.topic, int(worker) % max(1, len(self.start)))
         rows = table.sort_by(_order(self.schema)).to_pydict()
         fields = [f for f in self.schema.names if f not in ("key", "worker")]
         n = len(rows["key"])
         key = (self.bootstrap, self.timeout_s)
         try:
-            present = self._present(tp, int(batch), n)
+            present = self._present(tp, int(batch), int(worker), n)
             todo = [s for s in range(n) if s not in present]
             if not todo:
                 return 0
@@ -206,7 +208,7 @@ class KafkaSink:
                 value = json.dumps({**{f: rows[f][s] for f in fields}, "worker": int(worker),
                                     "out_batch": int(batch), "seq": s, "n": n}, separators=(",", ":"))
                 producer.send(self.topic, key=rows["key"][s].encode("utf-8"), value=value.encode("ascii"),
-                              partition=int(worker)).add_errback(failure.append)
+                              partition=tp.partition).add_errback(failure.append)
             producer.flush(timeout=self.timeout_s)
             if failure:
                 raise failure[0]
@@ -219,9 +221,10 @@ class KafkaSink:
             raise RuntimeError(f"kafka sink: writing batch {batch} of worker {worker} to {self.topic!r} at "
                                f"{self.bootstrap} failed: {type(exc).__name__}: {exc}") from None
 
-    def _present(self, tp, batch: int, n: int) -> set[int]:
-        """The ``seq`` of micro-batch ``batch`` already in partition ``tp`` after the run's start: read
-        the last record, and if it is of ``batch``, back far enough to see where ``batch`` begins."""
+    def _present(self, tp, batch: int, writer: int, n: int) -> set[int]:
+        """The ``seq`` of micro-batch ``batch`` of ``writer`` already in partition ``tp`` after the run's
+        start: read the last record, and if it is of ``batch``, back far enough to see where ``batch``
+        begins."""
         from skewlab.engine.io.kafka_io import end_offsets, read_records
 
         consumer = _CONSUMERS.get((self.bootstrap, self.timeout_s), lambda: _consumer(self.bootstrap, self.timeout_s))
@@ -239,7 +242,7 @@ class KafkaSink:
                 raise _Refused(f"kafka sink: partition {tp.partition} of {self.topic!r} already holds results of "
                                    f"batch {last} while writing batch {batch}: another run writes to this topic")
             if lo == floor or metas[0]["out_batch"] < batch:
-                return {m["seq"] for m in metas if m["out_batch"] == batch}
+                return {m["seq"] for m in metas if m["out_batch"] == batch and m["worker"] == writer}
             span = max(2 * span, n + 1)
         return set()
 
