@@ -49,6 +49,7 @@ from skewlab.engine.cli.progress import Progress
 __all__ = [
     "ALGO_STYLE",
     "Check",
+    "RESULT_PAGES",
     "Spread",
     "Context",
     "Section",
@@ -60,8 +61,10 @@ __all__ = [
     "minmax_errors",
     "new_figure",
     "plot_band",
+    "result_page",
     "route",
     "save_figure",
+    "section_re",
     "seed_matrix",
     "simulate",
     "spread",
