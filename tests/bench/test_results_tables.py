@@ -96,3 +96,18 @@ def test_write_outside_tables_is_a_usage_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--write goes with the target 'tables'" in err
     assert not (tmp_path / "results").exists()
+
+
+def test_pkg_distinct_numbers_quoted_in_the_nasir_page_are_what_the_command_prints():
+    """The PKG-distinct quote of nasir.md ("Nasir et al. Fig. 13/14 on the engine") at the command's full
+    size (200,000 tuples: seconds), number for number."""
+    from skewlab.bench import bench_pkg_distinct
+    from skewlab.bench.results_tables import _captured
+
+    printed = _captured(bench_pkg_distinct.main, [])
+    want = [re.findall(r"\d+\.\d\d", line.split(":", 1)[1].split(";", 1)[1])
+            for line in printed.splitlines() if line.startswith("z = ")]
+    page = " ".join((DOCS / "results" / "nasir.md").read_text(encoding="utf-8").split())
+    quote = page.split("tuples max / mean: z = 1.2:", 1)[1].split(". With distinct", 1)[0]
+    got = [re.findall(r"\d+\.\d\d", part) for part in re.split(r"; z = \d\.\d:", quote)]
+    assert got == want, (got, want)
