@@ -26,6 +26,9 @@ from skewlab.bench.results_tables import (
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SMALL_NAMES = [f"{t}.md" for t in SMALL_TARGETS] + list(SMALL_SCRIPTS)
+#: small-size runs of 50–150 s each on the shared 2-core machine (load ~20; 2026-12-03): ``slow``, which
+#: ``.ci/run`` runs (``-m slow``); fish.md and pkg_distinct.txt take seconds and run in every ``pytest``
+SLOW_SMALL = {"nasir.md", "fang.md", "trace.md", "gate_cases.txt"}
 
 
 def test_every_generated_section_is_committed_with_an_intact_seal():
@@ -63,9 +66,10 @@ def test_timing_columns_are_not_compared_and_checks_are_left_out():
     assert "sha256:" in seal_line(md)
 
 
-@pytest.mark.parametrize("name", SMALL_NAMES)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_SMALL else n
+                                  for n in SMALL_NAMES])
 def test_small_size_tables_equal_the_committed_reference(name):
-    assert (DOCS / SMALL_DIR / name).exists(), f"missing reference; run: skewlab bench tables --write"
+    assert (DOCS / SMALL_DIR / name).exists(), "missing reference; run: skewlab bench tables --write"
     diff = compare_small(DOCS, [name])[name]
     assert diff == [], "\n".join(diff[:60])
 
@@ -111,3 +115,33 @@ def test_pkg_distinct_numbers_quoted_in_the_nasir_page_are_what_the_command_prin
     quote = page.split("tuples max / mean: z = 1.2:", 1)[1].split(". With distinct", 1)[0]
     got = [re.findall(r"\d+\.\d\d", part) for part in re.split(r"; z = \d\.\d:", quote)]
     assert got == want, (got, want)
+
+
+def test_headline_trace_table_is_the_trace_sections():
+    """docs/results.md's trace table (written by hand) repeats the trace section's generated tables:
+    `hash`'s and `wchoices`' medians, the best rebalancer and the rebalancers above `hash`, per trace."""
+    from skewlab.bench.results_tables import _tables
+
+    rebalancers = "llfd mintable minmig mixed mixed-bf scan redist readj elb clb uhlb".split()
+    section = {}
+    for caption, rows in _tables((DOCS / "results" / "traces.md").read_text(encoding="utf-8")):
+        if "base median" in rows[0]:
+            med = {r[0]: float(r[1]) for r in rows[1:] if r[1] != "-"}
+            best = min(rebalancers, key=lambda a: med[a])
+            above = [a for a in rebalancers if med[a] > med["hash"]]
+            section[caption.strip("*").replace("police-stops", "police stops")] = (med, best, above)
+    headline = [rows for caption, rows in _tables((DOCS / "results.md").read_text(encoding="utf-8"))
+                if rows[0][:2] == ["trace", "`hash`"]][0]
+    assert len(headline) - 1 == len(section) == 8
+    for trace, hash_median, w_median, best, above in headline[1:]:
+        med, want_best, want_above = section[trace]
+        assert float(hash_median) == med["hash"] and float(w_median) == med["wchoices"], trace
+        if best.startswith("all 11 at "):
+            low, high = (float(v) for v in best.removeprefix("all 11 at ").split("–"))
+            assert (low, high) == (min(med[a] for a in rebalancers), max(med[a] for a in rebalancers)), trace
+        else:
+            name, value = best.split()
+            assert med[name] == float(value) == med[want_best], trace
+        named = [] if above == "none" else above.split(": ", 1)[-1].split(", ")
+        assert above.startswith(f"{len(want_above)} of 11") or (above == "none" and not want_above), trace
+        assert named in (want_above, ["11 of 11"]) or above == "none", trace
