@@ -29,6 +29,7 @@ browser or external renderer; plotly's static export needs kaleido, which drives
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import math
 import os
 import platform
@@ -50,12 +51,14 @@ __all__ = [
     "ALGO_STYLE",
     "Check",
     "RESULT_PAGES",
+    "TIMING_COLUMN",
     "Spread",
     "Context",
     "Section",
     "check",
     "fmt",
     "machine_info",
+    "markdown_tables",
     "md_table",
     "mean_rows",
     "minmax_errors",
@@ -64,11 +67,14 @@ __all__ = [
     "result_page",
     "route",
     "save_figure",
+    "seal",
+    "seal_line",
     "section_re",
     "seed_matrix",
     "simulate",
     "spread",
     "stream_metrics",
+    "tables_text",
     "workload_stream",
     "write_results",
     "zipf_stream",
@@ -600,6 +606,67 @@ deterministic for a seed; times are not (the load average is in each section's f
 """
 
 
+#: a column whose header names a time or a speed: not deterministic, left out of the compared tables
+TIMING_COLUMN = re.compile(r"(^|\s)(s|ms|µs|ns)$|\bplan s\b|/s\b|speed-up|\bwall\b|seconds|\btime\b", re.I)
+
+
+def markdown_tables(markdown: str) -> list[tuple[str, list[list[str]]]]:
+    """Every markdown table of ``markdown`` outside ``<details>``: (caption = nearest non-empty line
+    above it, rows of cells including the header, without the ``|---|`` rule)."""
+    out: list[tuple[str, list[list[str]]]] = []
+    lines = markdown.splitlines()
+    in_details = False
+    i = 0
+    caption = ""
+    while i < len(lines):
+        line = lines[i].strip()
+        if line.startswith("<details"):
+            in_details = True
+        if line.startswith("</details"):
+            in_details = False
+        if line.startswith("|") and i + 1 < len(lines) and re.match(r"^\|(\s*:?-+:?\s*\|)+$", lines[i + 1].strip()):
+            rows = []
+            j = i
+            while j < len(lines) and lines[j].strip().startswith("|"):
+                if j != i + 1:
+                    rows.append([c.strip() for c in re.split(r"(?<!\\)\|", lines[j].strip())[1:-1]])
+                j += 1
+            if not in_details:
+                out.append((caption, rows))
+            i = j
+            continue
+        if line:
+            caption = line
+        i += 1
+    return out
+
+
+def tables_text(markdown: str, timing: bool = True) -> str:
+    """A section's tables as text: each table's caption line, then its rows, cells joined by `` | ``;
+    tables apart by a blank line.  ``timing=False`` removes the columns that hold a time or a speed
+    (:data:`TIMING_COLUMN`) and the tables left with nothing but their row labels."""
+    blocks = []
+    for caption, rows in markdown_tables(markdown):
+        keep = [k for k, h in enumerate(rows[0]) if timing or not TIMING_COLUMN.search(h)]
+        if not timing and len(keep) <= 1:
+            continue
+        body = "\n".join(" | ".join(r[k] for k in keep if k < len(r)) for r in rows)
+        blocks.append(f"{caption}\n{body}")
+    return "\n\n".join(blocks) + "\n"
+
+
+def seal(markdown: str) -> str:
+    """SHA-256 (hex) of every table of a section's markdown (:func:`tables_text`, timings included)."""
+    return hashlib.sha256(tables_text(markdown).encode("utf-8")).hexdigest()
+
+
+def seal_line(markdown: str) -> str:
+    """The last line of a generated section: the seal of its tables (checked by
+    :func:`skewlab.bench.results_tables.check_seals`)."""
+    return (f"<!-- tables sha256:{seal(markdown)} (seal of this section's tables, "
+            "skewlab.bench.results_tables; checked by tests/bench/test_results_tables.py) -->")
+
+
 def _section_block(sec: Section, info: Mapping[str, Any]) -> str:
     checks = ""
     if sec.checks:
@@ -609,8 +676,6 @@ def _section_block(sec: Section, info: Mapping[str, Any]) -> str:
                   + md_table(["check", "result", "detail"], rows) + "\n\n</details>")
     # figures live in OUT/figures, the page in OUT/results/: links go one folder up
     body = re.sub(r"\]\(" + FIG_DIR + "/", "](../" + FIG_DIR + "/", sec.markdown.strip())
-    from skewlab.bench.results_tables import seal_line
-
     return (f"<!-- bench:{sec.key}:start -->\n## {sec.title}\n\n"
             f"Command: `{sec.command}` (part of `skewlab bench all`).  "
             f"Wall time {sec.seconds:.0f} s.  Machine: {machine_line(info['machine'])}.{fewer_seeds_note(sec.command)}\n\n"

@@ -5,17 +5,17 @@ module
 
 * extracts a section's deterministic tables (:func:`deterministic_tables`): every markdown table of
   the section except the invariant checks, with the columns that hold a time or a speed removed
-  (:data:`TIMING_COLUMN`);
-* seals every table (:func:`seal_line`): each section ``skewlab bench`` writes ends with the SHA-256
-  of its tables (:func:`tables_text`, timings included), so a number edited by hand in a committed page
-  no longer matches its seal (:func:`check_seals`);
+  (:data:`skewlab.bench.common.TIMING_COLUMN`);
+* seals every table (:func:`skewlab.bench.common.seal_line`): each section ``skewlab bench`` writes
+  ends with the SHA-256 of its tables (:func:`skewlab.bench.common.tables_text`, timings included), so
+  a number edited by hand in a committed page no longer matches its seal (:func:`check_seals`);
 * regenerates them at the quick (CI) size (:func:`small_tables`) — the nasir, fang, trace and fish
-  targets through :func:`skewlab.bench.cli.run_targets` with ``--quick``, ``bench/gate_cases.py`` with
-  one seed and ``bench/bench_pkg_distinct.py`` with 40,000 tuples, the very commands whose full-size
-  runs fill the pages — and compares them with the committed small-size references under
-  ``docs/results/small/`` (:data:`SMALL_DIR`).  The full-size runs take 3–30 minutes each; the small
-  ones run the same code on fewer tuples and seeds, so a change in what a command computes shows up in
-  its small table.
+  targets through their own ``run`` as ``skewlab bench TARGET --quick --seed 0`` runs it,
+  ``bench/gate_cases.py`` with one seed and ``bench/bench_pkg_distinct.py`` with 40,000 tuples, the
+  very code whose full-size runs fill the pages — and compares them with the committed small-size
+  references under ``docs/results/small/`` (:data:`SMALL_DIR`).  The full-size runs take from seconds
+  to 27 minutes each on the shared machine; the small ones run the same code on fewer tuples and seeds,
+  so a change in what a command computes shows up in its small table.
 
 ``skewlab bench tables`` compares (exit status 1 and the differing lines when they differ);
 ``skewlab bench tables --write`` rewrites the references, each stamped with the date, commit, machine
@@ -26,20 +26,19 @@ checks.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import re
 import tempfile
 from pathlib import Path
 from typing import Callable, Sequence
 
+from skewlab.bench.common import seal, section_re, tables_text
+
 __all__ = [
-    "SMALL_DIR", "SMALL_TARGETS", "TIMING_COLUMN", "check_seals", "compare_small", "deterministic_tables",
-    "seal", "seal_line", "small_tables", "tables_text", "write_small",
+    "SMALL_DIR", "SMALL_SCRIPTS", "SMALL_TARGETS", "check_seals", "cmd_tables", "compare_small",
+    "deterministic_tables", "small_tables", "write_small",
 ]
 
-#: a column whose header names a time or a speed: not deterministic, left out of the compared tables
-TIMING_COLUMN = re.compile(r"(^|\s)(s|ms|µs|ns)$|\bplan s\b|/s\b|speed-up|\bwall\b|seconds|\btime\b", re.I)
 #: small-size references, relative to the docs folder (``--out``)
 SMALL_DIR = Path("results") / "small"
 #: ``skewlab bench`` targets whose quick-size tables are compared (the cheap, deterministic ones)
@@ -47,72 +46,14 @@ SMALL_TARGETS = ("nasir", "fang", "trace", "fish")
 _SEAL_RE = re.compile(r"<!-- tables sha256:([0-9a-f]{64}) ")
 
 
-def _tables(markdown: str) -> list[tuple[str, list[list[str]]]]:
-    """Every markdown table of ``markdown`` outside ``<details>``: (caption = nearest non-empty line
-    above it, rows of cells including the header, without the ``|---|`` rule)."""
-    out: list[tuple[str, list[list[str]]]] = []
-    lines = markdown.splitlines()
-    in_details = False
-    i = 0
-    caption = ""
-    while i < len(lines):
-        line = lines[i].strip()
-        if line.startswith("<details"):
-            in_details = True
-        if line.startswith("</details"):
-            in_details = False
-        if line.startswith("|") and i + 1 < len(lines) and re.match(r"^\|(\s*:?-+:?\s*\|)+$", lines[i + 1].strip()):
-            rows = []
-            j = i
-            while j < len(lines) and lines[j].strip().startswith("|"):
-                if j != i + 1:
-                    rows.append([c.strip() for c in re.split(r"(?<!\\)\|", lines[j].strip())[1:-1]])
-                j += 1
-            if not in_details:
-                out.append((caption, rows))
-            i = j
-            continue
-        if line:
-            caption = line
-        i += 1
-    return out
-
-
-def tables_text(markdown: str, timing: bool = True) -> str:
-    """A section's tables as text: each table's caption line, then its rows, cells joined by `` | ``;
-    tables apart by a blank line.  ``timing=False`` removes the columns that hold a time or a speed
-    (:data:`TIMING_COLUMN`) and the tables left with nothing but their row labels."""
-    blocks = []
-    for caption, rows in _tables(markdown):
-        keep = [k for k, h in enumerate(rows[0]) if timing or not TIMING_COLUMN.search(h)]
-        if not timing and len(keep) <= 1:
-            continue
-        body = "\n".join(" | ".join(r[k] for k in keep if k < len(r)) for r in rows)
-        blocks.append(f"{caption}\n{body}")
-    return "\n\n".join(blocks) + "\n"
-
-
 def deterministic_tables(markdown: str) -> str:
     """:func:`tables_text` without the timing columns: what a run at the same size and seed repeats exactly."""
     return tables_text(markdown, timing=False)
 
 
-def seal(markdown: str) -> str:
-    """SHA-256 (hex) of every table of a section's markdown (:func:`tables_text`, timings included)."""
-    return hashlib.sha256(tables_text(markdown).encode("utf-8")).hexdigest()
-
-
-def seal_line(markdown: str) -> str:
-    """The last line of a generated section: the seal of its deterministic tables."""
-    return (f"<!-- tables sha256:{seal(markdown)} (seal of this section's tables, "
-            "skewlab.bench.results_tables; checked by tests/bench/test_results_tables.py) -->")
-
-
 def check_seals(page: str) -> list[tuple[str, bool]]:
     """``(section key, seal matches)`` for every generated section of a page's text.  The seal covers
     the section's text from after its ``Command:`` line up to the seal itself."""
-    from skewlab.bench.common import section_re
-
     found = []
     for key in re.findall(r"<!-- bench:([\w-]+):start -->", page):
         block = section_re(key).search(page).group(0)
@@ -159,7 +100,10 @@ def small_tables(names: Sequence[str] | None = None) -> dict[str, tuple[str, str
 
     ``names`` picks some of ``<target>.md`` (:data:`SMALL_TARGETS`) and :data:`SMALL_SCRIPTS` (all by default).
     """
-    from skewlab.bench.cli import run_targets
+    import importlib
+
+    from skewlab.bench import TARGETS
+    from skewlab.bench.common import Context
 
     wanted = list(names) if names is not None else [f"{t}.md" for t in SMALL_TARGETS] + list(SMALL_SCRIPTS)
     got: dict[str, tuple[str, str]] = {}
@@ -172,8 +116,8 @@ def small_tables(names: Sequence[str] | None = None) -> dict[str, tuple[str, str
         if target not in SMALL_TARGETS:
             raise ValueError(f"no small-size table {name!r}; known: "
                              f"{', '.join([f'{t}.md' for t in SMALL_TARGETS] + list(SMALL_SCRIPTS))}")
-        with tempfile.TemporaryDirectory() as tmp:
-            sec = run_targets([target], tmp, quick=True, seed=0, progress=False)[0]
+        with tempfile.TemporaryDirectory() as tmp:  # the target's own run(), as `skewlab bench TARGET --quick`
+            sec = importlib.import_module(f"skewlab.bench.{TARGETS[target]}").run(Context(tmp, quick=True, seed=0))
         bad = [c.name for c in sec.checks if not c.ok]
         if bad:
             raise RuntimeError(f"{target} --quick failed its checks: {bad}")

@@ -20,9 +20,9 @@ import pytest
 
 from skewlab.bench import TARGETS
 from skewlab.bench import cli as bench_cli
-from skewlab.bench.common import RESULT_PAGES
+from skewlab.bench.common import RESULT_PAGES, markdown_tables, seal_line
 from skewlab.bench.results_tables import (
-    SMALL_DIR, SMALL_SCRIPTS, SMALL_TARGETS, check_seals, compare_small, deterministic_tables, seal_line)
+    SMALL_DIR, SMALL_SCRIPTS, SMALL_TARGETS, check_seals, compare_small, deterministic_tables)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SMALL_NAMES = [f"{t}.md" for t in SMALL_TARGETS] + list(SMALL_SCRIPTS)
@@ -120,17 +120,15 @@ def test_pkg_distinct_numbers_quoted_in_the_nasir_page_are_what_the_command_prin
 def test_headline_trace_table_is_the_trace_sections():
     """docs/results.md's trace table (written by hand) repeats the trace section's generated tables:
     `hash`'s and `wchoices`' medians, the best rebalancer and the rebalancers above `hash`, per trace."""
-    from skewlab.bench.results_tables import _tables
-
     rebalancers = "llfd mintable minmig mixed mixed-bf scan redist readj elb clb uhlb".split()
     section = {}
-    for caption, rows in _tables((DOCS / "results" / "traces.md").read_text(encoding="utf-8")):
+    for caption, rows in markdown_tables((DOCS / "results" / "traces.md").read_text(encoding="utf-8")):
         if "base median" in rows[0]:
             med = {r[0]: float(r[1]) for r in rows[1:] if r[1] != "-"}
             best = min(rebalancers, key=lambda a: med[a])
             above = [a for a in rebalancers if med[a] > med["hash"]]
             section[caption.strip("*").replace("police-stops", "police stops")] = (med, best, above)
-    headline = [rows for caption, rows in _tables((DOCS / "results.md").read_text(encoding="utf-8"))
+    headline = [rows for caption, rows in markdown_tables((DOCS / "results.md").read_text(encoding="utf-8"))
                 if rows[0][:2] == ["trace", "`hash`"]][0]
     assert len(headline) - 1 == len(section) == 8
     for trace, hash_median, w_median, best, above in headline[1:]:
