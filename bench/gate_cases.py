@@ -8,7 +8,7 @@ is *worse* when its per-interval median imbalance is above its base's (the same 
 hash, or consistent for the Fang family) or its p90 above 1.05 × its base's.  Prints the number of
 worse cases, each of them, and the mean relative gain of the median over the base
 (``(base − median) / base``).  ``--param`` overrides a parameter of every rebalancer (e.g.
-``--param gate_min_persistence=0.2``: a row of results.md's least-persistence table).
+``--param gate_min_persistence=0.2``: a row of docs/results/gate.md's least-persistence table).
 
 Usage: ``python bench/gate_cases.py [--seeds 8] [--param NAME=VALUE ...] [--processes 2] [--json]``
 (704 cases with 8 seeds: about a minute on 2 cores).

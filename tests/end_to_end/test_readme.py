@@ -31,6 +31,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -126,6 +127,7 @@ RUN_BY: dict[str, str] = {
     "skewlab bench dkg --out docs": "test_bench_commands",
     "skewlab bench dkg --seeds 1 --out /tmp/d": "test_bench_commands",
     "skewlab bench all --quick --out /tmp/q": "test_bench_commands",
+    "skewlab bench tables": "test_bench_commands",
 }
 
 
@@ -726,19 +728,24 @@ def test_bench_commands(tmp_path):
     target refreshing its own section of the same page, and the quick run."""
     out = tmp_path / "docs"
     run(readme("skewlab bench all --out docs"), tmp_path, {"--out docs": f"--out {out} --seeds 1"}, timeout=2300)
-    page = (out / "results.md").read_text(encoding="utf-8")
+    page = "\n".join(p.read_text(encoding="utf-8") for p in sorted((out / "results").glob("*.md")))
     figures = sorted(p.name for p in (out / "figures").glob("*.png"))
     assert len(figures) >= 10 and "Nasir" in page and "Fang" in page, (figures, page[:500])
     run(readme("skewlab bench dkg --out docs"), tmp_path, {"--out docs": f"--out {out}"}, timeout=900)
-    again = (out / "results.md").read_text(encoding="utf-8")
-    assert "Fang" in again and "DKG" in again.upper()
+    assert "Fang" in (out / "results" / "fang.md").read_text(encoding="utf-8")
+    again = (out / "results" / "dkg.md").read_text(encoding="utf-8")
     assert "--seeds 5" in again  # the default: five seeds per reproduction
     one = tmp_path / "d"
     run(readme("skewlab bench dkg --seeds 1 --out /tmp/d"), tmp_path, {"/tmp/d": str(one)}, timeout=900)
-    assert "skewlab bench dkg --seed 0 --seeds 1" in (one / "results.md").read_text(encoding="utf-8")
+    assert "skewlab bench dkg --seed 0 --seeds 1" in (one / "results" / "dkg.md").read_text(encoding="utf-8")
     quick = tmp_path / "q"
     run(readme("skewlab bench all --quick --out /tmp/q"), tmp_path, {"/tmp/q": str(quick)}, timeout=900)
-    assert (quick / "results.md").exists()
+    assert (quick / "results" / "nasir.md").exists()
+    # the committed pages: seals intact and the small-size tables unchanged (run from a copy of docs/results)
+    checked = tmp_path / "committed"
+    shutil.copytree(ROOT / "docs" / "results", checked / "docs" / "results")
+    p = run(readme("skewlab bench tables"), checked, timeout=900)
+    assert "FAIL" not in p.stdout and p.stdout.count("ok  ") >= 14, p.stdout
 
 
 def test_install_says_what_to_do_on_an_os_managed_python(tmp_path):

@@ -27,7 +27,7 @@ the session ``spark`` fixture, ``local[2]``):
 
 The kill -9 exactly-once scenario is :mod:`tests.end_to_end.test_exactly_once`.  The long scenarios (outage,
 bad input) are marked ``slow``: a plain ``pytest`` deselects them, ``.ci/run`` runs them (``-m slow``).  Each test prints one
-``RELIABILITY <name>: {...}`` line with its figures (``pytest -s`` shows them; ``docs/results.md``
+``RELIABILITY <name>: {...}`` line with its figures (``pytest -s`` shows them; ``docs/results/engine.md``
 section "Reliability" records a run).
 """
 

@@ -21,7 +21,7 @@ splitting a stream into batches never changes the result:
   from ``s mod n``.  Tail keys: PKG on the same load vector.
 
 Deviations: (1) D-Choices draws *distinct* choices (the paper's F_i may collide, leaving a hot key
-on fewer than d workers; docs/results.md, Nasir section).  (2) Head membership uses the guaranteed
+on fewer than d workers; docs/results/nasir.md, Nasir section).  (2) Head membership uses the guaranteed
 count, ``N_s > warmup and count − error >= θ·N_s`` (warm-up default ``ceil(10/θ)``), not the public
 simulator's ``(count + error)/N``; keys within 1/capacity of θ may be missed.  (3) :func:`find_d`
 checks Eq. 3 for every head prefix h = 1..|H| (the simulator: h = 1 and |H| only) and d is
@@ -30,7 +30,7 @@ recomputed per source at ``warmup`` and then every ``refresh`` tuples instead of
 source's sketch is multiplied by ``decay`` every ``epoch`` tuples (as FISH's epoch decay, Chen et
 al., arXiv 1806.00760), so H holds the keys with recent frequency >= θ.  On by default (``decay =
 0.5`` every ``warmup / 5`` tuples, chosen on the real traces of issue 25, where users and devices
-emit bursts and a head counted since the start lags: docs/results.md, "Recency and the migration
+emit bursts and a head counted since the start lags: docs/results/gate.md, "Recency and the migration
 gate"); ``decay = 1`` is the paper, and the paper reproductions and the tests of the paper's
 semantics pin it.  Decays and refreshes depend on the source's tuple count only (``state[s, ST_LOST]``
 holds what the decays took off N_s), so routing stays independent of batching.  (5) Option
@@ -805,7 +805,7 @@ _DECAY = Param(
     "decay", "float", 0.5,
     "recency: every `epoch` tuples of a source its sketch counts (and N) are multiplied by this factor, "
     "so the head follows recent frequencies (FISH-style epoch decay; default 0.5 chosen on the real traces, "
-    "docs/results.md \"Recency and the migration gate\"); 1 = counts since the start (the paper)",
+    "docs/results/gate.md \"Recency and the migration gate\"); 1 = counts since the start (the paper)",
     low=0.0, high=1.0, low_open=True,
 )
 _EPOCH = Param(

@@ -25,7 +25,7 @@ instance; at time ``t`` the source has emitted ``total0 + ⌊rate · (t − t0)�
 (``max_per_batch``) more, so a backlog drains as from a real queue.  ``t0`` is the reader's creation
 (Spark creates it when it starts the query's source, shortly before planning batch 0) and ``total0``
 the start offset of the first batch it plans: counted from the first ``latestOffset`` call instead,
-batch 0 would be empty and the first data would wait a whole batch (docs/results.md, "First batch on
+batch 0 would be empty and the first data would wait a whole batch (docs/results/first-batch.md, "First batch on
 a cold numba cache").  A total is split over the instances by :func:`fair_split` (water-filling).
 ``Trigger.AvailableNow`` ignores ``rate``.
 
