@@ -272,11 +272,12 @@ def _live_settings(store: Any) -> dict[str, Any] | None:
     config = run.get("config") if isinstance(run.get("config"), dict) else {}
     return {"id": run_id, "name": run.get("name") or "", "status": run.get("status"), "algorithm": st.algorithm,
             "params": dict(st.params), "workers": st.n_workers or (latest[0].get("n_workers") if latest else None),
-            "operator": config.get("operator") or "count", "operator_mergeable": config.get("operator_mergeable")}
+            "operator": config.get("operator") or "count", "operator_mergeable": config.get("operator_mergeable"),
+            "max_workers": config.get("max_workers")}
 
 
 def cmd_control(args: argparse.Namespace) -> int:
-    from skewlab.engine.control.commands import CommandError, validate_command
+    from skewlab.engine.control.commands import MAX_WORKERS, CommandError, validate_command
     from skewlab.storage import open_store
     from skewlab.storage.moves import cost_text, recent_moves
     from skewlab.storage.run_state import LIVE_STATUSES
@@ -300,7 +301,7 @@ def cmd_control(args: argparse.Namespace) -> int:
             else:
                 where = f" at batch {c['applied_batch']}" if c.get("applied_batch") is not None else ""
             reason = f" ({c['reason']})" if c.get("reason") else ""
-            print(f"#{c['id']:<5} {c['kind']:<14} {json.dumps(c['payload'])[:60]:<60} {c['status']}{where}{reason}")
+            print(f"#{c['id']:<5} {c['kind']:<14} {json.dumps(c['payload']):<60} {c['status']}{where}{reason}")
         return 0
     if args.action == "set-algorithm":
         if not args.values:
@@ -333,10 +334,13 @@ def cmd_control(args: argparse.Namespace) -> int:
         current, current_params = latest["algorithm"], dict(latest.get("params") or {})
     operator = live["operator"] if live else "count"
     mergeable = live["operator_mergeable"] if live else None
+    # set-workers: the run's own range, [1, its --max-workers] (Spark's state partitions), as the engine
+    # and the dashboard's form check it
+    max_workers = int(live["max_workers"]) if live and live.get("max_workers") else MAX_WORKERS
     try:
         if kind != "set-param":
             kind, payload = validate_command(kind, payload, current_algorithm=current, current_params={},
-                                             operator=operator, mergeable=mergeable)
+                                             operator=operator, mergeable=mergeable, max_workers=max_workers)
         else:
             validate_command(kind, payload, current_algorithm=current, current_params=current_params)
     except CommandError as exc:

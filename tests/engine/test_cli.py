@@ -399,6 +399,40 @@ def test_control_set_param_after_a_pending_switch_is_for_the_new_algorithm(tmp_p
     store.close()
 
 
+def test_control_checks_set_workers_against_the_runs_own_range(tmp_path, capsys):
+    """Issue 38 item 6: ``set-workers 100`` on a run whose range is [1, 8] (its --max-workers) is refused at
+    once, in the words of the dashboard's form and the engine, instead of "pending" and a later rejection."""
+    from skewlab.storage import connect
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    store = connect(url)
+    store.create_run("mixed", {}, seed=0, n_workers=4, config={"operator": "count", "max_workers": 8})
+    one_line_exit_2(skewlab(tmp_path, "control", "--db", url, "set-workers", "100"),
+                    "set-workers: parameter workers: 100 is out of range [1, 8] (the run's --max-workers")
+    one_line_exit_2(skewlab(tmp_path, "control", "--db", url, "set-workers", "9"), "out of range [1, 8]")
+    assert store.recent_commands() == []  # nothing queued
+    code, _, err = run(capsys, "control", "--db", url, "set-workers", "8")
+    assert code == 0, err
+    store.close()
+
+
+def test_control_status_prints_a_commands_params_whole(tmp_path, capsys):
+    """Issue 38 item 7: ``control status`` cut a command's payload JSON mid-string at 60 characters."""
+    from skewlab.storage import connect
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    store = connect(url)
+    store.create_run("wchoices", {}, seed=0, n_workers=4)
+    code, _, err = run(capsys, "control", "--db", url, "set-algorithm", "mixed", "theta_max=0.05", "amax=1000",
+                       "beta=2", "plan_decay=0.2")
+    assert code == 0, err
+    code, out, err = run(capsys, "control", "--db", url, "status")
+    assert code == 0, err
+    payload = store.recent_commands(1)[0]["payload"]
+    assert json.dumps(payload) in out and len(json.dumps(payload)) > 60, out
+    store.close()
+
+
 def test_simulate_counts_and_warns_about_malformed_csv_rows(tmp_path):
     """Issue 26 item 6: a missing column, an empty key and an unterminated quote are dead letters:
     counted in the result, warned about on stderr, stored with the run."""
