@@ -86,8 +86,9 @@ def topic_partitions(bootstrap: str, topic: str, *, timeout_s: float = 10.0) -> 
     finally:
         consumer.close()
     if not parts:
-        raise ValueError(f"kafka: topic {topic!r} does not exist at {bootstrap} "
-                         f"(skewlab produce --bootstrap {bootstrap} --topic {topic} --partitions N creates it)")
+        # not `skewlab produce`: it would fill the user's topic with synthetic keys
+        raise ValueError(f"kafka: topic {topic!r} does not exist at {bootstrap}: create it (kafka-topics.sh "
+                         f"--create --topic {topic}) or start your producer first, then the engine")
     return len(parts)
 
 
