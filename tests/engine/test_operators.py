@@ -103,6 +103,21 @@ def test_split_key_rule() -> None:
     assert is_mergeable("my.mod:Op", declared=True)
 
 
+def test_a_users_mergeable_operator_gets_the_default_for_mergeable_operators() -> None:
+    """Issue 38 item 2: with no --algorithm, a user's MergeableOperator (--operator module:Class) runs
+    under the split-key default the README promises, a user's KeyedOperator under the rebalancer;
+    the operator class's own declaration decides, as for the built-ins."""
+    from skewlab.engine.config.settings import DEFAULT_REBALANCER, DEFAULT_SPLIT_KEY
+    from skewlab.engine.runtimes.spark.engine import EngineConfig
+
+    assert is_mergeable("examples.value_mean:ValueMean") and not is_mergeable("examples.ewma_rate:EwmaRate")
+    assert not is_mergeable("examples.value_mean:ValueMean", declared=False)  # a run's stored flag wins
+    assert EngineConfig(operator="examples.value_mean:ValueMean").algorithm == DEFAULT_SPLIT_KEY == "wchoices"
+    assert EngineConfig(operator="examples.latency_histogram:LatencyHistogram").algorithm == DEFAULT_SPLIT_KEY
+    assert EngineConfig(operator="examples.ewma_rate:EwmaRate").algorithm == DEFAULT_REBALANCER
+    assert EngineConfig(operator="no_such_module_xyz:Op").algorithm == DEFAULT_REBALANCER
+
+
 @pytest.mark.parametrize("spec, message", [
     ("median", "must be one of count|sum|mean|min|max|distinct|join or package.module:Class"),
     ("no_such_module_xyz:Op", "cannot import no_such_module_xyz"),

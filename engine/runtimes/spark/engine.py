@@ -223,7 +223,7 @@ class EngineConfig:
     wait_for_kernels: bool = False
 
     def __post_init__(self) -> None:
-        if not self.algorithm:  # a user operator that is not importable here counts as not mergeable
+        if not self.algorithm:  # by the operator class's declaration (an unimportable one: not mergeable)
             self.algorithm = run_settings.default_algorithm(is_mergeable(self.operator))
 
     def keyed_operator(self) -> KeyedOperator:
