@@ -180,7 +180,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
         value_field=args.value_field or "",
         shadow=None if args.shadow is None else [n for n in args.shadow.split(",") if n],
         max_batches=args.max_batches, max_workers=args.max_workers, sink=args.sink, service_us=args.service_us,
-        spark_conf=parse_assignments(args.conf or []), wait_for_kernels=args.wait_for_kernels,
+        spark_conf=parse_assignments(args.conf or [], "--conf"), wait_for_kernels=args.wait_for_kernels,
     )
     from skewlab.engine.runtimes.spark.engine import EngineFailed, default_data_dir
     from skewlab.storage import open_store

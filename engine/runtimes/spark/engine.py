@@ -72,6 +72,7 @@ from skewlab.engine.config.params import ParamError
 from skewlab.engine.config import settings as run_settings
 from skewlab.engine.config.settings import MAX_WORKERS, check
 from skewlab.engine.control.shadow import ShadowEvaluator, default_shadow_names
+from skewlab.engine.runtimes.spark.conf_values import check_spark_conf
 from skewlab.engine.operators import KeyedOperator, is_mergeable, load_operator, split_key_refusal
 from skewlab.engine.operators.builtin import Join
 from skewlab.engine.runtimes.background_warmup import BackgroundWarmup
@@ -310,6 +311,7 @@ class EngineConfig:
             from skewlab.engine.runtimes.spark.result_sink import parse_sink
 
             parse_sink(self.sink)  # a malformed kafka:// URL
+        check_spark_conf(self.spark_conf)  # a bad value fails only once Spark reads it, with a traceback
 
     def checkpoint_dir(self) -> str:
         """``--checkpoint``, or ``data/checkpoints/<run name, else "default">``, resolved here on the
