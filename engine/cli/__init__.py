@@ -1,5 +1,5 @@
-"""The engine's subcommands of ``skewlab``: algorithms, workloads, simulate, plan, engine, produce and
-control; :func:`add_commands` adds them to the parser of the composition root (:mod:`skewlab.cli`).
+"""The engine's subcommands of ``skewlab``: algorithms, workloads, simulate, plan, engine, produce,
+control and broker (:mod:`skewlab.engine.cli.broker`); :func:`add_commands` adds them to the parser of the composition root (:mod:`skewlab.cli`).
 
 A user mistake raises :class:`skewlab.shared.UsageError` (or :class:`skewlab.engine.config.params.ParamError`), which
 ``skewlab`` prints as one line on stderr with exit status 2, never a traceback.
@@ -532,3 +532,7 @@ def add_commands(sub: Any) -> None:
     c.add_argument("action", choices=["set-algorithm", "set-param", "set-workers", "pause", "resume", "status"])
     c.add_argument("values", nargs="*", help="NAME [name=value ...] | name=value ... | N")
     c.set_defaults(func=cmd_control)
+
+    from skewlab.engine.cli.broker import add_broker_command
+
+    add_broker_command(sub)
