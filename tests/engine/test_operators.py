@@ -134,3 +134,35 @@ def test_loader_one_line_errors(spec: str, message: str) -> None:
 def test_user_operator_loads_by_module_path() -> None:
     op = load_operator("skewlab.engine.operators.builtin:Mean")
     assert op.name == "mean" and op.mergeable
+
+
+def test_docs_say_what_a_mergeable_operator_implements_and_the_format_of_columns() -> None:
+    """Issue 38 item 8: docs/operators.md's table of what a KeyedOperator and a MergeableOperator implement
+    is the classes' abstract methods, and its ``columns`` example is a declaration the sink takes."""
+    import re
+    from pathlib import Path
+
+    import pyarrow as pa
+
+    from skewlab.engine.operators import KeyedOperator, MergeableOperator
+    from skewlab.engine.runtimes.spark.result_sink import sink_schema
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operators.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(\w+)\([^)]*\)` \| ([^|]+) \| ([^|]+) \|$", text, re.M)
+    assert rows, "docs/operators.md has no table of the members an operator implements"
+    for cls, col in ((KeyedOperator, 1), (MergeableOperator, 2)):
+        said = {row[0] for row in rows if row[col].startswith("you implement it")}
+        assert said == set(cls.__abstractmethods__), (cls.__name__, said)
+    declared = re.search(r"^    columns = (.+)$", text, re.M)
+    assert declared, "docs/operators.md shows no columns declaration"
+    columns = eval(declared.group(1), {"pa": pa})  # noqa: S307 - the doc's own example
+
+    class Documented(MergeableOperator):
+        name = "documented"
+
+        def partials(self, codes, n_keys, values): ...
+        def combine(self, a, b): ...
+        def finish(self, state): ...
+
+    Documented.columns = columns
+    assert sink_schema(Documented).names == ["batch", "key", "result", "p50", "n", "shares"]
