@@ -731,6 +731,23 @@ class SparkEngine:
         else:
             raise KeyboardInterrupt
 
+    def _compiling_notice(self, shadows: list[str]) -> Callable[[str], None]:
+        """What the console says when the background warm-up starts compiling a grouping's kernels (a
+        cold numba cache: the first run after a plain install): one line for a grouping the run routes
+        by, one for the first shadow.  A start that only loads the cache says nothing about compiling."""
+        said_shadows = False
+
+        def notice(name: str) -> None:
+            nonlocal said_shadows
+            if name not in shadows:
+                self.log(f"routing kernels: compiling {name} in the background (numba, once per install; later "
+                         "runs load them from the cache in seconds)")
+            elif not said_shadows:
+                said_shadows = True
+                self.log(f"routing kernels: compiling the shadow groupings' kernels in the background ({name} "
+                         "first); each joins the what-if when ready")
+        return notice
+
     def run(self) -> int:
         """Run until ``--duration`` passes, ``max_batches`` are done or Ctrl-C; returns an exit status."""
         from skewlab.engine.runtimes.spark.session import get_session
@@ -751,10 +768,8 @@ class SparkEngine:
             interim = (not self.cfg.wait_for_kernels and self.last_batch < 0 and self.snapshot.interim is None
                        and live != INTERIM_GROUPING)
             asked = [self.snapshot.interim[0]] if self.snapshot.interim is not None else []  # restored mid-interim
-            self.kernels = BackgroundWarmup([*([INTERIM_GROUPING] if interim else []), live, *asked, *waiting])
-            self.log(f"routing kernels: compiling {live}" + (f" and {len(waiting)} shadow grouping(s)" if waiting else "")
-                     + " in the background while Spark starts (numba; the first run after an install compiles, "
-                     "later runs load them from the cache in seconds); shadows join when ready")
+            self.kernels = BackgroundWarmup([*([INTERIM_GROUPING] if interim else []), live, *asked, *waiting],
+                                            on_compiling=self._compiling_notice(waiting))
             started = time.monotonic()
             spark = get_session(self.cfg.master, f"skewlab-engine-{self.run_id}", jvm_output=self.spark_log,
                                 **self.cfg.spark_conf)
