@@ -181,6 +181,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
         shadow=None if args.shadow is None else [n for n in args.shadow.split(",") if n],
         max_batches=args.max_batches, max_workers=args.max_workers, sink=args.sink, service_us=args.service_us,
         spark_conf=parse_assignments(args.conf or [], "--conf"), wait_for_kernels=args.wait_for_kernels,
+        continue_on_dead_letters=args.continue_on_dead_letters,
     )
     from skewlab.engine.runtimes.spark.engine import EngineFailed, default_data_dir
     from skewlab.storage import open_store
@@ -506,6 +507,10 @@ def add_commands(sub: Any) -> None:
                    help="where each record's value is, for --operator sum|mean|min|max|distinct or a user's "
                         "operator of values: a CSV column (--source file) or a dotted JSON field such as "
                         "amount (--source kafka); the generator draws seeded values itself")
+    e.add_argument("--continue-on-dead-letters", action="store_true",
+                   help="go on when (nearly) all of a batch's records are dead letters for one reason (a "
+                        "misspelt --key-field/--value-field, say); default: stop with one line naming the field "
+                        "and the fields the records have, exit status 2")
     e.add_argument("--shadow", default=None, help="comma-separated shadow algorithms ('' = none; default all)")
     e.add_argument("--wait-for-kernels", action="store_true",
                    help="a new run whose grouping's numba kernels are not compiled yet (the first run after a "

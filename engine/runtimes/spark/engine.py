@@ -58,7 +58,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 
 from skewlab.engine.algorithms import registry
@@ -84,7 +84,7 @@ from skewlab.engine.runtimes.spark.engine_snapshot import EngineSnapshot, Snapsh
 from skewlab.engine.runtimes.spark.result_sink import open_sink, restore_sink, sink_schema
 from skewlab.engine.runtimes.spark.state_transfer import MigrationFiles
 from skewlab.storage.records import IntervalRecord
-from skewlab.shared import filesystems
+from skewlab.shared import UsageError, filesystems
 
 __all__ = ["EngineConfig", "SparkEngine", "SOURCES"]
 
@@ -222,6 +222,9 @@ class EngineConfig:
     #: a new run whose grouping's kernels are not compiled when Spark is up waits for them instead of
     #: routing by hash until they are (:mod:`skewlab.engine.runtimes.spark.driver_step`, "joins when ready")
     wait_for_kernels: bool = False
+    #: go on when (nearly) all of a batch's records are dead letters for one reason; default: stop with
+    #: one line naming the setting it points at (:mod:`skewlab.engine.runtimes.spark.dead_batch`)
+    continue_on_dead_letters: bool = False
 
     def __post_init__(self) -> None:
         if not self.algorithm:  # by the operator class's declaration (an unimportable one: not mergeable)
@@ -409,6 +412,8 @@ class SparkEngine:
         self.stop_requested = threading.Event()
         self.in_batch = threading.Lock()
         self.batches_done = 0
+        #: why the run stopped on its input (:mod:`skewlab.engine.runtimes.spark.dead_batch`), or None
+        self.input_refused: str | None = None
         self.started = time.monotonic()
         self.store = None
         self.sink: MetricsSink | None = None
@@ -642,7 +647,30 @@ class SparkEngine:
             self.paused = self._backpressure = True
             self.log(f"metrics buffer full ({self.sink.backlog} intervals): pausing consumption until the database is back")
         self.log(self._status_line(batch_id, decisions.row, decisions.record, output.dead_letters))
+        if not self.cfg.continue_on_dead_letters:
+            self._check_dead_batch(batch_id, output.dead_letters, int(decisions.row["tuples"]))
         return True
+
+    def _check_dead_batch(self, batch_id: int, dead: Mapping[str, Any], tuples: int) -> None:
+        """Stop the run (after this batch, which is complete) when its records are nearly all dead letters
+        for one reason (:func:`skewlab.engine.runtimes.spark.dead_batch.dead_batch_problem`)."""
+        from skewlab.engine.runtimes.spark.dead_batch import dead_batch_problem, json_field_paths
+
+        settings = dict(source=self.cfg.source, key_field=self.cfg.key_field_name(),
+                        value_field=(self.cfg.value_field or "").strip())
+        if self.input_refused is not None or dead_batch_problem(batch_id, dead, tuples, **settings) is None:
+            return
+        seen: list[str] = []
+        if self.cfg.source == "kafka":
+            from skewlab.engine.io.kafka_io import first_values
+
+            try:
+                for value in first_values(self.cfg.bootstrap, self.cfg.topic):
+                    seen += [p for p in json_field_paths(value) if p not in seen]
+            except ValueError:
+                pass
+        self.input_refused = dead_batch_problem(batch_id, dead, tuples, fields_seen=seen[:20], **settings)
+        self.stop_requested.set()
 
     def _task_seconds(self, df: Any, batch_id: int) -> dict[int, float]:
         """Run time of each worker's task in this batch from Spark's task metrics
@@ -837,6 +865,8 @@ class SparkEngine:
             status, reason = "failed", _first_line(exc)
             raise
         finally:
+            if self.input_refused is not None and status != "failed":
+                status, reason = "failed", self.input_refused
             if self._interrupted and status != "failed":
                 status = "stopped"
             if query is not None:
@@ -853,6 +883,8 @@ class SparkEngine:
             for sig, handler in previous_handlers.items():
                 signal.signal(sig, handler)
         self.log(f"run {self.run_id} {status} after {self.batches_done} batch(es)")
+        if self.input_refused is not None:
+            raise UsageError(self.input_refused)
         return 0
 
     def _route_by_interim_grouping(self) -> None:
