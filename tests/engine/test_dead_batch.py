@@ -32,3 +32,33 @@ def test_a_few_dead_letters_or_a_tiny_batch_go_on():
     assert dead_batch_problem(0, {"missing_value": (500, []), "bad_json": (500, [])}, 0, **KAFKA) is None  # two reasons
     assert dead_batch_problem(0, {"missing_value": (MIN_RECORDS - 1, [])}, 0, **KAFKA) is None
     assert dead_batch_problem(0, {}, 1000, **KAFKA) is None
+
+
+def test_the_engine_stops_on_such_a_batch_naming_the_fields_of_the_topics_records(tmp_path, kafka_broker):
+    """The engine's side, without Spark: a batch of nothing but ``missing_value`` dead letters sets the
+    stop with the line, the fields seen read from the real topic's records; a batch with good tuples, or
+    ``--continue-on-dead-letters``, does not stop.  (The run end to end, exit status 2 and the run marked
+    failed: tests/engine/test_engine_records.py.)"""
+    import json
+
+    from kafka import KafkaProducer
+
+    from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine
+
+    topic = "latencies-typo-driver"
+    p = KafkaProducer(bootstrap_servers=kafka_broker)
+    for i in range(40):
+        p.send(topic, value=json.dumps({"user": {"id": i % 7}, "latency_ms": i}).encode(), partition=i % 2)
+    p.flush()
+    p.close()
+    cfg = EngineConfig(source="kafka", bootstrap=kafka_broker, topic=topic, key_field="user.id", value_field="latency",
+                       operator="mean", algorithm="hash", db=f"sqlite:///{tmp_path}/db.sqlite",
+                       checkpoint=str(tmp_path / "ckpt"), shadow=[])
+    engine = SparkEngine(cfg, log=lambda m: None)
+    engine._check_dead_batch(0, {"missing_value": [3, []]}, 500)  # a few bad records: go on
+    assert engine.input_refused is None and not engine.stop_requested.is_set()
+    engine._check_dead_batch(1, {"missing_value": [200, ["7b22"]]}, 0)
+    assert engine.input_refused == (
+        "batch 1: 200 of 200 records are dead letters 'missing_value': the JSON record has no field 'latency' of "
+        "--value-field (fields seen: user.id, latency_ms); stopping (--continue-on-dead-letters goes on)")
+    assert engine.stop_requested.is_set()
