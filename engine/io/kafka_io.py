@@ -9,6 +9,7 @@
 * :func:`end_offsets` — the true end offset of partitions (ListOffsets raised to a Fetch's high
   watermark; the Kafka source and the Kafka result sink use it).
 * :func:`read_records` — the records of one partition in an offset range.
+* :func:`first_values` — the values of the first records of each partition (what the records hold).
 
 Every function talks to the broker with bounded timeouts and turns "cannot reach the broker",
 "topic missing", "send failed" into a one-line :class:`ValueError`; nothing hangs.
@@ -34,7 +35,7 @@ import threading
 import time
 from typing import Any, Mapping
 
-__all__ = ["end_offsets", "ensure_topic", "produce", "read_records", "read_topic", "topic_partitions"]
+__all__ = ["end_offsets", "ensure_topic", "first_values", "produce", "read_records", "read_topic", "topic_partitions"]
 
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
@@ -86,8 +87,9 @@ def topic_partitions(bootstrap: str, topic: str, *, timeout_s: float = 10.0) -> 
     finally:
         consumer.close()
     if not parts:
-        raise ValueError(f"kafka: topic {topic!r} does not exist at {bootstrap} "
-                         f"(skewlab produce --bootstrap {bootstrap} --topic {topic} --partitions N creates it)")
+        # not `skewlab produce`: it would fill the user's topic with synthetic keys
+        raise ValueError(f"kafka: topic {topic!r} does not exist at {bootstrap}: create it (kafka-topics.sh "
+                         f"--create --topic {topic}) or start your producer first, then the engine")
     return len(parts)
 
 
@@ -284,6 +286,35 @@ def read_topic(
             recs = read_records(consumer, tp, lo, ends[tp.partition], timeout_s=timeout_s)
             out[tp.partition] = [(r.offset, r.key, r.value) for r in recs]
         return out
+    finally:
+        consumer.close()
+
+
+def first_values(bootstrap: str, topic: str, n: int = 5, *, timeout_s: float = 10.0) -> list[bytes]:
+    """The values of up to ``n`` records from the start of each partition of ``topic`` (a look at what
+    the records hold, e.g. their JSON fields); :class:`ValueError` (one line) when the broker or the
+    topic cannot be read."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    _check_args(bootstrap, topic)
+    consumer = _client(KafkaConsumer, bootstrap, timeout_s, group_id=None, enable_auto_commit=False,
+                       auto_offset_reset="earliest", fetch_max_wait_ms=50, client_id="skewlab-peek")
+    try:
+        parts = consumer.partitions_for_topic(topic)
+        if not parts:
+            raise ValueError(f"kafka: topic {topic!r} does not exist at {bootstrap}")
+        tps = [TopicPartition(topic, p) for p in sorted(parts)]
+        begin = {tp.partition: int(off) for tp, off in consumer.beginning_offsets(tps).items()}
+        ends = end_offsets(consumer, tps, timeout_s=min(timeout_s, 5.0))
+        out: list[bytes] = []
+        for tp in tps:
+            lo = begin[tp.partition]
+            for rec in read_records(consumer, tp, lo, min(lo + n, ends[tp.partition]), timeout_s=timeout_s):
+                if rec.value is not None:
+                    out.append(bytes(rec.value))
+        return out
+    except RuntimeError as exc:
+        raise ValueError(str(exc)) from None
     finally:
         consumer.close()
 

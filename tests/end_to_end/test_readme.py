@@ -123,6 +123,11 @@ RUN_BY: dict[str, str] = {
     "skewlab demo [--port 8050] [--db URL] [--new-run]": "test_demo_and_dashboard_options",
     "skewlab demo --source kafka": "test_demo_kafka",
     "skewlab dashboard --db URL [--host H] [--port N] [--token T]": "test_demo_and_dashboard_options",
+    "skewlab broker": "test_own_kafka_topic",
+    "skewlab broker --topic latencies": "test_own_kafka_topic",
+    "skewlab engine --source kafka --bootstrap 127.0.0.1:9092 --topic latencies --key-field user.id "
+    "--value-field latency_ms --operator mean": "test_own_kafka_topic",
+    "skewlab dashboard": "test_own_kafka_topic",
     "skewlab bench all --out docs": "test_bench_commands",
     "skewlab bench dkg --out docs": "test_bench_commands",
     "skewlab bench dkg --seeds 1 --out /tmp/d": "test_bench_commands",
@@ -542,6 +547,44 @@ def test_engine_records_of_values(tmp_path, kafka_broker):
     eng._reader.join(timeout=10)
     assert rc == 0 and not tracebacks(eng.text), eng.text[-4000:]
     assert sum(_tuples(ln) for ln in eng.lines if ln.startswith("batch ")) == 3000, eng.text[-4000:]
+
+
+@pytest.mark.slow
+def test_own_kafka_topic(tmp_path):
+    """The README's "Your own Kafka topic" as written (issue 38 item 1): ``skewlab broker`` with the topic,
+    the example producer run from the repository's root, the engine on the records' dotted fields, the
+    dashboard on the engine's database; each stopped with Ctrl-C, cleanly.  Only the ports move (free
+    ones instead of 9092 and 8050, which another program may hold)."""
+    port, dash_port = _free_port(), _free_port()
+    address = f"127.0.0.1:{port}"
+    text = README.read_text(encoding="utf-8")
+    producer = re.search(r"^    (python3 examples/json_producer\.py [^\n]*)$", text, re.M)
+    assert producer, "README.md no longer runs examples/json_producer.py"
+    broker = Service(readme("skewlab broker --topic latencies"), tmp_path,
+                     {"--topic latencies": f"--topic latencies --port {port}"})
+    try:
+        broker.wait_for(lambda ln: "skewlab broker: ready" in ln, 60, "the broker ready")
+        argv = shlex.split(producer.group(1).replace("127.0.0.1:9092", address))
+        p = subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0 and "wrote 200000 records to latencies" in p.stderr, p.stderr[-3000:]
+        eng = Service(readme("skewlab engine --source kafka --bootstrap 127.0.0.1:9092 --topic latencies "
+                             "--key-field user.id --value-field latency_ms --operator mean"), tmp_path,
+                      {"127.0.0.1:9092": address})
+        try:
+            eng.wait_for(_has_tuples, 300, "status line with the topic's tuples")
+            dash = Service(readme("skewlab dashboard"), tmp_path, {"skewlab dashboard": f"skewlab dashboard --port {dash_port}"})
+            try:
+                dash.wait_for(lambda ln: f":{dash_port}" in ln, 120, "the dashboard URL")
+                assert "skewlab" in _get(f"http://127.0.0.1:{dash_port}/")
+            finally:
+                assert dash.interrupt() == 0, dash.text[-3000:]
+        finally:
+            rc = eng.interrupt()
+        assert rc == 0 and not tracebacks(eng.text), eng.text[-4000:]
+        assert not [ln for ln in eng.lines if ln.startswith("batch ") and "dead=" in ln], eng.text[-4000:]
+    finally:
+        assert broker.interrupt() == 0, broker.text[-3000:]
+    assert "skewlab broker: stopped" in broker.text and not tracebacks(broker.text)
 
 
 @pytest.fixture
