@@ -83,7 +83,7 @@ def readme(cmd: str) -> str:
 #: README command → the test that runs it ("ci": `.ci/run` runs it, checked by test_ci_runs_the_readme_test_command)
 RUN_BY: dict[str, str] = {
     "./scripts/install && skewlab demo": "ci + test_demo_main_command",
-    "./scripts/install && python3 -m pytest -q": "ci",
+    "./scripts/install && python3 -m pytest -q --durations=20": "ci",
     "skewlab algorithms": "test_local_commands",
     "skewlab workloads": "test_local_commands",
     "skewlab simulate --algorithm pkg --workers 50 --sources 4 --workload zipf --zipf 1.4 --keys 100000 "
@@ -148,12 +148,12 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     (extract,) = [ln for ln in ci.splitlines() if ln.startswith("cmd=$(")]
     got = subprocess.run(["bash", "-c", f'{extract}; printf %s "$cmd"'], cwd=ROOT, capture_output=True, text=True)
-    assert got.stdout == readme("./scripts/install && python3 -m pytest -q"), got
+    assert got.stdout == readme("./scripts/install && python3 -m pytest -q --durations=20"), got
     assert 'bash -c "$cmd"' in ci
     # the README's command deselects the `slow` tests (pyproject's addopts); .ci/run runs them after it
     addopts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]["addopts"]
     assert shlex.split(addopts)[-2:] == ["-m", "not slow"], addopts
-    slow_at = ci.find("\npython3 -m pytest -q -m slow\n")
+    slow_at = ci.find("\npython3 -m pytest -q -m slow --durations=20\n")
     assert slow_at > ci.find('bash -c "$cmd"') > 0, ci
     install = ROOT / "scripts" / "install"
     assert os.access(install, os.X_OK) and "pip install" in install.read_text(encoding="utf-8")
