@@ -127,6 +127,7 @@ def test_the_first_batch_carries_the_tuples_that_arrived_while_the_query_started
     assert Counter(engine.controller.results()) == by_fingerprint(generator_truth(cfg, engine.consumed))
 
 
+@pytest.mark.warmup_child
 def test_a_new_run_routes_by_hash_until_its_groupings_kernels_are_compiled(spark, tmp_path, monkeypatch):
     """Issue 26 item 1: on a cold numba cache (the warm-up child's, here) a new run does not wait for
     its grouping's kernels: it routes by hash from batch 0, switches to pkg once the child reports
