@@ -84,7 +84,7 @@ def readme(cmd: str) -> str:
 #: README command → the test that runs it ("ci": `.ci/run` runs it, checked by test_ci_runs_the_readme_test_command)
 RUN_BY: dict[str, str] = {
     "./scripts/install && skewlab demo": "ci + test_demo_main_command",
-    "./scripts/install && python3 -m pytest -q": "ci",
+    "./scripts/install && python3 -m pytest -q --durations=20": "ci",
     "skewlab algorithms": "test_local_commands",
     "skewlab workloads": "test_local_commands",
     "skewlab simulate --algorithm pkg --workers 50 --sources 4 --workload zipf --zipf 1.4 --keys 100000 "
@@ -155,12 +155,12 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     (extract,) = [ln for ln in ci.splitlines() if ln.startswith("cmd=$(")]
     got = subprocess.run(["bash", "-c", f'{extract}; printf %s "$cmd"'], cwd=ROOT, capture_output=True, text=True)
-    assert got.stdout == readme("./scripts/install && python3 -m pytest -q"), got
+    assert got.stdout == readme("./scripts/install && python3 -m pytest -q --durations=20"), got
     assert 'bash -c "$cmd"' in ci
     # the README's command deselects the `slow` tests (pyproject's addopts); .ci/run runs them after it
     addopts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]["addopts"]
     assert shlex.split(addopts)[-2:] == ["-m", "not slow"], addopts
-    slow_at = ci.find("\npython3 -m pytest -q -m slow\n")
+    slow_at = ci.find("\npython3 -m pytest -q -m slow --durations=20\n")
     assert slow_at > ci.find('bash -c "$cmd"') > 0, ci
     install = ROOT / "scripts" / "install"
     assert os.access(install, os.X_OK) and "pip install" in install.read_text(encoding="utf-8")
@@ -670,24 +670,29 @@ def _port_free(port: int) -> bool:
 
 @pytest.mark.slow
 def test_demo_main_command(tmp_path):
-    """The README's first command (after ``./scripts/install``, which `.ci/run` runs): ``skewlab demo``."""
+    """The README's first command (after ``./scripts/install``, which `.ci/run` runs): ``skewlab demo``.
+    The URL comes first (the dashboard listens before the engine starts), then a line naming the run
+    and the URL once data flows; Ctrl-C stops both cleanly (the engine's log ends without a traceback)."""
     main = readme("./scripts/install && skewlab demo").split("&& ", 1)[1]
     if not _port_free(8050):
         pytest.fail("port 8050 (skewlab demo's default) is taken on this machine; free it to run the README's demo")
     demo = Service(main, tmp_path)
     try:
         line = demo.wait_for(lambda ln: "dashboard at" in ln, 120, "the dashboard URL")
-        assert "http://127.0.0.1:8050" in line, line
+        assert "http://127.0.0.1:8050" in line and demo.text.startswith(line), demo.text
         assert "skewlab" in _get("http://127.0.0.1:8050/")
         page = _get("http://127.0.0.1:8050/_dash-layout")  # before the first batch: says so
         assert "waiting for the first batch" in page or "no runs in the database yet" in page, page[:2000]
-        demo.wait_for(lambda ln: "data is flowing (run 1)" in ln, 300, "data flowing")
+        flowing = demo.wait_for(lambda ln: "data is flowing (run 1)" in ln, 300, "data flowing")
+        assert "http://127.0.0.1:8050" in flowing, flowing
         assert not [ln for ln in demo.text.splitlines() if not ln.startswith("skewlab demo: ")], demo.text
     finally:
         rc = demo.interrupt()
     assert rc == 0 and "stopped (engine exit status 0)" in demo.text, demo.text[-4000:]
+    log = (tmp_path / "data" / "logs" / "demo-engine.log").read_text()
+    assert "stopped after" in log and "Traceback" not in log, log[-2000:]
     (r,) = _runs(f"sqlite:///{tmp_path / 'data' / 'skewlab.db'}")
-    assert r["status"] == "stopped" and r["intervals"] >= 1, r
+    assert r["name"] == "demo" and r["status"] == "stopped" and r["intervals"] >= 1, r
 
 
 @pytest.mark.slow
