@@ -21,12 +21,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from skewlab.engine.config.class_registry import ClassRegistry
+from skewlab.engine.config.class_registry import ClassRegistry, is_class_spec
 from skewlab.engine.algorithms.grouping import Planner, Router
 from skewlab.engine.config.params import Param, ParamError, resolve_params
 from skewlab.engine.config.settings import SOURCES, WORKERS, check
 
-__all__ = ["ENTRY_POINTS", "NAMES", "UnknownAlgorithm", "check_grouping", "create", "describe", "describe_one", "get",
+__all__ = ["ENTRY_POINTS", "MAX_NAME", "NAMES", "UnknownAlgorithm", "check_grouping", "create", "describe", "describe_one", "get",
            "names", "register", "validate_params"]
 
 NAMES: tuple[str, ...] = (
@@ -37,6 +37,8 @@ NAMES: tuple[str, ...] = (
 
 #: the entry point group of installed user groupings (``name = "package.module:Class"``)
 ENTRY_POINTS = "skewlab.groupings"
+#: the longest name a grouping may have: the database stores it in 64 characters (storage/models.py)
+MAX_NAME = 64
 
 
 class UnknownAlgorithm(ParamError):
@@ -79,8 +81,10 @@ def check_grouping(cls: type[Planner], label: str) -> None:
                                .replace("\n", " ")) from None
     if workers.shape != fps.shape or workers.dtype.kind not in "iu" or workers.size and (
             workers.min() < 0 or workers.max() >= n):
-        raise UnknownAlgorithm(f"{label}: {attr}'s router.route must return one worker in [0, n) per key as integers, "
-                               f"got {workers.dtype} of shape {workers.shape}")
+        got = f"{workers.dtype} of shape {workers.shape}" if workers.shape != fps.shape or workers.dtype.kind not in "iu" \
+            else f"workers {workers.min()}..{workers.max()}"
+        raise UnknownAlgorithm(f"{label}: {attr}'s router.route must return one integer worker in [0, n) per key; "
+                               f"on n={n} workers it gave {got}")
 
 
 _ALGORITHMS: ClassRegistry[type[Planner]] = ClassRegistry(
@@ -101,6 +105,9 @@ def names() -> list[str]:
 def get(name: str) -> type[Planner]:
     """The class registered as ``name``, or the user's grouping ``package.module:Class``;
     :class:`UnknownAlgorithm` (one line) otherwise."""
+    if is_class_spec(name) and len(str(name)) > MAX_NAME:
+        raise UnknownAlgorithm(f"algorithm {str(name)[:40]!r}...: a grouping's name is at most {MAX_NAME} characters "
+                               "(runs store it); use a shorter module path or a skewlab.groupings entry point")
     return _ALGORITHMS.get(name)
 
 
