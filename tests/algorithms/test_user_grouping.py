@@ -165,6 +165,9 @@ def test_entry_point_groupings_are_listed_named_and_checked(tmp_path):
     assert listing.returncode == 0, listing.stderr
     names = [a["name"] for a in json.loads(listing.stdout)]
     assert names[-1] == "bounded" and names.count("hash") == 1 and "broken" not in names
+    shadows = subprocess.run([sys.executable, "-c", "from skewlab.engine.control.shadow import default_shadow_names; "
+                              "print(default_shadow_names('hash'))"], capture_output=True, text=True, env=env, timeout=120)
+    assert "'bounded'" in shadows.stdout, shadows.stderr  # an installed grouping is a what-if of every run
     sim = subprocess.run([sys.executable, "-m", "skewlab", "simulate", "--algorithm", "bounded", "--messages", "20000",
                           "--keys", "500", "--interval-messages", "5000", "--json"],
                          capture_output=True, text=True, env=env, timeout=120)
