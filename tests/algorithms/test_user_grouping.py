@@ -184,3 +184,9 @@ def test_entry_point_groupings_are_listed_named_and_checked(tmp_path):
             assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
             assert proc.stderr.startswith("skewlab: error: algorithm 'broken' (entry point skewlab.groupings: "
                                           "no_such_pkg.groupings:Mine): " + fragment), proc.stderr
+
+
+def test_the_engine_refuses_a_bad_shadow_grouping_in_one_line(capsys):
+    code, out, err = run(capsys, "engine", "--algorithm", "hash", "--shadow", f"{SPEC},examples.bounded_loads:Gone")
+    assert code == 2 and err == "skewlab: error: algorithm 'examples.bounded_loads:Gone': module " \
+                                "examples.bounded_loads has no Gone\n"
