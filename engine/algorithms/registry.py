@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from skewlab.engine.config.class_registry import ClassRegistry, is_class_spec
+from skewlab.engine.config.class_registry import ClassRegistry
 from skewlab.engine.algorithms.grouping import Planner, Router
 from skewlab.engine.config.params import Param, ParamError, resolve_params
 from skewlab.engine.config.settings import SOURCES, WORKERS, check
@@ -89,7 +89,7 @@ def check_grouping(cls: type[Planner], label: str) -> None:
 
 _ALGORITHMS: ClassRegistry[type[Planner]] = ClassRegistry(
     "algorithm", ("skewlab.engine.algorithms.groupings", "skewlab.engine.algorithms.rebalancers"), order=NAMES,
-    unknown=UnknownAlgorithm, base=Planner, entry_points=ENTRY_POINTS, check=check_grouping)
+    unknown=UnknownAlgorithm, base=Planner, entry_points=ENTRY_POINTS, check=check_grouping, max_name=MAX_NAME)
 
 
 def register(cls: type[Planner]) -> type[Planner]:
@@ -105,9 +105,6 @@ def names() -> list[str]:
 def get(name: str) -> type[Planner]:
     """The class registered as ``name``, or the user's grouping ``package.module:Class``;
     :class:`UnknownAlgorithm` (one line) otherwise."""
-    if is_class_spec(name) and len(str(name)) > MAX_NAME:
-        raise UnknownAlgorithm(f"algorithm {str(name)[:40]!r}...: a grouping's name is at most {MAX_NAME} characters "
-                               "(runs store it); use a shorter module path or a skewlab.groupings entry point")
     return _ALGORITHMS.get(name)
 
 

@@ -77,8 +77,9 @@ class ClassRegistry(Generic[T]):
       ``package.module:Class`` is loaded by :func:`load_class` on lookup and kept under that spec; and
       ``entry_points``: the group of installed entry points (``name = "package.module:Class"``) registered
       under their names on the first lookup.  ``check(cls, label)`` (optional) checks a user class
-      further (raising ``unknown`` with one line).  An entry point that does not load is left out of
-      :meth:`names`; looking up its name raises its one-line error.
+      further (raising ``unknown`` with one line); ``max_name``: the longest name a user class may
+      have (its spec or entry point name; the database's column).  An entry point that does not load
+      is left out of :meth:`names`; looking up its name raises its one-line error.
 
     :attr:`classes` is the live ``name -> class`` mapping (packages' and entry points' classes);
     :attr:`loaded` the user classes loaded from specs.
@@ -86,7 +87,8 @@ class ClassRegistry(Generic[T]):
 
     def __init__(self, what: str, packages: Sequence[str], *, order: Sequence[str] | None = None,
                  unknown: type[ParamError] = ParamError, base: type | None = None,
-                 entry_points: str | None = None, check: Callable[[type, str], None] | None = None) -> None:
+                 entry_points: str | None = None, check: Callable[[type, str], None] | None = None,
+                 max_name: int | None = None) -> None:
         self.what = what
         self.packages = tuple(packages)
         self.order = None if order is None else tuple(order)
@@ -94,6 +96,7 @@ class ClassRegistry(Generic[T]):
         self.base = base
         self.entry_point_group = entry_points
         self.check = check
+        self.max_name = max_name
         self.classes: dict[str, T] = {}
         self.loaded: dict[str, T] = {}
         self.broken: dict[str, str] = {}
@@ -136,13 +139,17 @@ class ClassRegistry(Generic[T]):
                 else f"{label}: an entry point name cannot contain ':'"
             return
         try:
-            self.classes[name] = self._load_user_class(value, label)
+            self.classes[name] = self._load_user_class(value, label, name)
             self._entry_points.add(name)
         except ParamError as exc:
             self.broken[name] = str(exc)
 
-    def _load_user_class(self, spec: str, label: str) -> T:
+    def _load_user_class(self, spec: str, label: str, name: str | None = None) -> T:
         assert self.base is not None
+        name = spec if name is None else name
+        if self.max_name is not None and len(name) > self.max_name:
+            raise self.unknown(f"{self.what} {name[:40]!r}...: a name is at most {self.max_name} characters "
+                               "(runs store it); use a shorter module path or entry point name")
         cls = load_class(spec, self.base, label=label, error=self.unknown)
         if self.check is not None:
             self.check(cls, label)

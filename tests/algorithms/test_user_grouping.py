@@ -88,7 +88,7 @@ BAD = [
     ("tests.user_groupings:OffByOne", "router.route must return one integer worker in [0, n) per key; on n=2 workers "
                                       "it gave workers 2..2"),
     ("tests.user_groupings:Unpicklable", "Unpicklable on 2 workers with its defaults: AttributeError: Can't pickle local"),
-    ("examples." + "x" * 60 + ":Mine", "a grouping's name is at most 64 characters"),
+    ("examples." + "x" * 60 + ":Mine", "a name is at most 64 characters"),
 ]
 
 
@@ -159,12 +159,13 @@ def _install_entry_points(tmp_path: Path, lines: str) -> dict[str, str]:
 
 
 def test_entry_point_groupings_are_listed_named_and_checked(tmp_path):
-    env = _install_entry_points(tmp_path, f"bounded = {SPEC}\nbroken = no_such_pkg.groupings:Mine\nhash = {SPEC}")
+    env = _install_entry_points(tmp_path, f"bounded = {SPEC}\nbroken = no_such_pkg.groupings:Mine\nhash = {SPEC}\n"
+                                          f"{'b' * 65} = {SPEC}")
     listing = subprocess.run([sys.executable, "-m", "skewlab", "algorithms", "--json"], capture_output=True,
                              text=True, env=env, timeout=120)
     assert listing.returncode == 0, listing.stderr
     names = [a["name"] for a in json.loads(listing.stdout)]
-    assert names[-1] == "bounded" and names.count("hash") == 1 and "broken" not in names
+    assert names[-1] == "bounded" and names.count("hash") == 1 and "broken" not in names and "b" * 65 not in names
     shadows = subprocess.run([sys.executable, "-c", "from skewlab.engine.control.shadow import default_shadow_names; "
                               "print(default_shadow_names('hash'))"], capture_output=True, text=True, env=env, timeout=120)
     assert "'bounded'" in shadows.stdout, shadows.stderr  # an installed grouping is a what-if of every run
