@@ -135,7 +135,7 @@ class ClassRegistry(Generic[T]):
     def _load_entry_point(self, name: str, value: str) -> None:
         label = f"{self.what} {name!r} (entry point {self.entry_point_group}: {value})"
         if name in self.classes or is_class_spec(name):
-            self.broken[name] = f"{label}: the name is taken by a built-in {self.what}" if name in self.classes \
+            self.broken[name] = f"{label}: the name is taken (a built-in or another entry point)" if name in self.classes \
                 else f"{label}: an entry point name cannot contain ':'"
             return
         try:
