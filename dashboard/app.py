@@ -35,7 +35,7 @@ from skewlab.dashboard.controls import (
     TOKEN_ENV,
     TOKEN_MIN_LENGTH,
     Authorizer,
-    algorithm_catalog,
+    picker_catalog,
     build_algorithm_command,
     build_workers_command,
     workers_range,
@@ -566,9 +566,9 @@ def initial_outputs(D: DashboardData, export_base: str, read_only: bool = False)
 
 def _controls_outputs(cs: Mapping[str, Any] | None, read_only: bool, algo: str | None = None) -> dict[str, Any]:
     """Operator sidebar: algorithm list, the form of ``algo`` (default: the live one), worker count."""
-    catalog = {a["name"]: a for a in algorithm_catalog()}
-    out: dict[str, Any] = {"algo-options": [{"label": n, "value": n, "title": a["summary"]} for n, a in catalog.items()]}
     cs = cs or {}
+    catalog = picker_catalog(cs.get("algorithm"))
+    out: dict[str, Any] = {"algo-options": [{"label": n, "value": n, "title": a["summary"]} for n, a in catalog.items()]}
     refusal = not_live({"id": cs.get("run_id"), "status": cs.get("status")}) if cs.get("run_id") is not None else None
     out["controls-note"] = refusal or ""
     out["controls-disabled"] = read_only or refusal is not None
@@ -583,7 +583,7 @@ def _controls_outputs(cs: Mapping[str, Any] | None, read_only: bool, algo: str |
         a = catalog[algo]
         out["param-form"] = param_form(algo, a["params"], (cs.get("params") or {}) if same else {}, read_only)
         out["apply-label"] = ("Apply parameters" if a["params"] else "no parameters") if same else f"Switch to {algo}"
-        out["apply-disabled"] = read_only or (same and not a["params"])
+        out["apply-disabled"] = read_only or (same and not a["params"]) or bool(a.get("unavailable"))
         out["algo-summary"] = f"{a['summary']} — {a['paper']}"
     return out
 

@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import pickle
 
+from skewlab.engine.config.class_registry import load_class
 from skewlab.engine.config.params import ParamError
 from skewlab.engine.operators.base import KeyedOperator
 from skewlab.engine.operators.builtin import BUILTINS
@@ -41,22 +40,8 @@ def operator_class(spec: str) -> type[KeyedOperator]:
         return BUILTINS[spec]
     if ":" not in spec:
         raise OperatorError(f"--operator must be one of {'|'.join(BUILTINS)} or package.module:Class, got {spec[:80]!r}")
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise OperatorError(f"--operator {spec[:80]!r}: expected package.module:Class")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, or the module's own error while importing
-        raise OperatorError(f"--operator {spec[:80]!r}: cannot import {module_name}: {type(exc).__name__}: {exc}"[:300]) from None
-    cls = getattr(module, attr, None)
-    if cls is None:
-        raise OperatorError(f"--operator {spec[:80]!r}: module {module_name} has no {attr}")
-    if not (inspect.isclass(cls) and issubclass(cls, KeyedOperator)):
-        raise OperatorError(f"--operator {spec[:80]!r}: {attr} is not a subclass of "
-                            "skewlab.engine.operators.KeyedOperator")
-    if inspect.isabstract(cls):
-        missing = ", ".join(sorted(cls.__abstractmethods__))
-        raise OperatorError(f"--operator {spec[:80]!r}: {attr} does not implement {missing}")
+    cls = load_class(spec, KeyedOperator, label=f"--operator {spec[:80]!r}", error=OperatorError)
+    attr = spec.partition(":")[2]
     if not cls.name:
         raise OperatorError(f"--operator {spec[:80]!r}: {attr} has no name (set the class attribute name)")
     if cls.combined is not None:
