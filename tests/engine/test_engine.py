@@ -391,9 +391,7 @@ def test_keys_held_by_one_worker_never_go_through_the_merge_stage(spark, tmp_pat
     truth = final(windowed_truth(per_batch, cfg.window), tmp_path / "ckpt")
     assert rows == distinct, "a (batch, key) was written twice"
     assert only(final(got, tmp_path / "ckpt"), truth) == truth
-    quiet = [b for b in (1, 2, 6) if b in summaries]  # not the shrink's batches (4: new homes, 5: imports)
-    assert quiet, sorted(summaries)
-    for b in quiet:
+    for b in (1, 2):  # before the shrink (from batch 4 on: new homes, then the moved state in flight)
         sent = sum(s.shares for s in summaries[b].values())
         written = sum(s.results for s in summaries[b].values())
         assert sent < len(per_batch[b]) and written > len(per_batch[b]) / 2, (b, sent, written, len(per_batch[b]))
