@@ -20,6 +20,7 @@ LABELS: dict[str, str] = {
     "theta_max_observed": "θ observed",
     "seeds_imbalance": "seeds' I",
     "theta_max": "θmax (target)",
+    "bound": "best reachable",
     "replication": "replication",
     "routing_table_size": "routing table |A|",
     "amax": "Amax",
@@ -42,6 +43,9 @@ DEFINITIONS: dict[str, str] = {
     "migration_cost": "state moved / total keyed state, per interval (0 = nothing moved); window: one interval",
     "theta_max": "θmax: the rebalancer's imbalance tolerance; it acts when max_w |L_w − L̄| / L̄ > θmax "
                  "(Fang et al. Eq. 1); a parameter, not a measurement",
+    "bound": "the best imbalance any grouping could reach in the interval: max(L̄, heaviest key's tuples) / L̄ − 1 "
+             "for one owner per key, 0 (the mean) for a grouping that splits keys; the gap to the imbalance is "
+             "what a better grouping could still gain (skewlab.dashboard.imbalance_bound); window: one interval",
     "amax": "Amax: the largest routing table the rebalancer may keep (Fang et al.); a parameter",
     "state_moved": "keyed state (window tuples) moved between workers by the migrations of an interval, and "
                    "(hover) the serialized state bytes that crossed to the new workers when the engine reports "

@@ -69,6 +69,21 @@ class Reading(StoreBase):
         with self._read() as conn:
             return [decode_row("events", r) for r in conn.execute(stmt).mappings()]
 
+    def algorithm_events(self, run_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
+        """The details of the ``algorithm`` events (switches) of each of ``run_ids``, in order: one query
+        for a list of runs (the dashboard's run picker names each run's sequence of groupings)."""
+        ids = [int(r) for r in run_ids]
+        out: dict[int, list[dict[str, Any]]] = {r: [] for r in ids}
+        if not ids:
+            return out
+        stmt = (select(T_EV.c.run_id, T_EV.c.detail).where(T_EV.c.run_id.in_(ids), T_EV.c.kind == "algorithm")
+                .order_by(T_EV.c.id))
+        with self._read() as conn:
+            for r in conn.execute(stmt).mappings():
+                d = decode_row("events", r)["detail"]
+                out[int(r["run_id"])].append(d if isinstance(d, dict) else {})
+        return out
+
     def dead_letters(self, run_id: int) -> list[dict[str, Any]]:
         """Per reason: ``count``, ``sample`` (list of text), ``first_seen``, ``last_seen``, ``last_batch``."""
         stmt = select(T_DL).where(T_DL.c.run_id == int(run_id)).order_by(T_DL.c.reason)

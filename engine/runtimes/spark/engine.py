@@ -513,6 +513,7 @@ class SparkEngine:
             config["max_workers"] = partitions  # the state partitions: set-workers' upper limit
             # the dashboard and `skewlab control` apply the split-key rule without importing the operator
             config["operator_mergeable"] = self.operator.mergeable
+            config["cost_model"] = self.operator.cost_model  # the unit of the loads (the imbalance chart's bound)
             run_id = self.store.create_run(
                 grouping.name, grouping.p, seed=self.cfg.seed, n_workers=self.cfg.workers,
                 workload=self.cfg.workload if self.cfg.source == "generator" else f"{self.cfg.source}",
