@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 from dash import ALL, Dash, Input, Output, Patch, State, ctx, html, no_update
 from flask import Response, abort, request
 
+from skewlab.dashboard import dead_letters_panel, time_balance_panel
 from skewlab.dashboard import figures as F
 from skewlab.dashboard.controls import (
     TOKEN_ENV,
@@ -132,6 +133,8 @@ def create_app(
     app.layout = layout
     _register_routes(app, store, loopback_open=(not read_only and token is None))
     _register_callbacks(app, data, store, auth)
+    for panel in (dead_letters_panel, time_balance_panel):  # the panels that are modules of their own
+        panel.register(app, data)
     return app
 
 

@@ -66,6 +66,14 @@ DEFINITIONS: dict[str, str] = {
     "shadow": "what-if: the same interval's per-key counts replayed through each other grouping "
               "(its own state, rebalancing and migration accounting); mean of the last few intervals",
     "n_workers": "number of workers n the keyed operator runs on",
+    "dead_letters": "input records the engine could not read (no key, bad JSON, a missing or non-numeric "
+                    "value field, ...), counted per interval and reason as recorded with the interval; the "
+                    "samples are the latest records of each reason as text (skewlab.dashboard.dead_letters_panel)",
+    "task_balance": "the busiest worker's task time / the mean task time in the interval (Spark's executorRunTime "
+                    "of each worker's task): 1.0 = the time is as even as it can be; window: one interval",
+    "outside_workers": "batch wall time − the busiest worker's task time: the part of the batch spent outside "
+                       "the workers' operator (source scan, shuffle, merge stage, driver step), of the whole "
+                       "batch; window: one interval",
 }
 
 

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from dash import dcc, html
 
+from skewlab.dashboard import dead_letters_panel, time_balance_panel
 from skewlab.dashboard.controls import command_state, workers_range
 from skewlab.dashboard.data import DEFAULT_THETA, operator_label, status_text
 from skewlab.dashboard.definitions import LABELS, definition
@@ -106,8 +107,8 @@ def build_layout(*, read_only: bool, token_required: bool, refresh_ms: int, bann
                     _card("Shadow what-if", [html.Div(init.get("shadow-verdict", ""), id="shadow-verdict", className="verdict"),
                                              _graph("fig-shadow", "skewlab-shadow", 330, init)], metric="shadow"),
                 ], className="row2"),
-                _card("Per-worker history", [_graph("fig-heat", "skewlab-worker-history", 360, init)],
-                      metric="worker_load"),
+                _card("Per-worker history", [_graph("fig-heat", "skewlab-worker-history", 360, init),
+                                             time_balance_panel.graph()], metric="worker_load"),
                 html.Div([
                     _card("Hot keys", [_graph("fig-hotkeys", "skewlab-hot-keys", 300, init)], metric="hot_key_share"),
                     _card("Throughput & batch latency", [_graph("fig-throughput", "skewlab-throughput", 300, init)],
@@ -121,6 +122,7 @@ def build_layout(*, read_only: bool, token_required: bool, refresh_ms: int, bann
                 _card("Recent migration events", [html.Div(init.get("migration-table", migration_table([])),
                                                            id="migration-table", className="table-box")],
                       metric="migration_cost"),
+                dead_letters_panel.card(),
             ], className="main-col"),
             html.Aside(_sidebar(read_only, token_required, init), className="side-col"),
         ], className="live-grid"),
@@ -262,6 +264,7 @@ def kpi_cards(data: Mapping[str, Any]) -> list[html.Div]:
         ("last migration cost · interval", "migration_cost", _last_move(data.get("migration_rows")), ""),
         ("throughput (tuples/s)", "throughput", throughput, ""),
         ("batch latency", "batch_latency_ms", f"{_fmt(last('batch_latency_ms'), 'int')} ms", ""),
+        *time_balance_panel.kpi_entries(workers, last("batch_latency_ms")),
     ]
     out = [html.Div([html.Div(label, className="kpi-label"), html.Div(value, className="kpi-value")],
                     className=f"kpi {cls}".strip(), title=definition(metric), id=f"kpi-{metric}")
