@@ -16,6 +16,9 @@ from typing import Any, Mapping, Sequence
 
 from dash import Input, Output, State, dcc, html, no_update
 
+from skewlab.dashboard import cards
+from skewlab.dashboard.figures import MIN_SPAN, _base_layout, empty_figure
+
 __all__ = ["SAMPLES_SHOWN", "WINDOW", "card", "dead_letter_figure", "panel_data", "register", "samples_view"]
 
 #: intervals on the panel's time axis (the latest ones)
@@ -29,12 +32,10 @@ _COLORS = ("#dc2626", "#f59e0b", "#7c3aed", "#0891b2", "#db2777", "#65a30d", "#6
 
 def card() -> html.Div:
     """The panel's card (figure, total line, samples table) and the store of what it last drew."""
-    from skewlab.dashboard.layout import _card, _graph
-
-    return _card("Dead letters", [
+    return cards.card("Dead letters", [
         dcc.Store(id="dead-letter-drawn"),
         html.Div("", id="dead-letter-total", className="verdict"),
-        _graph("fig-dead-letters", "skewlab-dead-letters", 240),
+        cards.graph("fig-dead-letters", "skewlab-dead-letters", 240),
         html.Div(id="dead-letter-samples", className="table-box"),
     ], metric="dead_letters", card_id="dead-letters")
 
@@ -58,8 +59,6 @@ def panel_data(store: Any, run_id: int, upper: int | None) -> dict[str, Any]:
 
 def dead_letter_figure(data: Mapping[str, Any]) -> dict[str, Any]:
     """Stacked bars: dead letters per interval, one colour per reason."""
-    from skewlab.dashboard.figures import MIN_SPAN, _base_layout, empty_figure
-
     if not data["per_reason"]:
         return empty_figure("no malformed records in this run", height=240)
     traces = [dict(type="bar", name=reason, x=data["intervals"], y=counts, width=0.8,

@@ -19,10 +19,13 @@ from typing import Any, Mapping, Sequence
 from dash import dcc, html
 
 from skewlab.dashboard import dead_letters_panel, time_balance_panel
+from skewlab.dashboard.cards import GRAPH_CONFIG
+from skewlab.dashboard.cards import card as _card
+from skewlab.dashboard.cards import graph as _graph
 from skewlab.dashboard.controls import command_state, workers_range
 from skewlab.dashboard.data import DEFAULT_THETA, operator_label, status_text
 from skewlab.dashboard.definitions import LABELS, definition
-from skewlab.dashboard.figures import IMBALANCE_METRICS, empty_figure, format_bytes
+from skewlab.dashboard.figures import IMBALANCE_METRICS, format_bytes
 from skewlab.storage.moves import cost_text
 from skewlab.storage.run_state import REBALANCE_EVENT_KINDS
 
@@ -35,34 +38,6 @@ __all__ = [
 #: button and the parameter fields follow the same rule through the form).
 RUN_CONTROLS = ("algo-select", "workers-minus", "workers-input", "workers-plus", "workers-set", "pause-btn",
                 "resume-btn")
-
-#: Plotly modebar: "download as PNG" (client-side) with a useful file name, no logo.
-GRAPH_CONFIG: dict[str, Any] = {
-    "displaylogo": False,
-    "toImageButtonOptions": {"format": "png", "scale": 2},
-    "modeBarButtonsToRemove": ["lasso2d", "select2d"],
-}
-
-
-def _info(name: str) -> html.Span:
-    return html.Span("i", className="info", title=definition(name))
-
-
-def _card(title: str, body: Sequence[Any], *, metric: str | None = None, extra: Any = None,
-          class_name: str = "", card_id: str | None = None) -> html.Div:
-    head = [html.H3([title, _info(metric)] if metric else title, title=definition(metric) if metric else None)]
-    if extra is not None:
-        head.append(html.Div(extra, className="card-extra"))
-    kw = {"id": card_id} if card_id else {}
-    return html.Div([html.Div(head, className="card-head"), *body], className=f"card {class_name}".strip(), **kw)
-
-
-def _graph(gid: str, filename: str, height: int = 300, initial: Mapping[str, Any] | None = None) -> dcc.Graph:
-    cfg = dict(GRAPH_CONFIG, toImageButtonOptions={**GRAPH_CONFIG["toImageButtonOptions"], "filename": filename})
-    fig = (initial or {}).get(gid)
-    return dcc.Graph(id=gid, figure=fig if fig is not None else empty_figure(height=height), config=cfg,
-                     className="graph")
-
 
 # ------------------------------------------------------------------------------------ page
 def build_layout(*, read_only: bool, token_required: bool, refresh_ms: int, banner: str | None,

@@ -26,6 +26,9 @@ from typing import Any, Mapping, Sequence
 
 from dash import Input, Output, State, dcc, html, no_update
 
+from skewlab.dashboard import cards
+from skewlab.dashboard.figures import _base_layout, _grid, empty_figure
+
 __all__ = ["WINDOW", "balance", "graph", "kpi_entries", "register", "time_balance_figure", "time_series"]
 
 #: intervals on the panel's time axis (the latest ones)
@@ -79,20 +82,16 @@ def kpi_entries(workers: Sequence[Mapping[str, Any]], batch_ms: Any) -> list[tup
 
 def graph() -> Any:
     """The figure, for the per-worker history card."""
-    from skewlab.dashboard.layout import _graph
-
     caption = html.Div("time balance: the busiest worker's task against the mean task, and the batch time "
                        "outside the workers (merge, shuffle, driver)", className="muted",
                        style={"textAlign": "center", "fontSize": "12px", "marginTop": "6px"})
     return html.Div([dcc.Store(id="time-balance-drawn"), caption,
-                     _graph("fig-time-balance", "skewlab-time-balance", 300)], id="time-balance")
+                     cards.graph("fig-time-balance", "skewlab-time-balance", 300)], id="time-balance")
 
 
 def time_balance_figure(s: Mapping[str, list], run_id: Any) -> dict[str, Any]:
     """Row 1: busiest / mean task time; row 2: the batch as the busiest task plus the time outside the
     workers (stacked bars), with the mean task time."""
-    from skewlab.dashboard.figures import _base_layout, _grid, empty_figure
-
     if not any(v is not None for v in s["busiest"]):
         return empty_figure("no task times recorded (Spark task metrics) for this run", height=300)
     x = s["interval"]
