@@ -634,6 +634,8 @@ def test_dead_letters_and_the_heaviest_key_per_interval(store):
     assert totals == {"bad_json": 4, "missing_value": 14}  # the per-interval rows sum to the totals
     assert [(r["interval"], r["count"]) for r in store.hottest_keys(run)] == [(10, 40), (11, 41), (12, 42)]
     assert [r["interval"] for r in store.hottest_keys(run, since_interval=11)] == [12]
+    copy = store.import_run(store.export_run(run))  # an exported run keeps its counts per interval
+    assert store.dead_letter_counts(copy) == store.dead_letter_counts(run)
 
 
 # ---------------------------------------------------------------------------------------------
