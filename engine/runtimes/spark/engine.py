@@ -489,6 +489,8 @@ class SparkEngine:
                          "--max-workers/--sink only set up new runs")
             pending = list(snap.pending)
             self.log(f"restored run {self.run_id} at batch {batch} from {self.snapshots.dir}")
+            restarted = {"kind": "restart", "detail": {"after_batch": batch}, "command_id": None,
+                         "interval": self.controller.interval}
             g = self.controller.planner
             if (self.cfg.algorithm, self.cfg.workers) != (g.name, self.controller.n_workers) or any(
                     g.p.get(k) != v for k, v in self.cfg.params.items()):
@@ -518,6 +520,7 @@ class SparkEngine:
             config["max_workers"] = partitions  # the state partitions: set-workers' upper limit
             # the dashboard and `skewlab control` apply the split-key rule without importing the operator
             config["operator_mergeable"] = self.operator.mergeable
+            config["cost_model"] = self.operator.cost_model  # the unit of the loads (the imbalance chart's bound)
             run_id = self.store.create_run(
                 grouping.name, grouping.p, seed=self.cfg.seed, n_workers=self.cfg.workers,
                 workload=self.cfg.workload if self.cfg.source == "generator" else f"{self.cfg.source}",
@@ -525,10 +528,23 @@ class SparkEngine:
             )
             self.snapshot = DriverSnapshot(run_id=run_id, controller=controller, shadow=shadow, partitions=partitions)
             pending = []
+            restarted = None
+        if restarted is not None:
+            self._record_restart(restarted)
         self.sink = MetricsSink(self.store, self.run_id, log=self.log)
         for item in pending:
             self.sink.enqueue(item)
         self.sink.flush(force=True)
+
+    def _record_restart(self, event: dict[str, Any]) -> None:
+        """Mark on the run's timeline that the engine restored it from its checkpoint (event ``restart``,
+        at the interval it resumes with; drawn by the dashboard like the operator events).  With the
+        database down it is carried with the next interval's record instead, as a paused run's commands are."""
+        try:
+            self.store.record_event(self.run_id, event["kind"], event["detail"], interval=event["interval"])
+        except Exception as exc:  # noqa: BLE001 - the database may be down; the event waits for the next interval
+            self.log(f"cannot record the restart now ({type(exc).__name__}): it goes with the next interval")
+            self.snapshot = replace(self.snapshot, carry_events=(*self.snapshot.carry_events, event))
 
     def _stream(self) -> dict[str, Any]:
         """The settings that identify this run's stream (:data:`skewlab.engine.io.checkpoint.STREAM_FIELDS`)."""
