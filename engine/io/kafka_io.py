@@ -263,23 +263,36 @@ def produce(
             pass
 
 
+def _reader(bootstrap: str, topic: str, timeout_s: float, client_id: str) -> Any:
+    """A consumer without a group that reads ``topic`` from assigned offsets."""
+    from kafka import KafkaConsumer
+
+    _check_args(bootstrap, topic)
+    return _client(KafkaConsumer, bootstrap, timeout_s, group_id=None, enable_auto_commit=False,
+                   auto_offset_reset="earliest", fetch_max_wait_ms=50, client_id=client_id)
+
+
+def _partition_bounds(consumer: Any, bootstrap: str, topic: str, timeout_s: float) -> tuple[list, dict, dict]:
+    """``topic``'s partitions (sorted), their first and their end offsets; :class:`ValueError` (one
+    line) when the topic does not exist."""
+    from kafka import TopicPartition
+
+    parts = consumer.partitions_for_topic(topic)
+    if not parts:
+        raise ValueError(f"kafka: topic {topic!r} does not exist at {bootstrap}")
+    tps = [TopicPartition(topic, p) for p in sorted(parts)]
+    begin = {tp.partition: int(off) for tp, off in consumer.beginning_offsets(tps).items()}
+    return tps, begin, end_offsets(consumer, tps, timeout_s=min(timeout_s, 5.0))
+
+
 def read_topic(
     bootstrap: str, topic: str, *, start: Mapping[int, int] | None = None, timeout_s: float = 10.0
 ) -> dict[int, list[tuple[int, bytes | None, bytes | None]]]:
     """All records of ``topic`` as ``{partition: [(offset, key, value), ...]}`` (assign + seek), from
     the offsets ``start`` (default: each partition's beginning) to the end (:func:`end_offsets`)."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    _check_args(bootstrap, topic)
-    consumer = _client(KafkaConsumer, bootstrap, timeout_s, group_id=None, enable_auto_commit=False,
-                       auto_offset_reset="earliest", fetch_max_wait_ms=50, client_id="skewlab-reader")
+    consumer = _reader(bootstrap, topic, timeout_s, "skewlab-reader")
     try:
-        parts = consumer.partitions_for_topic(topic)
-        if not parts:
-            raise ValueError(f"kafka: topic {topic!r} does not exist at {bootstrap}")
-        tps = [TopicPartition(topic, p) for p in sorted(parts)]
-        begin = {tp.partition: int(off) for tp, off in consumer.beginning_offsets(tps).items()}
-        ends = end_offsets(consumer, tps, timeout_s=min(timeout_s, 5.0))
+        tps, begin, ends = _partition_bounds(consumer, bootstrap, topic, timeout_s)
         out: dict[int, list] = {}
         for tp in tps:
             lo = max(begin[tp.partition], int((start or {}).get(tp.partition, 0)))
@@ -294,18 +307,9 @@ def first_values(bootstrap: str, topic: str, n: int = 5, *, timeout_s: float = 1
     """The values of up to ``n`` records from the start of each partition of ``topic`` (a look at what
     the records hold, e.g. their JSON fields); :class:`ValueError` (one line) when the broker or the
     topic cannot be read."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    _check_args(bootstrap, topic)
-    consumer = _client(KafkaConsumer, bootstrap, timeout_s, group_id=None, enable_auto_commit=False,
-                       auto_offset_reset="earliest", fetch_max_wait_ms=50, client_id="skewlab-peek")
+    consumer = _reader(bootstrap, topic, timeout_s, "skewlab-peek")
     try:
-        parts = consumer.partitions_for_topic(topic)
-        if not parts:
-            raise ValueError(f"kafka: topic {topic!r} does not exist at {bootstrap}")
-        tps = [TopicPartition(topic, p) for p in sorted(parts)]
-        begin = {tp.partition: int(off) for tp, off in consumer.beginning_offsets(tps).items()}
-        ends = end_offsets(consumer, tps, timeout_s=min(timeout_s, 5.0))
+        tps, begin, ends = _partition_bounds(consumer, bootstrap, topic, timeout_s)
         out: list[bytes] = []
         for tp in tps:
             lo = begin[tp.partition]

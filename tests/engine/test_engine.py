@@ -315,6 +315,21 @@ def test_split_keys_service_time_is_not_the_merge_stages(split_run):
     assert busy and all(w["processing_seconds"] >= w["tuples"] * 5_000e-6 for w in busy)
 
 
+def recorded_summaries(engine: SparkEngine) -> dict[int, dict]:
+    """Batch → worker → :class:`WorkerSummary` of the workers that ran with a control order, filled as
+    ``engine`` collects its batches."""
+    summaries: dict[int, dict] = {}
+    collect = engine._collect
+
+    def recording(df, batch_id):
+        out = collect(df, batch_id)
+        summaries[batch_id] = {w: s for w, s in out["summaries"].items() if s.batch is not None}
+        return out
+
+    engine._collect = recording
+    return summaries
+
+
 def test_split_key_merge_stage_rows_scale_with_the_batchs_keys_not_the_window(spark, tmp_path):
     """Issue 24: a worker sends the merge stage a share of a key it holds only when the key had tuples
     somewhere in the batch (touch rows, topology.touch_rows).  A long-tailed stream over many keys and
@@ -326,7 +341,6 @@ def test_split_key_merge_stage_rows_scale_with_the_batchs_keys_not_the_window(sp
     sent."""
     cfg = gen_cfg(tmp_path, algorithm="dchoices", workers=3, window=100_000, max_batches=6, shadow=[],
                   workload_params={"keys": 20_000, "z": 1.2}, max_per_batch=600)
-    summaries: dict[int, dict] = {}
 
     def after(engine, batch_id):
         if batch_id == 1:
@@ -335,14 +349,7 @@ def test_split_key_merge_stage_rows_scale_with_the_batchs_keys_not_the_window(sp
             engine.store.submit_command("set-algorithm", {"algorithm": "pkg"})
 
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
-    collect = engine._collect
-
-    def recording(df, batch_id):
-        out = collect(df, batch_id)
-        summaries[batch_id] = {w: s for w, s in out["summaries"].items() if s.batch is not None}
-        return out
-
-    engine._collect = recording
+    summaries = recorded_summaries(engine)
     assert engine.run() == 0 and engine.shares_split and engine.controller.n_workers == 2
     assert engine.store.migration_events(engine.run_id)
     per_batch = batch_keys(tmp_path / "ckpt", generator_keys_of(cfg))
@@ -369,21 +376,13 @@ def test_keys_held_by_one_worker_never_go_through_the_merge_stage(spark, tmp_pat
     batches where homes change or state moves) and a restart."""
     cfg = gen_cfg(tmp_path, algorithm="dchoices", params={"tail": "hash"}, workers=4, window=3,
                   max_batches=7, shadow=[], workload_params={"keys": 5_000, "z": 1.1}, max_per_batch=3000)
-    summaries: dict[int, dict] = {}
 
     def after(engine, batch_id):
         if batch_id == 3:
             engine.store.submit_command("set-workers", {"workers": 3})
 
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
-    collect = engine._collect
-
-    def recording(df, batch_id):
-        out = collect(df, batch_id)
-        summaries[batch_id] = {w: s for w, s in out["summaries"].items() if s.batch is not None}
-        return out
-
-    engine._collect = recording
+    summaries = recorded_summaries(engine)
     assert engine.run() == 0 and engine.shares_split and engine.controller.n_workers == 3
     SparkEngine(dataclasses.replace(cfg, max_batches=2), log=lambda m: None).run()  # restart: same checkpoint
     per_batch = batch_keys(tmp_path / "ckpt", generator_keys_of(cfg))
