@@ -27,10 +27,10 @@ writer owns each (batch, writer) output.
   before it returns.  A writer without results writes nothing.
 
 Kafka record format: key = the result key (UTF-8), value = JSON ``{"batch", "result", <operator
-columns>, "shares", "worker", "out_batch", "seq", "n"}`` — the result row (``batch`` is the row's own batch: held tuples
+columns>, "shares", "worker", "out_batch", "seq", "records"}`` — the result row (``batch`` is the row's own batch: held tuples
 released after an import report their arrival batch) and its place in the output of micro-batch
-``out_batch`` of writer ``worker`` (``seq`` of ``n``).  A reader takes a (out_batch, worker) group once all
-``n`` records are there (:func:`read_kafka_sink`), ignoring duplicates of a ``seq``.
+``out_batch`` of writer ``worker`` (``seq`` of ``records``).  A reader takes a (out_batch, worker) group once all
+its ``records`` are there (:func:`read_kafka_sink`), ignoring duplicates of a ``seq``.
 """
 
 from __future__ import annotations
@@ -180,6 +180,10 @@ class KafkaSink:
     def __init__(self, bootstrap: str, topic: str, start: dict[int, int], *, schema: pa.Schema | None = None,
                  timeout_s: float = 30.0) -> None:
         self.schema = schema if schema is not None else sink_schema()
+        clash = sorted(set(self.schema.names) & set(PLACEMENT))
+        if clash:
+            raise ParamError(f"--sink kafka: the operator's column(s) {', '.join(clash)} clash with the record fields "
+                             f"{', '.join(PLACEMENT)}; rename the column(s) or write Parquet results")
         self.bootstrap = bootstrap
         self.topic = topic
         self.start = dict(start)
@@ -206,7 +210,7 @@ class KafkaSink:
             failure: list[BaseException] = []
             for s in todo:
                 value = json.dumps({**{f: rows[f][s] for f in fields}, "worker": int(worker),
-                                    "out_batch": int(batch), "seq": s, "n": n}, separators=(",", ":"))
+                                    "out_batch": int(batch), "seq": s, "records": n}, separators=(",", ":"))
                 producer.send(self.topic, key=rows["key"][s].encode("utf-8"), value=value.encode("ascii"),
                               partition=tp.partition).add_errback(failure.append)
             producer.flush(timeout=self.timeout_s)
@@ -266,7 +270,7 @@ def read_kafka_sink(bootstrap: str, topic: str, start: dict[int, int] | None = N
     schema = schema if schema is not None else sink_schema()
     cols: dict[str, list] = {name: [] for name in schema.names}
     for (_, _), recs in sorted(groups.items()):
-        n = next(iter(recs.values()))[1]["n"]
+        n = _records(next(iter(recs.values()))[1])
         if set(recs) != set(range(n)):
             continue
         for s in range(n):
@@ -274,6 +278,16 @@ def read_kafka_sink(bootstrap: str, topic: str, start: dict[int, int] | None = N
             for name in schema.names:
                 cols[name].append(key if name == "key" else m.get(name))
     return pa.table(cols, schema=schema)
+
+
+#: the record fields that place a result row in its writer's output (an operator column may not take them)
+PLACEMENT = ("worker", "out_batch", "seq", "records")
+
+
+def _records(meta: dict[str, Any]) -> Any:
+    """The number of records of a (out_batch, worker) output: ``records``; ``n`` in the records of
+    skewlab before, where it hid an operator column named ``n`` (the mean's)."""
+    return meta["records"] if "records" in meta else meta.get("n")
 
 
 class _Refused(RuntimeError):
@@ -284,7 +298,9 @@ def _meta(topic: str, partition: int, offset: int, key: bytes | None, value: byt
     """The decoded value of a result record; :class:`_Refused` for anything else."""
     try:
         m = json.loads(value)
-        if not all(isinstance(m.get(f), int) for f in ("out_batch", "seq", "n", "worker", "batch")) or key is None:
+        if not all(isinstance(m.get(f), int) for f in ("out_batch", "seq", "worker", "batch")) or key is None:
+            raise ValueError("fields missing")
+        if not isinstance(_records(m), int):
             raise ValueError("fields missing")
         return m
     except (ValueError, TypeError, AttributeError):
