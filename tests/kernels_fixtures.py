@@ -32,7 +32,9 @@ _warmed: set[str] = set()  # groupings compiled (or loaded) in this process, for
 class KernelsCompiledInProcess:
     """What the engine reads of a :class:`BackgroundWarmup`, with every name ready on construction."""
 
-    def __init__(self, names: Sequence[str]) -> None:
+    def __init__(self, names: Sequence[str], on_compiling: Callable[[str], None] | None = None) -> None:
+        """``on_compiling``: not called — the names compile (or load from numba's cache) here, before
+        the engine goes on, as a warm cache would have them."""
         from skewlab.engine.cli.warmup import warm_up
 
         self.names = list(dict.fromkeys(names))
@@ -70,10 +72,12 @@ class KernelsCompilingUntilReleased(KernelsCompiledInProcess):
 
     held: set[str] = set()  # set by the test before the engine starts
 
-    def __init__(self, names: Sequence[str]) -> None:
+    def __init__(self, names: Sequence[str], on_compiling: Callable[[str], None] | None = None) -> None:
         super().__init__(names)
         self._held = set(self.held) & set(self.names)
         self._lock = threading.Lock()
+        for name in sorted(self._held) if on_compiling is not None else ():
+            on_compiling(name)  # as the child reports a name missing from the cache
 
     def release(self) -> None:
         with self._lock:

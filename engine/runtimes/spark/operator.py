@@ -90,6 +90,11 @@ STAT, EXPORT, SIDE, SUMMARY = 0, 1, 2, 3
 FRESH_SHARE, KEPT_SHARE, FINAL = 4, 5, 6
 #: the kinds that go to the merge stage, never to the driver
 MERGE_KINDS = (FRESH_SHARE, KEPT_SHARE, FINAL)
+#: a worker reports its keys held away from home only while they are at most this share of its keys:
+#: under a grouping that spreads its tail too (PKG's two choices) nearly every key would merge anyway,
+#: and every key merging (ControlOrder.merge_all) then costs less than naming them all in every
+#: summary, snapshot and touch row
+MAX_OFF_HOME_SHARE = 0.25
 
 
 def merge_stage_rows(win: WorkerWindow, batch: int, keys: Sequence[str], results: list[tuple],
@@ -263,7 +268,9 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
                 results.write(batch, worker, table)
             n_results = len(res)
             if control.workers:
-                off_home, home_n = win.off_home(worker, control.workers), control.workers
+                off = win.off_home(worker, control.workers)
+                if off.size <= MAX_OFF_HOME_SHARE * len(win):  # else: unknown, so every key merges
+                    off_home, home_n = off, control.workers
             if step["exports"] and migrations is None:
                 raise RuntimeError(f"worker {worker} exports state in batch {batch} but the handler has no migrations directory")
             for target, blob in step["exports"].items():
