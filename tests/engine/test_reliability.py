@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import pickle
 import random
+import re
 import subprocess
 import time
 from collections import Counter
@@ -49,6 +50,7 @@ pytest.importorskip("pyspark")
 
 from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine  # noqa: E402
 from skewlab.engine.control.state import decode  # noqa: E402
+from skewlab.engine.workloads.key_file import RAW_BYTES  # noqa: E402
 from skewlab.storage import connect  # noqa: E402
 from tests.engine_helpers import by_fingerprint, generator_truth  # noqa: E402
 from tests.pg import _cmd, throwaway_server  # noqa: E402
@@ -249,8 +251,12 @@ def test_malformed_kafka_records_are_dead_letters_and_valid_ones_all_processed(s
     assert engine.dead_total == sum(BAD.values()) == 100_000
     dead = {d["reason"]: d for d in connect(db).dead_letters(engine.run_id)}
     assert {r: d["count"] for r, d in dead.items()} == BAD
-    assert all(d["sample"] for d in dead.values())  # hex samples of the offending bytes kept
-    assert all(len(s) <= 64 for d in dead.values() for s in d["sample"])
+    # samples: the offending record's first RAW_BYTES bytes as readable text (raw_text), bounded
+    assert all(d["sample"] for d in dead.values())
+    assert all(len(s) <= 4 * RAW_BYTES + 1 for d in dead.values() for s in d["sample"])
+    assert all(re.fullmatch(r"no key \d+", s) for s in dead["no_key"]["sample"]), dead["no_key"]
+    assert all(s.startswith("k") and "\\x" in s for s in dead["bad_utf8"]["sample"]), dead["bad_utf8"]
+    assert all(s.endswith("…") and s[0] in "x\\" for s in dead["oversized"]["sample"]), dead["oversized"]
     # every valid record processed, keys intact (UTF-8, boundary length)
     assert Counter(engine.controller.results()) == by_fingerprint(Counter(good))
     assert sum(engine.consumed.values()) == total
