@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from skewlab.engine.runtimes.spark.result_sink import read_sink
 
@@ -50,6 +50,14 @@ def batch_values(checkpoint: Path, keys_of) -> dict[int, dict[str, list[int]]]:
     return out
 
 
+def window_batches(per_batch: Mapping[int, Any], batch: int, window: int, *, own: bool = True) -> list[int]:
+    """The committed batches of ``per_batch`` inside the window ``(batch - window, batch]`` (without
+    ``batch`` itself unless ``own``), oldest first: only batches that exist, so a window of 100,000
+    batches costs what the run committed, not 100,000 lookups per (batch, key)."""
+    hi = batch if own else batch - 1
+    return sorted(j for j in per_batch if batch - window < j <= hi)
+
+
 def join_truth(per_batch: dict[int, dict[str, list[int]]], window: int) -> dict[tuple[int, str], tuple[int, int]]:
     """(batch, key) → (pairs joined, checksum) of the sliding-window self-join: each tuple with the
     key's tuples of the previous ``window - 1`` batches and the earlier ones of its own batch.  The
@@ -62,7 +70,7 @@ def join_truth(per_batch: dict[int, dict[str, list[int]]], window: int) -> dict[
     out = {}
     for b, per in per_batch.items():
         for k, vals in per.items():
-            old = [v for j in range(b - window + 1, b) for v in per_batch.get(j, {}).get(k, [])]
+            old = [v for j in window_batches(per_batch, b, window, own=False) for v in per_batch[j].get(k, [])]
             n = len(vals)
             out[(b, k)] = (n * len(old) + n * (n - 1) // 2,
                            int(join_probe(np.array(vals, dtype=np.int64), np.array(old, dtype=np.int64))))
@@ -74,7 +82,7 @@ def windowed_truth(per_batch: dict[int, Counter], window: int) -> dict[tuple[int
     truth = {}
     for b, counter in per_batch.items():
         for k in counter:
-            truth[(b, k)] = sum(per_batch.get(j, Counter())[k] for j in range(b - window + 1, b + 1))
+            truth[(b, k)] = sum(per_batch[j][k] for j in window_batches(per_batch, b, window))
     return truth
 
 
@@ -86,8 +94,8 @@ def ewma_truth(per_batch: dict[int, Counter], window: int, alpha: float) -> dict
     for b, counter in per_batch.items():
         for k in counter:
             m = None
-            for j in range(b - window + 1, b + 1):
-                c = per_batch.get(j, Counter())[k]
+            for j in window_batches(per_batch, b, window):
+                c = per_batch[j][k]
                 if c:
                     m = float(c) if m is None else alpha * c + (1 - alpha) * m
             out[(b, k)] = m

@@ -26,8 +26,9 @@ from skewlab.bench.results_tables import (
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SMALL_NAMES = [f"{t}.md" for t in SMALL_TARGETS] + list(SMALL_SCRIPTS)
-#: small-size runs of 50–150 s each on the shared 2-core machine (load ~20; 2026-12-03): ``slow``, which
-#: ``.ci/run`` runs (``-m slow``); fish.md and pkg_distinct.txt take seconds and run in every ``pytest``
+#: small-size runs of 50–150 s each on 2 cores: compared by the README's ``skewlab bench tables``, which
+#: tests/end_to_end/test_readme.py::test_bench_commands runs (slow) and checks names each of them ``ok``;
+#: fish.md and pkg_distinct.txt take seconds and are compared here, in every ``pytest``
 SLOW_SMALL = {"nasir.md", "fang.md", "trace.md", "gate_cases.txt"}
 
 
@@ -66,8 +67,7 @@ def test_timing_columns_are_not_compared_and_checks_are_left_out():
     assert "sha256:" in seal_line(md)
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_SMALL else n
-                                  for n in SMALL_NAMES])
+@pytest.mark.parametrize("name", [n for n in SMALL_NAMES if n not in SLOW_SMALL])
 def test_small_size_tables_equal_the_committed_reference(name):
     assert (DOCS / SMALL_DIR / name).exists(), "missing reference; run: skewlab bench tables --write"
     diff = compare_small(DOCS, [name])[name]

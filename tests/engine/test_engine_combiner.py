@@ -18,7 +18,7 @@ from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine  # no
 from skewlab.engine.runtimes.spark.topology import RoutingSnapshot  # noqa: E402
 from skewlab.storage import connect  # noqa: E402
 from tests.engine_helpers import generator_keys_of  # noqa: E402
-from tests.spark_truth import committed_ranges  # noqa: E402
+from tests.spark_truth import committed_ranges, window_batches  # noqa: E402
 
 #: operator → the windowed result of a key's values, as the sink's (result, *columns)
 AGGREGATES = {
@@ -76,7 +76,7 @@ def _truth(cfg: EngineConfig, checkpoint, operator: str):
         per_batch[b] = per
     last = max(ranges)  # the last batch's moved keys' tuples wait for an import that never comes
     agg = AGGREGATES[operator]
-    truth = {(b, k): agg([v for j in range(b - cfg.window + 1, b + 1) for v in per_batch.get(j, {}).get(k, [])])
+    truth = {(b, k): agg([v for j in window_batches(per_batch, b, cfg.window) for v in per_batch[j].get(k, [])])
              for b, per in per_batch.items() if b < last for k in per}
     return truth, {b: sum(len(v) for v in per.values()) for b, per in per_batch.items()}
 

@@ -17,7 +17,7 @@ pytest.importorskip("pyspark")
 
 from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine  # noqa: E402
 from skewlab.storage import connect  # noqa: E402
-from tests.spark_truth import committed_ranges  # noqa: E402
+from tests.spark_truth import committed_ranges, window_batches  # noqa: E402
 
 
 def _cfg(tmp_path, **kw):
@@ -48,7 +48,7 @@ def _per_batch(checkpoint, records_of) -> dict[int, dict[str, list[float]]]:
 
 
 def _windowed(per_batch, window: int, agg) -> dict[tuple[int, str], float]:
-    return {(b, k): agg([v for j in range(b - window + 1, b + 1) for v in per_batch.get(j, {}).get(k, [])])
+    return {(b, k): agg([v for j in window_batches(per_batch, b, window) for v in per_batch[j].get(k, [])])
             for b, per in per_batch.items() for k in per}
 
 
