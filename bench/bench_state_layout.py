@@ -55,7 +55,8 @@ stand-in of the engine's, not the engine: the same for every layout but for its 
   skewlab's).  All use the RocksDB state store with changelog checkpointing and one state partition
   per worker (:func:`skewlab.engine.runtimes.spark.session.configure_state_store`).
 * **Out**: the touched keys' windowed counts and one summary row per call (state keys, state bytes,
-  handler seconds); ``foreachBatch`` sums them (one execution of the batch, no sink).
+  handler wall and CPU seconds — CPU: the Python worker's own, not the JVM's state server it waits
+  on); ``foreachBatch`` sums them (one execution of the batch, no sink).
 
 Per run ``--warmup`` batches (default window + 2: the window is full) then ``--batches`` measured ones;
 a batch's time is the wall time between the ends of consecutive ``foreachBatch`` calls (trigger 0 s).
@@ -87,7 +88,8 @@ if ROOT not in sys.path:
 SOURCES = 2
 #: the grouping input of every layout: a row per (key, batch) of an input Arrow batch
 ROW_SCHEMA = "key string, batch long, tuples long, label int"
-OUT_SCHEMA = "key string, batch long, count long, state_keys long, state_bytes long, seconds double, calls int"
+OUT_SCHEMA = ("key string, batch long, count long, state_keys long, state_bytes long, seconds double, cpu double, "
+              "calls int")
 BLOB_STATE = "blob binary"
 LAYOUT_RE = re.compile(r"^(none|blob|tws-key)$|^(groups|tws-group)-([0-9]+)$")
 DEFAULT_LAYOUTS = "none,blob,groups-64,tws-key,tws-group-64"
@@ -169,8 +171,10 @@ def _keys_counts(frames: Iterator[Any]) -> tuple[int, list[str], Any]:
     return int(pdf["batch"].max()), list(uniq), counts
 
 
-def _out(batch: int, results: list[tuple], state_keys: int, state_bytes: int, started: float) -> Any:
-    """Result rows ``(key, batch, count)`` and the call's summary row as one ``OUT_SCHEMA`` frame."""
+def _out(batch: int, results: list[tuple], state_keys: int, state_bytes: int, started: tuple[float, float]) -> Any:
+    """Result rows ``(key, batch, count)`` and the call's summary row as one ``OUT_SCHEMA`` frame;
+    ``started``: :func:`_clocks` at the call's start (wall and CPU seconds of the Python worker: on a
+    loaded machine the wall time counts waiting for a core, the CPU time does not)."""
     import numpy as np
     import pandas as pd
 
@@ -181,8 +185,13 @@ def _out(batch: int, results: list[tuple], state_keys: int, state_bytes: int, st
         "count": np.array([r[2] for r in results] + [0], np.int64),
         "state_keys": np.array([0] * m + [state_keys], np.int64),
         "state_bytes": np.array([0] * m + [state_bytes], np.int64),
-        "seconds": np.array([0.0] * m + [time.perf_counter() - started]),
+        "seconds": np.array([0.0] * m + [time.perf_counter() - started[0]]),
+        "cpu": np.array([0.0] * m + [time.process_time() - started[1]]),
         "calls": np.array([0] * m + [1], np.int32)})
+
+
+def _clocks() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
 
 
 def _window_step(blob: bytes | None, window: int, batch: int, keys: list[str], counts: Any) -> tuple[list[tuple], Any]:
@@ -201,7 +210,7 @@ def make_blob_handler(window: int, stateless: bool = False) -> Callable[..., Ite
     W = int(window)
 
     def handle(label: tuple, frames: Iterator[Any], state: Any) -> Iterator[Any]:
-        started = time.perf_counter()
+        started = _clocks()
         batch, keys, counts = _keys_counts(frames)
         if stateless:
             yield _out(batch, [(batch, k, c) for k, c in zip(keys, counts.tolist())], 0, 0, started)
@@ -229,7 +238,7 @@ def key_processor(window: int) -> Any:
             self.rings = handle.getMapState("rings", "key string", KEY_VALUE)
 
         def handleInputRows(self, key: tuple, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
-            started = time.perf_counter()
+            started = _clocks()
             batch, keys, counts = _keys_counts(rows)
             results, nbytes = [], 0
             for k, c in zip(keys, counts.tolist()):
@@ -273,7 +282,7 @@ def group_processor(window: int, partitions: int, groups: int) -> Any:
             self.windows = handle.getMapState("windows", "grp int", BLOB_STATE)
 
         def handleInputRows(self, key: tuple, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
-            started = time.perf_counter()
+            started = _clocks()
             batch, keys, counts = _keys_counts(rows)
             grp = ((key_fingerprints(keys) >> np.uint64(32)) % np.uint64(G)).astype(np.int64)
             results: list[tuple] = []
@@ -333,7 +342,8 @@ def run_layout(spark: Any, layout: str, args: Any, keys: int, tmp: str, batches:
             return
         r = df.agg(F.count("key").alias("results"), F.sum("count").alias("count_sum"),
                    F.sum("state_keys").alias("state_keys"), F.sum("state_bytes").alias("state_bytes"),
-                   F.sum("seconds").alias("handler_seconds"), F.sum("calls").alias("calls"),
+                   F.sum("seconds").alias("handler_seconds"), F.sum("cpu").alias("handler_cpu"),
+                   F.sum("calls").alias("calls"),
                    F.max("batch").alias("batch")).collect()[0].asDict()
         seen.append({**{k: (v if v is not None else 0) for k, v in r.items()}, "id": int(batch_id),
                      "end": time.perf_counter()})
@@ -356,7 +366,7 @@ def run_layout(spark: Any, layout: str, args: Any, keys: int, tmp: str, batches:
         "median_seconds": statistics.median(times[args.warmup - 1:total - 1]),
         "first_batch_ok": int(seen[0]["count_sum"]) == args.per_batch,
         "batches": [{k: b[k] for k in ("batch", "results", "count_sum", "state_keys", "state_bytes",
-                                       "handler_seconds", "calls")} for b in measured],
+                                       "handler_seconds", "handler_cpu", "calls")} for b in measured],
     }
 
 
@@ -367,12 +377,13 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for layout in dict.fromkeys(r["layout"] for r in runs):
         mine = [r for r in runs if r["layout"] == layout]
         ks = sorted({r["keys"] for r in mine})
-        row: dict[str, Any] = {"seconds": {}, "handler": {}, "state_keys": {}, "state_bytes": {}, "calls": {}}
+        row: dict[str, Any] = {"seconds": {}, "handler": {}, "cpu": {}, "state_keys": {}, "state_bytes": {}, "calls": {}}
         for k in ks:
             s = [r["median_seconds"] for r in mine if r["keys"] == k]
             row["seconds"][k] = (statistics.median(s), min(s), max(s))
             last = [r["batches"][-1] for r in mine if r["keys"] == k]
             row["handler"][k] = statistics.median(b["handler_seconds"] for b in last)
+            row["cpu"][k] = statistics.median(b["handler_cpu"] for b in last)
             row["state_keys"][k] = statistics.median(b["state_keys"] for b in last)
             row["state_bytes"][k] = statistics.median(b["state_bytes"] for b in last)
             row["calls"][k] = statistics.median(b["calls"] for b in last)
@@ -480,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
                 last = r["batches"][-1]
                 print(f"round {rnd} {layout:<16} {k:>9,} keys  batch {r['median_seconds']:6.3f} s "
                       f"({', '.join(f'{s:.3f}' for s in r['batch_seconds'])}), handlers {last['handler_seconds']:.3f} s "
+                      f"(cpu {last['handler_cpu']:.3f} s) "
                       f"in {last['calls']} calls, state {last['state_keys']:,} keys {last['state_bytes'] / 1e6:.1f} MB"
                       + ("" if r["first_batch_ok"] else "  FIRST BATCH COUNTS WRONG") + f"  [{r['load']}]", flush=True)
     finally:
@@ -490,13 +502,13 @@ def main(argv: list[str] | None = None) -> int:
           f"workers, {args.master}, {args.batches} measured batches after {args.warmup}; median [min-max] of "
           f"{args.rounds} round(s); {_load()}")
     print(f"{'layout':<16} " + " ".join(f"{f'batch s @ {k:,}':>26}" for k in keys)
-          + f" {'ratio ' + str(keys[-1]) + '/' + str(keys[0]):>24}   handler s / calls per batch @ each keys")
+          + f" {'ratio ' + str(keys[-1]) + '/' + str(keys[0]):>24}   handler wall s / cpu s / calls per batch @ each keys")
     for layout, row in summary.items():
         cells = " ".join(f"{s[0]:9.3f} [{s[1]:.3f}-{s[2]:.3f}]".rjust(26) for s in row["seconds"].values())
         ratio = row.get("ratio")
         print(f"{layout:<16} {cells} " + (f"{ratio[0]:9.2f} [{ratio[1]:.2f}-{ratio[2]:.2f}]".rjust(24) if ratio else
                                           f"{'-':>24}")
-              + "   " + ", ".join(f"{row['handler'][k]:.3f}/{row['calls'][k]:.0f}" for k in row["handler"]))
+              + "   " + ", ".join(f"{row['handler'][k]:.3f}/{row['cpu'][k]:.3f}/{row['calls'][k]:.0f}" for k in row["handler"]))
     print("results agree across layouts: " + ("yes" if not bad else "NO\n  " + "\n  ".join(bad[:10])))
     ok = not bad and all(r["first_batch_ok"] for r in runs)
     out = {"args": vars(args), "runs": runs, "summary": {k: {**v, "seconds": {str(x): y for x, y in v["seconds"].items()}}

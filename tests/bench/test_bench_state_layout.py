@@ -14,6 +14,7 @@ LAYOUTS = ["none", "blob", "groups-4", "tws-key", "tws-group-4"]
 WINDOWED = LAYOUTS[1:]  # none: the batch's counts, no state
 
 
+@pytest.mark.slow  # ten streaming queries: ~2 min on the shared 2 cores
 def test_every_layout_gives_its_batches_and_the_same_counts(spark, tmp_path, capsys):
     pytest.importorskip("google.protobuf")  # the tws-* layouts (skewlab[test] installs it)
     out = tmp_path / "runs.json"
