@@ -85,7 +85,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-SOURCES = 2
+from skewlab.bench.bench_spark import SOURCES, _gen_opts, _load  # noqa: E402 - the same stream and load line
+
 #: the grouping input of every layout: a row per (key, batch) of an input Arrow batch
 ROW_SCHEMA = "key string, batch long, tuples long, label int"
 OUT_SCHEMA = ("key string, batch long, count long, state_keys long, state_bytes long, seconds double, cpu double, "
@@ -266,7 +267,7 @@ def key_processor(window: int) -> Any:
     return KeyRings()
 
 
-def group_processor(window: int, partitions: int, groups: int) -> Any:
+def group_processor(window: int, groups: int) -> Any:
     """``transformWithStateInPandas`` processor of ``tws-group-G``: a ``MapState`` key group → the
     group's ``WorkerWindow`` blob."""
     import numpy as np
@@ -311,8 +312,7 @@ def _query(spark: Any, layout: str, args: Any, keys: int) -> Any:
 
     kind, G = parse_layout(layout)
     P = int(args.workers)
-    opts = {"workload": "zipf", "params": json.dumps({"keys": int(keys), "z": float(args.zipf)}), "seed": "0",
-            "partitions": str(SOURCES), "rate": "0", "max_per_batch": str(args.per_batch)}
+    opts = _gen_opts(argparse.Namespace(keys=int(keys), zipf=float(args.zipf), per_batch=args.per_batch))
     per_source = args.per_batch // SOURCES
     if kind == "groups":
         labels = group_labels(P, G)
@@ -322,7 +322,7 @@ def _query(spark: Any, layout: str, args: Any, keys: int) -> Any:
     rows = src.mapInArrow(make_router(P, G, per_source, labels), ROW_SCHEMA).groupBy("label")
     if kind in ("none", "blob", "groups"):
         return rows.applyInPandasWithState(make_blob_handler(args.window, kind == "none"), OUT_SCHEMA, BLOB_STATE, "append", "NoTimeout")
-    proc = key_processor(args.window) if kind == "tws-key" else group_processor(args.window, P, G)
+    proc = key_processor(args.window) if kind == "tws-key" else group_processor(args.window, G)
     return rows.transformWithStateInPandas(proc, OUT_SCHEMA, "append", "None")
 
 
@@ -410,10 +410,6 @@ def agreement(runs: list[dict[str, Any]]) -> list[str]:
                     bad.append(f"{k} keys, batch {b['batch']}: {r['layout']} gives {got}, another layout "
                                f"{ref[int(b['batch'])]} (result rows, sum of counts)")
     return bad
-
-
-def _load() -> str:
-    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def _fail(msg: str) -> int:
