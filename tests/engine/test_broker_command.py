@@ -51,7 +51,12 @@ def test_broker_serves_its_topics_until_ctrl_c(tmp_path):
         assert read_topic(address, "payments")[1][0][2] == b'{"user": {"id": 1}, "amount": 2}'
     finally:
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=30)
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # say what it printed instead of masking the first failure
+            proc.kill()
+            out = "".join(lines) + proc.communicate()[0]
+            pytest.fail(f"skewlab broker still running 30 s after Ctrl-C; its output:\n{out[-3000:]}")
     assert proc.returncode == 0 and "skewlab broker: stopped" in out and "Traceback" not in out, out
     with socket.socket() as s:  # the broker is gone: its port is free again
         s.bind(("127.0.0.1", port))
