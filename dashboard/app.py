@@ -14,7 +14,9 @@ Modes (issue, "Security"):
 
 Refresh: one ``dcc.Interval`` per tab at the run's interval (``--interval`` of the engine, clamped to
 [0.5 s, 10 s]); each tick asks :meth:`skewlab.dashboard.data.DashboardData.load` for the delta since the
-tab's cursor and *extends* the figures with ``dash.Patch`` (see :mod:`skewlab.dashboard.figures`).
+tab's cursor and *extends* the figures with ``dash.Patch`` (see :mod:`skewlab.dashboard.figures`): each
+panel of :data:`skewlab.dashboard.panels.PANELS` draws its part (its ``full`` or ``patch``), and its own
+callbacks (``register``) come after the page's.
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ def create_app(
 
     app.layout = layout
     _register_routes(app, store, loopback_open=(not read_only and token is None))
-    _register_callbacks(app, data, store, auth, panels)
+    _register_callbacks(app, data, auth, panels)
     return app
 
 
@@ -245,7 +247,9 @@ def _export_links(base: str, run_id: int) -> list[Any]:
                    download=f"skewlab-run-{run_id}-csv.zip")]
 
 
-def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorizer, panels: Sequence[Panel]) -> None:
+def _register_callbacks(app: Dash, D: DashboardData, auth: Authorizer, panels: Sequence[Panel]) -> None:
+    """The page's callbacks: runs list, live refresh (each panel's full draw or patch), operator controls,
+    comparison, then each panel's own (``register``)."""
     export_base = app.get_relative_path("/export/")
     outputs = live_outputs(panels)
 

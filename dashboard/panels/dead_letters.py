@@ -32,7 +32,8 @@ _COLORS = ("#dc2626", "#f59e0b", "#7c3aed", "#0891b2", "#db2777", "#65a30d", "#6
 
 
 def card(initial: Mapping[str, Any] | None = None) -> html.Div:
-    """The panel's card (figure, total line, samples table) and the store of what it last drew."""
+    """The panel's card (figure, total line, samples table) and the store of what it last drew; ``initial``
+    is not read: the panel's callback draws it once the page is there."""
     return cards.card("Dead letters", [
         dcc.Store(id="dead-letter-drawn"),
         html.Div("", id="dead-letter-total", className="verdict"),

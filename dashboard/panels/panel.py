@@ -13,7 +13,10 @@ or both of two ways:
 * **with callbacks of its own** (``register(app, data)``) — for what the shared load does not read
   (e.g. the dead letters) or for its own controls (e.g. the imbalance chart's metric picker).
 
-Docs: docs/add-a-panel.md walks through a panel.
+The live refresh reads two controls of panels by id: the worker view (``worker-view``, in the
+per-worker load panel's card) and the imbalance metrics picked (``imb-metrics``, in the imbalance
+panel's card); a panel sees them as :attr:`Live.view` and :attr:`Live.visible`, and the page needs both
+panels.  Docs: docs/add-a-panel.md walks through a panel.
 """
 
 from __future__ import annotations
