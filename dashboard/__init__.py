@@ -4,7 +4,8 @@
 * :mod:`skewlab.dashboard.data` — incremental queries (``since_interval``) with a small cache;
 * :mod:`skewlab.dashboard.figures` — Plotly figures and the ``Patch`` objects that extend them;
 * :mod:`skewlab.dashboard.controls` — forms from the registry's declarations, validation, authorisation;
-* :mod:`skewlab.dashboard.layout` — the page;
+* :mod:`skewlab.dashboard.panels` — the live view's panels, one module each, listed once in ``PANELS``;
+* :mod:`skewlab.dashboard.layout` — the page around them (header, KPI strip, sidebar, runs tab);
 * :mod:`skewlab.dashboard.commands` — ``skewlab dashboard`` and ``skewlab demo``.
 
 Importing this package is cheap (Dash is imported by :mod:`skewlab.dashboard.app` only), so the CLI can add

@@ -14,7 +14,9 @@ Modes (issue, "Security"):
 
 Refresh: one ``dcc.Interval`` per tab at the run's interval (``--interval`` of the engine, clamped to
 [0.5 s, 10 s]); each tick asks :meth:`skewlab.dashboard.data.DashboardData.load` for the delta since the
-tab's cursor and *extends* the figures with ``dash.Patch`` (see :mod:`skewlab.dashboard.figures`).
+tab's cursor and *extends* the figures with ``dash.Patch`` (see :mod:`skewlab.dashboard.figures`): each
+panel of :data:`skewlab.dashboard.panels.PANELS` draws its part (its ``full`` or ``patch``), and its own
+callbacks (``register``) come after the page's.
 """
 
 from __future__ import annotations
@@ -27,38 +29,16 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Mapping, Sequence
 
-from dash import ALL, Dash, Input, Output, Patch, State, ctx, html, no_update
+from dash import Dash, Input, Output, State, ctx, html, no_update
 from flask import Response, abort, request
 
-from skewlab.dashboard import dead_letters_panel, time_balance_panel
 from skewlab.dashboard import figures as F
-from skewlab.dashboard.controls import (
-    TOKEN_ENV,
-    TOKEN_MIN_LENGTH,
-    Authorizer,
-    picker_catalog,
-    build_algorithm_command,
-    build_workers_command,
-    workers_range,
-    command_message,
-    is_loopback,
-    not_live,
-    pause_noop,
-    submit,
-    validate_fields,
-)
+from skewlab.dashboard import operator_controls
+from skewlab.dashboard.controls import TOKEN_ENV, TOKEN_MIN_LENGTH, Authorizer, is_loopback
 from skewlab.dashboard.data import DEFAULT_WINDOW, DashboardData, status_text, waiting_message
-from skewlab.dashboard.layout import (
-    RUN_CONTROLS,
-    build_layout,
-    commands_view,
-    event_log,
-    kpi_cards,
-    migration_table,
-    param_form,
-    runs_table,
-)
-from skewlab.engine.control.commands import CommandError
+from skewlab.dashboard.layout import build_layout, commands_view, event_log, kpi_cards, runs_table
+from skewlab.dashboard.operator_controls import controls_outputs
+from skewlab.dashboard.panels import PANELS, Live, Panel, imbalance
 from skewlab.engine.config.params import ParamError
 from skewlab.storage.run_state import REBALANCE_EVENT_KINDS
 
@@ -94,6 +74,7 @@ def create_app(
     window: int = DEFAULT_WINDOW,
     url_base_pathname: str = "/",
     title: str = "skewlab dashboard",
+    panels: Sequence[Panel] = PANELS,
 ) -> Dash:
     """Build the dashboard over the database at ``db_url`` (or an open ``store``).
 
@@ -101,6 +82,7 @@ def create_app(
     non-loopback).  ``read_only`` None means: read-only iff bound to a non-loopback address without a
     token.  A non-loopback address without a token is always read-only.  Raises ``ParamError`` for a
     token shorter than :data:`~skewlab.dashboard.controls.TOKEN_MIN_LENGTH` characters.
+    ``panels``: the live view's panels, in page order (default :data:`skewlab.dashboard.panels.PANELS`).
     """
     if store is None:
         from skewlab.storage import connect
@@ -123,18 +105,19 @@ def create_app(
     app = Dash(__name__, title=title, update_title=None, assets_folder=ASSETS, suppress_callback_exceptions=True,
                url_base_pathname=url_base_pathname, serve_locally=True)
     app.index_string = index_string(app.config.requests_pathname_prefix)
-    app.skewlab = SimpleNamespace(data=data, store=store, auth=auth, read_only=read_only)  # type: ignore[attr-defined]
+    panels = tuple(panels)
+    app.skewlab = SimpleNamespace(data=data, store=store, auth=auth, read_only=read_only,  # type: ignore[attr-defined]
+                                  panels=panels)
     export_base = app.get_relative_path("/export/")
 
     def layout() -> Any:
         return build_layout(read_only=read_only, token_required=auth.token_required, refresh_ms=1000, banner=banner,
-                            export_base=export_base, initial=initial_outputs(data, export_base, read_only))
+                            export_base=export_base, panels=panels,
+                            initial=initial_outputs(data, export_base, read_only, panels))
 
     app.layout = layout
     _register_routes(app, store, loopback_open=(not read_only and token is None))
-    _register_callbacks(app, data, store, auth)
-    for panel in (dead_letters_panel, time_balance_panel):  # the panels that are modules of their own
-        panel.register(app, data)
+    _register_callbacks(app, data, auth, panels)
     return app
 
 
@@ -264,8 +247,11 @@ def _export_links(base: str, run_id: int) -> list[Any]:
                    download=f"skewlab-run-{run_id}-csv.zip")]
 
 
-def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorizer) -> None:
+def _register_callbacks(app: Dash, D: DashboardData, auth: Authorizer, panels: Sequence[Panel]) -> None:
+    """The page's callbacks: runs list, live refresh (each panel's full draw or patch), operator controls,
+    comparison, then each panel's own (``register``)."""
     export_base = app.get_relative_path("/export/")
+    outputs = live_outputs(panels)
 
     # ---------------------------------------------------------------- runs (slow)
     @app.callback(
@@ -292,7 +278,7 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
 
     # ---------------------------------------------------------------- live refresh
     @app.callback(
-        *[Output(cid, prop) for _, cid, prop in LIVE_OUTPUTS],
+        *[Output(cid, prop) for _, cid, prop in outputs],
         Input("tick", "n_intervals"), Input("run-select", "value"), Input("worker-view", "value"),
         Input("cmd-signal", "data"),
         State("cursor", "data"), State("imb-metrics", "value"), State("controls-state", "data"),
@@ -301,7 +287,7 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
     )
     def refresh(_n, run_id, view, _sig, cursor, visible, cstate, tick_ms):
         if run_id is None:
-            return (no_update,) * len(LIVE_OUTPUTS)
+            return (no_update,) * len(outputs)
         run_id = int(run_id)
         trig = ctx.triggered_id
         # The cursor says what the figures show (run, worker view): Dash drops the response of a call that a
@@ -312,174 +298,23 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
         full = full or cursor.get("status", "running") != ((D.run(run_id) or {}).get("status") or "running")
         d = D.load(run_id, None if full else cursor)
         if d.get("missing"):
-            return (no_update,) * len(LIVE_OUTPUTS)
+            return (no_update,) * len(outputs)
         out = _common_outputs(D, d, run_id, export_base)
         if out["controls-state"] == cstate:
             out["controls-state"] = no_update
         if out["tick"] == tick_ms:
             out["tick"] = no_update
         if d["reset"]:
-            out.update(_full_outputs(d, view or "auto", visible))
-            if trig == "worker-view" and cursor and cursor.get("run_id") == run_id:
-                out["fig-heat"] = no_update  # shows every worker whatever the view: keep it (thousands of cells)
-                out["cursor"]["state_top"] = cursor.get("state_top")  # and the colour scale it was drawn with
-            return tuple(out.get(key, no_update) for key, _, _ in LIVE_OUTPUTS)
-        out["export-links"] = no_update
-        if not d["new"] and not d["events"]:
-            return tuple(out.get(key, no_update) for key, _, _ in LIVE_OUTPUTS)
-        ops = [e for e in d["events"] if e.get("kind") not in REBALANCE_EVENT_KINDS]
-        log = (list(cursor.get("log") or []) + ops)[-_EVENT_LOG_KEEP:]
-        new_cursor = dict(cursor, last_interval=d["last_interval"], last_event_id=d["last_event_id"],
-                          points=int(cursor.get("points") or 0) + len(d["series"]["interval"]),
-                          ops=int(cursor.get("ops") or 0) + len(ops), log=log)
-        delta = dict(d, label_events=log, label_span=new_cursor["points"])
-        out.update({
-            "fig-imbalance": F.time_patch("imbalance", delta), "fig-throughput": F.time_patch("throughput", delta),
-            "fig-routing": F.time_patch("routing", delta), "fig-migrations": F.time_patch("migrations", delta),
-            "fig-heat": F.worker_heat_patch(delta, cursor.get("state_top")), "cursor": new_cursor,
-        })
-        if ops:
-            out["event-log"] = event_log(log)
-        if d["new"]:
-            if d.get("workers"):
-                out["fig-workers"] = (F.worker_load_patch(d, view or "auto") if cursor.get("bars")
-                                      else F.worker_load_figure(d, view or "auto"))
-                new_cursor["bars"] = True
-            if d.get("migration_rows") is not None:  # the moves were read again (storage.moves)
-                new_cursor["mig"] = list(d["migration_rows"])
-                out["migration-table"] = migration_table(new_cursor["mig"])
-            out.update({"fig-shadow": F.shadow_figure(d), "shadow-verdict": F.shadow_verdict(d),
-                        "fig-hotkeys": F.hot_keys_figure(d),
-                        "kpis": kpi_cards(dict(d, migration_rows=new_cursor.get("mig") or []))})
-        return tuple(out.get(key, no_update) for key, _, _ in LIVE_OUTPUTS)
+            view_only = trig == "worker-view" and bool(cursor) and cursor.get("run_id") == run_id
+            out.update(_full_outputs(d, view or "auto", visible, panels, previous=cursor, view_only=view_only))
+        else:
+            out["export-links"] = no_update
+            if d["new"] or d["events"]:
+                out.update(_patch_outputs(d, view or "auto", visible, panels, cursor))
+        return tuple(out.get(key, no_update) for key, _, _ in outputs)
 
-    @app.callback(Output("fig-imbalance", "figure", allow_duplicate=True), Input("imb-metrics", "value"),
-                  prevent_initial_call=True)
-    def metric_visibility(visible):
-        p = Patch()
-        for i, spec in enumerate(F.TIME_FIGURES["imbalance"][0]):
-            if spec.y in F.IMBALANCE_METRICS:
-                p["data"][i]["visible"] = True if spec.y in (visible or []) else "legendonly"
-        return p
-
-    # ---------------------------------------------------------------- drill-down
-    @app.callback(Output("worker-detail", "children"),
-                  Input("fig-workers", "clickData"), Input("run-select", "value"), Input("worker-view", "value"),
-                  State("cursor", "data"), prevent_initial_call=True)
-    def drill(click, run_id, _view, cursor):
-        from dash import dcc
-
-        if ctx.triggered_id != "fig-workers" or not click or run_id is None:
-            return []
-        try:
-            worker = int(click["points"][0]["customdata"][0])
-        except (KeyError, IndexError, TypeError, ValueError):
-            return []
-        last = (cursor or {}).get("last_interval")
-        h = D.worker_history(int(run_id), worker, last)
-        st = D.state(int(run_id))
-        theta = None if st is None or last is None else st.param_at(int(last), "theta_max")
-        return [html.Div(f"worker w{worker} — last {len(h['interval'])} intervals", className="drill-title"),
-                dcc.Graph(figure=F.worker_detail_figure(h, theta), config={"displaylogo": False}, id="fig-worker-detail")]
-
-    # ---------------------------------------------------------------- controls
-    @app.callback(Output("algo-select", "options"), Output("algo-select", "value"), Output("workers-input", "value"),
-                  Output("workers-range", "children"), Output("controls-note", "children"),
-                  *[Output(cid, "disabled") for cid in RUN_CONTROLS],
-                  Input("controls-state", "data"), prevent_initial_call=True)
-    def sync_controls(cs):
-        c = _controls_outputs(cs, auth.read_only)
-        return (c["algo-options"], c.get("algo-value", no_update), c.get("workers-value", no_update),
-                c.get("workers-range", no_update), c["controls-note"], *([c["controls-disabled"]] * len(RUN_CONTROLS)))
-
-    @app.callback(Output("param-form", "children"), Output("apply-btn", "children"), Output("algo-summary", "children"),
-                  Output("apply-btn", "disabled"),
-                  Input("algo-select", "value"), Input("controls-state", "data"), prevent_initial_call=True)
-    def render_form(algo, cs):
-        c = _controls_outputs(cs, auth.read_only, algo)
-        return (c.get("param-form", []), c.get("apply-label", "Apply"), c.get("algo-summary", ""),
-                c.get("apply-disabled", True))
-
-    @app.callback(Output({"type": "param-msg", "algo": ALL, "name": ALL}, "children"),
-                  Input({"type": "param-input", "algo": ALL, "name": ALL}, "value"), prevent_initial_call=True)
-    def check_fields(values):
-        ids = [i["id"] for i in ctx.inputs_list[0]]
-        if not ids:
-            return []
-        _, errors = validate_fields(ids[0]["algo"], [i["name"] for i in ids], values)
-        return [errors.get(i["name"], "") for i in ids]
-
-    @app.callback(
-        Output("control-msg", "children"), Output("control-msg", "className"), Output("cmd-signal", "data"),
-        Input("apply-btn", "n_clicks"), Input("workers-minus", "n_clicks"), Input("workers-plus", "n_clicks"),
-        Input("workers-set", "n_clicks"), Input("pause-btn", "n_clicks"), Input("resume-btn", "n_clicks"),
-        State("algo-select", "value"), State({"type": "param-input", "algo": ALL, "name": ALL}, "value"),
-        State({"type": "param-input", "algo": ALL, "name": ALL}, "id"), State("workers-input", "value"),
-        State("token", "value"), State("run-select", "value"),
-        prevent_initial_call=True,
-    )
-    def act(_a, _m, _p, _s, _pause, _resume, algo, values, ids, workers_value, token, run_id):
-        trig = ctx.triggered_id
-        if trig is None or not (ctx.triggered and ctx.triggered[0].get("value")):
-            return no_update, no_update, no_update
-        refusal = auth.refusal(token)
-        if refusal is not None:  # server side: hidden buttons are not the protection
-            return refusal, "control-msg error", no_update
-        if run_id is None:
-            return "no run selected", "control-msg error", no_update
-        run_id = int(run_id)
-        refusal = not_live((D.run(run_id) or {"id": run_id, "status": "missing"}))
-        if refusal is not None:  # server side too: a disabled button is not the protection
-            return f"refused: {refusal}", "control-msg error", no_update
-        st = D.state(run_id)
-        latest = store.interval_metrics(run_id, limit=1, latest=True)
-        current_algo = latest[0]["algorithm"] if latest else (st.algorithm if st else "")
-        current_params = dict(st.params) if st else {}
-        n_now = (latest[0].get("n_workers") if latest else None) or (D.run(run_id) or {}).get("n_workers") or 1
-        run = D.run(run_id) or {}
-        config = run.get("config") if isinstance(run.get("config"), Mapping) else {}
-        operator = config.get("operator", "count")
-        mergeable = config.get("operator_mergeable")
-        max_workers = config.get("max_workers")
-        try:
-            if trig == "apply-btn":
-                # fields drawn for another algorithm (the click beat the new form): not this form's values,
-                # so the command carries the selected algorithm's defaults, as its form shows them
-                fields = [(i["name"], v) for i, v in zip(ids, values) if i.get("algo") == algo]
-                params, errors = validate_fields(algo, [n for n, _ in fields], [v for _, v in fields])
-                if errors:
-                    return ("refused: " + "; ".join(errors.values()), "control-msg error", no_update)
-                kind, payload = build_algorithm_command(algo, params, current_algorithm=current_algo,
-                                                        current_params=current_params, operator=operator,
-                                                        mergeable=mergeable)
-            elif trig in ("workers-minus", "workers-plus"):
-                kind, payload = build_workers_command(int(n_now) + (1 if trig == "workers-plus" else -1), max_workers)
-            elif trig == "workers-set":
-                kind, payload = build_workers_command(workers_value, max_workers)
-            elif trig in ("pause-btn", "resume-btn"):
-                kind, payload = ("pause" if trig == "pause-btn" else "resume"), {}
-                noop = pause_noop(kind, store.recent_commands(20, run_id=run_id), run.get("status"))
-                if noop is not None:
-                    return noop, "control-msg", no_update
-            else:
-                return no_update, no_update, no_update
-        except CommandError as exc:
-            return f"refused: {exc}", "control-msg error", no_update
-        ok, message, cid = submit(store, auth, token, run_id, kind, payload)
-        return message, "control-msg " + ("ok pending" if ok else "error"), (cid if ok else no_update)
-
-    @app.callback(Output("control-msg", "children", allow_duplicate=True),
-                  Output("control-msg", "className", allow_duplicate=True),
-                  Input("commands", "children"), State("cmd-signal", "data"), State("control-msg", "className"),
-                  State("run-select", "value"), prevent_initial_call=True)
-    def follow_command(_rows, cid, cls, run_id):
-        # The line about the last submitted command follows its state until it is applied or rejected.
-        if cid is None or run_id is None or "pending" not in (cls or "").split():
-            return no_update, no_update
-        row = next((c for c in D.commands(int(run_id)) if c["id"] == int(cid)), None)
-        if row is None or row["status"] == "pending":
-            return no_update, no_update
-        return command_message(row)
+    # ---------------------------------------------------------------- operator controls
+    operator_controls.register(app, D, auth)
 
     # ---------------------------------------------------------------- comparison
     @app.callback(Output("fig-compare", "figure"), Output("compare-summary", "children"),
@@ -489,19 +324,27 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
         rb = D.run_series(int(b)) if b is not None else None
         return F.compare_figure(ra, rb), _compare_table(ra, rb)
 
+    # ---------------------------------------------------------------- the panels' own callbacks
+    for panel in panels:
+        if panel.register is not None:
+            panel.register(app, D)
 
-#: Outputs of the live refresh callback: (key, component id, property); the layout's ``initial`` uses the keys.
-LIVE_OUTPUTS: tuple[tuple[str, str, str], ...] = tuple(
+
+#: The live refresh's own outputs (key, component id, property), beside its panels' (:func:`live_outputs`).
+FRAME_OUTPUTS: tuple[tuple[str, str, str], ...] = tuple(
     (key, key.removesuffix("-class"), prop) for key, prop in (
-        ("fig-imbalance", "figure"), ("fig-throughput", "figure"), ("fig-routing", "figure"),
-        ("fig-migrations", "figure"), ("fig-workers", "figure"), ("fig-heat", "figure"), ("fig-shadow", "figure"),
-        ("shadow-verdict", "children"), ("fig-hotkeys", "figure"), ("kpis", "children"),
-        ("migration-table", "children"), ("event-log", "children"), ("commands", "children"),
+        ("kpis", "children"), ("event-log", "children"), ("commands", "children"),
         ("run-status", "children"), ("run-status-class", "className"), ("run-operator", "children"),
         ("export-links", "children"),
         ("tick", "interval"), ("controls-state", "data"), ("cursor", "data"),
     )
 )
+
+
+def live_outputs(panels: Sequence[Panel]) -> tuple[tuple[str, str, str], ...]:
+    """Outputs of the live refresh callback: (key, component id, property) of each panel's ``outputs``
+    (keyed by component id), then :data:`FRAME_OUTPUTS`; the layout's ``initial`` uses the keys."""
+    return tuple((cid, cid, prop) for p in panels for cid, prop in p.outputs) + FRAME_OUTPUTS
 
 
 def _common_outputs(D: DashboardData, d: Mapping[str, Any], run_id: int, export_base: str) -> dict[str, Any]:
@@ -521,74 +364,73 @@ def _common_outputs(D: DashboardData, d: Mapping[str, Any], run_id: int, export_
     }
 
 
-def _full_outputs(d: Mapping[str, Any], view: str, visible: Any) -> dict[str, Any]:
-    """A reset: every figure drawn from the window, and a new cursor."""
+def _full_outputs(d: Mapping[str, Any], view: str, visible: Any, panels: Sequence[Panel], *,
+                  previous: Mapping[str, Any] | None = None, view_only: bool = False) -> dict[str, Any]:
+    """A reset: every panel drawn from the window (its ``full``), and a new cursor."""
     ops = [e for e in d["events"] if e.get("kind") not in REBALANCE_EVENT_KINDS]
     cursor = {"run_id": d["run_id"], "last_interval": d["last_interval"], "last_event_id": d["last_event_id"],
-              "points": len(d["series"]["interval"]), "ops": len(ops), "bars": bool(d.get("workers")),
-              "log": ops[-_EVENT_LOG_KEEP:], "mig": list(d.get("migration_rows") or []),
-              "status": d["run"]["status"] or "running", "view": view,
-              "state_top": F.state_scale_top(d.get("heat") or {})}
+              "points": len(d["series"]["interval"]), "ops": len(ops), "log": ops[-_EVENT_LOG_KEEP:],
+              "status": d["run"]["status"] or "running", "view": view}
+    live = Live(d=d, view=view, visible=visible, previous=previous or {}, cursor=cursor, view_only=view_only)
+    for p in panels:
+        if p.cursor is not None:
+            cursor.update(p.cursor(live))
+    out: dict[str, Any] = {"kpis": kpi_cards(d), "event-log": event_log(cursor["log"]), "cursor": cursor}
     waiting = waiting_message(d)
     if waiting is not None:  # no tuple yet: say so on every chart; the next tick redraws from scratch
         msg = F.empty_figure(waiting)
         cursor["waiting"] = True
-        return {**{k: msg for k, _, p in LIVE_OUTPUTS if p == "figure"}, "shadow-verdict": "", "kpis": kpi_cards(d),
-                "migration-table": migration_table(cursor["mig"]), "event-log": event_log(cursor["log"]),
-                "cursor": cursor}
-    return {
-        "fig-imbalance": F.time_figure("imbalance", d, visible), "fig-throughput": F.time_figure("throughput", d),
-        "fig-routing": F.time_figure("routing", d), "fig-migrations": F.time_figure("migrations", d),
-        "fig-workers": F.worker_load_figure(d, view), "fig-heat": F.worker_heat_figure(d),
-        "fig-shadow": F.shadow_figure(d),
-        "shadow-verdict": F.shadow_verdict(d), "fig-hotkeys": F.hot_keys_figure(d), "kpis": kpi_cards(d),
-        "migration-table": migration_table(cursor["mig"]), "event-log": event_log(cursor["log"]),
-        "cursor": cursor,
-    }
+        for p in panels:
+            out.update(p.waiting_outputs(msg, live))
+        return out
+    for p in panels:
+        if p.full is not None:
+            out.update(p.full(live))
+    return out
 
 
-def initial_outputs(D: DashboardData, export_base: str, read_only: bool = False) -> dict[str, Any]:
-    """The first render of the live view (page load): runs, the default run's window, its cursor."""
+def _patch_outputs(d: Mapping[str, Any], view: str, visible: Any, panels: Sequence[Panel],
+                   cursor: Mapping[str, Any]) -> dict[str, Any]:
+    """A tick with new intervals or events: each panel extends what it drew (its ``patch``), the event
+    log and the KPIs follow, and the cursor moves on."""
+    ops = [e for e in d["events"] if e.get("kind") not in REBALANCE_EVENT_KINDS]
+    log = (list(cursor.get("log") or []) + ops)[-_EVENT_LOG_KEEP:]
+    new_cursor = dict(cursor, last_interval=d["last_interval"], last_event_id=d["last_event_id"],
+                      points=int(cursor.get("points") or 0) + len(d["series"]["interval"]),
+                      ops=int(cursor.get("ops") or 0) + len(ops), log=log)
+    live = Live(d=d, view=view, visible=visible, previous=cursor, cursor=new_cursor,
+                delta=dict(d, label_events=log, label_span=new_cursor["points"]))
+    out: dict[str, Any] = {"cursor": new_cursor}
+    for p in panels:
+        if p.patch is not None:
+            out.update(p.patch(live))
+    if ops:
+        out["event-log"] = event_log(log)
+    if d["new"]:
+        out["kpis"] = kpi_cards(dict(d, migration_rows=new_cursor.get("mig") or []))
+    return out
+
+
+def initial_outputs(D: DashboardData, export_base: str, read_only: bool = False,
+                    panels: Sequence[Panel] = PANELS) -> dict[str, Any]:
+    """The first render of the live view (page load): runs, the default run's window drawn by ``panels``,
+    its cursor."""
     runs = D.runs()
     out: dict[str, Any] = {"run-options": _run_options(runs, D.algorithm_switches(runs)),
                            "runs-table": runs_table(runs, export_base),
-                           **_controls_outputs(None, read_only)}
+                           **controls_outputs(None, read_only)}
     run_id = D.default_run_id()
     if run_id is None:
         msg = F.empty_figure("no runs in the database yet — start one with 'skewlab engine'")
-        out.update({k: msg for k, _, p in LIVE_OUTPUTS if p == "figure"})
+        out.update({k: msg for k, _, p in live_outputs(panels) if p == "figure"})
         return out
     d = D.load(run_id)
     if d.get("missing"):
         return out
     out["run-id"] = run_id
     out.update(_common_outputs(D, d, run_id, export_base))
-    out.update(_full_outputs(d, "auto", ["imbalance", "theta_max_observed"]))
-    out.update(_controls_outputs(out["controls-state"], read_only))
-    return out
-
-
-def _controls_outputs(cs: Mapping[str, Any] | None, read_only: bool, algo: str | None = None) -> dict[str, Any]:
-    """Operator sidebar: algorithm list, the form of ``algo`` (default: the live one), worker count."""
-    cs = cs or {}
-    catalog = picker_catalog(cs.get("algorithm"))
-    out: dict[str, Any] = {"algo-options": [{"label": n, "value": n, "title": a["summary"]} for n, a in catalog.items()]}
-    refusal = not_live({"id": cs.get("run_id"), "status": cs.get("status")}) if cs.get("run_id") is not None else None
-    out["controls-note"] = refusal or ""
-    out["controls-disabled"] = read_only or refusal is not None
-    read_only = out["controls-disabled"]
-    if cs.get("algorithm"):
-        out["algo-value"] = cs["algorithm"]
-        out["workers-value"] = str(cs.get("n_workers") or "")
-        out["workers-range"] = workers_range(cs.get("max_workers"))
-    algo = algo or cs.get("algorithm")
-    if algo in catalog:
-        same = algo == cs.get("algorithm")
-        a = catalog[algo]
-        out["param-form"] = param_form(algo, a["params"], (cs.get("params") or {}) if same else {}, read_only)
-        out["apply-label"] = ("Apply parameters" if a["params"] else "no parameters") if same else f"Switch to {algo}"
-        out["apply-disabled"] = read_only or (same and not a["params"]) or bool(a.get("unavailable"))
-        out["algo-summary"] = f"{a['summary']} — {a['paper']}"
+    out.update(_full_outputs(d, "auto", imbalance.DEFAULT_METRICS, panels))
+    out.update(controls_outputs(out["controls-state"], read_only))
     return out
 
 

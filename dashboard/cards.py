@@ -1,7 +1,6 @@
 """The frame every panel of the live view sits in: a card with a title (and its metric's definition one
 hover away) and a graph with the dashboard's toolbar.  Shared by :mod:`skewlab.dashboard.layout` and the
-panels that are modules of their own (:mod:`skewlab.dashboard.dead_letters_panel`,
-:mod:`skewlab.dashboard.time_balance_panel`)."""
+panels (:mod:`skewlab.dashboard.panels`)."""
 
 from __future__ import annotations
 

@@ -68,7 +68,7 @@ DEFINITIONS: dict[str, str] = {
     "n_workers": "number of workers n the keyed operator runs on",
     "dead_letters": "input records the engine could not read (no key, bad JSON, a missing or non-numeric "
                     "value field, ...), counted per interval and reason as recorded with the interval; the "
-                    "samples are the latest records of each reason as text (skewlab.dashboard.dead_letters_panel)",
+                    "samples are the latest records of each reason as text (skewlab.dashboard.panels.dead_letters)",
     "task_balance": "the busiest worker's task time / the mean task time in the interval (Spark's executorRunTime "
                     "of each worker's task): 1.0 = the time is as even as it can be; window: one interval",
     "outside_workers": "batch wall time − the busiest worker's task time: the part of the batch spent outside "

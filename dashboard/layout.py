@@ -18,14 +18,13 @@ from typing import Any, Mapping, Sequence
 
 from dash import dcc, html
 
-from skewlab.dashboard import dead_letters_panel, time_balance_panel
 from skewlab.dashboard.cards import GRAPH_CONFIG
 from skewlab.dashboard.cards import card as _card
 from skewlab.dashboard.cards import graph as _graph
 from skewlab.dashboard.controls import command_state, workers_range
 from skewlab.dashboard.data import DEFAULT_THETA, operator_label, status_text
-from skewlab.dashboard.definitions import LABELS, definition
-from skewlab.dashboard.figures import IMBALANCE_METRICS, format_bytes
+from skewlab.dashboard.definitions import definition
+from skewlab.dashboard.figures import format_bytes
 from skewlab.storage.moves import cost_text
 from skewlab.storage.run_state import REBALANCE_EVENT_KINDS
 
@@ -41,8 +40,9 @@ RUN_CONTROLS = ("algo-select", "workers-minus", "workers-input", "workers-plus",
 
 # ------------------------------------------------------------------------------------ page
 def build_layout(*, read_only: bool, token_required: bool, refresh_ms: int, banner: str | None,
-                 export_base: str, initial: Mapping[str, Any] | None = None) -> html.Div:
-    """The whole page.  ``initial`` holds the first render of every live output (see
+                 export_base: str, panels: Sequence[Any], initial: Mapping[str, Any] | None = None) -> html.Div:
+    """The whole page, with the cards of ``panels`` (:data:`skewlab.dashboard.panels.PANELS`) in the live
+    view's main column.  ``initial`` holds the first render of every live output (see
     :func:`skewlab.dashboard.app.initial_outputs`) so the page shows data without waiting for a callback."""
     init = dict(initial or {})
     header = html.Header([
@@ -65,40 +65,7 @@ def build_layout(*, read_only: bool, token_required: bool, refresh_ms: int, bann
     live = html.Div([
         html.Div(init.get("kpis", []), id="kpis", className="kpis"),
         html.Div([
-            html.Div([
-                _card("Imbalance over time", [_graph("fig-imbalance", "skewlab-imbalance", 430, init)], metric="imbalance",
-                      extra=dcc.Checklist(
-                          id="imb-metrics", value=["imbalance", "theta_max_observed"], inline=True,
-                          options=[{"label": html.Span(LABELS[m], title=definition(m)), "value": m}
-                                   for m in IMBALANCE_METRICS], className="metric-pick")),
-                html.Div([
-                    _card("Per-worker load now", [
-                        _graph("fig-workers", "skewlab-worker-load", 330, init),
-                        html.Div(id="worker-detail", className="drill"),
-                    ], metric="worker_load", extra=dcc.RadioItems(
-                        id="worker-view", value="auto", inline=True, className="view-pick",
-                        options=[{"label": "auto", "value": "auto"}, {"label": "top 16", "value": "top"},
-                                 {"label": "all", "value": "all"}])),
-                    _card("Shadow what-if", [html.Div(init.get("shadow-verdict", ""), id="shadow-verdict", className="verdict"),
-                                             _graph("fig-shadow", "skewlab-shadow", 330, init)], metric="shadow"),
-                ], className="row2"),
-                _card("Per-worker history", [_graph("fig-heat", "skewlab-worker-history", 360, init),
-                                             time_balance_panel.graph()], metric="worker_load"),
-                html.Div([
-                    _card("Hot keys", [_graph("fig-hotkeys", "skewlab-hot-keys", 300, init)], metric="hot_key_share"),
-                    _card("Throughput & batch latency", [_graph("fig-throughput", "skewlab-throughput", 300, init)],
-                          metric="throughput"),
-                ], className="row2"),
-                html.Div([
-                    _card("Routing table vs Amax", [_graph("fig-routing", "skewlab-routing", 260, init)],
-                          metric="routing_table_size"),
-                    _card("Migrations", [_graph("fig-migrations", "skewlab-migrations", 300, init)], metric="state_moved"),
-                ], className="row2"),
-                _card("Recent migration events", [html.Div(init.get("migration-table", migration_table([])),
-                                                           id="migration-table", className="table-box")],
-                      metric="migration_cost"),
-                dead_letters_panel.card(),
-            ], className="main-col"),
+            html.Div(panel_cards(panels, init), className="main-col"),
             html.Aside(_sidebar(read_only, token_required, init), className="side-col"),
         ], className="live-grid"),
     ])
@@ -139,6 +106,24 @@ def build_layout(*, read_only: bool, token_required: bool, refresh_ms: int, bann
                      "hover (i) for a metric's definition · charts download as PNG from their toolbar"],
                     className="footer"),
     ], className="page" + (" read-only" if read_only else ""))
+
+
+def panel_cards(panels: Sequence[Any], initial: Mapping[str, Any]) -> list[Any]:
+    """The cards of ``panels`` in their order; neighbours with the same ``row`` side by side."""
+    out: list[Any] = []
+    row: str | None = None
+    for p in panels:
+        if p.layout is None:
+            continue
+        card = p.layout(initial)
+        if p.row is not None and p.row == row:
+            out[-1].children.append(card)
+        elif p.row is not None:
+            out.append(html.Div([card], className="row2"))
+        else:
+            out.append(card)
+        row = p.row
+    return out
 
 
 def _sidebar(read_only: bool, token_required: bool, init: Mapping[str, Any]) -> list[Any]:
@@ -204,6 +189,8 @@ def _fmt(v: Any, kind: str = "g") -> str:
 
 def kpi_cards(data: Mapping[str, Any]) -> list[html.Div]:
     """Roll-up of the latest interval."""
+    from skewlab.dashboard.panels.time_balance import kpi_entries
+
     s = data.get("series") or {}
 
     def last(k: str) -> Any:
@@ -239,7 +226,7 @@ def kpi_cards(data: Mapping[str, Any]) -> list[html.Div]:
         ("last migration cost · interval", "migration_cost", _last_move(data.get("migration_rows")), ""),
         ("throughput (tuples/s)", "throughput", throughput, ""),
         ("batch latency", "batch_latency_ms", f"{_fmt(last('batch_latency_ms'), 'int')} ms", ""),
-        *time_balance_panel.kpi_entries(workers, last("batch_latency_ms")),
+        *kpi_entries(workers, last("batch_latency_ms")),
     ]
     out = [html.Div([html.Div(label, className="kpi-label"), html.Div(value, className="kpi-value")],
                     className=f"kpi {cls}".strip(), title=definition(metric), id=f"kpi-{metric}")

@@ -28,8 +28,9 @@ from dash import Input, Output, State, dcc, html, no_update
 
 from skewlab.dashboard import cards
 from skewlab.dashboard.figures import _base_layout, _grid, empty_figure
+from skewlab.dashboard.panels.panel import Panel
 
-__all__ = ["WINDOW", "balance", "graph", "kpi_entries", "register", "time_balance_figure", "time_series"]
+__all__ = ["PANEL", "WINDOW", "balance", "graph", "kpi_entries", "register", "time_balance_figure", "time_series"]
 
 #: intervals on the panel's time axis (the latest ones)
 WINDOW = 120
@@ -133,3 +134,7 @@ def register(app: Any, D: Any) -> None:
         workers = [w for w in D.store.worker_metrics(run_id, since_interval=since)
                    if upper is not None and int(w["interval"]) <= upper]
         return time_balance_figure(time_series(rows, workers), run_id), signature
+
+
+#: drawn inside the "Per-worker history" card (:mod:`skewlab.dashboard.panels.worker_history`), with its own callback
+PANEL = Panel(id="time-balance", register=register)

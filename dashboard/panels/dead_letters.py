@@ -18,8 +18,9 @@ from dash import Input, Output, State, dcc, html, no_update
 
 from skewlab.dashboard import cards
 from skewlab.dashboard.figures import MIN_SPAN, _base_layout, empty_figure
+from skewlab.dashboard.panels.panel import Panel
 
-__all__ = ["SAMPLES_SHOWN", "WINDOW", "card", "dead_letter_figure", "panel_data", "register", "samples_view"]
+__all__ = ["PANEL", "SAMPLES_SHOWN", "WINDOW", "card", "dead_letter_figure", "panel_data", "register", "samples_view"]
 
 #: intervals on the panel's time axis (the latest ones)
 WINDOW = 120
@@ -30,8 +31,9 @@ _SAMPLE_STYLE = {"display": "block", "whiteSpace": "pre-wrap", "overflowWrap": "
 _COLORS = ("#dc2626", "#f59e0b", "#7c3aed", "#0891b2", "#db2777", "#65a30d", "#6b7280", "#2563eb")
 
 
-def card() -> html.Div:
-    """The panel's card (figure, total line, samples table) and the store of what it last drew."""
+def card(initial: Mapping[str, Any] | None = None) -> html.Div:
+    """The panel's card (figure, total line, samples table) and the store of what it last drew; ``initial``
+    is not read: the panel's callback draws it once the page is there."""
     return cards.card("Dead letters", [
         dcc.Store(id="dead-letter-drawn"),
         html.Div("", id="dead-letter-total", className="verdict"),
@@ -116,3 +118,6 @@ def register(app: Any, D: Any) -> None:
         if drawn == signature:
             return no_update, no_update, no_update, no_update
         return dead_letter_figure(data), total_line(data["reasons"]), samples_view(data["reasons"]), signature
+
+
+PANEL = Panel(id="dead-letters", layout=card, register=register)
