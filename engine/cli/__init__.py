@@ -482,8 +482,9 @@ def add_commands(sub: Any) -> None:
                    help=settings.flag_help(settings.MAX_WORKERS_SETTING, "default 2 x --workers"))
     e.add_argument("--sink", default=None,
                    help="where the operator's results go: a directory of Parquet files (default "
-                        "data/results/<checkpoint name>) or kafka://HOST:PORT/TOPIC (partition W = worker W, "
-                        "exactly once; the topic is created with --max-workers partitions if missing)")
+                        "data/results/<checkpoint name>) or kafka://HOST:PORT/TOPIC (worker W and the merge of its hash "
+                        "bucket write partition W, exactly once; the topic is created with --max-workers "
+                        "partitions if missing)")
     e.add_argument("--operator", default="count",
                    help="the keyed operator: count (windowed word count), join (self-join), or a user's "
                         "package.module:Class (a skewlab.engine.operators.KeyedOperator; see docs/operators.md)")
