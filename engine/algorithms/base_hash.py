@@ -5,7 +5,8 @@ their routing table by consistent hashing, so that a change of the worker count 
 ``base`` parameter of both families (:func:`base_param`) chooses how:
 
 * ``slots`` (default) — a slot table: a key's slot is the top :data:`SLOT_BITS` bits of
-  ``mix64(fp)`` (the position the ring uses too), and the table gives every worker ⌊S/n⌋ or ⌈S/n⌉ of
+  ``mix64(fp XOR salt)``, the salt drawn from the grouping's seed (0 for seed 0: then the slot is the
+  top of the key's ring position), as the ring's points are; and the table gives every worker ⌊S/n⌋ or ⌈S/n⌉ of
   the S = 2^16 slots (:func:`slot_table`).  The table for n + 1 workers is the table for n with, from
   every worker, the slots above its new quota (the last ones, by slot number) handed to worker n; so
   from n to n + 1 workers only slots of the new worker change hands (≈ 1/(n+1) of the keys) and from
@@ -34,7 +35,7 @@ import numpy as np
 from numba import njit
 
 from skewlab.engine.algorithms.groupings.basic import ConsistentHashRing
-from skewlab.engine.algorithms.keys import mix64_scalar
+from skewlab.engine.algorithms.keys import mix64, mix64_scalar
 from skewlab.engine.config.params import Param
 
 __all__ = ["BASES", "SLOT_BITS", "SlotTable", "base_param", "make_base", "slot_table"]
@@ -87,36 +88,39 @@ def slot_table(n_workers: int) -> np.ndarray:
 
 
 @njit(cache=True)
-def _lookup_slots(fps, table, out):  # pragma: no cover - compiled
+def _lookup_slots(fps, salt, table, out):  # pragma: no cover - compiled
     shift = np.uint64(64 - SLOT_BITS)
     for x in range(fps.size):
-        out[x] = table[mix64_scalar(fps[x]) >> shift]
+        out[x] = table[mix64_scalar(fps[x] ^ salt) >> shift]
 
 
 class SlotTable:
-    """The ``slots`` base hash for ``n_workers`` (see the module docstring); pickles as ``n_workers``."""
+    """The ``slots`` base hash for ``n_workers`` and ``seed`` (see the module docstring); pickles as
+    the two numbers (the table is rebuilt, or found in the process's cache, on the first lookup)."""
 
-    __slots__ = ("n_workers", "_table")
+    __slots__ = ("n_workers", "salt", "_table")
 
-    def __init__(self, n_workers: int) -> None:
+    def __init__(self, n_workers: int, seed: int = 0) -> None:
         self.n_workers = int(n_workers)
+        self.salt = int(mix64(np.array([seed], dtype=np.uint64))[0])  # SplitMix64 finaliser: 0 for seed 0
         self._table: np.ndarray | None = None
 
-    def __getstate__(self) -> int:
-        return self.n_workers
+    def __getstate__(self) -> tuple[int, int]:
+        return self.n_workers, self.salt
 
-    def __setstate__(self, state: int) -> None:
-        self.n_workers = int(state)
+    def __setstate__(self, state: tuple[int, int]) -> None:
+        self.n_workers, self.salt = int(state[0]), int(state[1])
         self._table = None
 
     def lookup(self, fps: np.ndarray) -> np.ndarray:
-        """Worker (``int64``) of every fingerprint: the owner of slot ``mix64(fp) >> (64 − SLOT_BITS)``."""
+        """Worker (``int64``) of every fingerprint: the owner of slot
+        ``mix64(fp XOR salt) >> (64 − SLOT_BITS)``."""
         if self._table is None:
             self._table = slot_table(self.n_workers)
         fps = np.ascontiguousarray(fps, dtype=np.uint64)
         out = np.empty(fps.size, dtype=np.int64)
         if fps.size:
-            _lookup_slots(fps, self._table, out)
+            _lookup_slots(fps, np.uint64(self.salt), self._table, out)
         return out
 
 
@@ -133,12 +137,12 @@ def base_param(default: str = "slots") -> Param:
 
 
 def make_base(p: dict[str, Any], n_workers: int, seed: int) -> SlotTable | ConsistentHashRing | None:
-    """The base hash of parameters ``p`` for ``n_workers``: a :class:`SlotTable`, a ring
-    (``p["replicas"]`` points per worker, placed by ``seed``) or ``None`` for ``fp mod n``.  A planner
+    """The base hash of parameters ``p`` for ``n_workers``: a :class:`SlotTable` (salted by ``seed``), a
+    ring (``p["replicas"]`` points per worker, placed by ``seed``) or ``None`` for ``fp mod n``.  A planner
     pickled before ``base`` existed (no ``base`` in ``p``) keeps the ring it was built with."""
     kind = p.get("base", "consistent")
     if kind == "slots":
-        return SlotTable(n_workers)
+        return SlotTable(n_workers, seed)
     if kind == "consistent":
         return ConsistentHashRing(n_workers, int(p["replicas"]), seed)
     return None

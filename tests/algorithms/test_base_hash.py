@@ -71,14 +71,17 @@ def test_slot_table_is_balanced_and_grows_by_the_new_worker_only():
         slot_table(0)
 
 
-def test_slot_table_pickles_as_its_worker_count():
+def test_slot_table_pickles_as_its_worker_count_and_salt():
     import pickle
 
-    t = SlotTable(10)
+    t = SlotTable(10, seed=3)
     t.lookup(UNIFORM[:10])
     again = pickle.loads(pickle.dumps(t))
     assert len(pickle.dumps(t)) < 100
     assert np.array_equal(again.lookup(UNIFORM[:1000]), t.lookup(UNIFORM[:1000]))
+    # the seed salts the slots (as it places a ring's points); seed 0 is unsalted
+    assert np.mean(SlotTable(10, seed=3).lookup(UNIFORM[:1000]) != SlotTable(10).lookup(UNIFORM[:1000])) > 0.8
+    assert SlotTable(10).salt == 0
 
 
 @pytest.mark.parametrize("change", ["base", "workers"])
