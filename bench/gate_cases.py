@@ -31,14 +31,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from skewlab.bench.repro_trace import (  # noqa: E402
-    P90_SLACK, SYNTHETIC_MESSAGES, TRACE_INTERVAL, TRACE_WORKERS, TRACES, run_per_interval)
+    HASH_TOLERANCE, P90_SLACK, SYNTHETIC_MESSAGES, TRACE_INTERVAL, TRACE_WORKERS, TRACES, run_per_interval)
 from skewlab.engine.algorithms import registry  # noqa: E402
 from skewlab.engine.cli.simulate import SimulationConfig  # noqa: E402
 from skewlab.engine.config.params import ParamError, parse_assignments  # noqa: E402
-
-
-#: a rebalancer's median may exceed plain hash's by this factor at most (issue 39)
-HASH_TOLERANCE = 1.02
 
 
 def rebalancers() -> list[str]:
