@@ -113,11 +113,11 @@ def test_skipped_gedik_plans_drop_the_stale_entries():
 
 
 def test_the_gate_returns_to_the_base_hash_when_the_tables_lose():
-    """readj on the bursty users, seed 7: its tables did worse than the base hash, so the gate
-    emptied the routing table (a migration noted "back to the base hash").  (llfd seed 1 and mixed-bf
-    seed 2 did so before the Fang planners planned from decayed costs and the gate asked for a least
-    persistence; their tables no longer lose there.)"""
-    out = run("readj", USERS, seed=7)
+    """readj on the bursty users, seed 2: its tables did worse than the base hash, so the gate
+    emptied the routing table (a migration noted "back to the base hash").  (Seed 7 until the slot
+    table became the default base, issue 39; llfd seed 1 and mixed-bf seed 2 did so before the Fang
+    planners planned from decayed costs and the gate asked for a least persistence.)"""
+    out = run("readj", USERS, seed=2)
     back = [r for r in out["intervals"] if r["back_to_base"]]
     assert back and all(r["routing_table_size"] == 0 and r["migration_cost"] > 0 for r in back)
     notes = [e for e in out["events"] if e["kind"] == "rebalance" and e.get("note") == "back to the base hash"]
