@@ -3,7 +3,7 @@
 Routing only (no Spark): the workload's keys ``k0..k{K-1}`` (``k0`` hottest), Zipf(z) samples from
 ``numpy.random.default_rng(seed)``, batches of 40,000 through one source's router; prints the two
 hash choices of ``k0`` and, per z, the tuples max / mean of hash, pkg, pkg with ``distinct=true``
-and dchoices (docs/results.md, "Nasir et al. Fig. 13/14 on the engine").
+and dchoices (docs/results/nasir.md, "Nasir et al. Fig. 13/14 on the engine").
 
     python3 bench/bench_pkg_distinct.py [--workers 8] [--keys 10000] [--tuples 200000] [--seed 0]
 """

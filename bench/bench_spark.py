@@ -304,21 +304,25 @@ def run_engine(name: str, args: Any, tmp: str) -> dict[str, Any]:
     from skewlab.storage import connect
 
     stamps: list[tuple[float, int, int]] = []
-    db = f"sqlite:///{tmp}/{name}.sqlite"
-    sink = os.path.join(tmp, f"{name}-sink")
+    algorithm, params = variant_of(name, getattr(args, "params", {}))
+    tag = f"{name}-{getattr(args, 'round', 0)}"
+    db = f"sqlite:///{tmp}/{tag}.sqlite"
+    sink = os.path.join(tmp, f"{tag}-sink")
     cfg = EngineConfig(
-        source="generator", db=db, checkpoint=os.path.join(tmp, name), sink=sink,
-        algorithm=name, params=dict(getattr(args, "params", {}).get(name, {})), workers=args.workers, max_workers=args.workers, sources=SOURCES, interval=0.001, rate=0,
+        source="generator", db=db, checkpoint=os.path.join(tmp, tag), sink=sink, wait_for_kernels=True,
+        algorithm=algorithm, params=params, workers=args.workers, max_workers=args.workers, sources=SOURCES, interval=0.001, rate=0,
         max_per_batch=args.per_batch, window=_arg(args, "window"),
         workload="zipf", workload_params={"keys": args.keys, "z": args.zipf}, shadow=[],
         max_batches=args.batches + args.warmup, master=_arg(args, "master"), operator=_arg(args, "operator"),
         service_us=_arg(args, "service_us"), combine=_arg(args, "combine"),
     )
     bounds: list[float] = []
+    routed_by: list[str] = []
 
     def after(e: Any, b: int) -> None:
         row = e.controller.intervals[-1]
         stamps.append((time.perf_counter(), int(b), int(row["tuples"])))
+        routed_by.append(row.get("algorithm") or e.controller.planner.name)
         loads = row["worker_loads"]
         bound = max(sum(loads) / len(loads), row["max_key_load"]) if loads else 0.0
         bounds.append(max(loads) / bound if bound > 0 else 1.0)
@@ -326,6 +330,11 @@ def run_engine(name: str, args: Any, tmp: str) -> dict[str, Any]:
     engine = SparkEngine(cfg, log=lambda m: None, after_batch=after)
     engine.run()
     out = _rate([(t, n) for t, _, n in stamps], args.warmup)
+    # the grouping that really routed the measured batches (the engine waits for its kernels:
+    # wait_for_kernels, so a cold numba cache cannot measure hash under another name)
+    out["routed_by"] = sorted(set(routed_by[args.warmup:]))
+    if out["routed_by"] != [algorithm]:
+        raise RuntimeError(f"bench variant {name}: its measured batches were routed by {out['routed_by']}, not {algorithm}")
     measured_bounds = bounds[args.warmup:]
     out["load_over_bound_mean"] = sum(measured_bounds) / len(measured_bounds)
     out["load_over_bound_max"] = max(measured_bounds)
@@ -351,6 +360,34 @@ def run_engine(name: str, args: Any, tmp: str) -> dict[str, Any]:
     total = "result" if _arg(args, "operator") == "count" else "n" if "n" in res.column_names else None
     counts = res.filter(pc.equal(res.column("batch"), first_b)).column(total).to_numpy() if total else None
     out["first_batch_ok"] = int(np.sum(counts)) == first_n if total else None
+    return out
+
+
+def variant_of(spec: str, params: dict[str, dict[str, Any]] | None = None) -> tuple[str, dict[str, Any]]:
+    """A variant of ``--only``: ``ALGO`` or ``ALGO+NAME=VALUE+...`` (the grouping with those
+    parameters, e.g. ``dchoices+tail=pkg``), with the ``--param`` values of ``ALGO`` under the inline ones."""
+    from skewlab.engine.config.params import parse_assignments
+
+    algorithm, *assignments = spec.split("+")
+    return algorithm, {**(params or {}).get(algorithm, {}), **parse_assignments(assignments)}
+
+
+def round_summary(rounds: dict[str, list[dict[str, Any]]], reference: str = "hash") -> dict[str, dict[str, Any]]:
+    """Per variant over alternating rounds: the median tuples/s and, when ``reference`` ran, the
+    median, min and max of its speed-up over the reference's run of the same round, and of the
+    reference's busiest-worker seconds over its own (1.0: as balanced in time as the reference)."""
+    import statistics
+
+    out: dict[str, dict[str, Any]] = {}
+    ref = rounds.get(reference)
+    for name, runs in rounds.items():
+        row: dict[str, Any] = {"rounds": len(runs), "tps_median": statistics.median(r["tuples_per_second"] for r in runs)}
+        if ref and len(ref) == len(runs):
+            speed = [r["tuples_per_second"] / h["tuples_per_second"] for r, h in zip(runs, ref)]
+            busy = [h["max_worker_seconds"] / r["max_worker_seconds"] for r, h in zip(runs, ref) if r["max_worker_seconds"]]
+            row.update(speedup=(statistics.median(speed), min(speed), max(speed)),
+                       busiest_gain=(statistics.median(busy), min(busy), max(busy)) if busy else None)
+        out[name] = row
     return out
 
 
@@ -434,7 +471,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keys", type=int, default=100_000)
     p.add_argument("--zipf", type=float, default=1.2)
     p.add_argument("--window", type=int, default=10, help="window in micro-batches")
-    p.add_argument("--only", default="hash,dchoices", help="groupings, comma-separated ('all': every registered one)")
+    p.add_argument("--only", default="hash,dchoices",
+                   help="groupings, comma-separated ('all': every registered one); ALGO+NAME=VALUE runs ALGO with "
+                        "that parameter (e.g. dchoices+tail=pkg)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="measure every grouping this many times, in alternating order (forward, backward, ...); "
+                        "the table then gives the median and spread of each one's speed-up over hash of the same round")
     p.add_argument("--param", action="append", default=[], metavar="ALGO:NAME=VALUE",
                    help="a parameter of one grouping, e.g. scan:alpha=1.08 (repeatable)")
     p.add_argument("--operator", default="count",
@@ -496,12 +538,20 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             p.error("--baselines python-floor-tws needs protobuf (pip install protobuf)")
     names = registry.names() if args.only == "all" else [n for n in args.only.split(",") if n]
+    if args.rounds < 1:
+        p.error("--rounds must be >= 1")
     for n in names:
-        registry.get(n)
+        try:
+            algo, inline = variant_of(n)
+            registry.get(algo)
+            registry.validate_params(algo, inline)
+        except (KeyError, ParamError) as exc:
+            p.error(f"--only {n!r}: {exc}")
+    algos = [variant_of(n)[0] for n in names]
     args.params = {}
     for item in args.param:
         algo, sep, assignment = item.partition(":")
-        if not sep or algo not in names:
+        if not sep or algo not in algos:
             p.error(f"--param {item!r}: expected ALGO:NAME=VALUE with ALGO one of --only ({', '.join(names)})")
         try:
             args.params.setdefault(algo, {}).update(parse_assignments([assignment]))
@@ -541,15 +591,19 @@ def main(argv: list[str] | None = None) -> int:
             note(f"{'(jvm warm-up: ' + names[0] + ', not measured)':<44}")
         for kind in kinds:
             baseline(kind, "first")
+        results["rounds"] = {}
         for i, (op, combine) in enumerate((o, c) for o in operators for c in combines):
-            op_tmp = os.path.join(tmp, f"operator-{i}")  # a checkpoint per (grouping, operator, combiner)
+            op_tmp = os.path.join(tmp, f"operator-{i}")  # a checkpoint per (grouping, operator, combiner, round)
             os.makedirs(op_tmp)
-            for name in names:
+            for rnd, name in ((k, n) for k in range(args.rounds) for n in (names if k % 2 == 0 else names[::-1])):
                 label = name if len(operators) == 1 and len(combines) == 1 else f"{name} [{op}]"
                 label += "" if combine or len(combines) == 1 else " [no combiner]"
-                r = run_engine(name, types.SimpleNamespace(**{**vars(args), "operator": op, "combine": combine}), op_tmp)
+                r = run_engine(name, types.SimpleNamespace(**{**vars(args), "operator": op, "combine": combine,
+                                                              "round": rnd}), op_tmp)
                 r["operator"] = op
                 r["combine"] = combine
+                r["round"] = rnd
+                results["rounds"].setdefault(label, []).append(r)
                 results["groupings"][label] = r
                 note(f"{label:<44} {r['tuples_per_second'] / 1e3:9.0f} k tuples/s, max worker "
                      f"{r['max_worker_seconds']:.2f} s, straggler {r['straggler']:.2f}, load / bound "
@@ -587,6 +641,16 @@ def main(argv: list[str] | None = None) -> int:
               f"{f(r['tuple_max_over_mean'], '15.2f')} {f(r['load_over_bound_mean'], '10.2f')} "
               + " ".join(f((r["latency"] or {}).get(k), w) for k, w in
                          (("max_mean", "12.2f"), ("p50", "6.2f"), ("p95", "6.2f"), ("p99", "6.2f"))))
+    if args.rounds > 1 and "hash" in results["rounds"]:
+        summary = results["round_summary"] = round_summary(results["rounds"])
+        print(f"\nmedian [min-max] of {args.rounds} alternating rounds, each against hash's run of the same round:")
+        print(f"{'variant':<44} {'k tuples/s':>10} {'x hash':>20} {'busiest task: hash / it':>26}  routed by")
+        for name, row in summary.items():
+            sp, bz = row.get("speedup"), row.get("busiest_gain")
+            routed = sorted({a for r in results["rounds"][name] for a in r["routed_by"]})
+            print(f"{name:<44} {row['tps_median'] / 1e3:10.0f} "
+                  + (f"{sp[0]:8.2f} [{sp[1]:.2f}-{sp[2]:.2f}]" if sp else f"{'-':>20}") + " "
+                  + (f"{bz[0]:14.2f} [{bz[1]:.2f}-{bz[2]:.2f}]" if bz else f"{'-':>26}") + f"  {','.join(routed)}")
     g = results["groupings"]
     if "hash" in g and "dchoices" in g and g["hash"]["max_worker_seconds"]:
         results["dchoices_vs_hash_max_worker"] = g["dchoices"]["max_worker_seconds"] / g["hash"]["max_worker_seconds"]

@@ -22,7 +22,7 @@ per-task work — the Python worker hand-off and the state store — and does no
 grouping; only ``v · tuples`` does.  A grouping that evens the tuples (D-Choices: max / mean ≈ 1
 against ≈ 2.2 for ``hash`` at Zipf 1.2) shortens the slowest task by at most
 ``(F + v·T̄) / (F + 2.2·v·T̄)``, which reaches 0.5 only when ``F ≤ 0.2 · v · T̄`` (``T̄``: mean tuples
-per worker).  Results in ``docs/results.md``.
+per worker).  Results in ``docs/results/engine.md``.
 """
 
 from __future__ import annotations

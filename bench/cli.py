@@ -1,15 +1,20 @@
-"""``skewlab bench``: paper reproductions and performance benchmarks → figures and ``results.md``.
+"""``skewlab bench``: paper reproductions and performance benchmarks → figures and ``results/*.md``.
 
 Usage::
 
-    skewlab bench {all,nasir,fang,gedik,dkg,guo-zhou,trace,perf} [--out DIR] [--quick] [--seed N] [--seeds N] [--skip-spark]
+    skewlab bench {all,nasir,fang,gedik,dkg,guo-zhou,trace,fish,perf} [--out DIR] [--quick] [--seed N] [--seeds N] [--skip-spark]
+    skewlab bench tables [--write] [--out DIR]
 
-``--out DIR`` (default ``docs``) receives ``DIR/figures/*.png`` and ``DIR/results.md`` (a single
-target refreshes only its own section of an existing ``results.md``).  ``--quick`` runs CI-sized
+``--out DIR`` (default ``docs``) receives ``DIR/figures/*.png`` and one page per target,
+``DIR/results/<page>.md`` (:data:`skewlab.bench.common.RESULT_PAGES`; a target refreshes only its own
+section of its page).  ``DIR/results.md``, the headline page, is written by hand.  ``--quick`` runs CI-sized
 versions of every experiment (≤ 3 minutes for ``all``): the figures and tables are produced and the
 invariants checked, but sizes are far too small for the numbers to mean much.  Every target checks
 invariants of its results (shapes and properties, never speeds); the exit status is 0 when all pass,
 1 when a check failed or a target raised, 2 for usage errors.
+
+``tables`` (:mod:`skewlab.bench.results_tables`) checks the committed pages: every generated section's
+seal and the small-size references ``DIR/results/small/`` (``--write`` rewrites those).
 
 The composition root (:mod:`skewlab.cli`) adds the subcommand with :func:`add_commands`;
 ``python -m skewlab.bench.cli ...`` runs the same thing stand-alone.
@@ -37,11 +42,13 @@ def add_commands(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``bench`` subcommand to an argparse ``subparsers`` object; returns its parser."""
     b = subparsers.add_parser(
         "bench",
-        help="paper reproductions and performance benchmarks (figures + results.md)",
+        help="paper reproductions and performance benchmarks (figures + results/*.md)",
         description="Reproduce the papers' figures and measure performance; writes DIR/figures/*.png and "
-                    "DIR/results.md.",
+                    "DIR/results/<target>.md.",
     )
-    b.add_argument("target", choices=["all", *TARGETS], help="what to run ('all' = every section)")
+    b.add_argument("target", choices=["all", *TARGETS, "tables"],
+                   help="what to run ('all' = every section; 'tables' = regenerate the deterministic tables at "
+                        "the small size and compare them, and every page's seals, with DIR/results/)")
     b.add_argument("--out", default="docs", metavar="DIR", help="output directory (default docs)")
     b.add_argument("--quick", action="store_true", help="CI-sized run: small sizes, shapes and invariants only")
     b.add_argument("--seed", type=int, default=0, help="base seed of every stream (default 0)")
@@ -49,6 +56,8 @@ def add_commands(subparsers: Any) -> argparse.ArgumentParser:
                    help="runs per reproduction, seeds SEED..SEED+N-1, reported as mean (min-max) "
                         "(default 5; 2 with --quick)")
     b.add_argument("--skip-spark", action="store_true", help="perf: skip the Spark end-to-end benchmark")
+    b.add_argument("--write", action="store_true",
+                   help="tables: rewrite the small-size references DIR/results/small/ instead of comparing")
     b.set_defaults(func=cmd_bench)
     return b
 
@@ -60,7 +69,7 @@ def _module(target: str):
 def run_targets(targets: Sequence[str], out: str, quick: bool = False, seed: int = 0, *,
                 skip_spark: bool = False, progress: bool | None = None,
                 log=None, seeds: int | None = None) -> list:
-    """Run the given targets in order and write ``OUT/results.md``; returns their :class:`Section` s.
+    """Run the given targets in order and write ``OUT/results/<page>.md``; returns their :class:`Section` s.
 
     A target that raises yields a section whose single check failed (with the error), so the
     others still run and the page says what went wrong.
@@ -95,7 +104,7 @@ def run_targets(targets: Sequence[str], out: str, quick: bool = False, seed: int
             if bar is not None:
                 bar.update(ctx.done, t)
             sections.append(sec)
-            write_results(out, [sec], seed, list(TARGETS))  # write as we go: a crash keeps earlier results
+            write_results(out, [sec])  # write as we go: a crash keeps earlier results
     finally:
         if bar is not None:
             bar.close()
@@ -103,6 +112,13 @@ def run_targets(targets: Sequence[str], out: str, quick: bool = False, seed: int
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.target == "tables":
+        from skewlab.bench.results_tables import cmd_tables
+
+        return cmd_tables(args.out, getattr(args, "write", False))
+    if getattr(args, "write", False):
+        print("skewlab bench: error: --write goes with the target 'tables' only", file=sys.stderr)
+        return 2
     targets = list(TARGETS) if args.target == "all" else [args.target]
     started = time.perf_counter()
     if args.seeds is not None and args.seeds < 1:
@@ -119,7 +135,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
               f"figures {len(sec.figures)}")
         for c in bad:
             print(f"          FAILED {c.name}: {c.detail}")
-    print(f"wrote {args.out}/results.md and {args.out}/figures/ in {time.perf_counter() - started:.0f} s")
+    print(f"wrote {args.out}/results/ and {args.out}/figures/ in {time.perf_counter() - started:.0f} s")
     return 1 if failed else 0
 
 

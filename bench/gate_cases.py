@@ -11,8 +11,9 @@ its base hash) or its p90 above 1.05 × its base's.  It is *above hash* when its
 Spark's own hash partitioning) on the same trace and seed (issue 39).  Prints the number of worse
 cases and of cases above hash, each of them, and the mean relative gain of the median over the base
 (``(base − median) / base``); ``--table`` prints instead the per-rebalancer, per-trace table of
-docs/results/traces-vs-hash.md (median, hash's median, the base's median; mean over the seeds).  ``--param`` overrides a parameter of every rebalancer (e.g.
-``--param gate_min_persistence=0.2``: a row of results.md's least-persistence table).
+docs/results/traces-vs-hash.md (median, hash's median, the base's median; mean over the seeds).
+``--param`` overrides a parameter of every rebalancer (e.g. ``--param gate_min_persistence=0.2``: a
+row of docs/results/gate.md's least-persistence table).
 
 Usage: ``python bench/gate_cases.py [--seeds 8] [--param NAME=VALUE ...] [--processes 2] [--json | --table]``
 (704 cases with 8 seeds: about a minute on 2 cores).

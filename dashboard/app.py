@@ -25,17 +25,18 @@ import os
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from dash import ALL, Dash, Input, Output, Patch, State, ctx, html, no_update
 from flask import Response, abort, request
 
+from skewlab.dashboard import dead_letters_panel, time_balance_panel
 from skewlab.dashboard import figures as F
 from skewlab.dashboard.controls import (
     TOKEN_ENV,
     TOKEN_MIN_LENGTH,
     Authorizer,
-    algorithm_catalog,
+    picker_catalog,
     build_algorithm_command,
     build_workers_command,
     workers_range,
@@ -132,6 +133,8 @@ def create_app(
     app.layout = layout
     _register_routes(app, store, loopback_open=(not read_only and token is None))
     _register_callbacks(app, data, store, auth)
+    for panel in (dead_letters_panel, time_balance_panel):  # the panels that are modules of their own
+        panel.register(app, data)
     return app
 
 
@@ -273,7 +276,7 @@ def _register_callbacks(app: Dash, D: DashboardData, store: Any, auth: Authorize
     )
     def runs(_n: Any, current: Any, follow: Any):
         rows = D.runs()
-        opts = _run_options(rows)
+        opts = _run_options(rows, D.algorithm_switches(rows))
         ids = [int(r["id"]) for r in rows]
         value: Any = no_update
         if rows:
@@ -547,7 +550,8 @@ def _full_outputs(d: Mapping[str, Any], view: str, visible: Any) -> dict[str, An
 def initial_outputs(D: DashboardData, export_base: str, read_only: bool = False) -> dict[str, Any]:
     """The first render of the live view (page load): runs, the default run's window, its cursor."""
     runs = D.runs()
-    out: dict[str, Any] = {"run-options": _run_options(runs), "runs-table": runs_table(runs, export_base),
+    out: dict[str, Any] = {"run-options": _run_options(runs, D.algorithm_switches(runs)),
+                           "runs-table": runs_table(runs, export_base),
                            **_controls_outputs(None, read_only)}
     run_id = D.default_run_id()
     if run_id is None:
@@ -566,9 +570,9 @@ def initial_outputs(D: DashboardData, export_base: str, read_only: bool = False)
 
 def _controls_outputs(cs: Mapping[str, Any] | None, read_only: bool, algo: str | None = None) -> dict[str, Any]:
     """Operator sidebar: algorithm list, the form of ``algo`` (default: the live one), worker count."""
-    catalog = {a["name"]: a for a in algorithm_catalog()}
-    out: dict[str, Any] = {"algo-options": [{"label": n, "value": n, "title": a["summary"]} for n, a in catalog.items()]}
     cs = cs or {}
+    catalog = picker_catalog(cs.get("algorithm"))
+    out: dict[str, Any] = {"algo-options": [{"label": n, "value": n, "title": a["summary"]} for n, a in catalog.items()]}
     refusal = not_live({"id": cs.get("run_id"), "status": cs.get("status")}) if cs.get("run_id") is not None else None
     out["controls-note"] = refusal or ""
     out["controls-disabled"] = read_only or refusal is not None
@@ -583,14 +587,34 @@ def _controls_outputs(cs: Mapping[str, Any] | None, read_only: bool, algo: str |
         a = catalog[algo]
         out["param-form"] = param_form(algo, a["params"], (cs.get("params") or {}) if same else {}, read_only)
         out["apply-label"] = ("Apply parameters" if a["params"] else "no parameters") if same else f"Switch to {algo}"
-        out["apply-disabled"] = read_only or (same and not a["params"])
+        out["apply-disabled"] = read_only or (same and not a["params"]) or bool(a.get("unavailable"))
         out["algo-summary"] = f"{a['summary']} — {a['paper']}"
     return out
 
 
-def _run_options(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"label": f"#{r['id']} {r.get('name') or r['algorithm']} · {status_text(r)} · {r['intervals']} intervals",
-             "value": int(r["id"])} for r in rows]
+def _run_options(rows: list[dict[str, Any]], switches: Mapping[int, list[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """The run picker's entries: id, name, the groupings the run has routed by (:func:`algorithm_sequence`),
+    status and progress."""
+    def label(r: Mapping[str, Any]) -> str:
+        algos = algorithm_sequence(r["algorithm"], switches.get(int(r["id"]), []))
+        name = f"{r['name']} · " if r.get("name") and r["name"] != algos else ""
+        return f"#{r['id']} {name}{algos} · {status_text(r)} · {r['intervals']} intervals"
+
+    return [{"label": label(r), "value": int(r["id"])} for r in rows]
+
+
+def algorithm_sequence(start: str, switches: Sequence[Mapping[str, Any]], shown: int = 4) -> str:
+    """``mixed → dchoices``: the run's start grouping and each operator switch after it (the engine's own
+    switches while a grouping's kernels compile, which carry a ``reason``, left out; repeats merged);
+    a longer history keeps the first and the last ``shown - 1``."""
+    seq = [start]
+    for d in switches:
+        algo = d.get("algorithm")
+        if algo and not d.get("reason") and algo != seq[-1]:
+            seq.append(str(algo))
+    if len(seq) > shown:
+        seq = [seq[0], "…", *seq[-(shown - 1):]]
+    return " → ".join(seq)
 
 
 def _compare_table(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> Any:

@@ -37,6 +37,7 @@ __all__ = [
     "TOKEN_ENV",
     "TOKEN_MIN_LENGTH",
     "algorithm_catalog",
+    "picker_catalog",
     "build_algorithm_command",
     "build_workers_command",
     "workers_range",
@@ -100,6 +101,21 @@ class Authorizer:
 def algorithm_catalog() -> tuple[dict[str, Any], ...]:
     """:func:`skewlab.engine.algorithms.registry.describe`, computed once per process."""
     return tuple(registry.describe())
+
+
+def picker_catalog(live: str | None) -> dict[str, dict[str, Any]]:
+    """The algorithm picker's entries by name: :func:`algorithm_catalog` and, when the run's ``live``
+    algorithm is a user's grouping (``package.module:Class``, named by the run, never by the page), its
+    :func:`skewlab.engine.algorithms.registry.describe_one` — or, when it does not load in this process,
+    an entry without a form (``unavailable``) whose summary says why."""
+    catalog = {a["name"]: a for a in algorithm_catalog()}
+    if live and live not in catalog:
+        try:
+            catalog[live] = registry.describe_one(live)
+        except ParamError as exc:
+            catalog[live] = {"name": live, "summary": f"cannot load it in the dashboard: {exc}", "paper": "",
+                             "params": [], "unavailable": True}
+    return catalog
 
 
 def param_declarations(algorithm: str) -> tuple[Param, ...]:

@@ -38,6 +38,7 @@ from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 
+from skewlab.dashboard.imbalance_bound import bound_series
 from skewlab.storage.moves import planned_interval, recent_moves
 from skewlab.storage.run_state import OPERATOR_EVENT_KINDS, RunState, current_run
 
@@ -217,6 +218,12 @@ class DashboardData:
         """Runs, newest first, with progress (cached for a few seconds: it aggregates every interval)."""
         return self.cache.get(("runs", limit), lambda: self.store.list_runs(limit=limit), ttl=3.0)
 
+    def algorithm_switches(self, runs: Sequence[Mapping[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+        """The ``algorithm`` events of ``runs`` (:meth:`skewlab.storage.store.Store.algorithm_events`), cached
+        like :meth:`runs`."""
+        ids = tuple(int(r["id"]) for r in runs)
+        return self.cache.get(("switches", ids), lambda: self.store.algorithm_events(ids), ttl=3.0)
+
     def run(self, run_id: int) -> dict[str, Any] | None:
         return self.cache.get(("run", int(run_id)), lambda: self.store.get_run(int(run_id)), ttl=1.0)
 
@@ -289,7 +296,7 @@ class DashboardData:
         out["last_event_id"] = max(st.last_event_id, first_event)
         if not rows:
             out["last_interval"] = None if reset else int(cursor["last_interval"])  # type: ignore[index]
-            out["series"] = {k: [] for k in SERIES_FIELDS + ("theta_max",)}
+            out["series"] = {k: [] for k in SERIES_FIELDS + ("theta_max", "bound", "bound_note")}
             out["first_interval"] = None
             return out
         upper = int(rows[-1]["interval"])
@@ -299,6 +306,8 @@ class DashboardData:
         out["first_interval"] = int(rows[0]["interval"])
         series = interval_series(rows)
         series["theta_max"] = [_num(interval_param(r, st, "theta_max")) for r in rows]
+        series.update(bound_series(rows, [h for h in store.hottest_keys(run_id, since_interval=since)
+                                          if int(h["interval"]) <= upper], run))
         out["series"] = series
 
         def upto(items: list[dict[str, Any]]) -> list[dict[str, Any]]:

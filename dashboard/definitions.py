@@ -20,6 +20,7 @@ LABELS: dict[str, str] = {
     "theta_max_observed": "θ observed",
     "seeds_imbalance": "seeds' I",
     "theta_max": "θmax (target)",
+    "bound": "best reachable",
     "replication": "replication",
     "routing_table_size": "routing table |A|",
     "amax": "Amax",
@@ -42,6 +43,9 @@ DEFINITIONS: dict[str, str] = {
     "migration_cost": "state moved / total keyed state, per interval (0 = nothing moved); window: one interval",
     "theta_max": "θmax: the rebalancer's imbalance tolerance; it acts when max_w |L_w − L̄| / L̄ > θmax "
                  "(Fang et al. Eq. 1); a parameter, not a measurement",
+    "bound": "the best imbalance any grouping could reach in the interval: max(L̄, heaviest key's tuples) / L̄ − 1 "
+             "for one owner per key, 0 (the mean) for a grouping that splits keys; the gap to the imbalance is "
+             "what a better grouping could still gain (skewlab.dashboard.imbalance_bound); window: one interval",
     "amax": "Amax: the largest routing table the rebalancer may keep (Fang et al.); a parameter",
     "state_moved": "keyed state (window tuples) moved between workers by the migrations of an interval, and "
                    "(hover) the serialized state bytes that crossed to the new workers when the engine reports "
@@ -62,6 +66,14 @@ DEFINITIONS: dict[str, str] = {
     "shadow": "what-if: the same interval's per-key counts replayed through each other grouping "
               "(its own state, rebalancing and migration accounting); mean of the last few intervals",
     "n_workers": "number of workers n the keyed operator runs on",
+    "dead_letters": "input records the engine could not read (no key, bad JSON, a missing or non-numeric "
+                    "value field, ...), counted per interval and reason as recorded with the interval; the "
+                    "samples are the latest records of each reason as text (skewlab.dashboard.dead_letters_panel)",
+    "task_balance": "the busiest worker's task time / the mean task time in the interval (Spark's executorRunTime "
+                    "of each worker's task): 1.0 = the time is as even as it can be; window: one interval",
+    "outside_workers": "batch wall time − the busiest worker's task time: the part of the batch spent outside "
+                       "the workers' operator (source scan, shuffle, merge stage, driver step), of the whole "
+                       "batch; window: one interval",
 }
 
 

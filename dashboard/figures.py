@@ -92,7 +92,7 @@ class TraceSpec:
     y: str
     x: str = "interval"
     row: int = 1
-    kind: str = "line"  # line | dash | bar | fill_upper | fill_lower | markers
+    kind: str = "line"  # line | dash | dot | bar | fill_upper | fill_lower | markers
     color: str = "#000000"
     hover: str = ""
     extra: str = ""  # a column of the block whose values add a line to the hover (see _HOVER_EXTRAS)
@@ -113,6 +113,7 @@ def _imbalance_specs() -> tuple[TraceSpec, ...]:
         TraceSpec("p25 – p75", "bands", "p25", row=2, kind="fill_lower", color=C["band_inner"], hover="load_bands"),
         TraceSpec("median", "bands", "median", row=2, color=C["median"], hover="load_bands"),
         TraceSpec("mean L̄", "bands", "mean", row=2, kind="dash", color=C["mean"], hover="worker_load"),
+        TraceSpec(LABELS["bound"], "series", "bound", kind="dot", color=C["best"], hover="bound", extra="bound_note"),
     )
 
 
@@ -293,6 +294,10 @@ def event_label(ev: Mapping[str, Any]) -> tuple[str, str]:
     elif kind == "workers":
         label = f"workers {d.get('previous', '?')}→{d.get('workers', '?')}"
         hover = f"interval {ev.get('interval')}: {label}"
+    elif kind == "restart":
+        label = "restart"
+        hover = (f"interval {ev.get('interval')}: the engine restarted and restored the run from its checkpoint"
+                 + (f" (after batch {d['after_batch']})" if d.get("after_batch") is not None else ""))
     else:
         label = str(kind)
         hover = f"interval {ev.get('interval')}: {kind}"
@@ -395,6 +400,7 @@ def _rebalance_points(data: Mapping[str, Any]) -> dict[str, list]:
 
 #: Hover lines a column adds to a time trace (``TraceSpec.extra``), for the values that are not None.
 _HOVER_EXTRAS = {
+    "bound_note": lambda v: f"<br>{v}",
     "bytes_moved": lambda v: f"<br>{format_bytes(v)} of serialized state",
     "pause_batches": lambda v: f"<br>tuples held {_held(v)}",
 }
@@ -435,8 +441,8 @@ def _trace(spec: TraceSpec, x: list, y: list, data: Mapping[str, Any]) -> dict[s
         tr.update(type="scatter", mode="lines", line=dict(width=0), fill="tonexty", fillcolor=spec.color)
     else:
         line = dict(color=spec.color, width=1.8)
-        if spec.kind == "dash":
-            line["dash"] = "dash"
+        if spec.kind in ("dash", "dot"):
+            line["dash"] = spec.kind
         tr.update(type="scatter", mode="lines", line=line)
     return tr
 

@@ -18,10 +18,14 @@ from typing import Any, Mapping, Sequence
 
 from dash import dcc, html
 
+from skewlab.dashboard import dead_letters_panel, time_balance_panel
+from skewlab.dashboard.cards import GRAPH_CONFIG
+from skewlab.dashboard.cards import card as _card
+from skewlab.dashboard.cards import graph as _graph
 from skewlab.dashboard.controls import command_state, workers_range
 from skewlab.dashboard.data import DEFAULT_THETA, operator_label, status_text
 from skewlab.dashboard.definitions import LABELS, definition
-from skewlab.dashboard.figures import IMBALANCE_METRICS, empty_figure, format_bytes
+from skewlab.dashboard.figures import IMBALANCE_METRICS, format_bytes
 from skewlab.storage.moves import cost_text
 from skewlab.storage.run_state import REBALANCE_EVENT_KINDS
 
@@ -34,34 +38,6 @@ __all__ = [
 #: button and the parameter fields follow the same rule through the form).
 RUN_CONTROLS = ("algo-select", "workers-minus", "workers-input", "workers-plus", "workers-set", "pause-btn",
                 "resume-btn")
-
-#: Plotly modebar: "download as PNG" (client-side) with a useful file name, no logo.
-GRAPH_CONFIG: dict[str, Any] = {
-    "displaylogo": False,
-    "toImageButtonOptions": {"format": "png", "scale": 2},
-    "modeBarButtonsToRemove": ["lasso2d", "select2d"],
-}
-
-
-def _info(name: str) -> html.Span:
-    return html.Span("i", className="info", title=definition(name))
-
-
-def _card(title: str, body: Sequence[Any], *, metric: str | None = None, extra: Any = None,
-          class_name: str = "", card_id: str | None = None) -> html.Div:
-    head = [html.H3([title, _info(metric)] if metric else title, title=definition(metric) if metric else None)]
-    if extra is not None:
-        head.append(html.Div(extra, className="card-extra"))
-    kw = {"id": card_id} if card_id else {}
-    return html.Div([html.Div(head, className="card-head"), *body], className=f"card {class_name}".strip(), **kw)
-
-
-def _graph(gid: str, filename: str, height: int = 300, initial: Mapping[str, Any] | None = None) -> dcc.Graph:
-    cfg = dict(GRAPH_CONFIG, toImageButtonOptions={**GRAPH_CONFIG["toImageButtonOptions"], "filename": filename})
-    fig = (initial or {}).get(gid)
-    return dcc.Graph(id=gid, figure=fig if fig is not None else empty_figure(height=height), config=cfg,
-                     className="graph")
-
 
 # ------------------------------------------------------------------------------------ page
 def build_layout(*, read_only: bool, token_required: bool, refresh_ms: int, banner: str | None,
@@ -106,8 +82,8 @@ def build_layout(*, read_only: bool, token_required: bool, refresh_ms: int, bann
                     _card("Shadow what-if", [html.Div(init.get("shadow-verdict", ""), id="shadow-verdict", className="verdict"),
                                              _graph("fig-shadow", "skewlab-shadow", 330, init)], metric="shadow"),
                 ], className="row2"),
-                _card("Per-worker history", [_graph("fig-heat", "skewlab-worker-history", 360, init)],
-                      metric="worker_load"),
+                _card("Per-worker history", [_graph("fig-heat", "skewlab-worker-history", 360, init),
+                                             time_balance_panel.graph()], metric="worker_load"),
                 html.Div([
                     _card("Hot keys", [_graph("fig-hotkeys", "skewlab-hot-keys", 300, init)], metric="hot_key_share"),
                     _card("Throughput & batch latency", [_graph("fig-throughput", "skewlab-throughput", 300, init)],
@@ -121,6 +97,7 @@ def build_layout(*, read_only: bool, token_required: bool, refresh_ms: int, bann
                 _card("Recent migration events", [html.Div(init.get("migration-table", migration_table([])),
                                                            id="migration-table", className="table-box")],
                       metric="migration_cost"),
+                dead_letters_panel.card(),
             ], className="main-col"),
             html.Aside(_sidebar(read_only, token_required, init), className="side-col"),
         ], className="live-grid"),
@@ -262,6 +239,7 @@ def kpi_cards(data: Mapping[str, Any]) -> list[html.Div]:
         ("last migration cost · interval", "migration_cost", _last_move(data.get("migration_rows")), ""),
         ("throughput (tuples/s)", "throughput", throughput, ""),
         ("batch latency", "batch_latency_ms", f"{_fmt(last('batch_latency_ms'), 'int')} ms", ""),
+        *time_balance_panel.kpi_entries(workers, last("batch_latency_ms")),
     ]
     out = [html.Div([html.Div(label, className="kpi-label"), html.Div(value, className="kpi-value")],
                     className=f"kpi {cls}".strip(), title=definition(metric), id=f"kpi-{metric}")

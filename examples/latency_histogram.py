@@ -16,7 +16,7 @@ count-weighted mean — as Hive's ``NumericHistogram`` does per value.  That is 
 ``bins = 200`` (p99 needs bins much finer than 1 % of a key's values) it costs 13–22 µs per tuple of
 a key whose histogram is full on the shared 2-core VM under load 3–5 (``python
 examples/latency_histogram.py`` times it), several times the engine's own per-tuple cost on a worker
-(docs/results.md, "Balancing with a real operator: a streaming histogram").  Most tuples are such tuples under skew: the hot keys fill
+(docs/results/engine.md, "Balancing with a real operator: a streaming histogram").  Most tuples are such tuples under skew: the hot keys fill
 their histograms first.  The operator does not combine in the source scan
 (:attr:`~skewlab.engine.operators.KeyedOperator.combined` is ``None``): the histogram's work stays on
 the workers, where the grouping balances it.

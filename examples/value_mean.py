@@ -10,7 +10,7 @@ A key's partial state for a batch is ``(sum, count)`` of its values, computed fo
 batch with two ``np.bincount``; partial states of the window's batches and of a key split over
 several workers merge by adding them, so any grouping may serve it.  ``bench/bench_spark.py
 --operator examples.value_mean:ValueMean`` compares it with the same mean in plain PySpark
-(docs/results.md).
+(docs/results/engine.md).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ A key's partial state is ``(n, mean, M2)`` (M2: the sum of squared deviations fr
 window's batches and the shares of a key split over several workers merge with Chan, Golub & LeVeque's
 pairwise update (1979), so any grouping may serve it.  The result is the population variance
 ``M2 / n``; column ``n``: the tuples it covers.  ``bench/bench_spark.py`` runs it to show what balancing
-buys when the operator, not the engine, is the work (docs/results.md).
+buys when the operator, not the engine, is the work (docs/results/engine.md).
 """
 
 from __future__ import annotations

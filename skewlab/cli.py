@@ -1,7 +1,8 @@
 """The ``skewlab`` command: the composition root, the one module that may import every layer.
 
 It builds the top-level parser and lets each layer add its own subcommands: the engine
-(:func:`skewlab.engine.cli.add_commands`: algorithms, workloads, simulate, plan, engine, produce, control), the
+(:func:`skewlab.engine.cli.add_commands`: algorithms, workloads, simulate, plan, engine, produce, control,
+broker), the
 dashboard (:func:`skewlab.dashboard.commands.add_commands`: dashboard, demo) and the benchmarks
 (:func:`skewlab.bench.cli.add_commands`: bench).  Every user mistake (unknown algorithm, out-of-range
 parameter, unreadable file, malformed snapshot) ends with one line on stderr and exit status 2
@@ -45,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="skewlab", description="Skew-aware load balancing for keyed stream processing.")
     p.add_argument("--version", action="version", version=f"skewlab {_version()}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
-    add_engine_commands(sub)  # algorithms, workloads, simulate, plan, engine, produce, control
+    add_engine_commands(sub)  # algorithms, workloads, simulate, plan, engine, produce, control, broker
     add_dashboard_commands(sub)  # dashboard, demo
     add_bench_commands(sub)  # bench
     return p

@@ -29,8 +29,8 @@ class Export(StoreBase):
         Layout: ``{"format": "skewlab-run", "schema_version", "run": {...}, "<table>": [rows...]}``
         for the tables of :mod:`skewlab.storage.models` (rows without ``run_id``; JSON columns decoded).
         Commands addressed to the run or marked by it are included, and so are global commands
-        (``run_id`` NULL) that an event of the run names; the internal replay markers of dead letters
-        are not.
+        (``run_id`` NULL) that an event of the run names, and the dead letters per batch and reason
+        (``dead_letter_batches``: the replay markers, which carry the per-interval counts since schema 5).
         """
         out: dict[str, Any] = {"format": EXPORT_FORMAT, "schema_version": SCHEMA_VERSION}
         with self._read(snapshot=True) as conn:

@@ -18,8 +18,9 @@ table                  contents (primary key)
                        had on the same interval ((run, batch, algorithm))
 ``events``             algorithm / parameter / worker changes, pause, resume, ... (id)
 ``dead_letters``       malformed input records: count and a bounded sample ((run, reason))
-``dead_letter_batches``  which (run, batch, reason) dead-letter counts were already added; makes
-                       :meth:`skewlab.storage.store.Store.record_dead_letters` idempotent per batch
+``dead_letter_batches``  which (run, batch, reason) dead-letter counts were already added, and how many
+                       (schema 5); makes :meth:`skewlab.storage.store.Store.record_dead_letters`
+                       idempotent per batch and gives the dashboard the count per interval and reason
 ``commands``           operator commands: kind, JSON payload, status, reason, applied batch (id)
 ``skewlab_meta``       ``schema_version``
 =====================  ==========================================================================
@@ -45,7 +46,9 @@ Design decisions (the issue fixes the contents, not the layout):
   by adding the nullable columns listed in :data:`ADDED_COLUMNS`; rows written before keep NULL there.
   Version 2 added ``worker_metrics.state_bytes``, ``migration_events.bytes_moved`` and
   ``migration_events.pause_batches``; version 3 added ``interval_metrics.params`` (the parameters of
-  the interval's algorithm as they were when it routed the interval; NULL in older rows).
+  the interval's algorithm as they were when it routed the interval; NULL in older rows); version 4
+  ``migration_events.planned_interval``; version 5 ``dead_letter_batches.count`` (the dead letters of
+  that batch and reason; NULL in older rows).
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ __all__ = [
     "INTERVAL_METRIC_COLUMNS",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: Command lifecycle: ``pending`` → ``applied`` | ``rejected`` (with a reason).
 COMMAND_STATUSES: tuple[str, ...] = ("pending", "applied", "rejected")
@@ -287,6 +290,7 @@ ADDED_COLUMNS: dict[int, tuple[tuple[str, str], ...]] = {
         ("migration_events", "pause_batches")),
     3: (("interval_metrics", "params"),),
     4: (("migration_events", "planned_interval"),),
+    5: (("dead_letter_batches", "count"),),
 }
 
 
@@ -375,13 +379,16 @@ class DeadLetter(Base):
 
 
 class DeadLetterBatch(Base):
-    """Marker that the dead letters of (run, batch, reason) were counted (replay guard)."""
+    """Marker that the dead letters of (run, batch, reason) were counted (replay guard), with their
+    number in that batch (``count``, schema 5; NULL in rows written before): the per-interval series of
+    :meth:`~skewlab.storage.store.Store.dead_letter_counts`."""
 
     __tablename__ = "dead_letter_batches"
 
     run_id: Mapped[int] = mapped_column(_run_fk(), primary_key=True)
     batch_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     reason: Mapped[str] = mapped_column(String(200), primary_key=True)
+    count: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
 
 class Command(Base):

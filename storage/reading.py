@@ -7,7 +7,7 @@ from typing import Any, Sequence
 from sqlalchemy import Table, func, select
 
 from skewlab.storage.base import StoreBase
-from skewlab.storage.tables import T_DL, T_EV, T_HOT, T_IM, T_MIG, T_RS, T_RUN, T_SH, T_WM
+from skewlab.storage.tables import T_DL, T_DLB, T_EV, T_HOT, T_IM, T_MIG, T_RS, T_RUN, T_SH, T_WM
 from skewlab.storage.values import decode_row
 
 __all__ = ["Reading"]
@@ -69,11 +69,52 @@ class Reading(StoreBase):
         with self._read() as conn:
             return [decode_row("events", r) for r in conn.execute(stmt).mappings()]
 
+    def algorithm_events(self, run_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
+        """The details of the ``algorithm`` events (switches) of each of ``run_ids``, in order: one query
+        for a list of runs (the dashboard's run picker names each run's sequence of groupings)."""
+        ids = [int(r) for r in run_ids]
+        out: dict[int, list[dict[str, Any]]] = {r: [] for r in ids}
+        if not ids:
+            return out
+        stmt = (select(T_EV.c.run_id, T_EV.c.detail).where(T_EV.c.run_id.in_(ids), T_EV.c.kind == "algorithm")
+                .order_by(T_EV.c.id))
+        with self._read() as conn:
+            for r in conn.execute(stmt).mappings():
+                d = decode_row("events", r)["detail"]
+                out[int(r["run_id"])].append(d if isinstance(d, dict) else {})
+        return out
+
     def dead_letters(self, run_id: int) -> list[dict[str, Any]]:
         """Per reason: ``count``, ``sample`` (list of text), ``first_seen``, ``last_seen``, ``last_batch``."""
         stmt = select(T_DL).where(T_DL.c.run_id == int(run_id)).order_by(T_DL.c.reason)
         with self._read() as conn:
             return [decode_row("dead_letters", r) for r in conn.execute(stmt).mappings()]
+
+    def dead_letter_counts(self, run_id: int, since_interval: int | None = None) -> list[dict[str, Any]]:
+        """Dead letters per interval and reason: ``interval``, ``batch_id``, ``reason``, ``count``, in
+        interval order (``since_interval`` exclusive).  Only batches recorded with their interval
+        (:meth:`~skewlab.storage.writing.Writing.record_interval`) and a count (schema 5) are listed."""
+        stmt = (
+            select(T_IM.c.interval, T_DLB.c.batch_id, T_DLB.c.reason, T_DLB.c["count"])
+            .select_from(T_DLB.join(T_IM, (T_IM.c.run_id == T_DLB.c.run_id) & (T_IM.c.batch_id == T_DLB.c.batch_id)))
+            .where(T_DLB.c.run_id == int(run_id), T_DLB.c["count"].is_not(None))
+        )
+        if since_interval is not None:
+            stmt = stmt.where(T_IM.c.interval > int(since_interval))
+        stmt = stmt.order_by(T_IM.c.interval, T_DLB.c.batch_id, T_DLB.c.reason)
+        with self._read() as conn:
+            return [dict(r) for r in conn.execute(stmt).mappings()]
+
+    def hottest_keys(self, run_id: int, since_interval: int | None = None) -> list[dict[str, Any]]:
+        """The heaviest key of every interval (``hot_keys`` rank 0): ``interval``, ``batch_id``, ``count``,
+        ``share``, in interval order (``since_interval`` exclusive)."""
+        stmt = select(T_HOT.c.interval, T_HOT.c.batch_id, T_HOT.c["count"], T_HOT.c.share).where(
+            T_HOT.c.run_id == int(run_id), T_HOT.c.rank == 0)
+        if since_interval is not None:
+            stmt = stmt.where(T_HOT.c.interval > int(since_interval))
+        stmt = stmt.order_by(T_HOT.c.interval, T_HOT.c.batch_id)
+        with self._read() as conn:
+            return [dict(r) for r in conn.execute(stmt).mappings()]
 
     def _interval_rows(
         self,

@@ -16,8 +16,9 @@ from typing import Any, Mapping, Sequence
 
 __all__ = ["LIVE_STATUSES", "OPERATOR_EVENT_KINDS", "REBALANCE_EVENT_KINDS", "RunState", "current_run"]
 
-#: Operator actions among the event kinds (rebalances are the other kind a run records).
-OPERATOR_EVENT_KINDS = ("algorithm", "params", "workers", "pause", "resume")
+#: Operator actions among the event kinds, and the engine's restarts from its checkpoint: the events
+#: marked on a run's timeline (rebalances are the other kind a run records).
+OPERATOR_EVENT_KINDS = ("algorithm", "params", "workers", "pause", "resume", "restart")
 #: Rebalances: executed plans, and plans the controller's migration gate skipped (skewlab.engine.control.gate).
 REBALANCE_EVENT_KINDS = ("rebalance", "rebalance_skipped")
 #: Run statuses of an engine that is still there to apply operator commands.

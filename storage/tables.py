@@ -54,5 +54,6 @@ CHILD_TABLES: tuple[tuple[str, Table, tuple[str, ...]], ...] = (
     ("shadow_results", T_SH, ("interval", "batch_id", "algorithm")),
     ("events", T_EV, ("id",)),
     ("dead_letters", T_DL, ("reason",)),
+    ("dead_letter_batches", T_DLB, ("batch_id", "reason")),
     ("commands", T_CMD, ("id",)),
 )

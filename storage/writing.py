@@ -184,7 +184,8 @@ class Writing(StoreBase):
         now: float,
     ) -> bool:
         if batch_id is not None and not self._insert_ignore(
-            conn, T_DLB, {"run_id": run_id, "batch_id": batch_id, "reason": reason}, ["run_id", "batch_id", "reason"]
+            conn, T_DLB, {"run_id": run_id, "batch_id": batch_id, "reason": reason, "count": count},
+            ["run_id", "batch_id", "reason"]
         ):
             return False
         self._insert_ignore(

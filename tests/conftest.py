@@ -17,3 +17,4 @@ def vocab_1k():
 
 from tests.kafka_fixtures import kafka_broker  # noqa: E402,F401 - session fixture for every test module
 from tests.spark_fixtures import spark  # noqa: E402,F401 - ONE SparkSession for the whole run
+from tests.kernels_fixtures import kernels_in_process  # noqa: E402,F401 - engine runs: no warm-up child per run

@@ -10,7 +10,7 @@ batch to batch, so a command's moves and its interval do not see the same total 
 from __future__ import annotations
 
 import pickle
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -29,19 +29,28 @@ COMMAND_BATCH = 3  # the command is read in this batch and applied from the next
 SWITCH = {"algorithm": "llfd", "params": {"gate": False, "theta_max": 0.01, "plan_decay": 0.0}}
 
 
-def _output(b: int, s: DriverSnapshot, exports: tuple[ExportRef, ...], seq: int) -> BatchOutput:
-    counts = np.roll(SKEW, 7 * b) * (1 + b)
+def _output(b: int, s: DriverSnapshot, exports: tuple[ExportRef, ...], seq: int,
+            dead: Mapping[str, tuple[int, tuple[str, ...]]] | None = None, skew: np.ndarray = SKEW) -> BatchOutput:
+    counts = np.roll(skew, 7 * b) * (1 + b)
     router = pickle.loads(pickle.dumps(s.controller.planner.router))
     workers = np.asarray(router.route(KEYS.copy()), dtype=np.int64)
     return BatchOutput(workers=workers, fps=KEYS.copy(), counts=counts,
-                       states={0: SourceSide(0, b, int(counts.sum()), consumed=seq + int(counts.sum()), first_seq=seq)},
+                       states={0: SourceSide(0, b, int(counts.sum()), consumed=seq + int(counts.sum()), first_seq=seq,
+                                             dead_letters=dict(dead or {}))},
+                       dead_letters={r: [c, list(x)] for r, (c, x) in (dead or {}).items()},
                        exports=exports,
                        summaries={w: WorkerSummary(b, keys=10, held=0, state_bytes=100) for w in range(4)})
 
 
-def record_run(url: str, batches: int = 7, name: str = "moves") -> tuple[int, int, list[dict[str, Any]]]:
+def record_run(url: str, batches: int = 7, name: str = "moves",
+               dead: Callable[[int], Mapping[str, tuple[int, tuple[str, ...]]]] | None = None,
+               task_seconds: Callable[[int], Mapping[int, float]] | None = None,
+               skew: np.ndarray = SKEW) -> tuple[int, int, list[dict[str, Any]]]:
     """Run ``batches`` batches into the database at ``url``; the run id, the command id and the
-    controller's interval rows (``state_moved``, ``total_state``, ``migration_cost`` of every interval)."""
+    controller's interval rows (``state_moved``, ``total_state``, ``migration_cost`` of every interval).
+    ``dead(b)``: the dead letters the source reports in batch ``b`` (reason → (count, samples));
+    ``task_seconds(b)``: the workers' task times of batch ``b`` (each batch's wall time is 0.25 s);
+    ``skew``: the keys' tuple counts of batch 0 (batch ``b``: rolled by ``7 b``, times ``b + 1``)."""
     c = Controller(registry.create("mixed", 4, 1, 0, {"gate": False, "theta_max": 0.01, "plan_decay": 0.0}), FingerprintVocabulary(),
                    window=3)
     c.track_orders = True
@@ -55,8 +64,9 @@ def record_run(url: str, batches: int = 7, name: str = "moves") -> tuple[int, in
         seq, rows = 0, []
         for b in range(batches):
             cmds = ({"id": cid, "kind": "set-algorithm", "payload": SWITCH},) if b == COMMAND_BATCH else ()
-            out = _output(b, s, exports, seq)
-            s, d = step(s, StepInput(b, out, started=0.0, clock=lambda: 0.25, wall=1000.0 + b, commands=cmds), SETTINGS)
+            out = _output(b, s, exports, seq, dead(b) if dead else None, skew)
+            s, d = step(s, StepInput(b, out, started=0.0, clock=lambda: 0.25, wall=1000.0 + b, commands=cmds,
+                                     task_seconds=task_seconds(b) if task_seconds else {}), SETTINGS)
             seq += int(out.counts.sum())
             exports = tuple(ExportRef(b + 1, w, t, f"migrations/batch={b + 1}/from-{w}-to-{t}.blob", 64, int(f.size))
                             for w, p in d.route.snapshot.control.items() for t, f in p.exports.items())

@@ -442,14 +442,14 @@ GATE_PARAMS: tuple[Param, ...] = (
           "(engine/control/gate.py), and only while the planner's tables have not done worse than the base hash "
           "(else the routing returns to the base hash); skipped plans are recorded (event rebalance_skipped).  On by default: "
           "without it the rebalancers do worse than not rebalancing on the bursty movielens trace "
-          "(docs/results.md, \"Real trace\"); false = every plan executed, as in the papers (the Fang family "
+          "(docs/results/traces.md, \"Real trace\"); false = every plan executed, as in the papers (the Fang family "
           "also plans from decayed costs unless plan_decay=0)"),
     Param("gate_horizon", "int", 1, "gate: intervals over which a plan's predicted gain is counted",
           low=1, high=1000),
     Param("gate_min_persistence", "float", 0.3,
           "gate: a plan passes on its own predicted gain only once the judged plans have kept at least this share "
           "of their predicted gain on the next interval (ρ ≥ it); 0 = the ρ test alone (chosen on the real traces, "
-          "docs/results.md \"Defaults chosen on the real traces\")",
+          "docs/results/gate.md \"Defaults chosen on the real traces\")",
           low=0.0, high=1.0),
 )
 
@@ -461,7 +461,7 @@ def gate_record_param(default: bool) -> Param:
                  "gate: also execute a plan when the planner's tables have beaten the base hash on the record by more "
                  "than the plan's migration cost (gate_horizon · (−E) > cost, E the gate's mean excess over the base "
                  "hash); on by default for the Gedik family only (chosen on the real "
-                 "traces, docs/results.md \"Defaults chosen on the real traces\")")
+                 "traces, docs/results/gate.md \"Defaults chosen on the real traces\")")
 
 
 class TableRouter(Router):

@@ -1,5 +1,5 @@
-"""The engine's subcommands of ``skewlab``: algorithms, workloads, simulate, plan, engine, produce and
-control; :func:`add_commands` adds them to the parser of the composition root (:mod:`skewlab.cli`).
+"""The engine's subcommands of ``skewlab``: algorithms, workloads, simulate, plan, engine, produce,
+control and broker (:mod:`skewlab.engine.cli.broker`); :func:`add_commands` adds them to the parser of the composition root (:mod:`skewlab.cli`).
 
 A user mistake raises :class:`skewlab.shared.UsageError` (or :class:`skewlab.engine.config.params.ParamError`), which
 ``skewlab`` prints as one line on stderr with exit status 2, never a traceback.
@@ -180,7 +180,8 @@ def cmd_engine(args: argparse.Namespace) -> int:
         value_field=args.value_field or "",
         shadow=None if args.shadow is None else [n for n in args.shadow.split(",") if n],
         max_batches=args.max_batches, max_workers=args.max_workers, sink=args.sink, service_us=args.service_us,
-        spark_conf=parse_assignments(args.conf or []), wait_for_kernels=args.wait_for_kernels,
+        spark_conf=parse_assignments(args.conf or [], "--conf"), wait_for_kernels=args.wait_for_kernels,
+        continue_on_dead_letters=args.continue_on_dead_letters,
     )
     from skewlab.engine.runtimes.spark.engine import EngineFailed, default_data_dir
     from skewlab.storage import open_store
@@ -272,11 +273,12 @@ def _live_settings(store: Any) -> dict[str, Any] | None:
     config = run.get("config") if isinstance(run.get("config"), dict) else {}
     return {"id": run_id, "name": run.get("name") or "", "status": run.get("status"), "algorithm": st.algorithm,
             "params": dict(st.params), "workers": st.n_workers or (latest[0].get("n_workers") if latest else None),
-            "operator": config.get("operator") or "count", "operator_mergeable": config.get("operator_mergeable")}
+            "operator": config.get("operator") or "count", "operator_mergeable": config.get("operator_mergeable"),
+            "max_workers": config.get("max_workers")}
 
 
 def cmd_control(args: argparse.Namespace) -> int:
-    from skewlab.engine.control.commands import CommandError, validate_command
+    from skewlab.engine.control.commands import MAX_WORKERS, CommandError, validate_command
     from skewlab.storage import open_store
     from skewlab.storage.moves import cost_text, recent_moves
     from skewlab.storage.run_state import LIVE_STATUSES
@@ -300,7 +302,7 @@ def cmd_control(args: argparse.Namespace) -> int:
             else:
                 where = f" at batch {c['applied_batch']}" if c.get("applied_batch") is not None else ""
             reason = f" ({c['reason']})" if c.get("reason") else ""
-            print(f"#{c['id']:<5} {c['kind']:<14} {json.dumps(c['payload'])[:60]:<60} {c['status']}{where}{reason}")
+            print(f"#{c['id']:<5} {c['kind']:<14} {json.dumps(c['payload']):<60} {c['status']}{where}{reason}")
         return 0
     if args.action == "set-algorithm":
         if not args.values:
@@ -333,10 +335,13 @@ def cmd_control(args: argparse.Namespace) -> int:
         current, current_params = latest["algorithm"], dict(latest.get("params") or {})
     operator = live["operator"] if live else "count"
     mergeable = live["operator_mergeable"] if live else None
+    # set-workers: the run's own range, [1, its --max-workers] (Spark's state partitions), as the engine
+    # and the dashboard's form check it
+    max_workers = int(live["max_workers"]) if live and live.get("max_workers") else MAX_WORKERS
     try:
         if kind != "set-param":
             kind, payload = validate_command(kind, payload, current_algorithm=current, current_params={},
-                                             operator=operator, mergeable=mergeable)
+                                             operator=operator, mergeable=mergeable, max_workers=max_workers)
         else:
             validate_command(kind, payload, current_algorithm=current, current_params=current_params)
     except CommandError as exc:
@@ -502,6 +507,10 @@ def add_commands(sub: Any) -> None:
                    help="where each record's value is, for --operator sum|mean|min|max|distinct or a user's "
                         "operator of values: a CSV column (--source file) or a dotted JSON field such as "
                         "amount (--source kafka); the generator draws seeded values itself")
+    e.add_argument("--continue-on-dead-letters", action="store_true",
+                   help="go on when (nearly) all of a batch's records are dead letters for one reason (a "
+                        "misspelt --key-field/--value-field, say); default: stop with one line naming the field "
+                        "and the fields the records have, exit status 2")
     e.add_argument("--shadow", default=None, help="comma-separated shadow algorithms ('' = none; default all)")
     e.add_argument("--wait-for-kernels", action="store_true",
                    help="a new run whose grouping's numba kernels are not compiled yet (the first run after a "
@@ -528,3 +537,7 @@ def add_commands(sub: Any) -> None:
     c.add_argument("action", choices=["set-algorithm", "set-param", "set-workers", "pause", "resume", "status"])
     c.add_argument("values", nargs="*", help="NAME [name=value ...] | name=value ... | N")
     c.set_defaults(func=cmd_control)
+
+    from skewlab.engine.cli.broker import add_broker_command
+
+    add_broker_command(sub)

@@ -37,10 +37,13 @@ __all__ = ["main", "warm_up"]
 _SETTINGS = ((8, 1.0), (40, 1.6))
 
 
-def warm_up(progress: bool = False, names: Sequence[str] | None = None, ready_lines: bool = False) -> float:
+def warm_up(progress: bool = False, names: Sequence[str] | None = None, ready_lines: bool = False,
+            yield_cpu: bool = True) -> float:
     """Compile (or load) the kernels of ``names`` (default: every grouping, then the engine's
     fingerprinting and the join probe) once; returns the seconds it took.  ``ready_lines``: print
-    ``ready NAME`` on stdout after each grouping."""
+    ``ready NAME`` on stdout after each grouping; ``yield_cpu``: lower this process's priority after
+    the first of ``names`` (the background child's behaviour; False for a caller that is not a
+    child of its own, such as the tests' in-process stand-in for it)."""
     from skewlab.engine.algorithms import registry
     from skewlab.engine.cli.simulate import SimulationConfig, parse_change, run_simulation
 
@@ -67,7 +70,7 @@ def warm_up(progress: bool = False, names: Sequence[str] | None = None, ready_li
             print(f"ready {name}", flush=True)
             if announce is not None:
                 announce.current = None
-        if only and i == 1 and hasattr(os, "nice"):
+        if only and i == 1 and yield_cpu and hasattr(os, "nice"):
             os.nice(10)  # the rest (shadows) yields the CPU to the engine's batches
     if not only:
         _engine_kernels()

@@ -176,14 +176,16 @@ def _show(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "...'"
 
 
-def parse_assignments(items: Iterable[str]) -> dict[str, str]:
-    """Split ``["a=1", "b=x"]`` into ``{"a": "1", "b": "x"}``; one-line error on a malformed item."""
+def parse_assignments(items: Iterable[str], flag: str = "") -> dict[str, str]:
+    """Split ``["a=1", "b=x"]`` into ``{"a": "1", "b": "x"}``; one-line error on a malformed item,
+    naming ``flag`` (the option the items came from, e.g. ``--conf``) when given."""
     out: dict[str, str] = {}
     for item in items:
         name, sep, value = str(item).partition("=")
         name = name.strip()
         if not sep or not name:
-            raise ParamError(f"expected name=value, got {_show(item)}")
+            raise ParamError(f"{flag + ': ' if flag else ''}expected {'KEY=VALUE' if flag else 'name=value'}, "
+                             f"got {_show(item)}")
         out[name] = value.strip()
     return out
 

@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 #: The product's default groupings, chosen by measurement on the synthetic streams and the real traces
-#: (docs/results.md, "Real trace", "Recency and the migration gate"): W-Choices, the lowest per-interval
+#: (docs/results/traces.md, "Real trace"; docs/results/gate.md, "Recency and the migration gate"): W-Choices, the lowest per-interval
 #: imbalance after shuffle on every trace, where the operator can merge a key's partial states (a
 #: split-key grouping puts a hot key on several workers); Mixed, a rebalancer with one owner per key,
 #: where it cannot (and for ``plan``, which needs a rebalancer).

@@ -96,7 +96,7 @@ def validate_command(
         if kind == "set-algorithm":
             name = payload.get("algorithm")
             if not isinstance(name, str):
-                raise CommandError("set-algorithm: 'algorithm' must be a registry name")
+                raise CommandError("set-algorithm: 'algorithm' must be a registry name or package.module:Class")
             if len(name) > 64:
                 raise CommandError(f"set-algorithm: unknown algorithm {name[:40]!r}... (name too long)")
             cls = registry.get(name)

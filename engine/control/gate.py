@@ -43,14 +43,14 @@ without an executed plan the controller returns to h
 (:meth:`~skewlab.engine.algorithms.grouping.RebalancingPlanner.base_plan`: routing table emptied).
 That return is not weighed against its migration cost, deliberately: it moves back only keys the
 gate's own plans moved away, and weighed (``gate_horizon · E > cost``) it was too late on those
-traces to keep the p90 within the issue's 5 % of h's (docs/results.md, "Recency and the migration
+traces to keep the p90 within the issue's 5 % of h's (docs/results/gate.md, "Recency and the migration
 gate").  On a stream where the plans beat h the excess stays negative and nothing changes.
 
 **A least persistence** (issue 25, an extension; parameter ``gate_min_persistence``, default 0.3): a
 plan's own gain counts only while ρ ≥ it.  Reason: on bursty keys ρ stays near 0, yet now and then
 a plan with a large predicted gain and a small migration passed ``ρ · gain > cost`` on that weak
 evidence and lost on the next interval, enough on a short trace to lift the run's median or p90 above
-its base's (docs/results.md, "Defaults chosen on the real traces").  With the floor a stream has to
+its base's (docs/results/gate.md, "Defaults chosen on the real traces").  With the floor a stream has to
 have shown that plans persist before a plan's predicted gain is believed; on persistent skews ρ ≈ 1
 and nothing changes.
 
@@ -65,7 +65,7 @@ the plan costs.  It is the same test with the record's gain in place of the plan
 gain; E > 0 still blocks every plan.  On by default for the Gedik family only
 (:attr:`~skewlab.engine.algorithms.grouping.RebalancingPlanner.gate_trusts_record`): on Fang's it let
 single plans through on the bursty ``movielens`` users that then lost to the base hash, on Guo &
-Zhou's it left the same case worse than the base (docs/results.md, "Defaults chosen on the real
+Zhou's it left the same case worse than the base (docs/results/gate.md, "Defaults chosen on the real
 traces").
 
 **Stale entries of a skipped plan** (issue 25, an extension): for planners that declare

@@ -9,6 +9,7 @@
 * :func:`end_offsets` — the true end offset of partitions (ListOffsets raised to a Fetch's high
   watermark; the Kafka source and the Kafka result sink use it).
 * :func:`read_records` — the records of one partition in an offset range.
+* :func:`first_values` — the values of the first records of each partition (what the records hold).
 
 Every function talks to the broker with bounded timeouts and turns "cannot reach the broker",
 "topic missing", "send failed" into a one-line :class:`ValueError`; nothing hangs.
@@ -34,7 +35,7 @@ import threading
 import time
 from typing import Any, Mapping
 
-__all__ = ["end_offsets", "ensure_topic", "produce", "read_records", "read_topic", "topic_partitions"]
+__all__ = ["end_offsets", "ensure_topic", "first_values", "produce", "read_records", "read_topic", "topic_partitions"]
 
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
@@ -86,8 +87,9 @@ def topic_partitions(bootstrap: str, topic: str, *, timeout_s: float = 10.0) -> 
     finally:
         consumer.close()
     if not parts:
-        raise ValueError(f"kafka: topic {topic!r} does not exist at {bootstrap} "
-                         f"(skewlab produce --bootstrap {bootstrap} --topic {topic} --partitions N creates it)")
+        # not `skewlab produce`: it would fill the user's topic with synthetic keys
+        raise ValueError(f"kafka: topic {topic!r} does not exist at {bootstrap}: create it (kafka-topics.sh "
+                         f"--create --topic {topic}) or start your producer first, then the engine")
     return len(parts)
 
 
@@ -261,29 +263,62 @@ def produce(
             pass
 
 
+def _reader(bootstrap: str, topic: str, timeout_s: float, client_id: str) -> Any:
+    """A consumer without a group that reads ``topic`` from assigned offsets."""
+    from kafka import KafkaConsumer
+
+    _check_args(bootstrap, topic)
+    return _client(KafkaConsumer, bootstrap, timeout_s, group_id=None, enable_auto_commit=False,
+                   auto_offset_reset="earliest", fetch_max_wait_ms=50, client_id=client_id)
+
+
+def _partition_bounds(consumer: Any, bootstrap: str, topic: str, timeout_s: float) -> tuple[list, dict, dict]:
+    """``topic``'s partitions (sorted), their first and their end offsets; :class:`ValueError` (one
+    line) when the topic does not exist."""
+    from kafka import TopicPartition
+
+    parts = consumer.partitions_for_topic(topic)
+    if not parts:
+        raise ValueError(f"kafka: topic {topic!r} does not exist at {bootstrap}")
+    tps = [TopicPartition(topic, p) for p in sorted(parts)]
+    begin = {tp.partition: int(off) for tp, off in consumer.beginning_offsets(tps).items()}
+    return tps, begin, end_offsets(consumer, tps, timeout_s=min(timeout_s, 5.0))
+
+
 def read_topic(
     bootstrap: str, topic: str, *, start: Mapping[int, int] | None = None, timeout_s: float = 10.0
 ) -> dict[int, list[tuple[int, bytes | None, bytes | None]]]:
     """All records of ``topic`` as ``{partition: [(offset, key, value), ...]}`` (assign + seek), from
     the offsets ``start`` (default: each partition's beginning) to the end (:func:`end_offsets`)."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    _check_args(bootstrap, topic)
-    consumer = _client(KafkaConsumer, bootstrap, timeout_s, group_id=None, enable_auto_commit=False,
-                       auto_offset_reset="earliest", fetch_max_wait_ms=50, client_id="skewlab-reader")
+    consumer = _reader(bootstrap, topic, timeout_s, "skewlab-reader")
     try:
-        parts = consumer.partitions_for_topic(topic)
-        if not parts:
-            raise ValueError(f"kafka: topic {topic!r} does not exist at {bootstrap}")
-        tps = [TopicPartition(topic, p) for p in sorted(parts)]
-        begin = {tp.partition: int(off) for tp, off in consumer.beginning_offsets(tps).items()}
-        ends = end_offsets(consumer, tps, timeout_s=min(timeout_s, 5.0))
+        tps, begin, ends = _partition_bounds(consumer, bootstrap, topic, timeout_s)
         out: dict[int, list] = {}
         for tp in tps:
             lo = max(begin[tp.partition], int((start or {}).get(tp.partition, 0)))
             recs = read_records(consumer, tp, lo, ends[tp.partition], timeout_s=timeout_s)
             out[tp.partition] = [(r.offset, r.key, r.value) for r in recs]
         return out
+    finally:
+        consumer.close()
+
+
+def first_values(bootstrap: str, topic: str, n: int = 5, *, timeout_s: float = 10.0) -> list[bytes]:
+    """The values of up to ``n`` records from the start of each partition of ``topic`` (a look at what
+    the records hold, e.g. their JSON fields); :class:`ValueError` (one line) when the broker or the
+    topic cannot be read."""
+    consumer = _reader(bootstrap, topic, timeout_s, "skewlab-peek")
+    try:
+        tps, begin, ends = _partition_bounds(consumer, bootstrap, topic, timeout_s)
+        out: list[bytes] = []
+        for tp in tps:
+            lo = begin[tp.partition]
+            for rec in read_records(consumer, tp, lo, min(lo + n, ends[tp.partition]), timeout_s=timeout_s):
+                if rec.value is not None:
+                    out.append(bytes(rec.value))
+        return out
+    except RuntimeError as exc:
+        raise ValueError(str(exc)) from None
     finally:
         consumer.close()
 

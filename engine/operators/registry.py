@@ -3,15 +3,14 @@
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import pickle
 
+from skewlab.engine.config.class_registry import load_class
 from skewlab.engine.config.params import ParamError
 from skewlab.engine.operators.base import KeyedOperator
 from skewlab.engine.operators.builtin import BUILTINS
 
-__all__ = ["OperatorError", "is_mergeable", "load_operator"]
+__all__ = ["OperatorError", "is_mergeable", "load_operator", "operator_class"]
 
 
 class OperatorError(ParamError):
@@ -19,41 +18,30 @@ class OperatorError(ParamError):
 
 
 def is_mergeable(spec: str, declared: bool | None = None) -> bool:
-    """Whether the operator ``spec`` may run under a split-key grouping, where its module need not be
-    importable (the dashboard, ``skewlab control``): ``declared`` (the flag a run stored in its
-    configuration, ``operator_mergeable``) when known, else the built-in's declaration; an unknown
-    user operator counts as not mergeable."""
+    """Whether the operator ``spec`` may run under a split-key grouping: ``declared`` (the flag a run
+    stored in its configuration, ``operator_mergeable``) when known — the dashboard and ``skewlab
+    control`` read it there, as the operator's module need not be importable in their process — else
+    the class's own declaration (:attr:`KeyedOperator.mergeable`) of the built-in or the user's
+    ``package.module:Class``; a user operator that cannot be imported here counts as not mergeable."""
     if declared is not None:
         return bool(declared)
-    cls = BUILTINS.get(str(spec))
-    return bool(cls and cls.mergeable)
+    try:
+        return bool(operator_class(spec).mergeable)
+    except OperatorError:
+        return False
 
 
-def load_operator(spec: str) -> KeyedOperator:
-    """The operator ``spec`` names: a built-in (``count``, ``sum``, ...) or ``package.module:Class``,
-    a subclass of :class:`~skewlab.engine.operators.base.KeyedOperator` constructible without
-    arguments, importable here and (the engine ships it to its executors by pickling) picklable."""
+def operator_class(spec: str) -> type[KeyedOperator]:
+    """The class ``spec`` names: a built-in (``count``, ``sum``, ...) or ``package.module:Class``, a
+    concrete, named subclass of :class:`~skewlab.engine.operators.base.KeyedOperator` (imported, not
+    instantiated); :class:`OperatorError` (one line) otherwise."""
     spec = str(spec).strip()
     if spec in BUILTINS:
-        return BUILTINS[spec]()
+        return BUILTINS[spec]
     if ":" not in spec:
         raise OperatorError(f"--operator must be one of {'|'.join(BUILTINS)} or package.module:Class, got {spec[:80]!r}")
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise OperatorError(f"--operator {spec[:80]!r}: expected package.module:Class")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, or the module's own error while importing
-        raise OperatorError(f"--operator {spec[:80]!r}: cannot import {module_name}: {type(exc).__name__}: {exc}"[:300]) from None
-    cls = getattr(module, attr, None)
-    if cls is None:
-        raise OperatorError(f"--operator {spec[:80]!r}: module {module_name} has no {attr}")
-    if not (inspect.isclass(cls) and issubclass(cls, KeyedOperator)):
-        raise OperatorError(f"--operator {spec[:80]!r}: {attr} is not a subclass of "
-                            "skewlab.engine.operators.KeyedOperator")
-    if inspect.isabstract(cls):
-        missing = ", ".join(sorted(cls.__abstractmethods__))
-        raise OperatorError(f"--operator {spec[:80]!r}: {attr} does not implement {missing}")
+    cls = load_class(spec, KeyedOperator, label=f"--operator {spec[:80]!r}", error=OperatorError)
+    attr = spec.partition(":")[2]
     if not cls.name:
         raise OperatorError(f"--operator {spec[:80]!r}: {attr} has no name (set the class attribute name)")
     if cls.combined is not None:
@@ -61,6 +49,17 @@ def load_operator(spec: str) -> KeyedOperator:
         if missing:
             raise OperatorError(f"--operator {spec[:80]!r}: {attr} declares combined rows but does not implement "
                                 f"{', '.join(missing)}")
+    return cls
+
+
+def load_operator(spec: str) -> KeyedOperator:
+    """The operator ``spec`` names (:func:`operator_class`), created without arguments and, as the
+    engine ships it to its executors by pickling, picklable."""
+    spec = str(spec).strip()
+    cls = operator_class(spec)
+    if spec in BUILTINS:
+        return cls()
+    attr = spec.partition(":")[2]
     try:
         operator = cls()
         pickle.loads(pickle.dumps(operator))

@@ -9,7 +9,8 @@ lock shared with the driver), which compiles the live grouping first (while Spar
 shadows one by one, printing ``ready NAME`` as each is in the cache (and ``compiling NAME`` first when
 NAME was not: :meth:`BackgroundWarmup.wait_until_known` tells a cached grouping from one that compiles).  The engine starts its query
 once the live grouping is ready and lets each shadow join when its line arrives.  With a warm cache
-the child only loads the kernels and is done in seconds.
+the child only loads the kernels and is done in seconds; the engine says "compiling" only when the
+child does (``on_compiling``), never at a start that merely loads the cache.
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ __all__ = ["BackgroundWarmup"]
 class BackgroundWarmup:
     """One warm-up child process over ``names`` (in order) and the names it has reported ready."""
 
-    def __init__(self, names: Sequence[str]) -> None:
+    def __init__(self, names: Sequence[str], on_compiling: Callable[[str], None] | None = None) -> None:
+        """Start the child over ``names``; ``on_compiling(name)`` is called (in the reader thread) once
+        per name the child finds missing from numba's cache, when it starts compiling it."""
         self.names = list(dict.fromkeys(names))
+        self._on_compiling = on_compiling
         self.started = time.monotonic()
         self._ready: dict[str, float] = {}
         self._compiling: set[str] = set()
@@ -47,7 +51,10 @@ class BackgroundWarmup:
                     self._ready[name] = time.monotonic() - self.started
             elif word == "compiling" and name:
                 with self._lock:
+                    new = name not in self._compiling
                     self._compiling.add(name)
+                if new and self._on_compiling is not None:
+                    self._on_compiling(name)
         self._proc.wait()
 
     def ready(self) -> dict[str, float]:

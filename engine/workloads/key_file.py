@@ -46,16 +46,25 @@ from skewlab.engine.config.params import ParamError
 from skewlab.engine.workloads.record_fields import parse_value
 from skewlab.shared import filesystems
 
-__all__ = ["KeyRecords", "RAW_BYTES", "parse_separator", "read_key_file"]
+__all__ = ["KeyRecords", "RAW_BYTES", "parse_separator", "raw_text", "read_key_file"]
 
-RAW_BYTES = 32  # bytes of a bad record kept (as hex) in ``raws``
+RAW_BYTES = 200  # bytes of a bad record kept (as readable text, :func:`raw_text`) in ``raws``
+
+
+def raw_text(data: bytes) -> str:
+    """A bad record's first :data:`RAW_BYTES` bytes as readable text, the dead-letter sample an operator
+    reads: UTF-8, with bytes that are not UTF-8 (and a character cut at the end) as ``\\xNN`` escapes,
+    and ``…`` when the record was longer."""
+    data = bytes(data)
+    text = data[:RAW_BYTES].decode("utf-8", errors="backslashreplace")
+    return text + "…" if len(data) > RAW_BYTES else text
 
 
 @dataclass
 class KeyRecords:
     """One entry per record (data line): ``keys[i]`` and ``values[i]`` (``None`` without a value
-    column) or, when the key is None, ``errors[i]`` says why and ``raws[i]`` holds the hex of the
-    line's first :data:`RAW_BYTES` bytes."""
+    column) or, when the key is None, ``errors[i]`` says why and ``raws[i]`` holds the line's
+    first :data:`RAW_BYTES` bytes as text (:func:`raw_text`)."""
 
     keys: list[str | None] = field(default_factory=list)
     errors: list[str | None] = field(default_factory=list)
@@ -66,14 +75,14 @@ class KeyRecords:
         self.keys.append(key)
         self.errors.append(error)
         self.values.append(value)
-        self.raws.append(None if error is None else bytes(line[:RAW_BYTES]).hex())
+        self.raws.append(None if error is None else raw_text(line))
 
     def good(self) -> list[str]:
         """The keys of the records that have one, in file order."""
         return [k for k in self.keys if k is not None]
 
     def dead_letters(self, max_samples: int = 5) -> dict[str, tuple[int, list[str]]]:
-        """Records without a key as ``{reason: (count, samples)}`` (samples: hex of the first bytes, at
+        """Records without a key as ``{reason: (count, samples)}`` (samples: the first bytes as text, at
         most ``max_samples`` per reason) — the form the engine counts dead letters in."""
         out: dict[str, tuple[int, list[str]]] = {}
         for error, raw in zip(self.errors, self.raws):

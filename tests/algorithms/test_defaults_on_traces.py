@@ -64,7 +64,7 @@ def test_rebalancer_defaults_are_never_worse_than_not_rebalancing_by_aircraft(al
     assert_not_worse(algorithm, AIRCRAFT, seed)
 
 
-#: (rebalancer, seed) that are worse than their base on ``drift`` with the defaults (docs/results.md,
+#: (rebalancer, seed) that are worse than their base on ``drift`` with the defaults (docs/results/gate.md,
 #: "The gate on the record of the tables, and a least persistence": scan seed 7 has a median 0.028 above
 #: its base's, uhlb seed 5 0.025; the Gedik family's other cases passed when its plans could pass the gate
 #: on the record of its tables, ``gate_record``)

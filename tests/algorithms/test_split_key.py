@@ -965,7 +965,7 @@ def test_registry_and_params():
         assert cls.single_owner is False and cls.rebalancing is False
         assert cls.summary and cls.paper
     assert registry.get("dchoices") is DChoicesGrouping
-    assert {p.name for p in DChoicesGrouping.params} == {"head_threshold", "epsilon", "capacity", "warmup", "refresh", "decay", "epoch", "distinct"}
+    assert {p.name for p in DChoicesGrouping.params} == {"head_threshold", "epsilon", "capacity", "warmup", "refresh", "decay", "epoch", "distinct", "tail"}
     with pytest.raises(ParamError):
         registry.create("dchoices", 5, params={"capacity": 0})
     with pytest.raises(ParamError):
@@ -977,3 +977,33 @@ def test_registry_and_params():
     g = registry.create("rr-head", 5, params={"head_threshold": "0.1", "warmup": "7"}).router
     assert g.theta == pytest.approx(0.1) and g.warmup == 7
     assert registry.create("pkg", 5).router.d_of(0) == 2
+
+
+@pytest.mark.parametrize("name", ["dchoices", "wchoices", "rr-head"])
+def test_tail_hash_keeps_every_tail_key_at_home_and_splits_only_the_head(name):
+    """``tail=hash`` (issue 36): a tail key goes to its first choice F_0 = fp mod n, the worker
+    ``hash`` gives it, whatever the loads; only head keys leave home.  ``tail=pkg`` (the paper) sends
+    tail keys to F_1 too.  Zipf 1.2 over 20,000 keys, 8 workers, counts since the start (``decay=1``:
+    with the default decay a rare key can pass θ right after a decay): no key of rank > 100
+    (frequency < 0.2 %, far below θ = 1/(5n) = 2.5 %: never in the head) leaves home under
+    ``tail=hash``, while thousands do under ``tail=pkg``.  With the default decay (the head follows
+    recent counts, so more keys get the head's choices) both tails balance within 2 % of the mean
+    (the load-aware modes)."""
+    from skewlab.engine.algorithms.keys import home
+
+    rng = np.random.default_rng(4)
+    p = 1.0 / np.arange(1, 20_001) ** 1.2
+    rank = rng.choice(20_000, 100_000, p=p / p.sum())
+    fps = (rank.astype(np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+    tail = rank > 100
+    for mode in ("hash", "pkg"):
+        routed = registry.create(name, 8, 1, 0, {"tail": mode, "decay": 1.0}).router.route(fps, 0)
+        away = routed != home(fps, 8)
+        moved_tail_keys = np.unique(fps[away & tail]).size
+        if mode == "hash":
+            assert moved_tail_keys == 0 and away.any(), name  # the head still splits
+        else:
+            assert moved_tail_keys > 1000, (name, moved_tail_keys)
+        if name != "rr-head":
+            loads = np.bincount(registry.create(name, 8, 1, 0, {"tail": mode}).router.route(fps, 0), minlength=8)
+            assert loads.max() / loads.mean() < 1.02, (name, mode, loads)

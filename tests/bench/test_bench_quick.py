@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 
 import numpy as np
 import pytest
 
 from skewlab.bench import TARGETS
 from skewlab.bench import cli as bench_cli
+from skewlab.bench.common import Section, result_page, write_results
+from skewlab.bench.results_tables import check_seals
 
 
 @pytest.fixture(scope="module")
@@ -42,20 +45,25 @@ def test_exit_status_and_every_section(quick_run):
 
 def test_page_links_every_figure_and_figures_exist(quick_run):
     out, _, sections = quick_run
-    page = (out / "results.md").read_text(encoding="utf-8")
-    for key in TARGETS:
+    pages = {key: result_page(out, key).read_text(encoding="utf-8") for key in TARGETS}
+    text = "\n".join(pages.values())
+    for key, page in pages.items():
         assert f"<!-- bench:{key}:start -->" in page and f"<!-- bench:{key}:end -->" in page
-    linked = set(re.findall(r"!\[[^\]]*\]\((figures/[^)]+\.png)\)", page))
+        assert page.startswith("# ") and "](../results.md)" in page  # its own header, a link to the headline
+    assert not (out / "results.md").exists()  # the headline page is written by hand
+    linked = set(re.findall(r"!\[[^\]]*\]\(\.\./(figures/[^)]+\.png)\)", text))
     on_disk = {f"figures/{p.name}" for p in (out / "figures").glob("*.png")}
     assert linked == on_disk and len(on_disk) >= 14
+    assert "](figures/" not in text  # every figure link goes one folder up, from results/ to figures/
     for f in linked:
         data = (out / f).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5_000
     for s in sections.values():
         assert set(s.figures) <= linked
         assert "|---|" in s.markdown  # at least one table
-        assert f"`{s.command}`" in page  # exact command recorded next to the section
-    assert "seed 0" in page and "load average" in page
+        assert f"`{s.command}`" in pages[s.key]  # exact command recorded next to the section
+        assert dict(check_seals(pages[s.key]))[s.key] is True  # the tables carry their seal
+    assert "seed 0" in text and "load average" in text and ", commit " in text
 
 
 def test_nasir_invariants(quick_run):
@@ -197,36 +205,35 @@ def test_bench_route_equals_simulate():
 
 
 def test_single_target_keeps_other_sections(quick_run, tmp_path):
+    """A target rewrites its own block of its own page; the page's hand-written sections and the other
+    pages stay as they are."""
     out, _, _ = quick_run
-    page = (out / "results.md").read_text(encoding="utf-8")
-    copy = tmp_path / "results.md"
-    foreign = '<!-- BEGIN section "Other" -->\n## Other\n\nWritten by another part of the project.\n<!-- END section "Other" -->\n'
-    copy.write_text(page + "\n" + foreign, encoding="utf-8")
+    shutil.copytree(out / "results", tmp_path / "results")
     (tmp_path / "figures").mkdir()
+    dkg_page = tmp_path / "results" / "dkg.md"
+    foreign = "\n## Other\n\nWritten by hand, after the generated section.\n"
+    dkg_page.write_text(dkg_page.read_text(encoding="utf-8") + foreign, encoding="utf-8")
+    nasir_before = (tmp_path / "results" / "nasir.md").read_text(encoding="utf-8")
     code = bench_cli.main(["bench", "dkg", "--quick", "--out", str(tmp_path)])
     assert code == 0
-    new = copy.read_text(encoding="utf-8")
-    for key in TARGETS:
-        assert f"<!-- bench:{key}:start -->" in new
-    nasir = re.search(r"<!-- bench:nasir:start -->.*?<!-- bench:nasir:end -->", page, re.S).group(0)
-    assert nasir in new  # untouched
-    assert new.endswith(foreign) and new.count("## Other") == 1  # text outside the bench block kept verbatim
-    assert new.count("<!-- bench:begin") == 1 and new.index("<!-- bench:end -->") < new.index(foreign)
+    new = dkg_page.read_text(encoding="utf-8")
+    assert new.count("<!-- bench:dkg:start -->") == 1 and new.endswith(foreign) and new.count("## Other") == 1
+    assert new.index("<!-- bench:dkg:end -->") < new.index("## Other")
+    assert (tmp_path / "results" / "nasir.md").read_text(encoding="utf-8") == nasir_before  # untouched
 
 
 def test_existing_page_without_block_is_kept(tmp_path):
-    """A results page written by someone else first: the bench block goes on top, their text stays."""
-    from skewlab.bench.common import Section, write_results
-
-    other = "\n<!-- BEGIN section \"Reliability\" -->\n## Reliability\n\n| a | b |\n|---|---|\n| 1 | 2 |\n<!-- END section \"Reliability\" -->\n"
-    (tmp_path / "results.md").write_text(other, encoding="utf-8")
-    write_results(tmp_path, [Section("dkg", "DKG", "cmd", "body |---|")], 0, list(TARGETS))
-    write_results(tmp_path, [Section("nasir", "Nasir", "cmd", "body |---|")], 0, list(TARGETS))
-    page = (tmp_path / "results.md").read_text(encoding="utf-8")
-    assert page.startswith("<!-- bench:begin") and page.count("## Reliability") == 1
-    assert page.rstrip().endswith('<!-- END section "Reliability" -->')
-    assert page.index("bench:nasir:start") < page.index("bench:dkg:start") < page.index("## Reliability")
-    assert "(#reliability) (not generated by `skewlab bench`)" in page
+    """A page written by hand first: the generated block goes after its header, before its sections."""
+    (tmp_path / "results").mkdir()
+    other = "# DKG\n\nIntro.\n\n## Reliability\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
+    (tmp_path / "results" / "dkg.md").write_text(other, encoding="utf-8")
+    write_results(tmp_path, [Section("dkg", "DKG", "cmd", "body\n\n| x |\n|---|\n| 1 |")])
+    write_results(tmp_path, [Section("dkg", "DKG", "cmd", "body\n\n| x |\n|---|\n| 2 |")])
+    page = (tmp_path / "results" / "dkg.md").read_text(encoding="utf-8")
+    assert page.startswith("# DKG\n\nIntro.\n\n<!-- bench:dkg:start -->") and page.count("## Reliability") == 1
+    assert page.rstrip().endswith("| 1 | 2 |") and page.count("bench:dkg:start") == 1 and "| 2 |" in page
+    write_results(tmp_path, [Section("nasir", "Nasir", "cmd", "body |---|")])
+    assert (tmp_path / "results" / "nasir.md").read_text(encoding="utf-8").startswith("# Nasir et al.")
 
 
 def _verdict_after_every_figure(markdown: str) -> None:

@@ -58,7 +58,7 @@ def test_seeds_below_one_is_a_usage_error(tmp_path, capsys):
     assert args.func(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--seeds must be at least 1" in err
-    assert not (tmp_path / "results.md").exists()
+    assert not (tmp_path / "results").exists()
 
 
 def test_mean_rows_merges_seeds_of_a_configuration():

@@ -29,3 +29,58 @@ def test_worker_figures_from_rows():
     assert f["tuple_max_over_mean"] == pytest.approx(50 / 30)
     assert f["latency"]["max_mean"] == 1.5 and f["latency"]["p50"] == 2.0 and f["latency"]["p99"] == 3.0
     assert worker_figures([], 0, 2)["latency"] is None
+
+
+def test_a_variant_names_its_grouping_and_parameters():
+    from skewlab.bench.bench_spark import variant_of
+
+    assert variant_of("hash") == ("hash", {})
+    assert variant_of("dchoices+tail=hash", {"dchoices": {"tail": "pkg", "decay": 1.0}}) == (
+        "dchoices", {"tail": "hash", "decay": 1.0})  # inline over --param
+
+
+def test_rounds_give_each_variant_its_median_speedup_over_hash_of_the_same_round():
+    from skewlab.bench.bench_spark import round_summary
+
+    rounds = {"hash": [{"tuples_per_second": 10.0, "max_worker_seconds": 4.0},
+                       {"tuples_per_second": 20.0, "max_worker_seconds": 2.0},
+                       {"tuples_per_second": 10.0, "max_worker_seconds": 4.0}],
+              "dchoices": [{"tuples_per_second": 15.0, "max_worker_seconds": 2.0},
+                           {"tuples_per_second": 20.0, "max_worker_seconds": 2.0},
+                           {"tuples_per_second": 12.0, "max_worker_seconds": 1.0}]}
+    s = round_summary(rounds)
+    assert s["dchoices"]["speedup"] == (1.2, 1.0, 1.5)  # 1.5, 1.0, 1.2: per round, not medians' ratio
+    assert s["dchoices"]["busiest_gain"] == (2.0, 1.0, 4.0)
+    assert s["hash"]["tps_median"] == 10.0 and s["hash"]["speedup"] == (1.0, 1.0, 1.0)
+
+
+def test_the_bench_waits_for_kernels_and_refuses_batches_routed_by_another_grouping(monkeypatch, tmp_path):
+    """Issue 36 item 3: a cold numba cache made the engine route by hash under the name of the grouping
+    asked for.  The bench asks the engine to wait for the kernels and refuses a variant whose measured
+    batches another grouping routed (here an engine that reports hash for dchoices' batches)."""
+    import types
+
+    import skewlab.engine.runtimes.spark.engine as engine_module
+    from skewlab.bench import bench_spark
+
+    seen = {}
+
+    class InterimEngine:  # stands in for SparkEngine: routes by the interim grouping, as with cold kernels
+        def __init__(self, cfg, log=None, after_batch=None):
+            seen["cfg"] = cfg
+            self.after_batch = after_batch
+            self.controller = types.SimpleNamespace(intervals=[], planner=types.SimpleNamespace(name="hash"))
+
+        def run(self):
+            for b in range(3):
+                self.controller.intervals.append({"tuples": 100, "worker_loads": [50, 50], "max_key_load": 10,
+                                                  "algorithm": "hash"})
+                self.after_batch(self, b)
+            return 0
+
+    monkeypatch.setattr(engine_module, "SparkEngine", InterimEngine)
+    args = types.SimpleNamespace(workers=2, per_batch=100, batches=2, warmup=1, keys=10, zipf=1.0, window=2,
+                                 master="local[1]", operator="count", service_us=0.0, combine=True, params={})
+    with pytest.raises(RuntimeError, match=r"variant dchoices\+tail=hash: its measured batches were routed by \['hash'\]"):
+        bench_spark.run_engine("dchoices+tail=hash", args, str(tmp_path))
+    assert seen["cfg"].wait_for_kernels and seen["cfg"].algorithm == "dchoices" and seen["cfg"].params == {"tail": "hash"}

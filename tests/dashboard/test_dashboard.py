@@ -784,6 +784,29 @@ def test_worker_box_shows_the_runs_state_partitions():
     assert _run_summary({"id": 4, "status": "running", "config": {}})["max_workers"] is None
 
 
+def test_algorithm_picker_lists_the_runs_user_grouping():
+    """A run on a user's grouping (``package.module:Class``): the picker lists it beside the registry's,
+    selected, with the form of its own declared parameters, validated by them; one that does not load
+    in the dashboard is listed with the reason and cannot be applied."""
+    from skewlab.dashboard.app import _controls_outputs
+    from skewlab.dashboard.controls import build_algorithm_command, validate_fields
+
+    spec = "examples.bounded_loads:BoundedLoads"
+    cs = {"run_id": 3, "status": "running", "algorithm": spec, "params": {"epsilon": 0.25}, "n_workers": 4}
+    out = _controls_outputs(cs, read_only=False)
+    values = [o["value"] for o in out["algo-options"]]
+    assert values[:2] == ["hash", "consistent"] and values[-1] == spec and out["algo-value"] == spec
+    assert "bounded loads" in out["algo-summary"] and out["apply-label"] == "Apply parameters"
+    assert "epsilon" in str(out["param-form"]) and not out["apply-disabled"]
+    assert validate_fields(spec, ["epsilon"], ["0"])[1] == {"epsilon": "parameter epsilon: 0 is out of range (0, 10]"}
+    assert build_algorithm_command(spec, {"epsilon": 0.1}, current_algorithm=spec, current_params={"epsilon": 0.25}) \
+        == ("set-param", {"params": {"epsilon": 0.1}})
+    assert spec not in [o["value"] for o in _controls_outputs({**cs, "algorithm": "hash"}, False)["algo-options"]]
+    broken = _controls_outputs({**cs, "algorithm": "examples.bounded_loads:Gone"}, read_only=False)
+    assert broken["algo-options"][-1]["value"] == "examples.bounded_loads:Gone" and broken["apply-disabled"]
+    assert "cannot load it in the dashboard" in broken["algo-summary"] and "has no Gone" in broken["algo-summary"]
+
+
 def test_runs_table_names_each_runs_operator():
     from skewlab.dashboard.layout import runs_table
 

@@ -5,7 +5,10 @@ a temporary SQLite database; the dashboard is served from a thread on a free loo
 the page loads with live data; an invalid θmax is refused in the form with its range; switching the
 algorithm becomes a command that turns from pending to applied and an annotation on the time axes;
 adding a worker shows one more bar; a read-only dashboard disables its controls; the history tab
-exports the run; and a synthetic 128-worker run shows the roll-up.
+exports the run; and a synthetic 128-worker run shows the roll-up.  That engine is the browser tests'
+one live run: a move's interval and figure are checked on a recorded run
+(tests/dashboard/test_dashboard_truth_browser.py, tests/storage/test_moves.py), ``skewlab demo`` by
+tests/end_to_end/test_readme.py::test_demo_main_command.
 
 Screenshots of the main views go to ``docs/screenshots/`` when ``SKEWLAB_SCREENSHOTS=1`` (as for the
 README), otherwise to the test's temporary directory.
@@ -18,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -251,45 +253,6 @@ def test_adding_a_worker_shows_one_more_bar(live, workdir):
     assert not errors, errors
 
 
-def test_a_move_has_one_interval_and_one_figure(live):
-    """Issue 26 item 10: a switch that moves state (pkg splits keys; hash gives each key one owner) is one
-    move: the KPI card, the migration table and ``skewlab control status`` show it under the interval the
-    command took effect in, with one figure, the stored interval metric of that interval."""
-    from skewlab.storage.moves import cost_text
-
-    page, served, run_id, db, _ = live
-    if not page.url.startswith(served.url):  # run on its own (-k): the page is not open yet
-        page.goto(served.url)
-    page.click("#algo-select")
-    page.get_by_role("option", name="hash", exact=True).click()
-    page.click("#apply-btn")
-    expect(page.locator("#control-msg")).to_contain_text("submitted")
-    item = page.locator(".cmd").first
-    expect(item).to_contain_text("set-algorithm")
-    expect(item).to_have_attribute("data-status", "applied", timeout=90_000)
-    store = connect(db)
-    try:
-        cmd = store.recent_commands(1, run_id=run_id)[0]
-        t = int(cmd["applied_interval"])
-        expect(item).to_contain_text(f"applied at interval {t}")
-        table = page.locator("#migration-table")
-        row = table.locator("tbody tr").filter(has=page.locator("td:first-child", has_text=re.compile(rf"^{t}$")))
-        expect(row).to_have_count(1, timeout=90_000)  # the import completes two batches later
-        headers = table.locator("thead th").all_inner_texts()
-        figure = row.locator("td").nth(headers.index("migration cost")).inner_text()
-        metric = store.interval_metrics(run_id, since_interval=t - 1, limit=1)[0]
-        assert int(metric["interval"]) == t and figure == cost_text(metric["migration_cost"]), (figure, metric)
-        assert float(figure) > 0, "the switch to hash moved state"
-        expect(page.locator("#kpi-migration_cost .kpi-value")).to_have_text(f"{figure} · #{t}")
-    finally:
-        store.close()
-    status = subprocess.run([sys.executable, "-m", "skewlab", "control", "--db", db, "status"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
-    assert status.returncode == 0, status.stderr
-    line = next(x for x in status.stdout.splitlines() if x.startswith(f"#{cmd['id']} "))
-    assert f"applied at interval {t}, migration cost {figure}" in line, status.stdout
-
-
 def test_history_tab_lists_and_exports_the_run(live, workdir):
     page, served, run_id, _, _ = live
     page.click("text=Runs & comparison")
@@ -366,6 +329,7 @@ def test_roll_up_at_128_workers(browser, workdir):
                                " return g && g.data && g.data.length && g.data[0].x.length === 16; }")
         rollup = page.evaluate("() => document.querySelector('#fig-workers .js-plotly-plot').layout.annotations[0].text")
         assert rollup.startswith("top 16 of 128 workers")
+        page.locator("#fig-workers").scroll_into_view_if_needed()  # the KPI strip may take two rows
         box = page.locator("#fig-workers .js-plotly-plot .point").first.bounding_box()
         page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # drill down: top worker
         expect(page.locator("#worker-detail")).to_contain_text("worker w")
@@ -378,76 +342,3 @@ def test_roll_up_at_128_workers(browser, workdir):
     finally:
         page.close()
         served.close()
-
-
-DEMO = """
-import sys
-from skewlab import cli
-sys.exit(cli.main(sys.argv[1:]))
-"""
-
-
-class DemoProcess:
-    """``skewlab demo`` started at the beginning of the module (its Spark startup overlaps the other
-    tests); a thread collects its output."""
-
-    def __init__(self, workdir: Path) -> None:
-        env = dict(os.environ, SKEWLAB_DATA_DIR=str(workdir / "demo-data"), PYTHONUNBUFFERED="1")
-        self.workdir = workdir
-        self.db = f"sqlite:///{workdir}/demo.sqlite"
-        cmd = [sys.executable, "-c", DEMO, "demo", "--port", "0", "--db", self.db, "--interval", "1",
-               "--rate", "3000", "--workers", "2", "--duration", "400"]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
-        self.lines: list[str] = []
-        self.flowing = threading.Event()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.append(line)
-            if "data is flowing" in line:
-                self.flowing.set()
-
-    @property
-    def text(self) -> str:
-        return "".join(self.lines)
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def demo(workdir):
-    d = DemoProcess(workdir)
-    yield d
-    d.close()
-
-
-def test_demo_prints_the_url_and_stops_both_on_ctrl_c(demo):
-    """``skewlab demo``: the URL first (the dashboard listens before the engine starts), then a line
-    once data flows, Ctrl-C stops both cleanly."""
-    import urllib.request
-
-    assert demo.flowing.wait(150), demo.text
-    first = demo.lines[0]
-    assert "dashboard at " in first, demo.text
-    url = first.split("dashboard at ")[1].split()[0]
-    assert url.startswith("http://127.0.0.1:"), demo.text
-    (flowing,) = [ln for ln in demo.lines if "data is flowing" in ln]
-    assert "(run 1)" in flowing and url in flowing, flowing
-    with urllib.request.urlopen(url, timeout=10) as r:
-        assert r.status == 200 and b"skewlab" in r.read()
-    demo.proc.send_signal(signal.SIGINT)
-    assert demo.proc.wait(timeout=90) == 0, demo.text
-    demo.reader.join(timeout=10)
-    assert "stopped (engine exit status 0)" in demo.text, demo.text
-    log = (demo.workdir / "demo-data" / "logs" / "demo-engine.log").read_text()
-    assert "stopped after" in log and "Traceback" not in log, log[-2000:]
-    store = connect(demo.db)
-    (run,) = store.list_runs()
-    assert run["name"] == "demo" and run["status"] == "stopped" and run["intervals"] >= 1
-    store.close()

@@ -3,8 +3,10 @@ its import (twice, at two different steps of the driver), after its snapshot but
 commit, and at two random moments — and restarted with the same --checkpoint each time.  At the end
 every (batch, key) result in the Parquet sink equals the windowed count recomputed from Spark's offset
 log and the input file, exactly once (no state lost or doubled, no held tuple dropped), and every
-batch was recorded exactly once in the database.  The same with the Kafka result sink (two kills): the
-topic then holds every result record once — a replayed batch wrote nothing twice."""
+batch was recorded exactly once in the database.  The same with the Kafka result sink (one kill, after the
+workers wrote a batch's records): the topic then holds every result record once — a replayed batch
+wrote nothing twice.  The kills at a random moment run in the first scenario only: each further one
+cost an engine start and checked nothing that scenario's faults at fixed steps do not (issue 37)."""
 
 from __future__ import annotations
 
@@ -146,8 +148,8 @@ def test_kill_9_with_the_kafka_sink_then_restart_gives_ground_truth(tmp_path, ka
 
     keys, data = write_stream(tmp_path, 24_000)
     sink = f"kafka://{kafka_broker}/exactly-once"
-    kills, text = kill_and_restart(tmp_path, data, ["collected:{}:export", None], sink)
-    assert kills >= 2 and text.count("fault injection: SIGKILL") == 1, text[-3000:]
+    kills, text = kill_and_restart(tmp_path, data, ["collected:{}:export"], sink)
+    assert kills == 1 and text.count("fault injection: SIGKILL") == 1, text[-3000:]
     snap = latest_snapshot(tmp_path)
     assert sum(snap["consumed"].values()) == len(keys)
     assert snap["controller"].migrations
@@ -163,16 +165,16 @@ def test_kill_9_with_the_kafka_sink_then_restart_gives_ground_truth(tmp_path, ka
 
 
 def test_kill_9_with_a_user_operator_then_restart_gives_ground_truth(tmp_path):
-    """The user's operator of examples/ewma_rate.py through migrations (mixed rebalances), a kill
-    between a batch's export and its import and one at a random moment: every (batch, key) result
+    """The user's operator of examples/ewma_rate.py through migrations (mixed rebalances) and a kill
+    between a batch's export and its import: every (batch, key) result
     equals the EWMA folded from Spark's offset log and the input file, exactly once."""
     from examples.ewma_rate import ALPHA, EwmaRate
     from skewlab.engine.runtimes.spark.result_sink import sink_schema
 
     keys, data = write_stream(tmp_path, 24_000)
-    kills, text = kill_and_restart(tmp_path, data, ["collected:{}:export", None],
+    kills, text = kill_and_restart(tmp_path, data, ["collected:{}:export"],
                                    extra=("--operator", "examples.ewma_rate:EwmaRate"))
-    assert kills >= 2 and text.count("fault injection: SIGKILL") == 1, text[-3000:]
+    assert kills == 1 and text.count("fault injection: SIGKILL") == 1, text[-3000:]
     snap = latest_snapshot(tmp_path)
     assert sum(snap["consumed"].values()) == len(keys)
     assert snap["controller"].migrations, "no migration happened: the test would not exercise export/import"
@@ -187,13 +189,12 @@ def test_kill_9_with_a_user_operator_then_restart_gives_ground_truth(tmp_path):
 def test_kill_9_with_split_keys_then_restart_gives_ground_truth(tmp_path):
     """dchoices splits the head keys: the results are written by the key-partitioned merge stage
     (share_merge) from the workers' shares.  Killed after a batch's operator ran (its shares sent,
-    nothing applied), after its snapshot but before Spark's commit, and at a random moment, then
-    restarted: every (batch, key) has exactly one row, equal to the windowed count recomputed from
+    nothing applied) and after its snapshot but before Spark's commit, then restarted: every (batch, key) has exactly one row, equal to the windowed count recomputed from
     Spark's offset log and the input file."""
     keys, data = write_stream(tmp_path, 24_000)
-    kills, text = kill_and_restart(tmp_path, data, ["collected:{}", "saved:{}", None],
+    kills, text = kill_and_restart(tmp_path, data, ["collected:{}", "saved:{}"],
                                    grouping=("--algorithm", "dchoices"), progress_timeout=600)
-    assert kills >= 3 and text.count("fault injection: SIGKILL") == 2, text[-3000:]
+    assert kills == 2 and text.count("fault injection: SIGKILL") == 2, text[-3000:]
     snap = latest_snapshot(tmp_path)
     assert sum(snap["consumed"].values()) == len(keys) and snap["controller"].planner.name == "dchoices"
     per_batch = batch_keys(tmp_path / "ckpt", lambda p, s, e: [keys[j * 2 + p] for j in range(s, e)])

@@ -31,6 +31,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -83,7 +84,7 @@ def readme(cmd: str) -> str:
 #: README command → the test that runs it ("ci": `.ci/run` runs it, checked by test_ci_runs_the_readme_test_command)
 RUN_BY: dict[str, str] = {
     "./scripts/install && skewlab demo": "ci + test_demo_main_command",
-    "./scripts/install && python3 -m pytest -q": "ci",
+    "./scripts/install && python3 -m pytest -q --durations=20": "ci",
     "skewlab algorithms": "test_local_commands",
     "skewlab workloads": "test_local_commands",
     "skewlab simulate --algorithm pkg --workers 50 --sources 4 --workload zipf --zipf 1.4 --keys 100000 "
@@ -122,10 +123,16 @@ RUN_BY: dict[str, str] = {
     "skewlab demo [--port 8050] [--db URL] [--new-run]": "test_demo_and_dashboard_options",
     "skewlab demo --source kafka": "test_demo_kafka",
     "skewlab dashboard --db URL [--host H] [--port N] [--token T]": "test_demo_and_dashboard_options",
+    "skewlab broker": "test_own_kafka_topic",
+    "skewlab broker --topic latencies": "test_own_kafka_topic",
+    "skewlab engine --source kafka --bootstrap 127.0.0.1:9092 --topic latencies --key-field user.id "
+    "--value-field latency_ms --operator mean": "test_own_kafka_topic",
+    "skewlab dashboard": "test_own_kafka_topic",
     "skewlab bench all --out docs": "test_bench_commands",
     "skewlab bench dkg --out docs": "test_bench_commands",
     "skewlab bench dkg --seeds 1 --out /tmp/d": "test_bench_commands",
     "skewlab bench all --quick --out /tmp/q": "test_bench_commands",
+    "skewlab bench tables": "test_bench_commands",
 }
 
 
@@ -148,12 +155,12 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     (extract,) = [ln for ln in ci.splitlines() if ln.startswith("cmd=$(")]
     got = subprocess.run(["bash", "-c", f'{extract}; printf %s "$cmd"'], cwd=ROOT, capture_output=True, text=True)
-    assert got.stdout == readme("./scripts/install && python3 -m pytest -q"), got
+    assert got.stdout == readme("./scripts/install && python3 -m pytest -q --durations=20"), got
     assert 'bash -c "$cmd"' in ci
     # the README's command deselects the `slow` tests (pyproject's addopts); .ci/run runs them after it
     addopts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]["addopts"]
     assert shlex.split(addopts)[-2:] == ["-m", "not slow"], addopts
-    slow_at = ci.find("\npython3 -m pytest -q -m slow\n")
+    slow_at = ci.find("\npython3 -m pytest -q -m slow --durations=20\n")
     assert slow_at > ci.find('bash -c "$cmd"') > 0, ci
     install = ROOT / "scripts" / "install"
     assert os.access(install, os.X_OK) and "pip install" in install.read_text(encoding="utf-8")
@@ -542,6 +549,44 @@ def test_engine_records_of_values(tmp_path, kafka_broker):
     assert sum(_tuples(ln) for ln in eng.lines if ln.startswith("batch ")) == 3000, eng.text[-4000:]
 
 
+@pytest.mark.slow
+def test_own_kafka_topic(tmp_path):
+    """The README's "Your own Kafka topic" as written (issue 38 item 1): ``skewlab broker`` with the topic,
+    the example producer run from the repository's root, the engine on the records' dotted fields, the
+    dashboard on the engine's database; each stopped with Ctrl-C, cleanly.  Only the ports move (free
+    ones instead of 9092 and 8050, which another program may hold)."""
+    port, dash_port = _free_port(), _free_port()
+    address = f"127.0.0.1:{port}"
+    text = README.read_text(encoding="utf-8")
+    producer = re.search(r"^    (python3 examples/json_producer\.py [^\n]*)$", text, re.M)
+    assert producer, "README.md no longer runs examples/json_producer.py"
+    broker = Service(readme("skewlab broker --topic latencies"), tmp_path,
+                     {"--topic latencies": f"--topic latencies --port {port}"})
+    try:
+        broker.wait_for(lambda ln: "skewlab broker: ready" in ln, 60, "the broker ready")
+        argv = shlex.split(producer.group(1).replace("127.0.0.1:9092", address))
+        p = subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0 and "wrote 200000 records to latencies" in p.stderr, p.stderr[-3000:]
+        eng = Service(readme("skewlab engine --source kafka --bootstrap 127.0.0.1:9092 --topic latencies "
+                             "--key-field user.id --value-field latency_ms --operator mean"), tmp_path,
+                      {"127.0.0.1:9092": address})
+        try:
+            eng.wait_for(_has_tuples, 300, "status line with the topic's tuples")
+            dash = Service(readme("skewlab dashboard"), tmp_path, {"skewlab dashboard": f"skewlab dashboard --port {dash_port}"})
+            try:
+                dash.wait_for(lambda ln: f":{dash_port}" in ln, 120, "the dashboard URL")
+                assert "skewlab" in _get(f"http://127.0.0.1:{dash_port}/")
+            finally:
+                assert dash.interrupt() == 0, dash.text[-3000:]
+        finally:
+            rc = eng.interrupt()
+        assert rc == 0 and not tracebacks(eng.text), eng.text[-4000:]
+        assert not [ln for ln in eng.lines if ln.startswith("batch ") and "dead=" in ln], eng.text[-4000:]
+    finally:
+        assert broker.interrupt() == 0, broker.text[-3000:]
+    assert "skewlab broker: stopped" in broker.text and not tracebacks(broker.text)
+
+
 @pytest.fixture
 def spark_cluster(tmp_path):
     """A real Spark standalone cluster (one master, one 2-core worker) from pyspark's ``bin/spark-class``."""
@@ -625,24 +670,29 @@ def _port_free(port: int) -> bool:
 
 @pytest.mark.slow
 def test_demo_main_command(tmp_path):
-    """The README's first command (after ``./scripts/install``, which `.ci/run` runs): ``skewlab demo``."""
+    """The README's first command (after ``./scripts/install``, which `.ci/run` runs): ``skewlab demo``.
+    The URL comes first (the dashboard listens before the engine starts), then a line naming the run
+    and the URL once data flows; Ctrl-C stops both cleanly (the engine's log ends without a traceback)."""
     main = readme("./scripts/install && skewlab demo").split("&& ", 1)[1]
     if not _port_free(8050):
         pytest.fail("port 8050 (skewlab demo's default) is taken on this machine; free it to run the README's demo")
     demo = Service(main, tmp_path)
     try:
         line = demo.wait_for(lambda ln: "dashboard at" in ln, 120, "the dashboard URL")
-        assert "http://127.0.0.1:8050" in line, line
+        assert "http://127.0.0.1:8050" in line and demo.text.startswith(line), demo.text
         assert "skewlab" in _get("http://127.0.0.1:8050/")
         page = _get("http://127.0.0.1:8050/_dash-layout")  # before the first batch: says so
         assert "waiting for the first batch" in page or "no runs in the database yet" in page, page[:2000]
-        demo.wait_for(lambda ln: "data is flowing (run 1)" in ln, 300, "data flowing")
+        flowing = demo.wait_for(lambda ln: "data is flowing (run 1)" in ln, 300, "data flowing")
+        assert "http://127.0.0.1:8050" in flowing, flowing
         assert not [ln for ln in demo.text.splitlines() if not ln.startswith("skewlab demo: ")], demo.text
     finally:
         rc = demo.interrupt()
     assert rc == 0 and "stopped (engine exit status 0)" in demo.text, demo.text[-4000:]
+    log = (tmp_path / "data" / "logs" / "demo-engine.log").read_text()
+    assert "stopped after" in log and "Traceback" not in log, log[-2000:]
     (r,) = _runs(f"sqlite:///{tmp_path / 'data' / 'skewlab.db'}")
-    assert r["status"] == "stopped" and r["intervals"] >= 1, r
+    assert r["name"] == "demo" and r["status"] == "stopped" and r["intervals"] >= 1, r
 
 
 @pytest.mark.slow
@@ -726,19 +776,24 @@ def test_bench_commands(tmp_path):
     target refreshing its own section of the same page, and the quick run."""
     out = tmp_path / "docs"
     run(readme("skewlab bench all --out docs"), tmp_path, {"--out docs": f"--out {out} --seeds 1"}, timeout=2300)
-    page = (out / "results.md").read_text(encoding="utf-8")
+    page = "\n".join(p.read_text(encoding="utf-8") for p in sorted((out / "results").glob("*.md")))
     figures = sorted(p.name for p in (out / "figures").glob("*.png"))
     assert len(figures) >= 10 and "Nasir" in page and "Fang" in page, (figures, page[:500])
     run(readme("skewlab bench dkg --out docs"), tmp_path, {"--out docs": f"--out {out}"}, timeout=900)
-    again = (out / "results.md").read_text(encoding="utf-8")
-    assert "Fang" in again and "DKG" in again.upper()
+    assert "Fang" in (out / "results" / "fang.md").read_text(encoding="utf-8")
+    again = (out / "results" / "dkg.md").read_text(encoding="utf-8")
     assert "--seeds 5" in again  # the default: five seeds per reproduction
     one = tmp_path / "d"
     run(readme("skewlab bench dkg --seeds 1 --out /tmp/d"), tmp_path, {"/tmp/d": str(one)}, timeout=900)
-    assert "skewlab bench dkg --seed 0 --seeds 1" in (one / "results.md").read_text(encoding="utf-8")
+    assert "skewlab bench dkg --seed 0 --seeds 1" in (one / "results" / "dkg.md").read_text(encoding="utf-8")
     quick = tmp_path / "q"
     run(readme("skewlab bench all --quick --out /tmp/q"), tmp_path, {"/tmp/q": str(quick)}, timeout=900)
-    assert (quick / "results.md").exists()
+    assert (quick / "results" / "nasir.md").exists()
+    # the committed pages: seals intact and the small-size tables unchanged (run from a copy of docs/results)
+    checked = tmp_path / "committed"
+    shutil.copytree(ROOT / "docs" / "results", checked / "docs" / "results")
+    p = run(readme("skewlab bench tables"), checked, timeout=900)
+    assert "FAIL" not in p.stdout and p.stdout.count("ok  ") >= 14, p.stdout
 
 
 def test_install_says_what_to_do_on_an_os_managed_python(tmp_path):

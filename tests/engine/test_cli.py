@@ -399,6 +399,71 @@ def test_control_set_param_after_a_pending_switch_is_for_the_new_algorithm(tmp_p
     store.close()
 
 
+@pytest.mark.parametrize("conf, fragment", [
+    ("spark.sql.shuffle.partitions=abc", "--conf spark.sql.shuffle.partitions=abc: spark.sql.shuffle.partitions "
+                                         "must be a whole number >= 1"),
+    ("spark.sql.shuffle.partitions=0", "must be a whole number >= 1"),
+    ("spark.driver.memory=lots", "--conf spark.driver.memory=lots: spark.driver.memory must be a size such as 512m"),
+    ("spark.executor.memory=1.5g", "must be a size such as 512m or 4g"),
+    ("spark.network.timeout=soon", "must be a duration such as 120s"),
+    ("spark.sql.adaptive.enabled=yes", "must be true or false"),
+    ("spark.sql.shuffle.partitions", "--conf: expected KEY=VALUE, got 'spark.sql.shuffle.partitions'"),
+])
+def test_engine_conf_values_are_checked_before_spark_starts(tmp_path, conf, fragment):
+    """Issue 38 item 5: a --conf value of the wrong kind for a setting Spark documents is one line and exit
+    2 before Spark starts (it wrote no log), not a Python and JVM traceback and a failed run."""
+    import os
+
+    env = dict(os.environ, SKEWLAB_DATA_DIR=str(tmp_path / "data"))
+    proc = subprocess.run([sys.executable, "-m", "skewlab", "engine", "--max-batches", "1", "--conf", conf],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    one_line_exit_2(proc, fragment)
+    assert not (tmp_path / "data").exists()  # nothing started, no run recorded
+
+
+def test_well_formed_conf_values_pass_the_check():
+    from skewlab.engine.runtimes.spark.conf_values import check_spark_conf
+
+    check_spark_conf({"spark.sql.shuffle.partitions": " 200 ", "spark.driver.memory": "4g", "spark.executor.memory": "512M",
+                      "spark.driver.maxResultSize": "0", "spark.network.timeout": "120s", "spark.locality.wait": "3",
+                      "spark.sql.adaptive.enabled": "TRUE", "spark.memory.fraction": "0.6", "spark.log.level": "warn",
+                      "spark.sql.execution.arrow.maxRecordsPerBatch": "-1", "spark.some.unknown.key": "anything"})
+
+
+def test_control_checks_set_workers_against_the_runs_own_range(tmp_path, capsys):
+    """Issue 38 item 6: ``set-workers 100`` on a run whose range is [1, 8] (its --max-workers) is refused at
+    once, in the words of the dashboard's form and the engine, instead of "pending" and a later rejection."""
+    from skewlab.storage import connect
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    store = connect(url)
+    store.create_run("mixed", {}, seed=0, n_workers=4, config={"operator": "count", "max_workers": 8})
+    one_line_exit_2(skewlab(tmp_path, "control", "--db", url, "set-workers", "100"),
+                    "set-workers: parameter workers: 100 is out of range [1, 8] (the run's --max-workers")
+    one_line_exit_2(skewlab(tmp_path, "control", "--db", url, "set-workers", "9"), "out of range [1, 8]")
+    assert store.recent_commands() == []  # nothing queued
+    code, _, err = run(capsys, "control", "--db", url, "set-workers", "8")
+    assert code == 0, err
+    store.close()
+
+
+def test_control_status_prints_a_commands_params_whole(tmp_path, capsys):
+    """Issue 38 item 7: ``control status`` cut a command's payload JSON mid-string at 60 characters."""
+    from skewlab.storage import connect
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    store = connect(url)
+    store.create_run("wchoices", {}, seed=0, n_workers=4)
+    code, _, err = run(capsys, "control", "--db", url, "set-algorithm", "mixed", "theta_max=0.05", "amax=1000",
+                       "beta=2", "plan_decay=0.2")
+    assert code == 0, err
+    code, out, err = run(capsys, "control", "--db", url, "status")
+    assert code == 0, err
+    payload = store.recent_commands(1)[0]["payload"]
+    assert json.dumps(payload) in out and len(json.dumps(payload)) > 60, out
+    store.close()
+
+
 def test_simulate_counts_and_warns_about_malformed_csv_rows(tmp_path):
     """Issue 26 item 6: a missing column, an empty key and an unterminated quote are dead letters:
     counted in the result, warned about on stderr, stored with the run."""

@@ -74,7 +74,8 @@ def test_engine_with_unreachable_kafka_one_line_exit_2_before_spark(tmp_path):
 def test_engine_with_missing_topic_one_line_exit_2(tmp_path, kafka_broker):
     line = _one_line(_skewlab(tmp_path, "engine", "--source", "kafka", "--bootstrap", kafka_broker,
                               "--topic", "no-such-topic-26"))
-    assert "topic 'no-such-topic-26' does not exist" in line and "skewlab produce" in line
+    assert "topic 'no-such-topic-26' does not exist" in line and "start your producer first" in line
+    assert "skewlab produce" not in line  # issue 38 item 7: it would fill the user's topic with synthetic data
 
 
 def test_unreachable_postgresql_shows_the_driver_reason(tmp_path):

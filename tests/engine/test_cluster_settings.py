@@ -117,7 +117,8 @@ def test_cli_refuses_a_loopback_driver_for_a_remote_master_in_one_line(tmp_path,
 
 def test_cli_conf_malformed_is_a_usage_error(tmp_path):
     r = _engine(["--conf", "spark.driver.host"], {}, tmp_path)
-    assert r.returncode == 2 and "name=value" in r.stderr and "Traceback" not in r.stderr
+    # issue 38 item 5: the one line names --conf and the form it expects
+    assert r.returncode == 2 and "--conf: expected KEY=VALUE" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_demo_refuses_a_malformed_conf_before_starting(tmp_path):

@@ -183,3 +183,41 @@ def test_max_of_the_generators_seeded_values_equals_their_truth(spark, tmp_path)
     t = engine.results.read().to_pydict()
     got = {(b, k): r for b, k, r in zip(t["batch"], t["key"], t["result"]) if (b, k) in truth}
     assert got == truth and len(truth) > 40 and len(set(truth.values())) > 5
+
+
+def test_a_misspelt_value_field_stops_the_run_at_its_first_batch(spark, tmp_path, kafka_broker):
+    """Issue 38 item 3: ``--value-field latency`` on records whose field is ``latency_ms`` made every record a
+    dead letter and ran on (exit 0).  Now the first batch stops the run with one line naming the field
+    and the fields the records have (exit status 2 through the CLI), the run is marked failed with that
+    reason; ``--continue-on-dead-letters`` goes on and counts them."""
+    from kafka import KafkaProducer
+
+    from skewlab.shared import UsageError
+
+    topic = "latencies-typo"
+    p = KafkaProducer(bootstrap_servers=kafka_broker)
+    for i, u in enumerate(_skewed_users(600, 4)):
+        p.send(topic, value=json.dumps({"user": {"id": u}, "latency_ms": i % 90}).encode(), partition=i % 2)
+    p.flush()
+    p.close()
+    cfg = _cfg(tmp_path, source="kafka", bootstrap=kafka_broker, topic=topic, key_field="user.id",
+               value_field="latency", operator="mean", algorithm="hash", max_batches=3, max_per_batch=200)
+    engine = SparkEngine(cfg, log=lambda m: None)
+    with pytest.raises(UsageError) as err:
+        engine.run()
+    line = str(err.value)
+    import re
+
+    assert re.match(r"batch 0: (\d+) of \1 records are dead letters 'missing_value'", line), line
+    assert "has no field 'latency' of --value-field (fields seen: user.id, latency_ms)" in line, line
+    assert "--continue-on-dead-letters" in line and "\n" not in line
+    assert engine.batches_done == 1
+    run = connect(cfg.db).get_run(engine.run_id)
+    assert run["status"] == "failed" and run["note"] == line
+    go_on = _cfg(tmp_path / "on", source="kafka", bootstrap=kafka_broker, topic=topic, key_field="user.id",
+                 value_field="latency", operator="mean", algorithm="hash", max_batches=3, max_per_batch=200,
+                 continue_on_dead_letters=True)
+    engine = SparkEngine(go_on, log=lambda m: None)
+    assert engine.run() == 0 and engine.batches_done == 3
+    dead = connect(go_on.db).dead_letters(engine.run_id)
+    assert sum(d["count"] for d in dead if d["reason"] == "missing_value") == 600

@@ -58,3 +58,25 @@ def test_restart_against_another_database_is_refused(tmp_path):
     with pytest.raises(ParamError, match="db: "):
         SparkEngine(EngineConfig(db=f"sqlite:///{tmp_path / 'other.db'}", checkpoint=str(tmp_path / "ckpt"),
                                  workers=4, algorithm="pkg", shadow=[]), log=logs.append)
+
+
+def test_a_restored_run_records_a_restart_event_at_the_interval_it_resumes_with(tmp_path):
+    """Issue 38 item 7: a kill -9 and restart leaves a ``restart`` event on the run's timeline (one per
+    restart, at the controller's next interval); a new run records none."""
+    from skewlab.storage import connect
+
+    logs: list[str] = []
+    first = _engine(tmp_path, logs)
+    first.controller.interval = 5  # as after five closed intervals
+    first._save(4)
+    store = connect(f"sqlite:///{tmp_path / 'm.db'}")
+    try:
+        assert store.events(first.run_id) == []
+        again = _engine(tmp_path, logs)
+        (ev,) = store.events(first.run_id)
+        assert (ev["kind"], ev["interval"], ev["detail"]) == ("restart", 5, {"after_batch": 4})
+        again._save(4)
+        _engine(tmp_path, logs)
+        assert [e["kind"] for e in store.events(first.run_id)] == ["restart", "restart"]
+    finally:
+        store.close()

@@ -6,7 +6,7 @@ import pytest
 
 from skewlab.engine.config.params import ParamError
 from skewlab.engine.workloads import create_workload
-from skewlab.engine.workloads.key_file import parse_separator, read_key_file
+from skewlab.engine.workloads.key_file import RAW_BYTES, parse_separator, read_key_file
 
 
 def write(tmp_path, data: bytes, name="k.txt") -> str:
@@ -46,9 +46,11 @@ def test_read_key_file_edge_cases(tmp_path, data, column, header, keys, errors):
     assert [r is None for r in got.raws] == [e is None for e in errors]
 
 
-def test_raw_is_the_hex_of_the_bad_line(tmp_path):
-    got = read_key_file(write(tmp_path, b"a,b\n" + b"q" * 40 + b"\n"), "b")
-    assert got.errors == ["missing_column"] and got.raws == [(b"q" * 32).hex()]
+def test_raw_is_the_bad_line_as_readable_text(tmp_path):
+    """Issue 38 item 4: a dead letter's sample is the record as text (bytes not UTF-8 escaped), not hex."""
+    got = read_key_file(write(tmp_path, b"a,b\n" + b"q" * 40 + b"\n" + b"\xff" + b"r" * 300 + b"\n"), "b")
+    assert got.errors == ["missing_column", "bad_utf8"]
+    assert got.raws == ["q" * 40, "\\xff" + "r" * (RAW_BYTES - 1) + "…"]
 
 
 def test_separators(tmp_path):

@@ -77,8 +77,8 @@ def test_unknown_type_newer_version_and_foreign_bytes_are_refused():
     body = msgpack.unpackb(WorkerSummary(1).encode(), raw=False)[2]
     with pytest.raises(MessageError, match=r"unknown message type 'gossip' \(this skewlab reads control, export"):
         decode(msgpack.packb(["gossip", 1, {}]))
-    with pytest.raises(MessageError, match=r"summary message version 2: this skewlab reads version 1"):
-        decode(msgpack.packb(["summary", 2, body]))
+    with pytest.raises(MessageError, match=r"summary message version 3: this skewlab reads version 2"):
+        decode(msgpack.packb(["summary", 3, body]))
     with pytest.raises(MessageError, match=r"not a skewlab message"):
         decode(pickle.dumps({"type": "control", "batch": 1}))  # what the previous code sent
     with pytest.raises(MessageError, match=r"not a base64 message"):
@@ -157,3 +157,12 @@ def test_the_router_sends_typed_control_orders_also_from_a_route_file_of_the_pre
     assert same(typed, legacy) and same(typed[1], ControlOrder(3, {}, BIG, True))
     with pytest.raises(RuntimeError, match="routing snapshot of batch 3 holds a control order of batch 2"):
         orders({0: ControlOrder(2)})
+
+
+def test_a_message_of_an_older_version_gets_the_defaults_of_the_fields_added_since():
+    body = msgpack.unpackb(ControlOrder(4, {}, BIG, True).encode(), raw=False)[2]
+    del body["merge_all"], body["workers"]  # version 1 had neither
+    order = decode(msgpack.packb(["control", 1, body]))
+    assert (order.batch, order.split, order.merge_all, order.workers) == (4, True, True, 0)
+    with pytest.raises(MessageError, match="has fields"):  # the current version must carry every field
+        decode(msgpack.packb(["control", 2, body]))

@@ -103,6 +103,21 @@ def test_split_key_rule() -> None:
     assert is_mergeable("my.mod:Op", declared=True)
 
 
+def test_a_users_mergeable_operator_gets_the_default_for_mergeable_operators() -> None:
+    """Issue 38 item 2: with no --algorithm, a user's MergeableOperator (--operator module:Class) runs
+    under the split-key default the README promises, a user's KeyedOperator under the rebalancer;
+    the operator class's own declaration decides, as for the built-ins."""
+    from skewlab.engine.config.settings import DEFAULT_REBALANCER, DEFAULT_SPLIT_KEY
+    from skewlab.engine.runtimes.spark.engine import EngineConfig
+
+    assert is_mergeable("examples.value_mean:ValueMean") and not is_mergeable("examples.ewma_rate:EwmaRate")
+    assert not is_mergeable("examples.value_mean:ValueMean", declared=False)  # a run's stored flag wins
+    assert EngineConfig(operator="examples.value_mean:ValueMean").algorithm == DEFAULT_SPLIT_KEY == "wchoices"
+    assert EngineConfig(operator="examples.latency_histogram:LatencyHistogram").algorithm == DEFAULT_SPLIT_KEY
+    assert EngineConfig(operator="examples.ewma_rate:EwmaRate").algorithm == DEFAULT_REBALANCER
+    assert EngineConfig(operator="no_such_module_xyz:Op").algorithm == DEFAULT_REBALANCER
+
+
 @pytest.mark.parametrize("spec, message", [
     ("median", "must be one of count|sum|mean|min|max|distinct|join or package.module:Class"),
     ("no_such_module_xyz:Op", "cannot import no_such_module_xyz"),
@@ -119,3 +134,35 @@ def test_loader_one_line_errors(spec: str, message: str) -> None:
 def test_user_operator_loads_by_module_path() -> None:
     op = load_operator("skewlab.engine.operators.builtin:Mean")
     assert op.name == "mean" and op.mergeable
+
+
+def test_docs_say_what_a_mergeable_operator_implements_and_the_format_of_columns() -> None:
+    """Issue 38 item 8: docs/operators.md's table of what a KeyedOperator and a MergeableOperator implement
+    is the classes' abstract methods, and its ``columns`` example is a declaration the sink takes."""
+    import re
+    from pathlib import Path
+
+    import pyarrow as pa
+
+    from skewlab.engine.operators import KeyedOperator, MergeableOperator
+    from skewlab.engine.runtimes.spark.result_sink import sink_schema
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operators.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(\w+)\([^)]*\)` \| ([^|]+) \| ([^|]+) \|$", text, re.M)
+    assert rows, "docs/operators.md has no table of the members an operator implements"
+    for cls, col in ((KeyedOperator, 1), (MergeableOperator, 2)):
+        said = {row[0] for row in rows if row[col].startswith("you implement it")}
+        assert said == set(cls.__abstractmethods__), (cls.__name__, said)
+    declared = re.search(r"^    columns = (.+)$", text, re.M)
+    assert declared, "docs/operators.md shows no columns declaration"
+    columns = eval(declared.group(1), {"pa": pa})  # noqa: S307 - the doc's own example
+
+    class Documented(MergeableOperator):
+        name = "documented"
+
+        def partials(self, codes, n_keys, values): ...
+        def combine(self, a, b): ...
+        def finish(self, state): ...
+
+    Documented.columns = columns
+    assert sink_schema(Documented).names == ["batch", "key", "result", "p50", "n", "shares"]

@@ -1,7 +1,8 @@
 """Reliability of the Spark engine under faults (issue "Demo and reliability", part "Reliability tests").
 
-Four scenarios, each against the real engine (:class:`skewlab.engine.runtimes.spark.engine.SparkEngine` in-process on
-the session ``spark`` fixture, ``local[2]``):
+Four scenarios, three against the real engine (:class:`skewlab.engine.runtimes.spark.engine.SparkEngine` in-process on
+the session ``spark`` fixture, ``local[2]``), bad commands against the driver's step where the engine
+applies them:
 
 * **Database outage** — a private PostgreSQL server (``tests.pg``) is stopped for >= 30 s while the
   generator stream keeps flowing, then started again.  The engine must keep processing batches,
@@ -16,8 +17,9 @@ the session ``spark`` fixture, ``local[2]``):
   ``max_key_bytes`` bytes and multi-byte UTF-8 keys), the query never dies.
 * **Bad commands** — out-of-range, wrong types, unknown algorithm/parameter, unknown kind and
   non-object payloads (written to the table directly, as a foreign client could), SQL/template/
-  path "injection" strings: every one is rejected with a reason, the controller is bit-for-bit
-  unchanged across the batch that consumed them (grouping pickle: algorithm, parameters, worker
+  path "injection" strings, read from the database and applied by the driver's step
+  (:mod:`skewlab.engine.runtimes.spark.driver_step`) on made-up batches, as the engine does: every
+  one is rejected with a reason, the controller is bit-for-bit unchanged across the batch that consumed them (grouping pickle: algorithm, parameters, worker
   count, routing table; keyed state; vocabulary), the database is intact, and a valid command
   afterwards still applies.
 * **Worker changes under load** — ``set-workers 8`` then ``set-workers 6`` (from 4) while the
@@ -27,7 +29,7 @@ the session ``spark`` fixture, ``local[2]``):
 
 The kill -9 exactly-once scenario is :mod:`tests.end_to_end.test_exactly_once`.  The long scenarios (outage,
 bad input) are marked ``slow``: a plain ``pytest`` deselects them, ``.ci/run`` runs them (``-m slow``).  Each test prints one
-``RELIABILITY <name>: {...}`` line with its figures (``pytest -s`` shows them; ``docs/results.md``
+``RELIABILITY <name>: {...}`` line with its figures (``pytest -s`` shows them; ``docs/results/engine.md``
 section "Reliability" records a run).
 """
 
@@ -36,6 +38,7 @@ from __future__ import annotations
 import json
 import pickle
 import random
+import re
 import subprocess
 import time
 from collections import Counter
@@ -47,6 +50,7 @@ pytest.importorskip("pyspark")
 
 from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine  # noqa: E402
 from skewlab.engine.control.state import decode  # noqa: E402
+from skewlab.engine.workloads.key_file import RAW_BYTES  # noqa: E402
 from skewlab.storage import connect  # noqa: E402
 from tests.engine_helpers import by_fingerprint, generator_truth  # noqa: E402
 from tests.pg import _cmd, throwaway_server  # noqa: E402
@@ -247,8 +251,12 @@ def test_malformed_kafka_records_are_dead_letters_and_valid_ones_all_processed(s
     assert engine.dead_total == sum(BAD.values()) == 100_000
     dead = {d["reason"]: d for d in connect(db).dead_letters(engine.run_id)}
     assert {r: d["count"] for r, d in dead.items()} == BAD
-    assert all(d["sample"] for d in dead.values())  # hex samples of the offending bytes kept
-    assert all(len(s) <= 64 for d in dead.values() for s in d["sample"])
+    # samples: the offending record's first RAW_BYTES bytes as readable text (raw_text), bounded
+    assert all(d["sample"] for d in dead.values())
+    assert all(len(s) <= 4 * RAW_BYTES + 1 for d in dead.values() for s in d["sample"])
+    assert all(re.fullmatch(r"no key \d+", s) for s in dead["no_key"]["sample"]), dead["no_key"]
+    assert all(s.startswith("k") and "\\x" in s for s in dead["bad_utf8"]["sample"]), dead["bad_utf8"]
+    assert all(s.endswith("…") and s[0] in "x\\" for s in dead["oversized"]["sample"]), dead["oversized"]
     # every valid record processed, keys intact (UTF-8, boundary length)
     assert Counter(engine.controller.results()) == by_fingerprint(Counter(good))
     assert sum(engine.consumed.values()) == total
@@ -339,66 +347,87 @@ def _controller_fingerprint(c) -> dict:
     }
 
 
-def test_bad_commands_rejected_with_reasons_state_unchanged(spark, tmp_path, monkeypatch):
+#: the key fingerprints of the made-up batches of the bad-commands scenario, skewed counts
+KEYS = np.arange(1, 501, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+SKEW = (2000.0 / np.arange(1, 501) ** 1.2).astype(np.int64) + 1
+
+
+def _step(snapshot, batch_id: int, seq: int, commands=()):
+    """The driver's step (:func:`skewlab.engine.runtimes.spark.driver_step.step`) on one made-up batch:
+    every key on the worker the published grouping routes it to."""
+    from skewlab.engine.runtimes.spark.driver_step import BatchOutput, DriverSettings, StepInput, step
+    from skewlab.engine.runtimes.spark.messages import SourceSide, WorkerSummary
+
+    router = pickle.loads(pickle.dumps(snapshot.controller.planner.router))  # routing may change a router
+    workers = np.asarray(router.route(KEYS.copy()), dtype=np.int64)
+    counts = np.roll(SKEW, 3 * batch_id)
+    n = int(counts.sum())
+    out = BatchOutput(workers=workers, fps=KEYS.copy(), counts=counts,
+                      states={0: SourceSide(0, batch_id, n, consumed=seq + n, first_seq=seq)},
+                      summaries={w: WorkerSummary(batch_id, keys=10, held=0, state_bytes=100)
+                                 for w in range(snapshot.controller.n_workers)})
+    return step(snapshot, StepInput(batch_id, out, started=0.0, clock=lambda: 0.25, wall=1000.0 + batch_id,
+                                    commands=tuple(commands)), DriverSettings("count", True), owned=True)
+
+
+def test_bad_commands_rejected_with_reasons_state_unchanged(tmp_path):
+    """The commands as the engine meets them — read with ``Store.pending_commands``, applied by the
+    driver's step, marked with ``Store.mark_command`` — without Spark: the step is where the engine
+    applies them (the engine around it is tested by tests/engine/test_engine.py, whose run also has
+    rejected commands)."""
     from sqlalchemy import text
 
+    from skewlab.cli import main
+    from skewlab.engine.algorithms import registry
+    from skewlab.engine.algorithms.keys import FingerprintVocabulary
+    from skewlab.engine.control.controller import Controller
     from skewlab.engine.runtimes.spark import driver_step
 
-    from skewlab.cli import main
-
     db = f"sqlite:///{tmp_path}/db.sqlite"
-    cfg = gen_cfg(tmp_path, db, max_batches=5, duration=None)
     store = connect(db)
-    checks: list[tuple[int, dict, dict, list]] = []
+    run = store.create_run("mixed", {}, n_workers=4, name="bad-commands")
+    controller = Controller(registry.create("mixed", 4, 1, 0, {}), FingerprintVocabulary(), window=100_000)
+    controller.track_orders = True
+    s = driver_step.DriverSnapshot(run_id=run, controller=controller, shadow=None, partitions=16)
+    seq = 0
 
+    def batch(b: int, commands=()):
+        nonlocal s, seq
+        s, d = _step(s, b, seq, commands)
+        seq = sum(s.consumed.values())
+        store.record_interval(run, d.record)
+        for m in d.marks:  # as the engine marks them
+            store.mark_command(m.command_id, m.status, reason=m.reason or "", applied_batch=m.applied_batch, run_id=run)
+        return d
+
+    batch(0)
+    batch(1)
     store_refused: list[tuple[str, str]] = []  # (kind, reason): refused by the Store at submission
-
-    def submit_bad() -> list[int]:
-        ids = []
-        for kind, payload in BAD_COMMANDS:
-            try:
-                ids.append(store.submit_command(kind, payload))
-            except ValueError as exc:  # e.g. infinity is not JSON: refused before reaching the table
-                store_refused.append((kind, str(exc)))
-        with store.engine.begin() as conn:
-            for kind, payload in RAW_COMMANDS:
-                now = time.time()
-                res = conn.execute(text("INSERT INTO commands (run_id, kind, payload, status, reason, created_at, "
-                                        "updated_at) VALUES (NULL, :k, :p, 'pending', '', :t, :t)"),
-                                   {"k": kind, "p": payload, "t": now})
-                ids.append(int(res.lastrowid))
-        return ids
-
     bad_ids: list[int] = []
-    good_id: dict = {}
+    for kind, payload in BAD_COMMANDS:
+        try:
+            bad_ids.append(store.submit_command(kind, payload))
+        except ValueError as exc:  # e.g. infinity is not JSON: refused before reaching the table
+            store_refused.append((kind, str(exc)))
+    with store.engine.begin() as conn:
+        for kind, payload in RAW_COMMANDS:
+            now = time.time()
+            res = conn.execute(text("INSERT INTO commands (run_id, kind, payload, status, reason, created_at, "
+                                    "updated_at) VALUES (NULL, :k, :p, 'pending', '', :t, :t)"),
+                               {"k": kind, "p": payload, "t": now})
+            bad_ids.append(int(res.lastrowid))
 
-    def after(engine: SparkEngine, batch_id: int) -> None:
-        if batch_id == 0:  # commands arrive while the stream runs
-            bad_ids.extend(submit_bad())
-        if batch_id == 2:
-            good_id["id"] = store.submit_command("set-param", {"params": {"theta_max": 0.2}})
-
-    engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
-    original = driver_step.apply_commands
-
-    def wrapped(snapshot, commands, batch_id, settings, **kw):  # the driver step's commands, each batch
-        before = _controller_fingerprint(snapshot.controller)
-        out = original(snapshot, commands, batch_id, settings, **kw)
-        after_fp = _controller_fingerprint(out[0].controller)
-        checks.append((batch_id, before, after_fp, [(m.command_id, m.status, m.reason) for m in out[1]]))
-        return out
-
-    monkeypatch.setattr(driver_step, "apply_commands", wrapped)
-    assert engine.run() == 0
-
-    # the batch that consumed the bad commands: every one rejected, controller unchanged bit for bit
-    bad_batch = [(b, x, y, m) for b, x, y, m in checks if any(cid in bad_ids for cid, _, _ in m)]
-    assert len(bad_batch) == 1
-    _, before, after_fp, marks = bad_batch[0]
-    assert sorted(cid for cid, _, _ in marks) == sorted(bad_ids)
+    # the batch that consumes the bad commands: every one rejected, controller unchanged bit for bit
+    pending = tuple(store.pending_commands(run))
+    before = _controller_fingerprint(s.controller)
+    s, marks, _, _ = driver_step.apply_commands(s, pending, 2, driver_step.DriverSettings("count", True))
+    assert _controller_fingerprint(s.controller) == before
+    for m in marks:
+        store.mark_command(m.command_id, m.status, reason=m.reason or "", applied_batch=m.applied_batch, run_id=run)
+    assert sorted(m.command_id for m in marks) == sorted(bad_ids)
     assert len(bad_ids) + len(store_refused) == len(BAD_COMMANDS) + len(RAW_COMMANDS)
-    assert all(status == "rejected" and reason for _, status, reason in marks)
-    assert before == after_fp
+    assert all(m.status == "rejected" and m.reason for m in marks)
+    batch(2, store.pending_commands(run))  # nothing pending any more: nothing applied twice
     # and in the database: rejected with a one-line reason each
     rows = {c["id"]: c for c in store.recent_commands(1000)}
     assert all(rows[i]["status"] == "rejected" and rows[i]["reason"] for i in bad_ids)
@@ -409,13 +438,14 @@ def test_bad_commands_rejected_with_reasons_state_unchanged(spark, tmp_path, mon
     assert sum("unknown command kind" in r for r in reasons) == 3
     assert sum("unknown algorithm" in r for r in reasons) >= len(INJECTION)
     # the database is intact and the injection strings were stored verbatim, never executed
-    assert store.get_run(engine.run_id) is not None and len(store.interval_metrics(engine.run_id)) == 5
+    assert store.get_run(run) is not None and len(store.interval_metrics(run)) == 3
     assert any(r["payload"].get("algorithm") == INJECTION[0] for r in rows.values() if isinstance(r["payload"], dict))
-    # the engine still applies a valid command afterwards
-    assert rows[good_id["id"]]["status"] == "applied"
-    assert engine.controller.planner.p["theta_max"] == 0.2
-    assert engine.controller.n_workers == 4 and engine.controller.planner.name == "mixed"
-    assert Counter(engine.controller.results()) == by_fingerprint(generator_truth(cfg, engine.consumed))
+    # a valid command afterwards still applies
+    good = store.submit_command("set-param", {"params": {"theta_max": 0.2}})
+    batch(3, store.pending_commands(run))
+    assert store.get_command(good)["status"] == "applied"
+    assert s.controller.planner.p["theta_max"] == 0.2
+    assert s.controller.n_workers == 4 and s.controller.planner.name == "mixed"
 
     # the CLI refuses the same things before they reach the database (exit 2, one line)
     n_before = len(store.recent_commands(10_000))

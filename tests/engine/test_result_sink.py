@@ -16,7 +16,7 @@ import pytest
 from skewlab.engine.io import kafka_io
 from skewlab.engine.config.params import ParamError
 from skewlab.engine.runtimes.spark import result_sink as R
-from skewlab.engine.runtimes.spark.result_sink import sink_schema
+from skewlab.engine.runtimes.spark.result_sink import open_sink, sink_schema
 
 
 def results(batch: int, worker: int, keys: list[str], counts: list[int] | None = None) -> pa.Table:
@@ -174,3 +174,22 @@ def test_parquet_sink_is_cleared_for_a_new_run(tmp_path):
     assert R.open_sink(str(tmp_path), 2, log=logged.append).read().num_rows == 0
     assert "removed 1 result batch" in logged[0]
     assert R.restore_sink(str(tmp_path), None, 2).url == str(tmp_path)
+
+
+def test_an_operator_column_named_n_survives_the_kafka_sink_and_placement_names_are_refused(kafka_broker):
+    """The mean's column ``n`` (the tuples it averages) was overwritten by the record count of the
+    writer's output, which the records carried as ``n``: now ``records``; records written before
+    (with ``n``) are still read.  An operator column named like a placement field is refused."""
+    from skewlab.engine.operators.builtin import Mean
+
+    schema = sink_schema(Mean())
+    sink = open_sink(f"kafka://{kafka_broker}/rs-mean-n", 2, schema=schema)
+    table = pa.table({"batch": pa.array([0, 0], pa.int64()), "key": ["a", "b"], "result": [1.5, 2.0],
+                      "n": pa.array([7, 9], pa.int64()), "shares": pa.array([1, 1], pa.int32())}, schema=schema)
+    assert sink.write(0, 1, table) == 2
+    got = sink.read().to_pydict()
+    assert sorted(zip(got["key"], got["n"])) == [("a", 7), ("b", 9)]
+    assert all(m["records"] == 2 for m in raw(kafka_broker, "rs-mean-n")[1])
+    clash = pa.schema([*schema, pa.field("seq", pa.int64())])
+    with pytest.raises(ParamError, match=r"column\(s\) seq clash with the record fields"):
+        open_sink(f"kafka://{kafka_broker}/rs-mean-n", 2, schema=clash)

@@ -91,16 +91,19 @@ def test_background_warmup_tells_a_cached_grouping_from_one_that_compiles(tmp_pa
     reports the grouping ready without compiling it; with an empty cache it says ``compiling`` first."""
     from skewlab.engine.runtimes.background_warmup import BackgroundWarmup
 
-    warm = BackgroundWarmup(["hash", "pkg"])
+    said: list[str] = []  # issue 38 item 7: the engine says "compiling" from on_compiling, only when it does
+    warm = BackgroundWarmup(["hash", "pkg"], on_compiling=said.append)
     try:
         assert warm.wait_until_known("pkg") and not warm.compiling()
+        assert warm.wait_for("pkg") and said == []
     finally:
         warm.close()
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-    cold = BackgroundWarmup(["hash", "pkg"])
+    cold = BackgroundWarmup(["hash", "pkg"], on_compiling=said.append)
     try:
         cold.wait_until_known("pkg")
         assert "pkg" in cold.compiling() and "hash" in cold.compiling()
         assert cold.wait_for("pkg")
     finally:
         cold.close()
+    assert said == ["hash", "pkg"]

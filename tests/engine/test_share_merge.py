@@ -86,9 +86,10 @@ def test_released_results_pass_through_once():
 
 
 def test_merge_stage_in_spark_writes_each_key_as_its_hash_bucket_whatever_the_task_count(spark, tmp_path):
-    """The merge stage's writer of a key is the partition ``repartition(P, key)`` gives it (so files
-    written before this stage ran in fewer tasks are rewritten identically on a replay), and the files
-    are the same with 1, 2 or P tasks: one row per (batch, key), equal to merge_rows over all rows."""
+    """The merge stage's writer of a key is P + the partition ``repartition(P, key)`` gives it (so
+    files written before this stage ran in fewer tasks are rewritten identically on a replay; writers
+    below P are the workers), and the files are the same with 1, 2 or P tasks and with one task
+    without a shuffle (few rows announced): one row per (batch, key), equal to merge_rows over all rows."""
     import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
@@ -107,12 +108,14 @@ def test_merge_stage_in_spark_writes_each_key_as_its_hash_bucket_whatever_the_ta
     truth = merge_rows(table, op).to_pydict()
     truth = sorted(zip(truth["key"], truth["result"], truth["shares"]))
     files = {}
-    for tasks in (1, 2, P):
-        out = tmp_path / f"tasks-{tasks}"
-        written = merge_in_spark(df, batch, P, ParquetSink(str(out), schema=sink_schema(op)), op, tasks=tasks)
+    for tasks, announced in ((1, None), (2, None), (P, None), (P, 300)):
+        out = tmp_path / f"tasks-{tasks}-{announced}"
+        written = merge_in_spark(df, batch, P, ParquetSink(str(out), schema=sink_schema(op)), op, tasks=tasks,
+                                 rows_announced=announced)
         got, layout = [], {}
+        assert not any((out / f"batch={batch}" / f"worker-{w}.parquet").exists() for w in range(P))
         for w in range(P):
-            path = sink_file(str(out), batch, w)
+            path = sink_file(str(out), batch, P + w)
             try:
                 t = pq.read_table(path).to_pydict()
             except FileNotFoundError:
@@ -121,5 +124,5 @@ def test_merge_stage_in_spark_writes_each_key_as_its_hash_bucket_whatever_the_ta
             got += list(zip(t["key"], t["result"], t["shares"]))
             assert all(expected_writer[k] == w for k in t["key"]), (tasks, w)
         assert sorted(got) == truth and written == len(truth), tasks
-        files[tasks] = layout
-    assert files[1] == files[2] == files[P]
+        files[tasks, announced] = layout
+    assert files[1, None] == files[2, None] == files[P, None] == files[P, 300]

@@ -246,7 +246,7 @@ def test_load_key_file_modes(tmp_path):
     keys, errs, raws, _ = S.load_key_file(str(csvf), "word")
     assert keys.to_pylist() == ["apple", "x,y", None, None]
     assert errs.to_pylist() == [None, None, "missing_column", "bad_utf8"]
-    assert raws.to_pylist()[3] == b"4,\xff".hex()
+    assert raws.to_pylist()[3] == "4,\\xff"
     keys, _, _, _ = S.load_key_file(str(csvf), "0", header=True)
     assert keys.to_pylist() == ["1", "2", "3", None]  # a line must be valid UTF-8 as a whole
     with pytest.raises(ValueError, match="not in the header"):
@@ -257,10 +257,10 @@ def test_load_key_file_modes(tmp_path):
 
 def test_kafka_key_rule():
     assert S.parse_kafka_record(b"k1", b"v", "key", 10) == ("k1", None, None)
-    assert S.parse_kafka_record(None, b"text", "key", 10) == (None, "no_key", b"text".hex())
-    assert S.parse_kafka_record(b"\xc3\x28", None, "key", 10) == (None, "bad_utf8", "c328")
+    assert S.parse_kafka_record(None, b"text", "key", 10) == (None, "no_key", "text")
+    assert S.parse_kafka_record(b"\xc3\x28", None, "key", 10) == (None, "bad_utf8", "\\xc3(")
     key, err, raw = S.parse_kafka_record(b"x" * 11, None, "key", 10)
-    assert (key, err, len(raw)) == (None, "oversized", 22)
+    assert (key, err, raw) == (None, "oversized", "x" * 11)
     assert S.parse_kafka_record(None, "héllo".encode(), "value", 10) == ("héllo", None, None)
     assert S.parse_kafka_record(b"k", None, "value", 10)[1] == "no_value"
     assert S.parse_kafka_record(b"", b"v", "key", 10) == ("", None, None)
@@ -426,7 +426,7 @@ def test_spark_file_source_lines_and_column(spark, tmp_path):
     good = sorted((seq * 4 + src, key) for key, src, seq, err, raw in rows if err is None)
     assert good == list(enumerate(words))  # data line i = seq * P + source
     bad = [r for r in rows if r[3] is not None]
-    assert bad == [(None, 1001 % 4, 1001 // 4, "missing_column", b"bad-line".hex())]
+    assert bad == [(None, 1001 % 4, 1001 // 4, "missing_column", "bad-line")]
 
 
 def test_spark_file_source_one_key_per_line(spark, tmp_path):

@@ -612,6 +612,32 @@ def test_dead_letters_counts_and_bounded_sample(store):
         store.record_dead_letters(run + 99, "x", 1)
 
 
+def test_dead_letters_and_the_heaviest_key_per_interval(store):
+    """Issue 38 items 4 and 10: the dead letters of each interval and reason as recorded with the
+    interval (a replay adds nothing), and the heaviest key of each interval (hot keys rank 0)."""
+    run = store.create_run("hash")
+    for b in range(3):
+        rec = IntervalRecord.from_parts(b, 10 + b, {"tuples": 100},
+                                        hot_keys=[{"key": "a", "count": 40 + b, "share": (40 + b) / 100, "workers": [0]},
+                                                  {"key": "b", "count": 5, "share": 0.05, "workers": [1]}],
+                                        dead_letters={"bad_json": {"count": b + 1, "samples": ['{"user"']},
+                                                      "missing_value": 7} if b != 1 else None)
+        assert store.record_interval(run, rec)
+    assert not store.record_interval(run, IntervalRecord.from_parts(2, 12, {"tuples": 100}, dead_letters={"bad_json": 50}))
+    assert store.dead_letter_counts(run) == [
+        {"interval": 10, "batch_id": 0, "reason": "bad_json", "count": 1},
+        {"interval": 10, "batch_id": 0, "reason": "missing_value", "count": 7},
+        {"interval": 12, "batch_id": 2, "reason": "bad_json", "count": 3},
+        {"interval": 12, "batch_id": 2, "reason": "missing_value", "count": 7}]
+    assert [r["interval"] for r in store.dead_letter_counts(run, since_interval=10)] == [12, 12]
+    totals = {r["reason"]: r["count"] for r in store.dead_letters(run)}
+    assert totals == {"bad_json": 4, "missing_value": 14}  # the per-interval rows sum to the totals
+    assert [(r["interval"], r["count"]) for r in store.hottest_keys(run)] == [(10, 40), (11, 41), (12, 42)]
+    assert [r["interval"] for r in store.hottest_keys(run, since_interval=11)] == [12]
+    copy = store.import_run(store.export_run(run))  # an exported run keeps its counts per interval
+    assert store.dead_letter_counts(copy) == store.dead_letter_counts(run)
+
+
 # ---------------------------------------------------------------------------------------------
 # injection-looking input
 # ---------------------------------------------------------------------------------------------

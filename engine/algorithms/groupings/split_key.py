@@ -21,7 +21,7 @@ splitting a stream into batches never changes the result:
   from ``s mod n``.  Tail keys: PKG on the same load vector.
 
 Deviations: (1) D-Choices draws *distinct* choices (the paper's F_i may collide, leaving a hot key
-on fewer than d workers; docs/results.md, Nasir section).  (2) Head membership uses the guaranteed
+on fewer than d workers; docs/results/nasir.md, Nasir section).  (2) Head membership uses the guaranteed
 count, ``N_s > warmup and count − error >= θ·N_s`` (warm-up default ``ceil(10/θ)``), not the public
 simulator's ``(count + error)/N``; keys within 1/capacity of θ may be missed.  (3) :func:`find_d`
 checks Eq. 3 for every head prefix h = 1..|H| (the simulator: h = 1 and |H| only) and d is
@@ -30,7 +30,7 @@ recomputed per source at ``warmup`` and then every ``refresh`` tuples instead of
 source's sketch is multiplied by ``decay`` every ``epoch`` tuples (as FISH's epoch decay, Chen et
 al., arXiv 1806.00760), so H holds the keys with recent frequency >= θ.  On by default (``decay =
 0.5`` every ``warmup / 5`` tuples, chosen on the real traces of issue 25, where users and devices
-emit bursts and a head counted since the start lags: docs/results.md, "Recency and the migration
+emit bursts and a head counted since the start lags: docs/results/gate.md, "Recency and the migration
 gate"); ``decay = 1`` is the paper, and the paper reproductions and the tests of the paper's
 semantics pin it.  Decays and refreshes depend on the source's tuple count only (``state[s, ST_LOST]``
 holds what the decays took off N_s), so routing stays independent of batching.  (5) Option
@@ -524,7 +524,7 @@ def _dchoices_pick(  # pragma: no cover - compiled
 
 @njit(cache=True, inline="always")
 def _head_body(  # pragma: no cover - compiled
-    mode, kind, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
+    mode, kind, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct, tail_pkg,
     magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
 ):
     """Alg. 1 for one batch of one source; returns how many tuples of ``fps`` it routed.
@@ -619,11 +619,12 @@ def _head_body(  # pragma: no cover - compiled
                     )
             else:
                 w = _ug(chunk_f0, x)
-                cand = _ug(chunk_f1, x)
-                if distinct and cand == w:
-                    cand = _second_choice(fp, w, n_u64, magic_hi, magic_lo)
-                if _ug(loads, cand) < _ug(loads, w):
-                    w = cand
+                if tail_pkg:
+                    cand = _ug(chunk_f1, x)
+                    if distinct and cand == w:
+                        cand = _second_choice(fp, w, n_u64, magic_hi, magic_lo)
+                    if _ug(loads, cand) < _ug(loads, w):
+                        w = cand
             if track:
                 if small:
                     min_load, word = _bump_word(loads, w, word, min_load)
@@ -649,55 +650,55 @@ def _d_kind(d, n):  # pragma: no cover - compiled
 
 @njit(cache=True, _nrt=False)
 def _head_kernel_d_pre(  # pragma: no cover - compiled
-    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
+    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct, tail_pkg,
     magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
 ):
     return _head_body(
-        MODE_D, KIND_PRE, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
+        MODE_D, KIND_PRE, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct, tail_pkg,
         magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
     )
 
 
 @njit(cache=True, _nrt=False)
 def _head_kernel_d_cache(  # pragma: no cover - compiled
-    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
+    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct, tail_pkg,
     magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
 ):
     return _head_body(
-        MODE_D, KIND_CACHE, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
+        MODE_D, KIND_CACHE, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct, tail_pkg,
         magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
     )
 
 
 @njit(cache=True, _nrt=False)
 def _head_kernel_d_track(  # pragma: no cover - compiled
-    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
+    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct, tail_pkg,
     magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
 ):
     return _head_body(
-        MODE_D, KIND_TRACK, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
+        MODE_D, KIND_TRACK, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct, tail_pkg,
         magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
     )
 
 
 @njit(cache=True, _nrt=False)
 def _head_kernel_w(  # pragma: no cover - compiled
-    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
+    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct, tail_pkg,
     magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
 ):
     return _head_body(
-        MODE_W, KIND_TRACK, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
+        MODE_W, KIND_TRACK, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct, tail_pkg,
         magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
     )
 
 
 @njit(cache=True, _nrt=False)
 def _head_kernel_rr(  # pragma: no cover - compiled
-    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
+    fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct, tail_pkg,
     magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
 ):
     return _head_body(
-        MODE_RR, KIND_RR, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct,
+        MODE_RR, KIND_RR, fps, out, loads, src_state, sketch, choice_cache, theta, eps, warmup, refresh, distinct, tail_pkg,
         magic_hi, magic_lo, chunk_f0, chunk_f1, chunk_f2, chunk_f3, probs, min_set_words,
     )
 
@@ -769,6 +770,14 @@ _DISTINCT = Param(
     "keys of the head-aware groupings) has two different workers; off = the paper, where F_0 = F_1 "
     "happens for 1/n of the keys and such a key has one worker (as under hash)",
 )
+_TAIL = Param(
+    "tail", "choice", "pkg",
+    "how a tail (not head) key is routed: pkg = the least loaded of its two hash choices F_0, F_1 (the "
+    "paper, Alg. 1); hash = its first choice F_0 alone, the worker `hash` gives it, so only head keys "
+    "are split and every tail key has one owner (deviation for the Spark engine, where a key held by "
+    "one worker needs no merge: docs/results/engine.md)",
+    choices=("pkg", "hash"),
+)
 _THETA = Param(
     "head_threshold", "float", 0.0,
     "θ: a key is in the head when its guaranteed frequency (count − error)/N at the source is >= θ; "
@@ -796,7 +805,7 @@ _DECAY = Param(
     "decay", "float", 0.5,
     "recency: every `epoch` tuples of a source its sketch counts (and N) are multiplied by this factor, "
     "so the head follows recent frequencies (FISH-style epoch decay; default 0.5 chosen on the real traces, "
-    "docs/results.md \"Recency and the migration gate\"); 1 = counts since the start (the paper)",
+    "docs/results/gate.md \"Recency and the migration gate\"); 1 = counts since the start (the paper)",
     low=0.0, high=1.0, low_open=True,
 )
 _EPOCH = Param(
@@ -841,6 +850,11 @@ class _HeadRouter(SketchPerSource, _SplitKeyRouter):
         return max(1, min(capacity, bound))
 
     # ------------------------------------------------------------------ effective parameters
+    @property
+    def tail_pkg(self) -> bool:
+        """Whether tail keys take the less loaded of two choices (the paper) or their first (``tail=hash``)."""
+        return self.p.get("tail", "pkg") == "pkg"
+
     @property
     def theta(self) -> float:
         """Effective head threshold θ (``head_threshold`` or 1/(5n))."""
@@ -936,7 +950,8 @@ class _HeadRouter(SketchPerSource, _SplitKeyRouter):
         pos = 0
         # (built once per call: a decay every few hundred tuples must not rebuild them)
         before = (self.loads[s], st, self.sketch.arrays(s), self._cache(s), self.theta, float(self.p.get("epsilon", 1e-4)))
-        after = (int(self.p.get("refresh", 1)), bool(self.p.get("distinct", False)), self._magic_hi, self._magic_lo,
+        after = (int(self.p.get("refresh", 1)), bool(self.p.get("distinct", False)), self.tail_pkg,
+                 self._magic_hi, self._magic_lo,
                  self._chunk_f0, self._chunk_f1, self._chunk_f2, self._chunk_f3, self._probs, self._tw)
         warmup = self.warmup
         arrays, factor, epoch = before[2], float(self.p.get("decay", 1.0)), self.epoch
@@ -1035,7 +1050,7 @@ class DChoicesGrouping(StreamingPlanner):
     name: ClassVar[str] = "dchoices"
     summary: ClassVar[str] = "D-Choices: heavy hitters get d >= 2 distinct hash choices (d from Eq. 3), tail PKG"
     paper: ClassVar[str] = "nasir-icde16 Sec. III-B, IV-A, Alg. 1 (D-Choices)"
-    params: ClassVar[tuple[Param, ...]] = (_THETA, _EPSILON, _CAPACITY, _WARMUP, _REFRESH, _DECAY, _EPOCH, _DISTINCT)
+    params: ClassVar[tuple[Param, ...]] = (_THETA, _EPSILON, _CAPACITY, _WARMUP, _REFRESH, _DECAY, _EPOCH, _DISTINCT, _TAIL)
     single_owner: ClassVar[bool] = False
     router_class: ClassVar[type[Router]] = DChoicesRouter
 
@@ -1045,7 +1060,7 @@ class WChoicesGrouping(StreamingPlanner):
     name: ClassVar[str] = "wchoices"
     summary: ClassVar[str] = "W-Choices: heavy hitters may go to any worker (least loaded), tail PKG"
     paper: ClassVar[str] = "nasir-icde16 Sec. III-B, Alg. 1 (W-Choices)"
-    params: ClassVar[tuple[Param, ...]] = (_THETA, _CAPACITY, _WARMUP, _DECAY, _EPOCH, _DISTINCT)
+    params: ClassVar[tuple[Param, ...]] = (_THETA, _CAPACITY, _WARMUP, _DECAY, _EPOCH, _DISTINCT, _TAIL)
     single_owner: ClassVar[bool] = False
     router_class: ClassVar[type[Router]] = WChoicesRouter
 
@@ -1055,6 +1070,6 @@ class RoundRobinHeadGrouping(StreamingPlanner):
     name: ClassVar[str] = "rr-head"
     summary: ClassVar[str] = "Round robin for heavy hitters over all workers, tail PKG"
     paper: ClassVar[str] = "nasir-icde16 Sec. III-B (Round-Robin baseline)"
-    params: ClassVar[tuple[Param, ...]] = (_THETA, _CAPACITY, _WARMUP, _DECAY, _EPOCH, _DISTINCT)
+    params: ClassVar[tuple[Param, ...]] = (_THETA, _CAPACITY, _WARMUP, _DECAY, _EPOCH, _DISTINCT, _TAIL)
     single_owner: ClassVar[bool] = False
     router_class: ClassVar[type[Router]] = RoundRobinHeadRouter

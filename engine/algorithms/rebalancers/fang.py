@@ -485,7 +485,7 @@ _PLAN_DECAY = Param(
     "plan_decay", "float", 0.4,
     "extension: plan from the decayed key costs c(k) + a·c'(k) + a²·c''(k) + … of the intervals so far "
     "(the one that just ended first) instead of the last interval's alone; 0 = the paper's single "
-    "interval.  Default 0.4, chosen on the bursty movielens users (docs/results.md, \"Planning from "
+    "interval.  Default 0.4, chosen on the bursty movielens users (docs/results/gate.md, \"Planning from "
     "decayed costs\")",
     low=0.0, high=1.0, high_open=True,
 )

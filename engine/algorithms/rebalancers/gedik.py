@@ -30,7 +30,7 @@ back Eq. 17); |D| is the number of distinct keys known; the initial migration su
 readj starts from the utility of the current explicit hash, reads "break" as *continue*, applies the
 best gain even if negative unless ``readj_stop=utility``; ties follow scan order within a relative
 1e-9.  Known property of Eq. 19 + Alg. 4: readj can stall when several channels tie for the
-extreme load (docs/results.md, Gedik section, Fig. 7a).  Degenerate input never raises (the plan is
+extreme load (docs/results/gedik.md, Gedik section, Fig. 7a).  Degenerate input never raises (the plan is
 ``feasible=False`` with a note); more than ``max_tracked`` candidates keeps the most frequent.
 """
 
@@ -621,7 +621,7 @@ class GedikGrouping(RebalancingPlanner):
     #: still drops the explicit-hash entries it would place differently: they go back to H_c.  In the
     #: paper every construction (Alg. 2–4) replaces the partitioning function (Sec. 4.1), so no entry
     #: outlives the construction that disagrees with it; the gate keeps the old function in force, and
-    #: on the drifting stream its entries for an older hot set did worse than H_c (docs/results.md,
+    #: on the drifting stream its entries for an older hot set did worse than H_c (docs/results/gate.md,
     #: "Recency and the migration gate").  Deviation: only the disagreeing entries are dropped, the
     #: others stay, and the new construction's placements are not applied.
     drops_stale_entries: ClassVar[bool] = True

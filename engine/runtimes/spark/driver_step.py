@@ -164,6 +164,10 @@ class DriverSnapshot:
     #: the grouping (name, params) the run asked for while it routes by :data:`INTERIM_GROUPING`
     #: until that grouping's kernels are compiled (module docstring), else ``None``
     interim: tuple[str, Mapping[str, Any]] | None = None
+    #: the keys held away from their home after the last batch (:func:`split_keys_of`), with the n
+    #: their homes were computed for; ``None``: not known (then every key of a split run merges).
+    #: Not persisted: after a restart the first batch merges every key.
+    off_home: tuple[int, np.ndarray] | None = field(default=None, metadata={"persist": False})
     key_names: Mapping[int, str] = field(default_factory=dict, metadata={"persist": False})
     carry_events: tuple[Mapping[str, Any], ...] = field(default=(), metadata={"persist": False})
 
@@ -281,7 +285,7 @@ def step(snapshot: DriverSnapshot, data: StepInput, settings: DriverSettings, *,
                                                  (row["interval"], row["total_state"]))
     events = [*s.carry_events, *rebalance_events(c.events, row["interval"])]
     s = replace(s, migrating=migrating, consumed=consumed, worker_keys=worker_keys, worker_held=worker_held,
-                worker_bytes=worker_bytes, key_names=key_names, carry_events=(),
+                worker_bytes=worker_bytes, key_names=key_names, carry_events=(), off_home=off_home_of(u.summaries),
                 dead_total=s.dead_total + sum(v[0] for v in dead.values()),
                 latencies=(*s.latencies[-19:], latency_ms))
     # operator commands take effect from the next batch, whose interval is the controller's next;
@@ -305,6 +309,33 @@ def step(snapshot: DriverSnapshot, data: StepInput, settings: DriverSettings, *,
     return s, Decisions(b, route=route, record=record, marks=marks, prune_before=b - 1, row=row, log=tuple(log))
 
 
+#: a run with split keys merges every key when more keys than this are held away from home (the
+#: snapshot would carry them all to every input partition)
+MAX_SPLIT_KEYS = 500_000
+
+
+def off_home_of(summaries: Mapping[int, WorkerSummary]) -> tuple[int, np.ndarray] | None:
+    """The workers' :attr:`~skewlab.engine.runtimes.spark.messages.WorkerSummary.off_home` keys of one
+    batch, united, with the n they were computed for; ``None`` when a worker with a control order did
+    not compute them or the workers computed them for different n."""
+    ns = {sm.home_n for sm in summaries.values() if sm.batch is not None}
+    if len(ns) != 1 or 0 in ns:
+        return None
+    parts = [sm.off_home for sm in summaries.values() if sm.batch is not None and sm.off_home.size]
+    return ns.pop(), (np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint64))
+
+
+def split_keys_of(s: "DriverSnapshot", n_workers: int, moving: bool) -> np.ndarray | None:
+    """:attr:`RoutingSnapshot.split_keys` of the next batch: the keys held away from home after the
+    last one, if known for the same n, no state is moving (``moving``: exports ordered or imports due:
+    a moved key's holders change between two reports) and there are at most :data:`MAX_SPLIT_KEYS`;
+    else ``None`` (every key merges)."""
+    if s.off_home is None or moving:
+        return None
+    n, keys = s.off_home
+    return keys if n == n_workers and keys.size <= MAX_SPLIT_KEYS else None
+
+
 def next_route(s: DriverSnapshot, batch_id: int, settings: DriverSettings, *, wall_latency_ms: float | None = None
                ) -> tuple[DriverSnapshot, RouteDecision]:
     """The routing snapshot of ``batch_id``: the grouping's router, every worker's control payload
@@ -325,11 +356,12 @@ def next_route(s: DriverSnapshot, batch_id: int, settings: DriverSettings, *, wa
     holding = ({w for w, k in s.worker_keys.items() if k} | {w for w, k in s.worker_held.items() if k}
                | set(s.next_imports))
     split = s.shares_split or not c.planner.single_owner  # results through the merge stage (share_merge)
+    split_keys = split_keys_of(s, c.n_workers, bool(orders[0].size or s.next_imports)) if split else None
     control = control_payloads(orders, c.vocab.fps, set(range(c.n_workers)) | holding, s.partitions,
-                               batch=batch_id, split=split)
+                               batch=batch_id, split=split, merge_all=split_keys is None, n_workers=c.n_workers)
     imports = {w: list(refs) for w, refs in s.next_imports.items()}
     route = RouteDecision(RoutingSnapshot(batch_id, c.planner.router, s.partitions, control, imports,
-                                          values=settings.values),
+                                          values=settings.values, split_keys=split_keys),
                           flush=bool(imports or orders[0].size))
     return replace(s, next_orders=orders, migrations_seen=len(c.migrations), migrating=tuple(migrating),
                    shares_split=split), route

@@ -58,7 +58,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 
 from skewlab.engine.algorithms import registry
@@ -72,6 +72,7 @@ from skewlab.engine.config.params import ParamError
 from skewlab.engine.config import settings as run_settings
 from skewlab.engine.config.settings import MAX_WORKERS, check
 from skewlab.engine.control.shadow import ShadowEvaluator, default_shadow_names
+from skewlab.engine.runtimes.spark.conf_values import check_spark_conf
 from skewlab.engine.operators import KeyedOperator, is_mergeable, load_operator, split_key_refusal
 from skewlab.engine.operators.builtin import Join
 from skewlab.engine.runtimes.background_warmup import BackgroundWarmup
@@ -83,7 +84,7 @@ from skewlab.engine.runtimes.spark.engine_snapshot import EngineSnapshot, Snapsh
 from skewlab.engine.runtimes.spark.result_sink import open_sink, restore_sink, sink_schema
 from skewlab.engine.runtimes.spark.state_transfer import MigrationFiles
 from skewlab.storage.records import IntervalRecord
-from skewlab.shared import filesystems
+from skewlab.shared import UsageError, filesystems
 
 __all__ = ["EngineConfig", "SparkEngine", "SOURCES"]
 
@@ -221,9 +222,12 @@ class EngineConfig:
     #: a new run whose grouping's kernels are not compiled when Spark is up waits for them instead of
     #: routing by hash until they are (:mod:`skewlab.engine.runtimes.spark.driver_step`, "joins when ready")
     wait_for_kernels: bool = False
+    #: go on when (nearly) all of a batch's records are dead letters for one reason; default: stop with
+    #: one line naming the setting it points at (:mod:`skewlab.engine.runtimes.spark.dead_batch`)
+    continue_on_dead_letters: bool = False
 
     def __post_init__(self) -> None:
-        if not self.algorithm:  # a user operator that is not importable here counts as not mergeable
+        if not self.algorithm:  # by the operator class's declaration (an unimportable one: not mergeable)
             self.algorithm = run_settings.default_algorithm(is_mergeable(self.operator))
 
     def keyed_operator(self) -> KeyedOperator:
@@ -310,6 +314,7 @@ class EngineConfig:
             from skewlab.engine.runtimes.spark.result_sink import parse_sink
 
             parse_sink(self.sink)  # a malformed kafka:// URL
+        check_spark_conf(self.spark_conf)  # a bad value fails only once Spark reads it, with a traceback
 
     def checkpoint_dir(self) -> str:
         """``--checkpoint``, or ``data/checkpoints/<run name, else "default">``, resolved here on the
@@ -407,6 +412,8 @@ class SparkEngine:
         self.stop_requested = threading.Event()
         self.in_batch = threading.Lock()
         self.batches_done = 0
+        #: why the run stopped on its input (:mod:`skewlab.engine.runtimes.spark.dead_batch`), or None
+        self.input_refused: str | None = None
         self.started = time.monotonic()
         self.store = None
         self.sink: MetricsSink | None = None
@@ -482,6 +489,8 @@ class SparkEngine:
                          "--max-workers/--sink only set up new runs")
             pending = list(snap.pending)
             self.log(f"restored run {self.run_id} at batch {batch} from {self.snapshots.dir}")
+            restarted = {"kind": "restart", "detail": {"after_batch": batch}, "command_id": None,
+                         "interval": self.controller.interval}
             g = self.controller.planner
             if (self.cfg.algorithm, self.cfg.workers) != (g.name, self.controller.n_workers) or any(
                     g.p.get(k) != v for k, v in self.cfg.params.items()):
@@ -511,6 +520,7 @@ class SparkEngine:
             config["max_workers"] = partitions  # the state partitions: set-workers' upper limit
             # the dashboard and `skewlab control` apply the split-key rule without importing the operator
             config["operator_mergeable"] = self.operator.mergeable
+            config["cost_model"] = self.operator.cost_model  # the unit of the loads (the imbalance chart's bound)
             run_id = self.store.create_run(
                 grouping.name, grouping.p, seed=self.cfg.seed, n_workers=self.cfg.workers,
                 workload=self.cfg.workload if self.cfg.source == "generator" else f"{self.cfg.source}",
@@ -518,10 +528,23 @@ class SparkEngine:
             )
             self.snapshot = DriverSnapshot(run_id=run_id, controller=controller, shadow=shadow, partitions=partitions)
             pending = []
+            restarted = None
+        if restarted is not None:
+            self._record_restart(restarted)
         self.sink = MetricsSink(self.store, self.run_id, log=self.log)
         for item in pending:
             self.sink.enqueue(item)
         self.sink.flush(force=True)
+
+    def _record_restart(self, event: dict[str, Any]) -> None:
+        """Mark on the run's timeline that the engine restored it from its checkpoint (event ``restart``,
+        at the interval it resumes with; drawn by the dashboard like the operator events).  With the
+        database down it is carried with the next interval's record instead, as a paused run's commands are."""
+        try:
+            self.store.record_event(self.run_id, event["kind"], event["detail"], interval=event["interval"])
+        except Exception as exc:  # noqa: BLE001 - the database may be down; the event waits for the next interval
+            self.log(f"cannot record the restart now ({type(exc).__name__}): it goes with the next interval")
+            self.snapshot = replace(self.snapshot, carry_events=(*self.snapshot.carry_events, event))
 
     def _stream(self) -> dict[str, Any]:
         """The settings that identify this run's stream (:data:`skewlab.engine.io.checkpoint.STREAM_FIELDS`)."""
@@ -595,8 +618,9 @@ class SparkEngine:
         try:
             # the collected table is freed here: only its numeric columns live on
             u = unpack_output(df.filter(~F.col("kind").isin(*MERGE_KINDS)).toArrow())
-            if any(s.shares for s in u["summaries"].values()):
-                merge_in_spark(df, batch_id, self.partitions, self.results, self.operator)
+            shares = sum(s.shares for s in u["summaries"].values())
+            if shares:
+                merge_in_spark(df, batch_id, self.partitions, self.results, self.operator, rows_announced=shares)
         finally:
             df.unpersist()
         return u
@@ -640,7 +664,30 @@ class SparkEngine:
             self.paused = self._backpressure = True
             self.log(f"metrics buffer full ({self.sink.backlog} intervals): pausing consumption until the database is back")
         self.log(self._status_line(batch_id, decisions.row, decisions.record, output.dead_letters))
+        if not self.cfg.continue_on_dead_letters:
+            self._check_dead_batch(batch_id, output.dead_letters, int(decisions.row["tuples"]))
         return True
+
+    def _check_dead_batch(self, batch_id: int, dead: Mapping[str, Any], tuples: int) -> None:
+        """Stop the run (after this batch, which is complete) when its records are nearly all dead letters
+        for one reason (:func:`skewlab.engine.runtimes.spark.dead_batch.dead_batch_problem`)."""
+        from skewlab.engine.runtimes.spark.dead_batch import dead_batch_problem, json_field_paths
+
+        settings = dict(source=self.cfg.source, key_field=self.cfg.key_field_name(),
+                        value_field=(self.cfg.value_field or "").strip())
+        if self.input_refused is not None or dead_batch_problem(batch_id, dead, tuples, **settings) is None:
+            return
+        seen: list[str] = []
+        if self.cfg.source == "kafka":
+            from skewlab.engine.io.kafka_io import first_values
+
+            try:
+                for value in first_values(self.cfg.bootstrap, self.cfg.topic):
+                    seen += [p for p in json_field_paths(value) if p not in seen]
+            except ValueError:
+                pass
+        self.input_refused = dead_batch_problem(batch_id, dead, tuples, fields_seen=seen[:20], **settings)
+        self.stop_requested.set()
 
     def _task_seconds(self, df: Any, batch_id: int) -> dict[int, float]:
         """Run time of each worker's task in this batch from Spark's task metrics
@@ -729,6 +776,23 @@ class SparkEngine:
         else:
             raise KeyboardInterrupt
 
+    def _compiling_notice(self, shadows: list[str]) -> Callable[[str], None]:
+        """What the console says when the background warm-up starts compiling a grouping's kernels (a
+        cold numba cache: the first run after a plain install): one line for a grouping the run routes
+        by, one for the first shadow.  A start that only loads the cache says nothing about compiling."""
+        said_shadows = False
+
+        def notice(name: str) -> None:
+            nonlocal said_shadows
+            if name not in shadows:
+                self.log(f"routing kernels: compiling {name} in the background (numba, once per install; later "
+                         "runs load them from the cache in seconds)")
+            elif not said_shadows:
+                said_shadows = True
+                self.log(f"routing kernels: compiling the shadow groupings' kernels in the background ({name} "
+                         "first); each joins the what-if when ready")
+        return notice
+
     def run(self) -> int:
         """Run until ``--duration`` passes, ``max_batches`` are done or Ctrl-C; returns an exit status."""
         from skewlab.engine.runtimes.spark.session import get_session
@@ -749,10 +813,8 @@ class SparkEngine:
             interim = (not self.cfg.wait_for_kernels and self.last_batch < 0 and self.snapshot.interim is None
                        and live != INTERIM_GROUPING)
             asked = [self.snapshot.interim[0]] if self.snapshot.interim is not None else []  # restored mid-interim
-            self.kernels = BackgroundWarmup([*([INTERIM_GROUPING] if interim else []), live, *asked, *waiting])
-            self.log(f"routing kernels: compiling {live}" + (f" and {len(waiting)} shadow grouping(s)" if waiting else "")
-                     + " in the background while Spark starts (numba; the first run after an install compiles, "
-                     "later runs load them from the cache in seconds); shadows join when ready")
+            self.kernels = BackgroundWarmup([*([INTERIM_GROUPING] if interim else []), live, *asked, *waiting],
+                                            on_compiling=self._compiling_notice(waiting))
             started = time.monotonic()
             spark = get_session(self.cfg.master, f"skewlab-engine-{self.run_id}", jvm_output=self.spark_log,
                                 **self.cfg.spark_conf)
@@ -820,6 +882,8 @@ class SparkEngine:
             status, reason = "failed", _first_line(exc)
             raise
         finally:
+            if self.input_refused is not None and status != "failed":
+                status, reason = "failed", self.input_refused
             if self._interrupted and status != "failed":
                 status = "stopped"
             if query is not None:
@@ -836,6 +900,8 @@ class SparkEngine:
             for sig, handler in previous_handlers.items():
                 signal.signal(sig, handler)
         self.log(f"run {self.run_id} {status} after {self.batches_done} batch(es)")
+        if self.input_refused is not None:
+            raise UsageError(self.input_refused)
         return 0
 
     def _route_by_interim_grouping(self) -> None:

@@ -108,11 +108,18 @@ _WIRE: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
 }
 
 
-def _field(wire: str, default: Any = MISSING, factory: Any = MISSING) -> Any:
-    """A message field of wire type ``wire`` (a key of :data:`_WIRE`)."""
+def _field(wire: str, default: Any = MISSING, factory: Any = MISSING, since: int = 1) -> Any:
+    """A message field of wire type ``wire`` (a key of :data:`_WIRE`), added in message version
+    ``since`` (a message of an older version gets its default)."""
     if wire not in _WIRE:
         raise TypeError(f"unknown wire type {wire!r}")
-    return field(default=default, default_factory=factory, metadata={"wire": wire})
+    return field(default=default, default_factory=factory, metadata={"wire": wire, "since": since})
+
+
+def _added_since(cls: type, version: int) -> dict[str, Any]:
+    """The fields of message class ``cls`` added after ``version``, with their defaults."""
+    return {f.name: f.default_factory() if f.default_factory is not MISSING else f.default
+            for f in fields(cls) if f.metadata["since"] > version}
 
 
 @functools.cache
@@ -142,16 +149,25 @@ class _Message:
 class ControlOrder(_Message):
     """The orders of one worker for ``batch``: ``exports`` (target worker → fingerprints of the keys
     whose state it sends there), ``expect`` (fingerprints of the keys whose state arrives in the next
-    batch: their tuples are held until then) and ``split`` (results go through the merge stage,
-    :mod:`skewlab.engine.runtimes.spark.share_merge`).  A worker without one in a batch gets no tuples."""
+    batch: their tuples are held until then) and ``split`` (a run with split keys: results of keys
+    held by several workers go through the merge stage, :mod:`skewlab.engine.runtimes.spark.share_merge`).
+    ``merge_all`` (with ``split``): every key of the batch goes through the merge stage (the driver
+    does not know which keys are held away from home, see
+    :attr:`skewlab.engine.runtimes.spark.topology.RoutingSnapshot.split_keys`); without it only the
+    keys named by the batch's :class:`TouchedKeys` do, and the worker writes the others' results
+    itself.  ``workers``: the number of active workers n of the batch, the ``home`` of a key being
+    ``fp mod n`` (:func:`skewlab.engine.algorithms.keys.home`); 0: not known.  A worker without a
+    control order in a batch gets no tuples."""
 
     TAG: ClassVar[str] = "control"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
     batch: int = _field("int")
     exports: Mapping[int, np.ndarray] = _field("{int: u64[]}", factory=dict)
     expect: np.ndarray = _field("u64[]", factory=lambda: np.zeros(0, np.uint64))
     split: bool = _field("bool", False)
+    merge_all: bool = _field("bool", True, since=2)
+    workers: int = _field("int", 0, since=2)
 
 
 @dataclass(frozen=True)
@@ -166,12 +182,14 @@ class ImportOrder(_Message):
 
 @dataclass(frozen=True)
 class TouchedKeys(_Message):
-    """In a run whose results go through the merge stage (:attr:`ControlOrder.split`): the
-    fingerprints of the keys one input partition routed in ``batch`` to workers other than the one
-    this message goes to (:func:`skewlab.engine.runtimes.spark.topology.make_router`).  The worker
-    sends its share of a key it holds but received no tuples of only when the key is in one of these
-    (:func:`skewlab.engine.runtimes.spark.operator.merge_stage_rows`): the merge stage writes only the
-    keys that had tuples in the batch."""
+    """In a run with split keys (:attr:`ControlOrder.split`): fingerprints of keys one input
+    partition routed in ``batch`` (:func:`skewlab.engine.runtimes.spark.topology.touch_rows`).  With
+    :attr:`ControlOrder.merge_all`, the keys it routed to workers other than the one this message
+    goes to; without, the keys of the partition whose result is merged (routed away from their home,
+    or held away from home: :attr:`skewlab.engine.runtimes.spark.topology.RoutingSnapshot.split_keys`),
+    the same set for every worker.  The worker sends its share of a key it holds only when the key is
+    in one of these (:func:`skewlab.engine.runtimes.spark.operator.merge_stage_rows`): the merge
+    stage writes only the keys that had tuples in the batch."""
 
     TAG: ClassVar[str] = "touched"
     VERSION: ClassVar[int] = 1
@@ -226,10 +244,11 @@ class WorkerSummary(_Message):
     """One worker after a batch (``batch`` ``None``: it ran without a control order): ``keys`` and
     ``state_bytes`` of its state, tuples ``held`` for state in flight, what it exported and imported,
     result rows written, rows sent to the merge stage (``shares``), tuples ``applied`` and the
-    handler's ``seconds``."""
+    handler's ``seconds``; ``off_home``: the fingerprints of the keys in its state whose home
+    (``fp mod home_n``) is another worker (``home_n`` 0: not computed, the batch had no ``workers``)."""
 
     TAG: ClassVar[str] = "summary"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
     batch: int | None = _field("int?")
     keys: int = _field("int", 0)
@@ -242,6 +261,8 @@ class WorkerSummary(_Message):
     shares: int = _field("int", 0)
     applied: int = _field("int", 0)
     seconds: float = _field("float", 0.0)
+    off_home: np.ndarray = _field("u64[]", factory=lambda: np.zeros(0, np.uint64), since=2)
+    home_n: int = _field("int", 0, since=2)
 
 
 #: every declared message by its tag
@@ -267,8 +288,11 @@ def decode(data: bytes, expect: type[_Message] | tuple[type[_Message], ...] | No
         names = ", ".join(c.TAG for c in (expect if isinstance(expect, tuple) else (expect,)))
         raise MessageError(f"a {tag} message where {names} was expected")
     declared = wire_fields(cls)
+    sent = body
+    if isinstance(body, dict) and version < cls.VERSION:  # the fields added since: their defaults
+        body = {**{n: _WIRE[declared[n]][0](v) for n, v in _added_since(cls, version).items()}, **body}
     if not isinstance(body, dict) or set(body) != set(declared):
-        got = sorted(body) if isinstance(body, dict) else type(body).__name__
+        got = sorted(sent) if isinstance(sent, dict) else type(sent).__name__
         raise MessageError(f"{tag} message v{version} has fields {got}, expected {sorted(declared)}")
     values = {}
     for name, wire in declared.items():

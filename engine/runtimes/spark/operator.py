@@ -90,6 +90,11 @@ STAT, EXPORT, SIDE, SUMMARY = 0, 1, 2, 3
 FRESH_SHARE, KEPT_SHARE, FINAL = 4, 5, 6
 #: the kinds that go to the merge stage, never to the driver
 MERGE_KINDS = (FRESH_SHARE, KEPT_SHARE, FINAL)
+#: a worker reports its keys held away from home only while they are at most this share of its keys:
+#: under a grouping that spreads its tail too (PKG's two choices) nearly every key would merge anyway,
+#: and every key merging (ControlOrder.merge_all) then costs less than naming them all in every
+#: summary, snapshot and touch row
+MAX_OFF_HOME_SHARE = 0.25
 
 
 def merge_stage_rows(win: WorkerWindow, batch: int, keys: Sequence[str], results: list[tuple],
@@ -229,32 +234,43 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
         imported_keys = sum(len(b.get("keys", ())) for b in imports)
         n_results = 0
         applied = 0
+        off_home, home_n = np.zeros(0, np.uint64), 0
         if batch is not None:
             # tuples applied in this call = arrived (new + carried held) - still held - held carried away
             arrived = win.held_tuples() + int(counts.sum()) + sum(int(h[2]) for b in imports for h in b.get("held", ()))
+            touched = np.unique(np.concatenate([t.keys for t in touches])) if touches else np.zeros(0, np.uint64)
+            # a run with split keys writes here the results of the keys no other worker holds
+            final = None if not control.split or control.merge_all else ~np.isin(fps, touched, assume_unique=True)
             step = win.step(batch, keys, counts, partials=partials, fps=fps, imports=imports,
                             exports={int(t): ks for t, ks in control.exports.items()},
-                            expect=control.expect, split=control.split)
+                            expect=control.expect, split=control.split, final=final)
             applied = arrived - win.held_tuples() - sum(int(h[2]) for blob in step["exports"].values()
                                                         for h in blob.get("held", ()))
             if service and applied > 0:
                 time.sleep(applied * service)  # the emulated work, before its results go out
             res = step["results"]
             if control.split:
-                # the key-partitioned merge stage (share_merge) writes this batch's results
-                touched = np.concatenate([t.keys for t in touches]) if touches else np.zeros(0, np.uint64)
-                for kind, bt, k, d in merge_stage_rows(win, batch, keys, res, step["export_shares"], touched, fps):
+                # the key-partitioned merge stage (share_merge) writes the results of the split keys
+                merged = None if final is None else ~final
+                m_keys = keys if merged is None else [keys[i] for i in np.flatnonzero(merged).tolist()]
+                for kind, bt, k, d in merge_stage_rows(win, batch, m_keys, res, step["export_shares"], touched,
+                                                       fps if merged is None else fps[merged]):
                     out_kind.append(kind)
                     out_key.append(k)
                     out_data.append(d)
                     out_batch.append(bt)
                     n_shares += 1
-            elif res:  # a single owner per key: its result is final
+                res = [r for r in res if r[0] == batch]  # the keys held here alone (earlier batches: merged)
+            if res:  # a single owner per key: its result is final
                 cols = list(zip(*res))  # batch, key, result, the operator's columns
                 cols.append(np.ones(len(res), np.int32))  # shares: the owner's
                 table = pa.table([pa.array(c, f.type) for c, f in zip(cols, schema)], schema=schema)
                 results.write(batch, worker, table)
             n_results = len(res)
+            if control.workers:
+                off = win.off_home(worker, control.workers)
+                if off.size <= MAX_OFF_HOME_SHARE * len(win):  # else: unknown, so every key merges
+                    off_home, home_n = off, control.workers
             if step["exports"] and migrations is None:
                 raise RuntimeError(f"worker {worker} exports state in batch {batch} but the handler has no migrations directory")
             for target, blob in step["exports"].items():
@@ -281,7 +297,7 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
         summary = WorkerSummary(batch, keys=len(win), state_bytes=state_bytes, held=win.held_tuples(),
                                 export_bytes=export_bytes, exported_keys=exported_keys, imported_keys=imported_keys,
                                 results=n_results, shares=n_shares, applied=applied,
-                                seconds=time.perf_counter() - started)
+                                seconds=time.perf_counter() - started, off_home=off_home, home_n=home_n)
         out_kind.append(SUMMARY)
         out_key.append(None)
         out_data.append(summary.encode())

@@ -3,10 +3,10 @@
 ``--sink`` selects it (:func:`parse_sink`): a directory (the default, ``data/results/<checkpoint
 name>``) or ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC``.  The sink gets one final row per (batch,
 key) (:func:`sink_schema`: ``batch, key, result``, the operator's columns, ``shares``).  Its
-*writers* are numbered ``0 .. P-1``: under a single-owner grouping writer ``w`` is the task of worker
-``w`` (:func:`skewlab.engine.runtimes.spark.operator.make_handler`, a key's result is its owner's);
-in a run with split keys it is the merge stage's output for the keys of hash bucket ``w``,
-``pmod(hash(key), P)`` (:mod:`skewlab.engine.runtimes.spark.share_merge`).  A micro-batch uses one kind of writer.  Each
+*writers* are numbered ``0 .. 2P-1``: writer ``w < P`` is the task of worker ``w``
+(:func:`skewlab.engine.runtimes.spark.operator.make_handler`: the results of the keys it alone
+holds), writer ``P + w`` the merge stage's output for the split keys of hash bucket ``w``,
+``pmod(hash(key), P)`` (:mod:`skewlab.engine.runtimes.spark.share_merge`).  Each
 writer calls ``write(batch, w, table)`` once per micro-batch with its rows; ``read()`` returns every
 result row of the run in the same columns.  Both sinks are exactly once from the same two facts: a
 replayed micro-batch produces the same rows (Spark restores the state version before it), and one
@@ -14,22 +14,23 @@ writer owns each (batch, writer) output.
 
 * :class:`ParquetSink`: one file per (batch, writer), written atomically and rewritten identically on
   a replay (:func:`sink_file`, :func:`write_atomic_parquet`).
-* :class:`KafkaSink`: writer ``w`` writes to partition ``w`` of the topic (the topic has at least
-  P = ``--max-workers`` partitions).  Kafka offers no way to replace records, and a Kafka transaction
+* :class:`KafkaSink`: writer ``w`` writes to partition ``w mod P`` of the topic (the topic has at
+  least P = ``--max-workers`` partitions).  Kafka offers no way to replace records, and a Kafka transaction
   would not commit atomically with Spark's batch, so the task makes its write idempotent itself: the
   rows are put in a canonical order (sorted by row content, since the order of the rows reaching a
   task is not fixed) and numbered ``seq = 0 .. n-1``; before writing, the task reads the tail of its
-  partition and writes only the ``seq`` of its batch not already there (a replay after a complete
+  partition and writes only the ``seq`` of its (batch, writer) not already there (a replay after a complete
   write writes nothing, one after a crash mid-write completes the batch).  The records of a (batch,
-  writer) are contiguous at the partition's tail while the task runs: Spark starts batch ``b + 1``
+  writer) are at the partition's tail while the task runs (after those of the batch's other writer
+  of the partition, the worker's, which writes before the merge stage runs): Spark starts batch ``b + 1``
   only after every task of ``b`` finished, and a task flushes (``acks=all``, idempotent producer)
   before it returns.  A writer without results writes nothing.
 
 Kafka record format: key = the result key (UTF-8), value = JSON ``{"batch", "result", <operator
-columns>, "shares", "worker", "out_batch", "seq", "n"}`` — the result row (``batch`` is the row's own batch: held tuples
+columns>, "shares", "worker", "out_batch", "seq", "records"}`` — the result row (``batch`` is the row's own batch: held tuples
 released after an import report their arrival batch) and its place in the output of micro-batch
-``out_batch`` of writer ``worker`` (``seq`` of ``n``).  A reader takes a (out_batch, worker) group once all
-``n`` records are there (:func:`read_kafka_sink`), ignoring duplicates of a ``seq``.
+``out_batch`` of writer ``worker`` (``seq`` of ``records``).  A reader takes a (out_batch, worker) group once all
+its ``records`` are there (:func:`read_kafka_sink`), ignoring duplicates of a ``seq``.
 """
 
 from __future__ import annotations
@@ -173,11 +174,16 @@ class ParquetSink:
 
 
 class KafkaSink:
-    """Results as records of ``topic``, worker ``w`` on partition ``w``, from offsets ``start``."""
+    """Results as records of ``topic``, writer ``w`` on partition ``w mod P`` (P = the partitions of
+    ``start``), from offsets ``start``."""
 
     def __init__(self, bootstrap: str, topic: str, start: dict[int, int], *, schema: pa.Schema | None = None,
                  timeout_s: float = 30.0) -> None:
         self.schema = schema if schema is not None else sink_schema()
+        clash = sorted(set(self.schema.names) & set(PLACEMENT))
+        if clash:
+            raise ParamError(f"--sink kafka: the operator's column(s) {', '.join(clash)} clash with the record fields "
+                             f"{', '.join(PLACEMENT)}; rename the column(s) or write Parquet results")
         self.bootstrap = bootstrap
         self.topic = topic
         self.start = dict(start)
@@ -190,13 +196,13 @@ class KafkaSink:
         :class:`RuntimeError` (the task fails, the batch is not committed and is replayed)."""
         from kafka import TopicPartition
 
-        tp = TopicPartition(self.topic, int(worker))
+        tp = TopicPartition(self.topic, int(worker) % max(1, len(self.start)))
         rows = table.sort_by(_order(self.schema)).to_pydict()
         fields = [f for f in self.schema.names if f not in ("key", "worker")]
         n = len(rows["key"])
         key = (self.bootstrap, self.timeout_s)
         try:
-            present = self._present(tp, int(batch), n)
+            present = self._present(tp, int(batch), int(worker), n)
             todo = [s for s in range(n) if s not in present]
             if not todo:
                 return 0
@@ -204,9 +210,9 @@ class KafkaSink:
             failure: list[BaseException] = []
             for s in todo:
                 value = json.dumps({**{f: rows[f][s] for f in fields}, "worker": int(worker),
-                                    "out_batch": int(batch), "seq": s, "n": n}, separators=(",", ":"))
+                                    "out_batch": int(batch), "seq": s, "records": n}, separators=(",", ":"))
                 producer.send(self.topic, key=rows["key"][s].encode("utf-8"), value=value.encode("ascii"),
-                              partition=int(worker)).add_errback(failure.append)
+                              partition=tp.partition).add_errback(failure.append)
             producer.flush(timeout=self.timeout_s)
             if failure:
                 raise failure[0]
@@ -219,9 +225,10 @@ class KafkaSink:
             raise RuntimeError(f"kafka sink: writing batch {batch} of worker {worker} to {self.topic!r} at "
                                f"{self.bootstrap} failed: {type(exc).__name__}: {exc}") from None
 
-    def _present(self, tp, batch: int, n: int) -> set[int]:
-        """The ``seq`` of micro-batch ``batch`` already in partition ``tp`` after the run's start: read
-        the last record, and if it is of ``batch``, back far enough to see where ``batch`` begins."""
+    def _present(self, tp, batch: int, writer: int, n: int) -> set[int]:
+        """The ``seq`` of micro-batch ``batch`` of ``writer`` already in partition ``tp`` after the run's
+        start: read the last record, and if it is of ``batch``, back far enough to see where ``batch``
+        begins."""
         from skewlab.engine.io.kafka_io import end_offsets, read_records
 
         consumer = _CONSUMERS.get((self.bootstrap, self.timeout_s), lambda: _consumer(self.bootstrap, self.timeout_s))
@@ -239,7 +246,7 @@ class KafkaSink:
                 raise _Refused(f"kafka sink: partition {tp.partition} of {self.topic!r} already holds results of "
                                    f"batch {last} while writing batch {batch}: another run writes to this topic")
             if lo == floor or metas[0]["out_batch"] < batch:
-                return {m["seq"] for m in metas if m["out_batch"] == batch}
+                return {m["seq"] for m in metas if m["out_batch"] == batch and m["worker"] == writer}
             span = max(2 * span, n + 1)
         return set()
 
@@ -263,7 +270,7 @@ def read_kafka_sink(bootstrap: str, topic: str, start: dict[int, int] | None = N
     schema = schema if schema is not None else sink_schema()
     cols: dict[str, list] = {name: [] for name in schema.names}
     for (_, _), recs in sorted(groups.items()):
-        n = next(iter(recs.values()))[1]["n"]
+        n = _records(next(iter(recs.values()))[1])
         if set(recs) != set(range(n)):
             continue
         for s in range(n):
@@ -271,6 +278,16 @@ def read_kafka_sink(bootstrap: str, topic: str, start: dict[int, int] | None = N
             for name in schema.names:
                 cols[name].append(key if name == "key" else m.get(name))
     return pa.table(cols, schema=schema)
+
+
+#: the record fields that place a result row in its writer's output (an operator column may not take them)
+PLACEMENT = ("worker", "out_batch", "seq", "records")
+
+
+def _records(meta: dict[str, Any]) -> Any:
+    """The number of records of a (out_batch, worker) output: ``records``; ``n`` in the records of
+    skewlab before, where it hid an operator column named ``n`` (the mean's)."""
+    return meta["records"] if "records" in meta else meta.get("n")
 
 
 class _Refused(RuntimeError):
@@ -281,7 +298,9 @@ def _meta(topic: str, partition: int, offset: int, key: bytes | None, value: byt
     """The decoded value of a result record; :class:`_Refused` for anything else."""
     try:
         m = json.loads(value)
-        if not all(isinstance(m.get(f), int) for f in ("out_batch", "seq", "n", "worker", "batch")) or key is None:
+        if not all(isinstance(m.get(f), int) for f in ("out_batch", "seq", "worker", "batch")) or key is None:
+            raise ValueError("fields missing")
+        if not isinstance(_records(m), int):
             raise ValueError("fields missing")
         return m
     except (ValueError, TypeError, AttributeError):

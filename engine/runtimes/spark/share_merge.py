@@ -1,9 +1,11 @@
-"""The merge stage of the Spark engine: one final result row per (batch, key), merged in Spark.
+"""The merge stage of the Spark engine: one final result row per (batch, key) of a split key, merged in Spark.
 
 Under a split-key grouping (PKG, D-Choices, ...; nasir-icde15 Sec. III: "the downstream operator
 merges the partial results") several workers hold a share of one key, so no worker can write the
 key's result.  In a run that has split keys, every worker therefore sends, per micro-batch, its
-*share* of each key in its window that had tuples somewhere in the batch — the key's partial states
+*share* of each split key in its window that had tuples somewhere in the batch (the keys the
+batch's touch rows name, :func:`skewlab.engine.runtimes.spark.topology.touch_rows`: routed or held
+away from their home worker; a key held by one worker alone is written by that worker) — the key's partial states
 of the window merged (:meth:`skewlab.engine.runtimes.spark.window_state.WorkerWindow.shares`), as the
 operator's bytes — marked ``FRESH_SHARE`` when the key had tuples on that worker in the batch,
 ``KEPT_SHARE`` when it had them only on others (the input partitions' touch rows,
@@ -14,10 +16,12 @@ worker from all its holders, so its released result is whole)
 
 :func:`merge_in_spark` runs inside the batch's ``foreachBatch`` on those rows of the persisted
 operator output — a Spark job on the executors; the driver receives one row count per task, never a
-key.  Each row's *writer* is its key's hash bucket, ``pmod(hash(key), P)`` (the partition
-``repartition(P, key)`` would put it in); the rows are repartitioned by writer into as many tasks as the
-cluster runs at once (Spark's default parallelism, at most P: a small batch does not pay P task
-launches), and a task merges each of its writers' rows (:func:`merge_rows`:
+key.  Each row's *writer* is ``P +`` its key's hash bucket, ``pmod(hash(key), P)`` (writers below
+P are the workers, :mod:`skewlab.engine.runtimes.spark.result_sink`); the rows are repartitioned by
+writer into as many tasks as the cluster runs at once (Spark's default parallelism, at most P: a
+small batch does not pay P task launches) — or, when the workers announced at most
+:data:`SMALL_MERGE` rows (the split head of D-/W-Choices), read by one task without a shuffle — and a
+task merges each of its writers' rows (:func:`merge_rows`:
 :meth:`~skewlab.engine.operators.MergeableOperator.combine` then
 :meth:`~skewlab.engine.operators.MergeableOperator.finish`), keeps the keys that had tuples somewhere
 in the batch, and writes them with the released results as that writer's output of the batch
@@ -53,6 +57,8 @@ __all__ = ["merge_in_spark", "merge_rows"]
 
 #: what a merge task returns to the driver: the rows it wrote
 MERGED_SCHEMA = "rows long"
+#: at most this many merge-stage rows are merged by one task, without a shuffle
+SMALL_MERGE = 20_000
 
 
 def merge_rows(rows: pa.Table, operator: KeyedOperator) -> pa.Table:
@@ -107,22 +113,25 @@ def make_merger(batch_id: int, sink: Any, operator: KeyedOperator) -> Callable[[
 
 
 def merge_in_spark(df: Any, batch_id: int, partitions: int, sink: Any, operator: KeyedOperator,
-                   tasks: int | None = None) -> int:
+                   tasks: int | None = None, rows_announced: int | None = None) -> int:
     """Run batch ``batch_id``'s merge stage on the operator output ``df`` (persisted by the caller:
-    the stateful stage must not run twice): writers ``pmod(hash(key), partitions)``, in ``tasks``
-    tasks (default: Spark's default parallelism, at most ``partitions``); returns the rows written."""
+    the stateful stage must not run twice): writers ``partitions + pmod(hash(key), partitions)``, in
+    ``tasks`` tasks (default: Spark's default parallelism, at most ``partitions``), or in one task
+    without a shuffle when ``rows_announced`` (the merge-stage rows the workers' summaries count) is
+    at most :data:`SMALL_MERGE`; returns the rows written."""
     from pyspark.sql import functions as F
 
     P = int(partitions)
     tasks = max(1, min(P, int(tasks or df.sparkSession.sparkContext.defaultParallelism)))
     rows = (df.filter(F.col("kind").isin(*MERGE_KINDS)).select("kind", "batch", "key", "data")
-            .withColumn("writer", F.expr(f"pmod(hash(key), {P})")))
+            .withColumn("writer", F.expr(f"{P} + pmod(hash(key), {P})")))
     sc = df.sparkSession.sparkContext
     description = sc.getLocalProperty("spark.job.description")
     sc.setLocalProperty("spark.job.description", f"{description or ''}{MERGE_JOB_MARK}")  # not a worker's task time
     try:
-        counts = rows.repartition(tasks, "writer").mapInArrow(make_merger(batch_id, sink, operator),
-                                                              MERGED_SCHEMA).collect()
+        small = rows_announced is not None and rows_announced <= SMALL_MERGE
+        spread = rows.coalesce(1) if small else rows.repartition(tasks, "writer")
+        counts = spread.mapInArrow(make_merger(batch_id, sink, operator), MERGED_SCHEMA).collect()
     finally:
         sc.setLocalProperty("spark.job.description", description)
     return int(sum(r["rows"] for r in counts))

@@ -14,8 +14,8 @@ exactly the records of its range, so a replayed micro-batch yields identical rec
 the instance's stream; Kafka offset), ``error`` (dead-letter reason: ``no_key``, ``bad_utf8``,
 ``oversized``, and for files ``empty_line``, ``missing_column``, ``empty_key`` by the rules of
 :mod:`skewlab.engine.workloads.key_file`; for the records' fields those of
-:mod:`skewlab.engine.workloads.record_fields`), ``raw`` (file, kafka: hex of the first 32 bytes
-of a bad key) and ``ts`` (kafka: record timestamp, ms), and with values (:func:`has_values`: a
+:mod:`skewlab.engine.workloads.record_fields`), ``raw`` (file, kafka: the first bytes of a bad record
+as readable text, :func:`skewlab.engine.workloads.key_file.raw_text`) and ``ts`` (kafka: record timestamp, ms), and with values (:func:`has_values`: a
 file's ``value_column``, Kafka's ``value_field``, the generator's ``values``) ``value`` (DOUBLE,
 NULL exactly when ``error`` is set).  Bad records are emitted, never raised.
 
@@ -25,7 +25,7 @@ instance; at time ``t`` the source has emitted ``total0 + ⌊rate · (t − t0)�
 (``max_per_batch``) more, so a backlog drains as from a real queue.  ``t0`` is the reader's creation
 (Spark creates it when it starts the query's source, shortly before planning batch 0) and ``total0``
 the start offset of the first batch it plans: counted from the first ``latestOffset`` call instead,
-batch 0 would be empty and the first data would wait a whole batch (docs/results.md, "First batch on
+batch 0 would be empty and the first data would wait a whole batch (docs/results/first-batch.md, "First batch on
 a cold numba cache").  A total is split over the instances by :func:`fair_split` (water-filling).
 ``Trigger.AvailableNow`` ignores ``rate``.
 
@@ -67,7 +67,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from skewlab.engine.config import settings
 from skewlab.engine.config.params import Param, ParamError, resolve_params
-from skewlab.engine.workloads.key_file import RAW_BYTES, parse_separator, read_key_file
+from skewlab.engine.workloads.key_file import parse_separator, raw_text, read_key_file
 from skewlab.engine.workloads.record_fields import json_fields, parse_path
 from skewlab.shared import filesystems
 
@@ -484,8 +484,8 @@ class _Pacer:
         return [max(s, c) for s, c in zip(start, counts)]
 
 
-def _hex(data: bytes | None) -> str | None:
-    return None if data is None else bytes(data[:RAW_BYTES]).hex()
+def _raw(data: bytes | None) -> str | None:
+    return None if data is None else raw_text(data)
 
 
 # ============================================================================ generator
@@ -924,13 +924,13 @@ def parse_kafka_record(key: bytes | None, value: bytes | None, key_from: str, ma
     """``(key, error, raw)`` for one record under the key rule of :class:`KafkaDataSource`."""
     data = key if key_from == "key" else value
     if data is None:
-        return None, ("no_key" if key_from == "key" else "no_value"), _hex(value if key_from == "key" else key)
+        return None, ("no_key" if key_from == "key" else "no_value"), _raw(value if key_from == "key" else key)
     if len(data) > max_key_bytes:
-        return None, "oversized", _hex(data)
+        return None, "oversized", _raw(data)
     try:
         return bytes(data).decode("utf-8"), None, None
     except UnicodeDecodeError:
-        return None, "bad_utf8", _hex(data)
+        return None, "bad_utf8", _raw(data)
 
 
 def parse_kafka_fields(key: bytes | None, value: bytes | None, key_from: str, max_key_bytes: int,
@@ -938,25 +938,25 @@ def parse_kafka_fields(key: bytes | None, value: bytes | None, key_from: str, ma
     """``(key, value, error, raw)`` for one record: the key by :func:`parse_kafka_record`, or with
     ``key_path`` from that field of the record's JSON value; with ``value_path`` the value from that
     field (else ``None``); the fields' rules and dead-letter reasons are those of
-    :mod:`skewlab.engine.workloads.record_fields`.  ``raw``: hex of the value's first bytes for a bad field."""
+    :mod:`skewlab.engine.workloads.record_fields`.  ``raw``: the value's first bytes as text for a bad field."""
     if not key_path and not value_path:
         k, err, raw = parse_kafka_record(key, value, key_from, max_key_bytes)
         return k, None, err, raw
     if key_path:
         if value is None:
-            return None, None, "no_value", _hex(key)
+            return None, None, "no_value", _raw(key)
     else:
         k, err, raw = parse_kafka_record(key, value, key_from, max_key_bytes)
         if err:
             return None, None, err, raw
         if value is None:
-            return None, None, "no_value", _hex(key)
+            return None, None, "no_value", _raw(key)
     field_key, number, err = json_fields(value, key_path, value_path)
     if err:
-        return None, None, err, _hex(value)
+        return None, None, err, _raw(value)
     if key_path:
         if len(field_key.encode("utf-8")) > max_key_bytes:
-            return None, None, "oversized", _hex(value)
+            return None, None, "oversized", _raw(value)
         k = field_key
     return k, number, None, None
 
@@ -977,8 +977,8 @@ class KafkaDataSource(DataSource):
     (the value is *not* used as a fallback: a keyed stream whose producer forgot the key is an
     error to count, not a different key); ``key_from=value`` takes the value's text instead (for
     topics written by tools that only write values), ``no_value`` when it is null.  Keys longer
-    than ``max_key_bytes`` → ``oversized``; not valid UTF-8 → ``bad_utf8``.  ``raw`` holds the hex
-    of the first 32 bytes of the offending bytes (for ``no_key``: of the value).
+    than ``max_key_bytes`` → ``oversized``; not valid UTF-8 → ``bad_utf8``.  ``raw`` holds the first
+    bytes of the offending record as text (for ``no_key``: of the value; :func:`~skewlab.engine.workloads.key_file.raw_text`).
 
     Offsets: JSON ``{kafka partition: next offset}``.  ``latestOffset`` = the broker's end offsets
     (ListOffsets ``latest``) raised to the high watermark seen in a Fetch response

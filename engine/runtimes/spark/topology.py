@@ -49,7 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from skewlab.engine.algorithms.grouping import Router
-from skewlab.engine.algorithms.keys import fingerprint_keys
+from skewlab.engine.algorithms.keys import fingerprint_keys, home
 from skewlab.engine.runtimes.spark.messages import ControlOrder, ImportOrder, SourceSide, TouchedKeys
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
 
@@ -101,6 +101,13 @@ class RoutingSnapshot:
     #: :data:`ROUTED_VALUES_SCHEMA`), ``field`` (the record's value: :data:`ROUTED_FIELD_SCHEMA`), ``none``
     #: (snapshots of older runs hold ``True``/``False``, which mean ``seq``/``none``)
     values: str | bool = "none"
+    #: a run with split keys: the fingerprints (sorted) of the keys whose result is merged whenever
+    #: they have tuples — held by a worker other than their home (``fp mod n``) after the previous
+    #: batch, as the workers reported (:attr:`~skewlab.engine.runtimes.spark.messages.WorkerSummary.off_home`);
+    #: a key routed away from its home in this batch is merged too (:func:`touch_rows`).  ``None``:
+    #: not known (a batch after a restart, a change of n, a move of state; snapshots of older
+    #: runs): every key is merged (:attr:`~skewlab.engine.runtimes.spark.messages.ControlOrder.merge_all`).
+    split_keys: np.ndarray | None = None
     # The operator whose rows the source combines is fixed for the query's life and reaches the
     # source tasks once (make_router's ``combiner``), not in every batch's snapshot.  Snapshots
     # published before that carry it as the attribute ``combiner`` (pickled operator bytes, or None);
@@ -115,14 +122,16 @@ class RoutingSnapshot:
 
 
 def control_payloads(orders: tuple[np.ndarray, np.ndarray, np.ndarray], fps: np.ndarray, workers: set[int],
-                     partitions: int, *, batch: int, split: bool = False) -> dict[int, ControlOrder]:
+                     partitions: int, *, batch: int, split: bool = False, merge_all: bool = True,
+                     n_workers: int = 0) -> dict[int, ControlOrder]:
     """The :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder` of ``batch`` of every worker
     that runs in it: ``workers`` (the active ones and those still holding state) plus every holder and
     target of ``orders`` (composed ``(key ids, holders, targets)``,
     :func:`skewlab.engine.control.controller.compose_orders`; ``fps``: fingerprint of every key id).  A
     holder gets ``exports`` (target → ``uint64`` array of key fingerprints), a target ``expect`` (the
-    fingerprints of the keys whose state arrives in the next batch); ``split``: results go through
-    the merge stage."""
+    fingerprints of the keys whose state arrives in the next batch); ``split``: a run with split keys;
+    ``merge_all``: all its keys' results go through the merge stage; ``n_workers``: the active
+    workers n (a key's home is ``fp mod n``)."""
     keys, holders, targets = orders
     exports: dict[int, dict[int, np.ndarray]] = {}
     expect: dict[int, np.ndarray] = {}
@@ -142,7 +151,8 @@ def control_payloads(orders: tuple[np.ndarray, np.ndarray, np.ndarray], fps: np.
             expect[int(tk[lo])] = fps[kk[lo:hi]]
     every = set(workers) | set(exports) | set(expect)
     none = np.zeros(0, np.uint64)
-    return {w: ControlOrder(int(batch), exports.get(w, {}), expect.get(w, none), bool(split))
+    return {w: ControlOrder(int(batch), exports.get(w, {}), expect.get(w, none), bool(split), bool(merge_all),
+                            int(n_workers))
             for w in sorted(every) if w < partitions}
 
 
@@ -210,8 +220,34 @@ def _control_order(order: ControlOrder | dict[str, Any], batch: int) -> ControlO
                         np.asarray(order.get("expect", ()), np.uint64), bool(order.get("split")))
 
 
-def touch_rows(fps: np.ndarray, workers: np.ndarray, targets: Iterable[int],
-               batch: int) -> list[tuple[int, TouchedKeys]]:
+def touch_rows(fps: np.ndarray, workers: np.ndarray, targets: Iterable[int], batch: int,
+               split_keys: np.ndarray | None = None, n_workers: int = 0) -> list[tuple[int, TouchedKeys]]:
+    """The touch rows of one input partition of a split-key run (:class:`TouchedKeys`).
+
+    With ``split_keys`` (the snapshot's :attr:`RoutingSnapshot.split_keys`, ``n_workers`` the batch's
+    n): one row per worker of ``targets``, all with the same fingerprints: the distinct keys of the
+    partition routed away from their home (``fp mod n``) or in ``split_keys`` — the keys whose result
+    the merge stage writes; a worker writes the result of every other key it received itself
+    (no other worker got its tuples in this batch, none holds its state: a tuple away from home
+    would have named it here, a state away from home in ``split_keys``).  Cost: the split keys
+    times the workers, nothing for the keys at home.
+
+    Without (``None``): every key merges, as below."""
+    if split_keys is not None:
+        distinct = np.unique(fps)
+        away = np.zeros(distinct.size, dtype=bool)
+        if distinct.size:
+            inverse = np.searchsorted(distinct, fps)
+            np.logical_or.at(away, inverse, np.asarray(workers, np.int64) != home(fps, n_workers))
+            if split_keys.size:
+                away |= np.isin(distinct, split_keys, assume_unique=True)
+        merged = distinct[away]
+        return [(w, TouchedKeys(int(batch), merged)) for w in sorted(targets)] if merged.size else []
+    return _touch_rows_all(fps, workers, targets, batch)
+
+
+def _touch_rows_all(fps: np.ndarray, workers: np.ndarray, targets: Iterable[int],
+                    batch: int) -> list[tuple[int, TouchedKeys]]:
     """The touch rows of one input partition of a split-key run: for every worker of the batch
     (``targets``: the workers with a control order, every one that holds state), the
     :class:`~skewlab.engine.runtimes.spark.messages.TouchedKeys` of the distinct fingerprints of the
@@ -357,8 +393,10 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
                              dead, SourceSide.pack_router_state(router.source_state(s % router.n_sources)))
             special.append((msg.encode_text(), base + s % n))
         if touched[0]:
+            merge_all = any(o.merge_all for o in orders.values())
             special.extend((msg.encode_text(), base + w) for w, msg in
-                           touch_rows(np.concatenate(touched[0]), np.concatenate(touched[1]), orders, snap.batch_id))
+                           touch_rows(np.concatenate(touched[0]), np.concatenate(touched[1]), orders, snap.batch_id,
+                                      None if merge_all else getattr(snap, "split_keys", None), n))
         if lead:
             for w, order in sorted(orders.items()):
                 special.append((order.encode_text(), base + w))

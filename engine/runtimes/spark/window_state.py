@@ -74,6 +74,8 @@ class WorkerWindow:
         #: count: the ring's cells are its partial states, no others are kept
         self.ring_only = type(self.operator) is Count
         self.keys: list[str] = []
+        #: the keys' fingerprints (:func:`key_fingerprints`), row by row: hashed once, when a key arrives
+        self.fps = np.zeros(0, dtype=np.uint64)
         self.index: dict[str, int] = {}
         self.ring = np.zeros((0, self.window), dtype=np.int64)
         #: batch held by each ring column (-1: none yet)
@@ -132,19 +134,23 @@ class WorkerWindow:
                 for k in gone:
                     per.pop(k, None)
         self.keys = [k for k, a in zip(self.keys, alive) if a]
+        self.fps = self.fps[alive]
         self.index = {k: i for i, k in enumerate(self.keys)}
 
-    def _rows(self, keys: Sequence[str]) -> np.ndarray:
-        """Ring rows of ``keys`` (unique), appending rows for unknown keys."""
+    def _rows(self, keys: Sequence[str], fps: np.ndarray | None = None) -> np.ndarray:
+        """Ring rows of ``keys`` (unique; ``fps``: their fingerprints if known), appending rows for
+        unknown keys."""
         get = self.index.get
         rows = np.fromiter((get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
         new = np.flatnonzero(rows < 0)
         if new.size:
             start = len(self.keys)
-            for j, i in enumerate(new):
-                k = keys[i]
+            added = [keys[i] for i in new.tolist()]
+            for j, k in enumerate(added):
                 self.keys.append(k)
                 self.index[k] = start + j
+            self.fps = np.concatenate([self.fps, key_fingerprints(added) if fps is None
+                                       else np.asarray(fps, np.uint64)[new]])
             rows[new] = np.arange(start, start + new.size)
             self.ring = np.vstack([self.ring, np.zeros((new.size, self.window), dtype=np.int64)])
         return rows
@@ -170,20 +176,25 @@ class WorkerWindow:
         per[key] = self.operator.concat(per[key], partial) if key in per else partial
 
     def _apply(self, keys: list[str], counts: np.ndarray, batch: int, partials: Sequence[Any] | None,
-               emit: bool = True) -> list[tuple]:
+               emit: bool | np.ndarray = True, fps: np.ndarray | None = None) -> list[tuple]:
         """Add tuples of ``batch`` (``keys`` unique; ``partials``: their partial states, not for
-        count) and return their results (none without ``emit``)."""
+        count; ``fps``: their fingerprints if known) and return the results of the keys ``emit``
+        selects (all, none, or a boolean mask over ``keys``)."""
         if not keys:
             return []
-        rows = self._rows(keys)
+        rows = self._rows(keys, fps)
+        mask = np.broadcast_to(np.asarray(emit, dtype=bool), (len(keys),))
         if self.ring_only:
             self._add_at(rows, batch, counts)
-            return [(batch, k, int(c)) for k, c in zip(keys, self._window_sum(rows, batch).tolist())] if emit else []
+            if not mask.any():
+                return []
+            sel = np.flatnonzero(mask)
+            return [(batch, keys[i], int(c)) for i, c in zip(sel.tolist(), self._window_sum(rows[sel], batch).tolist())]
         out = []
         result = self.operator.emit
-        window = self._window_batches(batch) if emit else []
-        for k, p in zip(keys, partials):  # type: ignore[arg-type]
-            if emit:
+        window = self._window_batches(batch) if mask.any() else []
+        for k, p, e in zip(keys, partials, mask.tolist()):  # type: ignore[arg-type]
+            if e:
                 out.append((batch, k, *result([per[k] for per in window if k in per], p)))
             self._store_partial(k, batch, p)
         self._add_at(rows, batch, counts)
@@ -191,13 +202,13 @@ class WorkerWindow:
 
     # ------------------------------------------------------------------ tuples
     def add(self, keys: Sequence[str], counts: np.ndarray, batch: int, partials: Sequence[Any] | None = None,
-            fps: np.ndarray | None = None, emit: bool = True) -> list[tuple]:
+            fps: np.ndarray | None = None, emit: bool | np.ndarray = True) -> list[tuple]:
         """Apply one batch's per-key counts (``keys`` unique; ``partials``: per key the operator's
         partial state of the batch, not for count; ``fps``: the keys' fingerprints if known) at
         ``batch`` (the window's current end).
         Tuples of keys whose fingerprint is in :attr:`expect` are held (emitted on import).  Returns
-        the results of the others (none without ``emit``: their result is made elsewhere, from
-        :meth:`shares`)."""
+        the results of the others that ``emit`` selects (all, none, or a boolean mask over ``keys``:
+        the result of the others is made elsewhere, from :meth:`shares`)."""
         counts = np.asarray(counts, dtype=np.int64)
         if self.expect and len(keys):
             fps = key_fingerprints(keys) if fps is None else fps
@@ -209,8 +220,11 @@ class WorkerWindow:
                 keep = np.flatnonzero(~wait)
                 keys = [keys[i] for i in keep.tolist()]
                 counts = counts[keep]
+                fps = fps[keep]
                 partials = None if partials is None else [partials[i] for i in keep.tolist()]
-        return self._apply(list(keys), counts, int(batch), partials, emit)
+                if np.ndim(emit):
+                    emit = np.asarray(emit, dtype=bool)[keep]
+        return self._apply(list(keys), counts, int(batch), partials, emit, fps)
 
     # ------------------------------------------------------------------ migration
     def export(self, orders: Mapping[int, np.ndarray]) -> dict[int, dict[str, Any]]:
@@ -227,7 +241,7 @@ class WorkerWindow:
         orders = {int(t): np.unique(np.asarray(f, dtype=np.uint64)) for t, f in orders.items() if len(f)}
         if not orders:
             return {}
-        state_fps = key_fingerprints(self.keys) if self.keys else np.zeros(0, np.uint64)
+        state_fps = self.fps
         held_keys = list(self.held)
         held_fps = key_fingerprints(held_keys) if held_keys else np.zeros(0, np.uint64)
         alive = np.ones(len(self.keys), dtype=bool)
@@ -320,7 +334,7 @@ class WorkerWindow:
     def step(self, batch: int, keys: Sequence[str], counts: np.ndarray, *, partials: Sequence[Any] | None = None,
              fps: np.ndarray | None = None, imports: Sequence[dict[str, Any]] = (),
              exports: dict[int, np.ndarray] | None = None, expect: np.ndarray | Sequence[int] = (),
-             split: bool = False) -> dict[str, Any]:
+             split: bool = False, final: np.ndarray | None = None) -> dict[str, Any]:
         """One micro-batch of this worker, in the protocol's order:
 
         1. slide to ``batch - 1`` (the batch the imported windows and held tuples belong to);
@@ -347,7 +361,8 @@ class WorkerWindow:
         ``split``, ``export_shares`` (``(keys, states)`` as :meth:`shares`).  With ``split`` the
         batch's own tuples emit no result here (only released held tuples do): the key's result is
         the merge of every holder's share, and emitting this worker's part would merge its window
-        partials once more for nothing.
+        partials once more for nothing — except for the keys ``final`` selects (with ``split``, a
+        boolean mask over ``keys``: keys no other worker holds, whose result is final here).
         """
         batch = int(batch)
         if batch <= self.last:
@@ -364,7 +379,8 @@ class WorkerWindow:
         blobs = self.export(exports or {})
         if not split:
             self.expect.update(np.asarray(expect, dtype=np.uint64).tolist())
-        results.extend(self.add(list(keys), counts, batch, partials, fps=fps, emit=not split))
+        emit: bool | np.ndarray = (not split) if final is None else final
+        results.extend(self.add(list(keys), counts, batch, partials, fps=fps, emit=emit))
         return {"results": results, "exports": blobs, **out}
 
     # ------------------------------------------------------------------ shares
@@ -381,7 +397,7 @@ class WorkerWindow:
         if not self.keys:
             return [], []
         rows = (np.arange(len(self.keys)) if fps is None
-                else np.flatnonzero(np.isin(key_fingerprints(self.keys), np.asarray(fps, dtype=np.uint64))))
+                else np.flatnonzero(np.isin(self.fps, np.asarray(fps, dtype=np.uint64))))
         if self.ring_only:
             sums = self.ring[rows].sum(axis=1)  # the slide emptied the columns of batches that left the window
             live = np.flatnonzero(sums)
@@ -395,6 +411,12 @@ class WorkerWindow:
                 keys.append(k)
                 states.append(merge(parts))
         return keys, states
+
+    def off_home(self, worker: int, n: int) -> np.ndarray:
+        """Fingerprints of the keys in this window whose home (``fp mod n``,
+        :func:`skewlab.engine.algorithms.keys.home`) is not ``worker``, sorted: the keys whose result
+        their home worker cannot write alone."""
+        return np.sort(self.fps[(self.fps % np.uint64(n)) != np.uint64(worker)])
 
     # ------------------------------------------------------------------ serialisation
     def _pickles_itself(self) -> bool:
@@ -418,7 +440,7 @@ class WorkerWindow:
             held = {k: [(b, n, None if p is None else dumps(p)) for b, n, p in entries]
                     for k, entries in self.held.items()}
         return pickle.dumps((self.window, self.operator.name, self.keys, cells, self.col_batch, self.last, partials,
-                             held, self.expect, layout), protocol=pickle.HIGHEST_PROTOCOL)
+                             held, self.expect, layout, self.fps), protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
     def loads(cls, data: bytes, operator: KeyedOperator | None = None) -> "WorkerWindow":
@@ -442,6 +464,7 @@ class WorkerWindow:
             partials = {b: {k: loads(p) for k, p in per.items()} for b, per in partials.items()}
             held = {k: [(b, n, None if p is None else loads(p)) for b, n, p in entries] for k, entries in held.items()}
         self.keys = keys
+        self.fps = fields[10] if len(fields) > 10 else key_fingerprints(keys)  # (a state written before fps were kept)
         self.index = {k: i for i, k in enumerate(keys)}
         self.ring = np.zeros((len(keys), window), dtype=np.int64)
         self.ring[r.astype(np.int64), c.astype(np.int64)] = v
