@@ -1,7 +1,7 @@
 """The measurements behind the rebalancers' default base hash (issue 39, engine/algorithms/base_hash.py).
 
 Candidates for the worker of a key outside the routing table, at 10 workers: plain ``fp mod n``
-(``hash``), the slot table (``base=slots``), jump consistent hash (Lamping & Veach 2014, Fig. 1; a
+(``hash``), the slot table (``base=slots``, built for 10 workers: at 10 it is ``fp mod 10``), jump consistent hash (Lamping & Veach 2014, Fig. 1; a
 candidate measured here, not used by the engine) and the consistent-hash ring with 128, 1000 and 4096
 points per worker (``base=consistent``).  For each, over 20 draws of 1,000,000 uniform 64-bit
 fingerprints: the imbalance max/mean − 1 of keys per worker (uniform keys, median and max over the
@@ -48,8 +48,9 @@ def jump(fps: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def candidates(n: int) -> dict:
-    return {"hash (fp mod n)": lambda f: home(f, n), "slots (2^16)": SlotTable(n).lookup,
+def candidates(n: int, origin: int) -> dict:
+    """Every candidate for ``n`` workers; the slot table of a planner built with ``origin`` workers."""
+    return {"hash (fp mod n)": lambda f: home(f, n), "slots (fp mod S, S ≥ 2^16)": SlotTable(n, origin).lookup,
             "jump (Lamping & Veach)": lambda f: jump(f, n),
             "ring, 128 points": ConsistentHashRing(n, 128).lookup,
             "ring, 1000 points": ConsistentHashRing(n, 1000).lookup,
@@ -66,7 +67,7 @@ def main() -> int:
     for key, buckets, bucket in ((256, 1024, 520), (1, 10, 6), (0xDEADBEEF, 1000, 285)):
         assert jump(np.array([key], dtype=np.uint64), buckets)[0] == bucket
     n, draws = 10, 20
-    c10, c11 = candidates(n), candidates(n + 1)
+    c10, c11 = candidates(n, n), candidates(n + 1, n)
     zipf = 1.0 / np.arange(1, 100_001, dtype=np.float64)
     zipf /= zipf.sum()
     res: dict[str, dict[str, list[float]]] = {k: {"uniform": [], "zipf": [], "moved": []} for k in c10}

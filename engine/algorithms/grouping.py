@@ -526,6 +526,16 @@ class RebalancingPlanner(Planner):
     #: the gate on the record of the planner's tables against the base hash; the Gedik family sets it
     gate_trusts_record: ClassVar[bool] = False
 
+    #: the worker count the planner was built with: the slot-table base hash is plain hash's
+    #: ``fp mod n`` there (:mod:`skewlab.engine.algorithms.base_hash`); ``None`` in a planner pickled
+    #: before it existed (those route by a ring or fp mod n, which ignore it)
+    base_workers: int | None = None
+
+    def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0,
+                 params: Mapping[str, Any] | None = None) -> None:
+        self.base_workers = int(n_workers)
+        super().__init__(n_workers, n_sources, seed, params)
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "params" in cls.__dict__ and not any(p.name == "gate" for p in cls.params):

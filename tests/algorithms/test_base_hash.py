@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from skewlab.engine.algorithms import registry
-from skewlab.engine.algorithms.base_hash import SLOT_BITS, SlotTable, slot_table
+from skewlab.engine.algorithms.base_hash import MIN_SLOTS, SlotTable, slot_count, slot_table
 from skewlab.engine.algorithms.keys import Vocabulary, home
 from skewlab.engine.control.controller import Controller
 from skewlab.engine.control.state import decode
@@ -55,33 +55,50 @@ def test_default_base_moves_one_in_n_plus_one_keys_on_a_worker_added(name):
     assert np.all(after[moved] == 10)
 
 
-def test_slot_table_is_balanced_and_grows_by_the_new_worker_only():
-    """Every worker holds ⌊S/n⌋ or ⌈S/n⌉ slots; from n to n + 1 only slots of worker n change hands,
-    within one slot of S/(n + 1) of them."""
-    size = 1 << SLOT_BITS
-    assert np.all(slot_table(1) == 0) and slot_table(1).size == size
+@pytest.mark.parametrize("origin", [1, 2, 3, 7, 10, 16, 33])
+def test_slot_table_is_balanced_and_changes_by_one_worker_only(origin):
+    """For a table aligned with ``fp mod origin``: every worker holds ⌊S/n⌋ or ⌈S/n⌉ slots, and from n
+    to n + 1 workers (above and below ``origin``) only slots of worker n change hands, within one
+    slot of S/(n + 1) of them."""
+    size = slot_count(origin)
+    assert size % origin == 0 and MIN_SLOTS <= size < MIN_SLOTS + origin
+    assert np.array_equal(slot_table(origin, origin), np.arange(size) % origin)
     for n in list(range(2, 40)) + [255, 256, 257, 1024]:
-        table, smaller = slot_table(n), slot_table(n - 1)
+        table, smaller = slot_table(n, origin), slot_table(n - 1, origin)
         counts = np.bincount(table, minlength=n)
-        assert counts.size == n and counts.max() - counts.min() <= 1, n
+        assert table.size == size and counts.size == n and counts.max() - counts.min() <= 1, n
         changed = smaller != table
         assert np.all(table[changed] == n - 1), n
         assert abs(int(changed.sum()) - size / n) <= 1.0, n
     with pytest.raises(ValueError):
         slot_table(0)
+    with pytest.raises(ValueError):
+        SlotTable(3, 0)
 
 
-def test_slot_table_pickles_as_its_worker_count_and_salt():
+@pytest.mark.parametrize("name", REBALANCERS)
+def test_before_a_plan_every_rebalancer_routes_as_plain_hash(name):
+    """Issue 39: a rebalancer with its defaults starts from plain hash's placement ``fp mod n`` (the
+    slot table aligned with it, Guo & Zhou's substreams ``fp mod p`` with n | p), whatever its seed,
+    so where no plan pays (or the gate returns to the base) it routes exactly as ``hash`` does."""
+    keys = UNIFORM[:200_000]
+    for n, seed in ((10, 0), (10, 5), (7, 3)):
+        g = registry.create(name, n, 2, seed=seed)
+        assert np.array_equal(g.router.owner(keys), home(keys, n)), (n, seed)
+
+
+def test_slot_table_pickles_as_its_worker_counts():
     import pickle
 
-    t = SlotTable(10, seed=3)
+    t = SlotTable(11, origin=10)
     t.lookup(UNIFORM[:10])
     again = pickle.loads(pickle.dumps(t))
     assert len(pickle.dumps(t)) < 100
     assert np.array_equal(again.lookup(UNIFORM[:1000]), t.lookup(UNIFORM[:1000]))
-    # the seed salts the slots (as it places a ring's points); seed 0 is unsalted
-    assert np.mean(SlotTable(10, seed=3).lookup(UNIFORM[:1000]) != SlotTable(10).lookup(UNIFORM[:1000])) > 0.8
-    assert SlotTable(10).salt == 0
+    # aligned with fp mod 10 at 10 workers; 10 -> 11 moves ~1/11 of the keys, all to worker 10
+    assert np.array_equal(SlotTable(10).lookup(UNIFORM), home(UNIFORM, 10))
+    moved = t.lookup(UNIFORM) != home(UNIFORM, 10)
+    assert abs(moved.mean() - 1 / 11) < 0.005 and np.all(t.lookup(UNIFORM)[moved] == 10)
 
 
 @pytest.mark.parametrize("change", ["base", "workers"])

@@ -472,7 +472,7 @@ def test_base_hash_is_the_base_parameter_everywhere(name):
     from skewlab.engine.algorithms.groupings.basic import ConsistentHashRing
 
     keys = mix64(np.arange(50_000, dtype=np.uint64))
-    for params, make in (({}, lambda n: SlotTable(n, 3)),
+    for params, make in (({}, lambda n: SlotTable(n, origin=9)),
                          ({"base": "consistent"}, lambda n: ConsistentHashRing(n, 1000, 3))):
         g = registry.create(name, 9, seed=3, params=params)
         base9, base10 = make(9).lookup(keys), make(10).lookup(keys)

@@ -357,7 +357,7 @@ def test_pickle_and_resize(algo):
     g.resize(n + 1)
     after = g.base(keys)
     assert np.all((after == before) | (after == n))
-    assert np.array_equal(after, SlotTable(n + 1, 3).lookup(keys))
+    assert np.array_equal(after, SlotTable(n + 1, origin=n).lookup(keys))
     ring = registry.create(algo, n, seed=3, params={"base": "consistent"})
     ring.resize(n + 1)
     assert np.array_equal(ring.base(keys), ConsistentHashRing(n + 1, 1000, 3).lookup(keys))

@@ -592,7 +592,7 @@ class FangRebalancer(RebalancingPlanner):
     def make_ring(self, n_workers: int) -> SlotTable | ConsistentHashRing | None:
         """h(k) by the ``base`` parameter (:func:`skewlab.engine.algorithms.base_hash.make_base`): the slot
         table, the consistent-hash ring (Fang Sec. II-A/V) or ``None`` for fp mod n."""
-        return make_base(self.p, n_workers, self.seed)
+        return make_base(self.p, n_workers, self.seed, self.base_workers)
 
     # ------------------------------------------------------------------ entry point
     def compute_plan(self, stats: IntervalStats) -> Plan:

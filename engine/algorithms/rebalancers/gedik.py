@@ -640,7 +640,7 @@ class GedikGrouping(RebalancingPlanner):
     def make_ring(self, n_workers: int) -> SlotTable | ConsistentHashRing | None:
         """H_c by the ``base`` parameter (:func:`skewlab.engine.algorithms.base_hash.make_base`): the slot
         table (default, a deviation: issue 39), the paper's ring or fp mod n."""
-        return make_base(self.p, n_workers, self.seed)
+        return make_base(self.p, n_workers, self.seed, self.base_workers)
 
     # -------------------------------------------------------------- frequencies
     def _delta(self, n: int, domain: int) -> float:
