@@ -412,7 +412,7 @@ class Controller:
         self.planner.apply(plan)
         self._event("rebalance", algorithm=self.planner.name, keys=ev.keys, state_moved=ev.state_moved,
                     migration_cost=ev.migration_cost, feasible=plan.feasible, note=plan.note,
-                    gate_excess=self.gate.mean_excess, gate_last_excess=self.gate.last_excess)
+                    gate_excess=self.gate.mean_excess)
         self.gate.forget_pending()  # the owners are the base hash's again: no plan left to judge
         return ev
 
@@ -443,7 +443,6 @@ class Controller:
             feasible=plan.feasible,
             note=plan.note,
             **verdict.to_dict(),
-            gate_last_excess=self.gate.last_excess,
         )
 
     def _execute_plan(self, stats: IntervalStats, plan: Plan, verdict: GateVerdict | None = None) -> MigrationEvent:
