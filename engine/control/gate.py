@@ -41,11 +41,6 @@ summed with the weight :data:`FORGET` per interval of age, E its weighted mean. 
 planner's tables lose to h on the record) no plan is executed, and at the end of every interval
 without an executed plan the controller returns to h
 (:meth:`~skewlab.engine.algorithms.grouping.RebalancingPlanner.base_plan`: routing table emptied).
-The same happens, and no plan is executed, when the owners in force did worse than h on the interval
-that just ended (issue 39: "never worse than hash", with the base hash at plain hash's placement; E is
-a weighted *mean*, and on the bursty ``movielens`` users one UHLB redraw that had beaten h on the
-record lost to it for three intervals before E turned positive, which moved the run's median 5 %
-above hash's; docs/results/traces-vs-hash.md).
 That return is not weighed against its migration cost, deliberately: it moves back only keys the
 gate's own plans moved away, and weighed (``gate_horizon · E > cost``) it was too late on those
 traces to keep the p90 within the issue's 5 % of h's (docs/results/gate.md, "Recency and the migration
@@ -127,11 +122,9 @@ def _imbalance(workers: np.ndarray, cost: np.ndarray, n: int) -> float:
 class MigrationGate:
     """State of the gate of one controller (plain floats and arrays: picklable)."""
 
-    #: class defaults: a gate pickled in a checkpoint before issue 25 has no excess record yet, one
-    #: pickled before issue 39 no excess of the last interval
+    #: class defaults: a gate pickled in a checkpoint before issue 25 has no excess record yet
     excess = 0.0
     excess_weight = 0.0
-    last_excess = 0.0
 
     def __init__(self) -> None:
         self.realised = 0.0  # R
@@ -141,8 +134,6 @@ class MigrationGate:
         self._pending: tuple[int, np.ndarray, np.ndarray, np.ndarray, float] | None = None
         self.excess = 0.0  # weighted sum of the realised excess over the base hash
         self.excess_weight = 0.0  # the sum of its weights
-        #: how much the owners in force did worse than the base hash on the last interval observed
-        self.last_excess = 0.0
 
     @property
     def mean_excess(self) -> float:
@@ -152,9 +143,8 @@ class MigrationGate:
 
     @property
     def tables_lose(self) -> bool:
-        """Whether the planner's routing did worse than the base hash on the record (E > 0) or, in
-        force, on the last interval observed (issue 39)."""
-        return self.mean_excess > 0 or self.last_excess > 0
+        """Whether the planner's routing did worse than the base hash on the record (E > 0)."""
+        return self.mean_excess > 0
 
     @property
     def persistence(self) -> float:
@@ -176,10 +166,6 @@ class MigrationGate:
         when they are not the base hash's."""
         pending, self._pending = self._pending, None
         n = stats.n_workers
-        if home is not None:
-            in_force = np.any(np.asarray(home) != stats.worker)
-            self.last_excess = (_imbalance(stats.worker, stats.cost, n)
-                                - _imbalance(np.asarray(home, np.int64), stats.cost, n)) if in_force else 0.0
         if pending is None or stats.key_ids is None or pending[0] != n:
             if home is not None and np.any(np.asarray(home) != stats.worker):
                 self._add_excess(_imbalance(stats.worker, stats.cost, n) - _imbalance(np.asarray(home, np.int64), stats.cost, n))

@@ -210,28 +210,3 @@ def test_a_checkpoint_after_dropping_stale_entries_resumes_the_same_run():
     for batch in batches[i + 1:]:
         a, b = rt.step(batch), restored.step(batch)
         assert {f: a[f] for f in fields} == {f: b[f] for f in fields}
-
-
-def test_the_tables_lose_when_they_lost_on_the_last_interval_though_the_record_is_for_them():
-    """Issue 39: after intervals where the owners in force beat the base hash (E < 0), one interval on
-    which they do worse than it is enough for :attr:`MigrationGate.tables_lose` (the controller then
-    returns to the base hash and executes no plan); an interval at the base hash's owners is neutral."""
-    from skewlab.engine.algorithms.grouping import IntervalStats
-    from skewlab.engine.control.gate import MigrationGate
-
-    keys = np.arange(4, dtype=np.uint64)
-    home = np.array([0, 0, 1, 1], dtype=np.int64)
-    table = np.array([0, 1, 0, 1], dtype=np.int64)
-
-    def stats(cost):
-        cost = np.asarray(cost, dtype=np.float64)
-        return IntervalStats(0, 2, keys, cost, cost, cost.astype(np.int64), table)
-
-    gate = MigrationGate()
-    for _ in range(3):  # the table puts the two hot keys on different workers: far better than home
-        gate.observe(stats([10, 10, 1, 1]), home)
-    assert gate.mean_excess < 0 and not gate.tables_lose
-    gate.observe(stats([10, 1, 10, 1]), home)  # now the table puts both hot keys on worker 0
-    assert gate.mean_excess < 0 and gate.last_excess > 0 and gate.tables_lose
-    gate.observe(IntervalStats(0, 2, keys, np.ones(4), np.ones(4), np.ones(4, np.int64), home), home)
-    assert gate.last_excess == 0.0 and not gate.tables_lose
