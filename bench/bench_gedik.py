@@ -53,7 +53,7 @@ def stats_for(keys, counts, worker, n) -> IntervalStats:
 
 def time_plan(algo: str, n: int, r: int, scenario: str, repeat: int) -> dict:
     keys, counts = instance(r)
-    g = registry.create(algo, n - 1 if scenario == "scale-out" else n)
+    g = registry.create(algo, n - 1 if scenario == "scale-out" else n, params={"base": "consistent"})  # the paper's H_c
     if scenario == "scale-out":
         st0 = stats_for(keys, counts, g.base(keys), n - 1)
         g.observe(st0)

@@ -91,13 +91,15 @@ def readj_alpha(theta: float, n: int) -> float:
 
 
 def _params(alg: str, n: int, theta: float, amax: int, sigma: float = 0.1) -> dict[str, Any]:
-    """The papers' parameters of ``alg``; every plan is executed (``gate`` off: the papers have no gate)
-    and the Fang rebalancers plan from the last interval alone (``plan_decay`` 0, as in Fang Sec. III)."""
+    """The papers' parameters of ``alg``; every plan is executed (``gate`` off: the papers have no gate),
+    keys outside the routing table go by the consistent-hash ring (``base=consistent``: Fang Sec. V,
+    Gedik Sec. 5.5; skewlab's default is the slot table) and the Fang rebalancers plan from the last
+    interval alone (``plan_decay`` 0, as in Fang Sec. III)."""
     if alg in ("pkg", "hash"):
         return {}
     if alg == "readj":
-        return {"theta_max": theta, "alpha": readj_alpha(theta, n), "sigma": sigma, "gate": False}
-    p = {"theta_max": theta, "amax": amax, "gate": False}
+        return {"theta_max": theta, "alpha": readj_alpha(theta, n), "sigma": sigma, "gate": False, "base": "consistent"}
+    p = {"theta_max": theta, "amax": amax, "gate": False, "base": "consistent"}
     if any(q.name == "plan_decay" for q in registry.get(alg).params):
         p["plan_decay"] = 0.0
     return p

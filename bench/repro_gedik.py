@@ -113,7 +113,7 @@ def grow(inst: Instance, alg: str, n_final: int, params: dict[str, Any]) -> list
             rows.append({"n": n, "b": b, "m": m, "explicit": 0, "counter": 0, "seconds": 0.0})
             prev = cur
         return rows
-    g = registry.create(alg, 1, seed=inst.seed, params={"replicas": REPLICAS, **params})
+    g = registry.create(alg, 1, seed=inst.seed, params={"replicas": REPLICAS, "base": "consistent", **params})
     return [_step(inst, g, n) for n in range(2, n_final + 1)]
 
 
@@ -135,7 +135,7 @@ def _step(inst: Instance, g, n: int) -> dict[str, Any]:
 def last_step_utilities(inst: Instance, res: str, n_final: int) -> dict[str, dict[str, Any]]:
     """readj grown to n_final − 1 channels with U^APM, then the last step (→ n_final) with every utility
     from that same placement: separates the last step's utility from the history of plans."""
-    g = registry.create("readj", 1, seed=inst.seed, params={"replicas": REPLICAS, "resources": res, "utility": "APM"})
+    g = registry.create("readj", 1, seed=inst.seed, params={"replicas": REPLICAS, "base": "consistent", "resources": res, "utility": "APM"})
     for n in range(2, n_final):
         _step(inst, g, n)
     out = {}

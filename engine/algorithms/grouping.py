@@ -467,8 +467,9 @@ def gate_record_param(default: bool) -> Param:
 class TableRouter(Router):
     """Routing of a table rebalancer: F(k) = A[k] if k ∈ A else h(k).
 
-    h(k) is ``fp mod n`` (``ring is None``) or the consistent-hash ring's worker
-    (:class:`skewlab.engine.algorithms.groupings.basic.ConsistentHashRing`); ``table`` is the routing table A.  The
+    h(k) is ``fp mod n`` (``ring is None``) or ``ring.lookup``: the base hash object of the planner's
+    ``base`` parameter (:mod:`skewlab.engine.algorithms.base_hash`: the slot table or the consistent-hash
+    ring); ``table`` is the routing table A.  The
     planner (:class:`RebalancingPlanner`) builds the ring and replaces the table when it applies a
     plan; the router itself carries no parameters.
     """
@@ -505,9 +506,9 @@ class RebalancingPlanner(Planner):
 
     Its router is a :class:`TableRouter` unless a subclass builds another (Guo & Zhou's substream
     table).  Subclasses implement :meth:`compute_plan`.  The base hash h(k) is ``fp mod n`` unless
-    the subclass's :meth:`make_ring` returns a consistent-hash ring
-    (:class:`skewlab.engine.algorithms.groupings.basic.ConsistentHashRing`: Gedik's H_c; Fang Sec. II-A/V "consistent
-    hashing as our basic hash function"); :meth:`base` and :meth:`base_for` are the only places that
+    the subclass's :meth:`make_ring` returns an object with ``lookup`` (the Fang and Gedik families:
+    :func:`skewlab.engine.algorithms.base_hash.make_base`, the slot table by default or the papers'
+    consistent-hash ring, Gedik's H_c, Fang Sec. II-A/V); :meth:`base` and :meth:`base_for` are the only places that
     compute h(k) for the planner, the routing and the migration after a resize.
     The controller asks for a plan when the current imbalance max_d θ(d) exceeds ``theta_max``
     (a declared parameter of every rebalancer that has one).  Every subclass that declares
@@ -524,6 +525,16 @@ class RebalancingPlanner(Planner):
     #: the default of the gate's ``gate_record`` (:func:`gate_record_param`): whether a plan may also pass
     #: the gate on the record of the planner's tables against the base hash; the Gedik family sets it
     gate_trusts_record: ClassVar[bool] = False
+
+    #: the worker count the planner was built with: the slot-table base hash is plain hash's
+    #: ``fp mod n`` there (:mod:`skewlab.engine.algorithms.base_hash`); ``None`` in a planner pickled
+    #: before it existed (those route by a ring or fp mod n, which ignore it)
+    base_workers: int | None = None
+
+    def __init__(self, n_workers: int, n_sources: int = 1, seed: int = 0,
+                 params: Mapping[str, Any] | None = None) -> None:
+        self.base_workers = int(n_workers)
+        super().__init__(n_workers, n_sources, seed, params)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -45,13 +45,22 @@ def assert_not_worse(algorithm: str, trace, seed: int) -> None:
 
 #: seeds of the ``movielens`` and ``drift`` checks
 SEEDS = tuple(range(8))
+#: (rebalancer, seed) worse than their base on the ``movielens`` users with the defaults since the base
+#: is plain hash's placement (issue 39; docs/results/traces-vs-hash.md): uhlb seed 1 has a median of
+#: 1.242 against its base's 1.238, seed 6 1.298 against 1.238 (p90 equal): one adopted hash member
+#: that beat the base on the intervals the gate had judged lost to it on the next bursts
+USERS_KNOWN_WORSE = {("uhlb", 1), ("uhlb", 6)}
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("algorithm", REBALANCERS)
-def test_rebalancer_defaults_are_never_worse_than_not_rebalancing(algorithm, seed):
+def test_rebalancer_defaults_are_never_worse_than_not_rebalancing(algorithm, seed, request):
     """The whole ``movielens`` trace by user (21 intervals), seeds 0–7 (seed 1: llfd and readj
     exceeded their base's p90 before the gate judged tables against the base hash; llfd and mintable
     seed 5, minmig, mixed and mixed-bf seed 7 lost to it before the gate's least persistence,
-    ``gate_min_persistence``)."""
+    ``gate_min_persistence``).  The cases of :data:`USERS_KNOWN_WORSE` fail today (strict xfail)."""
+    if (algorithm, seed) in USERS_KNOWN_WORSE:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="issue 39: uhlb seeds 1 and 6 on the users"))
     assert_not_worse(algorithm, USERS, seed)
 
 
@@ -64,11 +73,12 @@ def test_rebalancer_defaults_are_never_worse_than_not_rebalancing_by_aircraft(al
     assert_not_worse(algorithm, AIRCRAFT, seed)
 
 
-#: (rebalancer, seed) that are worse than their base on ``drift`` with the defaults (docs/results/gate.md,
-#: "The gate on the record of the tables, and a least persistence": scan seed 7 has a median 0.028 above
-#: its base's, uhlb seed 5 0.025; the Gedik family's other cases passed when its plans could pass the gate
-#: on the record of its tables, ``gate_record``)
-DRIFT_KNOWN_WORSE = {("scan", 7), ("uhlb", 5)}
+#: (rebalancer, seed) that are worse than their base on ``drift`` with the defaults: scan seed 2, median
+#: 0.878 against its base's 0.852, p90 equal, since the base is plain hash's placement (issue 39;
+#: docs/results/traces-vs-hash.md).  Under the ring (docs/results/gate.md, "The gate on the record of the
+#: tables, and a least persistence") they were scan seed 7 and uhlb seed 5; under the salted slot table
+#: readj seed 4 and uhlb seed 5.
+DRIFT_KNOWN_WORSE = {("scan", 2)}
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -78,18 +88,19 @@ def test_rebalancer_defaults_are_never_worse_than_not_rebalancing_on_drift(algor
     0–7.  The cases of :data:`DRIFT_KNOWN_WORSE` fail today (strict xfail: one that starts to pass
     fails here, so the list is kept exact)."""
     if (algorithm, seed) in DRIFT_KNOWN_WORSE:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="issue 25 item 2 open on drift (scan seed 7, uhlb seed 5)"))
+        request.applymarker(pytest.mark.xfail(strict=True, reason="issue 25 item 2 open on drift (scan seed 2)"))
     assert_not_worse(algorithm, DRIFT, seed)
 
 
 def test_gedik_plans_pass_the_gate_on_the_record_of_their_tables():
-    """scan on ``drift``, seed 4: its plans realise a small share of their predicted gain on the next
-    interval, so judged one by one (``gate_record=false``) they are skipped and the run's p90 is
-    above 1.05 × its base's; with ``gate_record`` (the Gedik family's default) plans whose cost the record of
+    """scan on ``drift``, seed 3: its plans realise a small share of their predicted gain on the next
+    interval, so judged one by one (``gate_record=false``) they are skipped and the run's median is
+    above its base's (0.822 against 0.802; seed 4 until the base became plain hash's placement, issue
+    39); with ``gate_record`` (the Gedik family's default) plans whose cost the record of
     the tables against the base hash covers are executed, and the run is not worse than its base."""
-    default = run("scan", DRIFT, seed=4)
-    one_by_one = run("scan", DRIFT, seed=4, gate_record=False)
-    base_median, base_p90 = per_interval(run("scan", DRIFT, seed=4, plans_on=False))
+    default = run("scan", DRIFT, seed=3)
+    one_by_one = run("scan", DRIFT, seed=3, gate_record=False)
+    base_median, base_p90 = per_interval(run("scan", DRIFT, seed=3, plans_on=False))
     assert registry.create("scan", WORKERS).p["gate_record"] is True
     assert registry.create("mixed", WORKERS).p["gate_record"] is False
     median, p90 = per_interval(default)
@@ -113,11 +124,13 @@ def test_skipped_gedik_plans_drop_the_stale_entries():
 
 
 def test_the_gate_returns_to_the_base_hash_when_the_tables_lose():
-    """readj on the bursty users, seed 7: its tables did worse than the base hash, so the gate
-    emptied the routing table (a migration noted "back to the base hash").  (llfd seed 1 and mixed-bf
-    seed 2 did so before the Fang planners planned from decayed costs and the gate asked for a least
-    persistence; their tables no longer lose there.)"""
-    out = run("readj", USERS, seed=7)
+    """uhlb on the bursty users, seed 1: the hash member it adopted did worse than the base (plain
+    hash's placement) on the record, so the gate returned every substream to it (a migration noted
+    "back to the base hash").  (No Fang or Gedik rebalancer returns there on seeds 0–7 since the base
+    is plain hash's placement, issue 39; readj seed 2 under the salted slot table, readj seed 7 under
+    the ring, llfd seed 1 and mixed-bf seed 2 before the Fang planners planned from decayed costs and
+    the gate asked for a least persistence.)"""
+    out = run("uhlb", USERS, seed=1)
     back = [r for r in out["intervals"] if r["back_to_base"]]
     assert back and all(r["routing_table_size"] == 0 and r["migration_cost"] > 0 for r in back)
     notes = [e for e in out["events"] if e["kind"] == "rebalance" and e.get("note") == "back to the base hash"]

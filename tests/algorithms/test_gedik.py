@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from skewlab.engine.algorithms import registry
 from skewlab.engine.algorithms.grouping import IntervalStats
+from skewlab.engine.algorithms.base_hash import SlotTable
 from skewlab.engine.algorithms.groupings.basic import ConsistentHashRing
 from skewlab.engine.algorithms.keys import fingerprints
 from skewlab.engine.config.params import ParamError
@@ -350,12 +351,16 @@ def test_pickle_and_resize(algo):
     assert np.array_equal(g2.router.route(keys), g.router.route(keys))
     assert np.array_equal(g2.router.route(keys), plan.assignment)
     assert g2.counter.current().n == g.counter.current().n
-    # growing: the ring is re-created; untracked keys stay or go to the new channel only
+    # growing: the base hash (default: the slot table) is re-created; untracked keys stay or go to the
+    # new channel only
     before = g.base(keys)
     g.resize(n + 1)
     after = g.base(keys)
     assert np.all((after == before) | (after == n))
-    assert np.array_equal(after, ConsistentHashRing(n + 1, 1000, 3).lookup(keys))
+    assert np.array_equal(after, SlotTable(n + 1, origin=n).lookup(keys))
+    ring = registry.create(algo, n, seed=3, params={"base": "consistent"})
+    ring.resize(n + 1)
+    assert np.array_equal(ring.base(keys), ConsistentHashRing(n + 1, 1000, 3).lookup(keys))
     # shrinking: table entries of removed channels are dropped, routing stays in range
     g.resize(2)
     assert g.router.route(keys).max() < 2

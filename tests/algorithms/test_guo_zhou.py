@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from skewlab.engine.algorithms import registry
 from skewlab.engine.algorithms.grouping import IntervalStats
-from skewlab.engine.algorithms.keys import GOLDEN, mix64
+from skewlab.engine.algorithms.keys import GOLDEN, home, mix64
 from skewlab.engine.config.params import ParamError
 from skewlab.engine.algorithms.rebalancers.guo_zhou import SUBSTREAM_HASH_INDEX, UHLB_PRIME, clb_split, elb_assign
 
@@ -46,6 +46,7 @@ def test_registered_with_declared_params():
         g = registry.create(name, 4)
         assert g.rebalancing and g.single_owner
         assert g.n_substreams == 1024
+        assert registry.create(name, 10).n_substreams == 1030  # rounded up to a multiple of n
         with pytest.raises(ParamError):
             registry.create(name, 4, params={"substreams": 0})
     with pytest.raises(ParamError):
@@ -62,17 +63,33 @@ def test_registered_with_declared_params():
 def test_route_is_substream_hash_then_table_lookup(name):
     g = registry.create(name, 7, params={"substreams": 50})
     fps = _POOL[:5000]
-    # H(k) = mix64(fp + 977·GOLDEN) mod p, written out in Python integers
-    sub = np.array([int(mix64(np.array([(int(f) + SUBSTREAM_HASH_INDEX * int(GOLDEN)) % 2**64], np.uint64))[0]) % 50
-                    for f in fps])
+    # H(k) = fp mod p, p = 50 rounded up to a multiple of 7 (issue 39: the default table is fp mod n)
+    assert g.n_substreams == 56
+    sub = np.array([int(f) % 56 for f in fps])
     assert np.array_equal(g.substream(fps), sub)
+    assert np.array_equal(g.router.route(fps), home(fps, 7))
     assert np.array_equal(g.router.route(fps), sub % 7)  # default table s mod n
     assert np.array_equal(g.router.owner(fps), g.base(fps))
     assert g.routing_table_size() == 0
     g.sub_table = np.roll(g.sub_table, 1)
     assert np.array_equal(g.router.route(fps), g.sub_table[sub])
-    assert g.routing_table_size() == int(np.count_nonzero(g.sub_table != np.arange(50) % 7))
+    assert g.routing_table_size() == int(np.count_nonzero(g.sub_table != np.arange(56) % 7))
     assert g.router.route(np.empty(0, dtype=np.uint64)).size == 0
+
+
+def test_a_router_pickled_before_the_aligned_substreams_keeps_its_hash():
+    """A substream router pickled before H(k) = fp mod p (no ``aligned``) routes by
+    H(k) = mix64(fp + 977·GOLDEN) mod p as it did, so a restored run's state stays where it is."""
+    from skewlab.engine.algorithms.rebalancers.guo_zhou import SubstreamRouter
+
+    old = SubstreamRouter(5, 1, 50)
+    del old.aligned
+    old = pickle.loads(pickle.dumps(old))
+    fps = _POOL[:5000]
+    sub = np.array([int(mix64(np.array([(int(f) + SUBSTREAM_HASH_INDEX * int(GOLDEN)) % 2**64], np.uint64))[0]) % 50
+                    for f in fps])
+    assert np.array_equal(old.substream(fps), sub)
+    assert np.array_equal(old.route(fps), sub % 5)
 
 
 # ------------------------------------------------------------------------------------ ELB
@@ -202,7 +219,7 @@ def test_state_movement_accounting_matches_substream_moves(name):
     assert plan.state_moved == pytest.approx(plan.extra["substream_state_moved"])
     assert plan.migration_cost == pytest.approx(stats.size[plan.moved].sum() / stats.size.sum())
     # the key-level routing table = keys off their default worker = keys of substreams off default
-    off = new != np.arange(128) % 6
+    off = new != np.arange(g.n_substreams) % 6  # 128 rounded up to a multiple of 6
     assert plan.routing_table_size == int(off[sub].sum())
     assert plan.extra["substream_table_size"] == int(off.sum())
     assert plan.extra["var_load"] == pytest.approx(np.var(plan.loads))
@@ -210,8 +227,8 @@ def test_state_movement_accounting_matches_substream_moves(name):
 
 # ------------------------------------------------------------------------------------ CLB
 def test_clb_rebalances_only_every_m_windows():
-    g = registry.create("clb", 3, params={"substreams": 16, "m": 4})
-    y = np.arange(16, dtype=float)
+    g = registry.create("clb", 3, params={"substreams": 18, "m": 4})
+    y = np.arange(18, dtype=float)
     fired = []
     for t in range(12):
         stats = stats_for(g, y + t % 3, interval=t)
@@ -240,7 +257,9 @@ def test_clb_split_separates_positive_keeps_negative_together():
     """X0 = X1 = A (peaks in even windows), X2 = X3 = B = anti-phase of A.
 
     ω = 25 for all; k = s0 → S_r = {s1} (ρ = 1), S_h = {s0, s2, s3}; then k = s2 → {s3} split off.
-    Positively correlated pairs end on different instances, anti-correlated s0, s2 share one.
+    Positively correlated pairs end on different instances, anti-correlated s0, s2 share one.  The
+    planner has 6 substreams (p is a multiple of n): s4, s5 carry no load, have no partner and stay
+    with s0 and s2.
     """
     A = np.array([15.0, 5, 15, 5, 15, 5])
     B = 20 - A
@@ -249,14 +268,14 @@ def test_clb_split_separates_positive_keeps_negative_together():
     assert n_sets == 3
     assert group.tolist() == [0, 1, 0, 2]
 
-    g = registry.create("clb", 3, params={"substreams": 4, "m": 6, "repair": False})
-    for stats in _series_stats(g, X):
+    g = registry.create("clb", 3, params={"substreams": 6, "m": 6, "repair": False})
+    for stats in _series_stats(g, np.hstack([X, np.zeros((6, 2))])):
         g.observe(stats)
     assert g.should_rebalance(stats)
     plan = g.plan(stats)
     t = plan.extra["substream_table"]
-    assert t[0] != t[1] and t[2] != t[3] and t[0] == t[2]
-    assert sorted(np.bincount(t, minlength=3).tolist()) == [1, 1, 2]
+    assert t[0] != t[1] and t[2] != t[3] and t[0] == t[2] == t[4] == t[5]
+    assert sorted(np.bincount(t, minlength=3).tolist()) == [1, 1, 4]
     assert plan.extra["sets"] == 3
 
 
@@ -391,8 +410,8 @@ def test_uhlb_on_a_stable_stream_stops_moving_and_never_gets_worse():
     and the state moves in a handful of windows, not in all 60 (the old UHLB moved ~90 % every window,
     at the variance of a random member)."""
     n, k = 10, 100
-    g = registry.create("uhlb", n, seed=3)  # 1024 substreams: the 100 keys are hashed onto them
-    keys = _POOL[:k]
+    g = registry.create("uhlb", n, seed=3)  # 1030 substreams: the 100 keys are hashed onto them
+    keys = mix64(_POOL[:k])  # hashed keys (_POOL's arithmetic sequence is spread evenly by fp mod n)
     y = np.clip(np.random.default_rng(1).normal(500.0, 150.0, k), 1.0, None)
 
     def var_load():
@@ -452,11 +471,11 @@ def test_resize_growth_fills_new_workers_from_loaded_ones(name):
 
 
 def test_uhlb_resize_keeps_hash_member():
-    g = registry.create("uhlb", 4, seed=2, params={"substreams": 50})
-    g.apply(g.plan(stats_for(g, np.ones(50))))
+    g = registry.create("uhlb", 4, seed=2, params={"substreams": 52})
+    g.apply(g.plan(stats_for(g, np.ones(52))))
     a, b = g.hash_a, g.hash_b
     g.resize(7)
-    assert g.sub_table.tolist() == [((a * s + b) % UHLB_PRIME) % 7 for s in range(50)]
+    assert g.sub_table.tolist() == [((a * s + b) % UHLB_PRIME) % 7 for s in range(52)]
 
 
 def test_plan_with_more_workers_in_stats_resizes_first():
@@ -492,8 +511,8 @@ def test_degenerate_inputs_never_raise(name):
 
 
 def test_elb_infeasible_range_is_noted_not_raised():
-    g = registry.create("elb", 4, params={"substreams": 1})  # p < n: all load on one substream
-    plan = g.plan(stats_for(g, [10.0]))
+    g = registry.create("elb", 4, params={"substreams": 1})  # p < n, rounded up to 4: all load on one substream
+    plan = g.plan(stats_for(g, [10.0, 0.0, 0.0, 0.0]))
     assert not plan.feasible and "not met" in plan.note
 
 

@@ -44,3 +44,17 @@ def test_unknown_trace_or_algorithm_is_refused_not_an_empty_count():
         gate_cases.count_cases(1, {}, 1, traces=["drift (typo)"])
     with pytest.raises(ValueError, match="hash"):
         gate_cases.count_cases(1, {}, 1, algorithms=["hash"])
+
+
+def test_every_case_is_also_judged_against_plain_hash():
+    """clb on pizza, seed 0 (issue 39): the bench reports plain hash's median of an independent run and
+    counts the case above hash exactly when its median exceeds 1.02 × it; the table shows the three."""
+    out = gate_cases.count_cases(1, {}, 1, algorithms=["clb"], traces=["pizza by name"])
+    cfg = SimulationConfig(algorithm="hash", workers=10, sources=2, workload="pizza",
+                           workload_params={"column": "name"}, interval_messages=5_000, seed=0)
+    hashed = float(np.median([i["imbalance"] for i in simulate(cfg)["intervals"]]))
+    (row,) = out["rows"]
+    assert row["hash_median"] == hashed
+    assert (row in out["above_hash"]) == (row["median"] > 1.02 * hashed + 1e-12)
+    table = gate_cases.markdown_table(out)
+    assert "| clb |" in table and f"{hashed:.3f}" in table and f"{row['base_median']:.3f}" in table

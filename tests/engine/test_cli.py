@@ -251,9 +251,10 @@ def test_mixed_summary_describes_mixed():
     assert "MinTable" in summary and "MinMig" in summary and "Amax" in summary
 
 
-@pytest.mark.parametrize("base", ["consistent", "mod"])
+@pytest.mark.parametrize("base", ["slots", "consistent", "mod"])
 def test_plan_snapshot_home_defaults_to_the_algorithms_base_hash(capsys, tmp_path, base):
-    """Keys without "home" sit on the chosen algorithm's h(k): Mixed's consistent-hash ring (or fp mod n)."""
+    """Keys without "home" sit on the chosen algorithm's h(k): Mixed's slot table (the default, at the
+    snapshot's worker count plain hash's fp mod n), its consistent-hash ring or fp mod n."""
     from skewlab.engine.algorithms.groupings.basic import ConsistentHashRing
     from skewlab.engine.algorithms.keys import fingerprints
     from skewlab.engine.algorithms.keys import home as keys_home
@@ -261,7 +262,7 @@ def test_plan_snapshot_home_defaults_to_the_algorithms_base_hash(capsys, tmp_pat
     names = [f"k{i}" for i in range(200)]
     snap = tmp_path / "s.json"
     snap.write_text(json.dumps({"workers": 5, "keys": [{"key": k, "cost": 1} for k in names]}))
-    chosen = [] if base == "consistent" else ["--param", f"base={base}"]  # consistent: the default
+    chosen = [] if base == "slots" else ["--param", f"base={base}"]  # slots: the default
     code, out, err = run(capsys, "plan", "--snapshot", str(snap), "--algorithm", "mixed",
                          "--param", "theta_max=100", *chosen, "--seed", "2", "--json")
     assert code == 0, err

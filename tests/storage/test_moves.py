@@ -104,8 +104,8 @@ def test_a_recorded_run_gives_each_interval_its_own_moves_and_figure(tmp_path):
     # the switch's row and interval 3's left in one export: its bytes are on interval 3's row
     switch = next(m for m in stored if m["planned_interval"] == 4 and m["detail"]["reason"] == "switch")
     assert switch["bytes_moved"] is None and switch["detail"]["bytes_with_interval"] == 3
-    assert cost_text(got[4]["migration_cost"]) == cost_text(rows[4]["migration_cost"]) == "0.594"
+    assert cost_text(got[4]["migration_cost"]) == cost_text(rows[4]["migration_cost"]) == "0.9406"
     out = subprocess.run([sys.executable, "-m", "skewlab", "control", "--db", url, "status"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "applied at interval 4, migration cost 0.594" in out.stdout, out.stdout
+    assert "applied at interval 4, migration cost 0.9406" in out.stdout, out.stdout

@@ -1,9 +1,10 @@
 """Mixed routing rebalancers of Fang et al., "Parallel Stream Processing Against Workload Skewness
 and Variance", HPDC 2017: ``llfd``, ``mintable``, ``minmig``, ``mixed``, ``mixed-bf``.
 
-Routing is F(k) = A[k] if k ∈ A else h(k) (Eq. 1, :class:`~skewlab.engine.algorithms.grouping.TableRouter`); h is consistent
-hashing (Sec. II-A, V; the ring of :class:`skewlab.engine.algorithms.groupings.basic.ConsistentHashRing`), ``base=mod``
-(fp mod n) is kept for comparison.  A plan solves Eq. 3, min M = Σ_{k moved} S(k, w) s.t.
+Routing is F(k) = A[k] if k ∈ A else h(k) (Eq. 1, :class:`~skewlab.engine.algorithms.grouping.TableRouter`); h is the
+``base`` parameter (:mod:`skewlab.engine.algorithms.base_hash`): the paper's consistent hashing (Sec. II-A, V;
+``base=consistent``, the ring of :class:`skewlab.engine.algorithms.groupings.basic.ConsistentHashRing`), ``base=mod``
+(fp mod n), or by default (deviation, issue 39) ``base=slots``, as consistent as the ring and as even as fp mod n.  A plan solves Eq. 3, min M = Σ_{k moved} S(k, w) s.t.
 θ(d) = |L(d) − L̄|/L̄ ≤ θmax and |A| ≤ Amax, heuristically in three phases (Sec. III):
 
 * Phase I (cleaning): move table entries back home: none (LLFD, MinMig), all (MinTable, Alg. 2),
@@ -51,6 +52,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numba import njit
 
+from skewlab.engine.algorithms.base_hash import SlotTable, base_param, make_base
 from skewlab.engine.algorithms.grouping import IntervalStats, Plan, RebalancingPlanner, make_plan
 from skewlab.engine.algorithms.groupings.basic import ConsistentHashRing
 from skewlab.engine.config.params import Param
@@ -464,15 +466,10 @@ _FILL = Param(
     "extension: also free keys from the most-loaded workers when underloaded workers cannot reach "
     "(1 − θmax)·L̄ otherwise (θ is two-sided; the paper's Phase II only looks at overloaded workers)",
 )
-_BASE = Param(
-    "base", "choice", "consistent",
-    "base hash h(k) of keys outside the routing table: 'consistent' hashing (Fang Sec. II-A and V; the "
-    "ring of the Gedik rebalancers) or 'mod' = fp mod n (for comparison: a resize re-homes most keys)",
-    choices=("consistent", "mod"),
-)
+_BASE = base_param()
 _REPLICAS = Param(
     "replicas", "int", 1000,
-    "consistent-hash ring points per worker with base=consistent (as readj/scan/redist: Gedik Sec. 5.5)",
+    "consistent-hash ring points per worker with base=consistent (Gedik Sec. 5.5: 1000)",
     low=1, high=4096,
 )
 _PRIORITY = Param(
@@ -592,12 +589,10 @@ class FangRebalancer(RebalancingPlanner):
         pos, hit = find_sorted(keys, stats.keys)
         return dataclasses.replace(stats, cost=np.where(hit, cost[pos], _clean(stats.cost)))
 
-    def make_ring(self, n_workers: int) -> ConsistentHashRing | None:
-        """h(k): the consistent-hash ring (``base=consistent``, Fang Sec. II-A/V) or ``None`` for
-        fp mod n (``base=mod``)."""
-        if self.p.get("base", "mod") != "consistent":
-            return None
-        return ConsistentHashRing(n_workers, int(self.p["replicas"]), self.seed)
+    def make_ring(self, n_workers: int) -> SlotTable | ConsistentHashRing | None:
+        """h(k) by the ``base`` parameter (:func:`skewlab.engine.algorithms.base_hash.make_base`): the slot
+        table, the consistent-hash ring (Fang Sec. II-A/V) or ``None`` for fp mod n."""
+        return make_base(self.p, n_workers, self.seed, self.base_workers)
 
     # ------------------------------------------------------------------ entry point
     def compute_plan(self, stats: IntervalStats) -> Plan:

@@ -4,9 +4,11 @@ B. Gedik, "Partitioning functions for stateful data parallelism in stream proces
 VLDB Journal 23(4), 2014.
 
 * Partitioning function (Sec. 4.1, Alg. 1): ``p = <H_p, H_c>``; ``H_p`` is the
-  :class:`~skewlab.engine.algorithms.grouping.RoutingTable`, ``H_c`` the ring of
-  :class:`skewlab.engine.algorithms.groupings.basic.ConsistentHashRing` (``replicas`` points per channel, rebuilt on
-  :meth:`resize`).  Keys of ``H_p`` that map to their ring home are not stored (same routing).
+  :class:`~skewlab.engine.algorithms.grouping.RoutingTable`, ``H_c`` the ``base`` parameter
+  (:mod:`skewlab.engine.algorithms.base_hash`, rebuilt on :meth:`resize`): the paper's ring
+  (``base=consistent``, :class:`skewlab.engine.algorithms.groupings.basic.ConsistentHashRing`, ``replicas`` points
+  per channel) or, by default (deviation, issue 39), ``base=slots``, as consistent and as even as fp mod n.
+  Keys of ``H_p`` that map to their H_c home are not stored (same routing).
 * Frequencies (Sec. 4.1.2): :class:`~skewlab.engine.algorithms.rebalancers.lossy_counting.SlidingLossyCounter` fed by
   :meth:`observe`; ``D_p^(t+1) = {d : c_a(d) >= (δ − ε)·M}`` are the candidates of ``H_p``;
   ε = ``epsilon_ratio``·δ.
@@ -44,6 +46,7 @@ import numpy as np
 from numba import njit
 
 from skewlab.engine.algorithms.grouping import IntervalStats, Plan, RebalancingPlanner, make_plan
+from skewlab.engine.algorithms.base_hash import SlotTable, base_param, make_base
 from skewlab.engine.algorithms.groupings.basic import ConsistentHashRing
 from skewlab.engine.config.params import Param
 from skewlab.engine.algorithms.registry import register
@@ -596,7 +599,8 @@ _COMMON_PARAMS: tuple[Param, ...] = (
     Param("theta_max", "float", 0.2,
           "trigger: ask for a plan when max_d |L(d)−L̄|/L̄ of the measured loads exceeds it",
           low=0.0, high=100.0),
-    Param("replicas", "int", 1000, "consistent-hash ring points per channel (paper Sec. 5.5: 1000)",
+    base_param(),
+    Param("replicas", "int", 1000, "consistent-hash ring points per channel with base=consistent (paper Sec. 5.5: 1000)",
           low=1, high=4096),
     Param("lc_step", "int", 1,
           "tumbling step of the 3 lossy counters, in intervals (sliding window W = 2·step)",
@@ -633,8 +637,10 @@ class GedikGrouping(RebalancingPlanner):
         self._serial = 0
 
     # -------------------------------------------------------------- the consistent hash H_c
-    def make_ring(self, n_workers: int) -> ConsistentHashRing:
-        return ConsistentHashRing(n_workers, self.p["replicas"], self.seed)
+    def make_ring(self, n_workers: int) -> SlotTable | ConsistentHashRing | None:
+        """H_c by the ``base`` parameter (:func:`skewlab.engine.algorithms.base_hash.make_base`): the slot
+        table (default, a deviation: issue 39), the paper's ring or fp mod n."""
+        return make_base(self.p, n_workers, self.seed, self.base_workers)
 
     # -------------------------------------------------------------- frequencies
     def _delta(self, n: int, domain: int) -> float:

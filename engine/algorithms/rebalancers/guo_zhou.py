@@ -4,9 +4,11 @@ Paper: Y. Guo, Z. Zhou, "Stateful load balancing for parallel stream processing"
 workshops.  The text lacks the pseudo-code figures, so Algorithm 1 (ELB) and Algorithm 2 (CLB) are
 reconstructed from the prose of Sec. 3 and Sec. 4.
 
-Model (Sec. 2): keys are split into ``p ≫ n`` substreams by ``H(k) = mix64(fp + 977·GOLDEN) mod p``
-(:data:`SUBSTREAM_HASH_INDEX`, independent of ``fp mod n`` and of the d-choices hashes); a plan
-decides a substream table ``sub_table[s]`` = worker (initially ``s mod n``).  Imbalance is
+Model (Sec. 2): keys are split into ``p ≫ n`` substreams by ``H(k) = fp mod p``; a plan decides a
+substream table ``sub_table[s]`` = worker (initially ``s mod n``).  ``p`` is the ``substreams``
+parameter rounded up to a multiple of the starting worker count, so that the initial table is plain
+hash's ``fp mod n`` (skewlab's choice, issue 39: the rebalancer starts from, and its gate returns to,
+the routing a user would otherwise have; :class:`SubstreamRouter`).  Imbalance is
 ``var(L)`` (Eq. 1, population variance, ``extra["var_load"]``), state movement ``ψ = Σ x_s d_s``
 (Eq. 2, ``extra["substream_state_moved"]``).  Keys go to :func:`skewlab.engine.algorithms.grouping.make_plan` with
 ``home`` = the worker under the default table (``stats.home`` is ignored); ``plan.extra`` carries
@@ -54,7 +56,8 @@ from skewlab.engine.algorithms.registry import register
 __all__ = ["CLB", "ELB", "SUBSTREAM_HASH_INDEX", "SubstreamRouter", "UHLB", "UHLB_PRIME", "elb_assign", "clb_split"]
 
 SUBSTREAM_HASH_INDEX = 977
-"""Salt index of ``H`` (key → substream): ``H(k) = mix64(fp + 977 · GOLDEN) mod p``."""
+"""Salt index of the substream hash of a router pickled before ``H(k) = fp mod p``:
+``H(k) = mix64(fp + 977 · GOLDEN) mod p``."""
 
 UHLB_PRIME = 2_147_483_647
 """Prime ``P = 2³¹ − 1`` of the Carter–Wegman family used by UHLB."""
@@ -68,7 +71,8 @@ def _substreams_param(high: int) -> Param:
         "substreams",
         "int",
         _SUBSTREAMS_DEFAULT,
-        "number p of substreams (hash partitions of the key domain, p >> workers); the unit of assignment",
+        "number p of substreams (hash partitions of the key domain, p >> workers; rounded up to a multiple "
+        "of the workers); the unit of assignment",
         low=1,
         high=high,
     )
@@ -342,18 +346,31 @@ def _var(loads: np.ndarray) -> float:
 # Shared machinery
 # ---------------------------------------------------------------------------------------------
 class SubstreamRouter(Router):
-    """Guo & Zhou's routing: key → substream ``H(k)`` (hash, ``p`` substreams) → worker
-    ``sub_table[H(k)]``.  The table is initially ``s mod n``; the planner replaces it."""
+    """Guo & Zhou's routing: key → substream ``H(k) = fp mod p`` → worker ``sub_table[H(k)]``.  The
+    table is initially ``s mod n``; the planner replaces it.
+
+    ``p`` is the ``substreams`` parameter rounded up to a multiple of the worker count the router is
+    built for (1024 → 1030 substreams at 10 workers), so that the initial table routes every key to
+    ``fp mod n``, plain hash's worker (issue 39): before a plan, and whenever the migration gate
+    returns to the static table, the rebalancer routes exactly as ``hash`` does.  A router pickled
+    before this (no ``aligned``) keeps ``H(k) = mix64(fp + 977·GOLDEN) mod p``."""
+
+    #: whether ``H(k) = fp mod p`` (class default: a router pickled before, with the mixed hash)
+    aligned: bool = False
 
     def __init__(self, n_workers: int, n_sources: int, n_substreams: int):
         super().__init__(n_workers, n_sources)
-        self.n_substreams = int(n_substreams)
+        self.n_substreams = -(-int(n_substreams) // self.n_workers) * self.n_workers
+        self.aligned = True
         self.sub_table = np.arange(self.n_substreams, dtype=np.int64) % self.n_workers
 
     def substream(self, fps: np.ndarray) -> np.ndarray:
         """``H(k)`` in ``[0, p)`` for every fingerprint."""
+        fps = np.asarray(fps, dtype=np.uint64)
+        if self.aligned:
+            return (fps % np.uint64(self.n_substreams)).astype(np.int64)
         with np.errstate(over="ignore"):
-            salted = np.asarray(fps, dtype=np.uint64) + np.uint64(SUBSTREAM_HASH_INDEX) * GOLDEN
+            salted = fps + np.uint64(SUBSTREAM_HASH_INDEX) * GOLDEN
         return (mix64(salted) % np.uint64(self.n_substreams)).astype(np.int64)
 
     def route(self, fps: np.ndarray, source: int = 0) -> np.ndarray:
