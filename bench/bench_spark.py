@@ -52,7 +52,10 @@ a windowed per-key count (window ``--window`` micro-batches) whose results go to
   interval 1 ms, rate 0.
 
 Baselines run first and again last (a cold JVM slows whatever runs first); the ratios use the mean
-of the two runs of each baseline; ``--jvm-warmup`` runs the first grouping once, unmeasured, before
+of the two runs of each baseline.  With ``--rounds`` > 1 the baselines run inside every round instead,
+in the alternating order with the variants, and each variant's ratio to a baseline is the median
+[min–max] over rounds of its run against the baseline's run of the same round
+(:func:`baseline_round_summary`); ``--jvm-warmup`` runs the first grouping once, unmeasured, before
 everything else, so that the first measured grouping does not pay for the cold session either.  Tuples/s = tuples of the measured batches / wall time from the end
 of the last warm-up batch to the end of the last measured batch (the first ``--warmup`` batches
 include Python worker start-up and JIT compilation).
@@ -391,6 +394,24 @@ def round_summary(rounds: dict[str, list[dict[str, Any]]], reference: str = "has
     return out
 
 
+def baseline_round_summary(rounds: dict[str, list[dict[str, Any]]],
+                           baselines: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, tuple[float, float, float]]]:
+    """Per variant and baseline kind: the median, min and max over rounds of the variant's tuples/s
+    over the baseline's run of the same round and operator block (runs carry ``round`` and
+    ``block``; ``--rounds`` > 1 runs the baselines inside every round, alternating with the variants)."""
+    import statistics
+
+    out: dict[str, dict[str, tuple[float, float, float]]] = {}
+    for name, runs in rounds.items():
+        for kind, base_runs in baselines.items():
+            by_round = {(b.get("block"), b.get("round")): b["tuples_per_second"] for b in base_runs}
+            ratios = [r["tuples_per_second"] / by_round[(r.get("block"), r.get("round"))] for r in runs
+                      if by_round.get((r.get("block"), r.get("round")))]
+            if ratios:
+                out.setdefault(name, {})[kind] = (statistics.median(ratios), min(ratios), max(ratios))
+    return out
+
+
 def worker_figures(rows: list[dict[str, Any]], tuples: int, n_workers: int) -> dict[str, Any]:
     """Straggler ratio, Σ max worker seconds and one-core-per-worker throughput from worker rows
     (``batch_id, worker, processing_seconds, tuples``); a worker without a row counts 0 s."""
@@ -476,7 +497,9 @@ def main(argv: list[str] | None = None) -> int:
                         "that parameter (e.g. dchoices+tail=pkg)")
     p.add_argument("--rounds", type=int, default=1,
                    help="measure every grouping this many times, in alternating order (forward, backward, ...); "
-                        "the table then gives the median and spread of each one's speed-up over hash of the same round")
+                        "the table then gives the median and spread of each one's speed-up over hash of the same round; "
+                        "the baselines then run inside every round too, and each ratio to a baseline is against "
+                        "its run of the same round")
     p.add_argument("--param", action="append", default=[], metavar="ALGO:NAME=VALUE",
                    help="a parameter of one grouping, e.g. scan:alpha=1.08 (repeatable)")
     p.add_argument("--operator", default="count",
@@ -575,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
                 json.dump(results, fh, indent=2)
 
     def baseline(kind: str, when: str) -> None:
-        r = run_baseline(spark, args, tmp, tag=f"{kind}-{when}", kind=kind)
+        r = run_baseline(spark, args, tmp, tag=f"{kind}-{when}".replace(", ", "-").replace(" ", ""), kind=kind)
         r["when"] = when
         results["baselines"][kind].append(r)
         save()
@@ -589,13 +612,20 @@ def main(argv: list[str] | None = None) -> int:
             run_engine(names[0], types.SimpleNamespace(**{**vars(args), "operator": operators[0],
                                                           "combine": combines[0]}), warm)
             note(f"{'(jvm warm-up: ' + names[0] + ', not measured)':<44}")
-        for kind in kinds:
-            baseline(kind, "first")
+        in_rounds = args.rounds > 1  # baselines alternate with the variants in every round, not first and last
+        if not in_rounds:
+            for kind in kinds:
+                baseline(kind, "first")
         results["rounds"] = {}
         for i, (op, combine) in enumerate((o, c) for o in operators for c in combines):
             op_tmp = os.path.join(tmp, f"operator-{i}")  # a checkpoint per (grouping, operator, combiner, round)
             os.makedirs(op_tmp)
-            for rnd, name in ((k, n) for k in range(args.rounds) for n in (names if k % 2 == 0 else names[::-1])):
+            order = ([("baseline", k) for k in kinds] if in_rounds else []) + [("variant", n) for n in names]
+            for rnd, (what, name) in ((k, x) for k in range(args.rounds) for x in (order if k % 2 == 0 else order[::-1])):
+                if what == "baseline":
+                    baseline(name, f"round {rnd}" + (f", block {i}" if len(operators) * len(combines) > 1 else ""))
+                    results["baselines"][name][-1].update(round=rnd, block=i)
+                    continue
                 label = name if len(operators) == 1 and len(combines) == 1 else f"{name} [{op}]"
                 label += "" if combine or len(combines) == 1 else " [no combiner]"
                 r = run_engine(name, types.SimpleNamespace(**{**vars(args), "operator": op, "combine": combine,
@@ -603,13 +633,14 @@ def main(argv: list[str] | None = None) -> int:
                 r["operator"] = op
                 r["combine"] = combine
                 r["round"] = rnd
+                r["block"] = i
                 results["rounds"].setdefault(label, []).append(r)
                 results["groupings"][label] = r
                 note(f"{label:<44} {r['tuples_per_second'] / 1e3:9.0f} k tuples/s, max worker "
                      f"{r['max_worker_seconds']:.2f} s, straggler {r['straggler']:.2f}, load / bound "
                      f"{r['load_over_bound_mean']:.2f}" + ("  FIRST BATCH COUNTS WRONG" if r["first_batch_ok"] is False else ""))
                 save()
-        if not args.once:
+        if not args.once and not in_rounds:
             for kind in reversed(kinds):
                 baseline(kind, "last")
     finally:
@@ -651,6 +682,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:<44} {row['tps_median'] / 1e3:10.0f} "
                   + (f"{sp[0]:8.2f} [{sp[1]:.2f}-{sp[2]:.2f}]" if sp else f"{'-':>20}") + " "
                   + (f"{bz[0]:14.2f} [{bz[1]:.2f}-{bz[2]:.2f}]" if bz else f"{'-':>26}") + f"  {','.join(routed)}")
+    if args.rounds > 1 and kinds:
+        against = results["baseline_round_summary"] = baseline_round_summary(results["rounds"], results["baselines"])
+        print(f"\nagainst the baselines: median [min-max] of {args.rounds} alternating rounds, each against the "
+              f"baseline's run of the same round:")
+        print(f"{'variant':<44} " + " ".join(f"{'x ' + k:>22}" for k in kinds))
+        for name, row in against.items():
+            print(f"{name:<44} " + " ".join(f"{row[k][0]:10.2f} [{row[k][1]:.2f}-{row[k][2]:.2f}]" if k in row
+                                            else f"{'-':>22}" for k in kinds))
     g = results["groupings"]
     if "hash" in g and "dchoices" in g and g["hash"]["max_worker_seconds"]:
         results["dchoices_vs_hash_max_worker"] = g["dchoices"]["max_worker_seconds"] / g["hash"]["max_worker_seconds"]

@@ -84,3 +84,19 @@ def test_the_bench_waits_for_kernels_and_refuses_batches_routed_by_another_group
     with pytest.raises(RuntimeError, match=r"variant dchoices\+tail=hash: its measured batches were routed by \['hash'\]"):
         bench_spark.run_engine("dchoices+tail=hash", args, str(tmp_path))
     assert seen["cfg"].wait_for_kernels and seen["cfg"].algorithm == "dchoices" and seen["cfg"].params == {"tail": "hash"}
+
+
+def test_ratios_to_a_baseline_pair_each_run_with_the_baselines_run_of_the_same_round_and_block():
+    from skewlab.bench.bench_spark import baseline_round_summary
+
+    rounds = {"hash [count]": [{"tuples_per_second": 8.0, "round": 0, "block": 0},
+                               {"tuples_per_second": 9.0, "round": 1, "block": 0},
+                               {"tuples_per_second": 6.0, "round": 2, "block": 0}],
+              "hash [mean]": [{"tuples_per_second": 5.0, "round": 0, "block": 1}]}
+    baselines = {"native": [{"tuples_per_second": 10.0, "round": 0, "block": 0},
+                            {"tuples_per_second": 10.0, "round": 1, "block": 0},
+                            {"tuples_per_second": 5.0, "round": 2, "block": 0},
+                            {"tuples_per_second": 20.0, "round": 0, "block": 1}]}
+    s = baseline_round_summary(rounds, baselines)
+    assert s["hash [count]"]["native"] == (0.9, 0.8, 1.2)  # 0.8, 0.9, 1.2: per round, not the mean's ratio
+    assert s["hash [mean]"]["native"] == (0.25, 0.25, 0.25)  # block 1's baseline run, not block 0's
