@@ -16,7 +16,6 @@ import pytest
 
 from examples.ewma_rate import ALPHA, EwmaRate
 from skewlab.engine.operators import KeyedOperator, MergeableOperator, OperatorError, load_operator
-from skewlab.engine.operators.base import PARTIAL_STATES_COLUMN
 from skewlab.engine.runtimes.spark.window_state import WorkerWindow, key_fingerprints
 
 HERE = "tests.engine.test_operator_capabilities"
@@ -264,6 +263,8 @@ def test_the_default_combiner_gives_the_partials_of_the_tuples():
     partial states (arbitrary objects: a set and a count); the worker's partials of those rows equal
     the partials of the tuples themselves, and the loader accepts the operator without any combiner
     method of its own."""
+    from skewlab.engine.operators.base import PARTIAL_STATES_COLUMN
+
     op = load_operator(f"{HERE}:SketchySpread")
     assert type(op).combined == PARTIAL_STATES_COLUMN
     rng = np.random.default_rng(8)
