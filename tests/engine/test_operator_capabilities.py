@@ -316,3 +316,16 @@ def test_combine_partials_is_opt_in_and_a_declared_combiner_keeps_its_own_method
             load_operator("capability_test_ops:HalfCombiner")
     finally:
         del sys.modules[mod.__name__]
+
+
+def test_the_dashboard_labels_a_users_operator_of_values_by_its_declaration():
+    """The dashboard names the operator from the run's stored ``value_kind`` (it cannot import the
+    user's module): a user's operator of values on the generator reads the generator's values, like a
+    built-in of values; a run recorded before ``value_kind`` keeps the built-ins' names."""
+    from skewlab.dashboard.data import operator_label
+
+    assert operator_label({"operator": "my_ops:Median", "value_kind": "field"}) == "my_ops:Median(generated values)"
+    assert operator_label({"operator": f"{HERE}:EarliestPosition", "value_kind": "seq"}) == f"{HERE}:EarliestPosition"
+    assert operator_label({"operator": "mean"}) == "mean(generated values)"
+    assert operator_label({"operator": "my_ops:Median", "value_kind": "field", "value_field": "amount"}) == \
+        "my_ops:Median(amount)"

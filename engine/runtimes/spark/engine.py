@@ -521,6 +521,7 @@ class SparkEngine:
             # the dashboard and `skewlab control` apply the split-key rule without importing the operator
             config["operator_mergeable"] = self.operator.mergeable
             config["cost_model"] = self.operator.cost_model  # the unit of the loads (the imbalance chart's bound)
+            config["value_kind"] = self.cfg.value_kind(self.operator)  # what its tuples carry (the dashboard's label)
             run_id = self.store.create_run(
                 grouping.name, grouping.p, seed=self.cfg.seed, n_workers=self.cfg.workers,
                 workload=self.cfg.workload if self.cfg.source == "generator" else f"{self.cfg.source}",
