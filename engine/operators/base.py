@@ -82,7 +82,8 @@ class KeyedOperator(ABC):
     #: mergeable operator's ``combine`` — add).  The worker then keeps the window as integer counts in
     #: its dense ring, no partial states (nothing to pickle per key and batch, no ``partials`` call):
     #: a mergeable operator's result is ``finish`` of the window's count, summed vectorised over all
-    #: keys; another's is :meth:`emit` of the key's non-zero counts of the window's batches.  Checked
+    #: keys; another's is :meth:`emit` of the key's non-zero counts of the window's batches.  Needs
+    #: ``needs_value = False``.  Checked
     #: on a sample batch at start-up (:func:`capability_refusal`).  ``count`` declares it.
     partial_is_tuple_count: ClassVar[bool] = False
     #: capability: the value of each tuple is its position in its source (int64: the Kafka offset, the
@@ -166,6 +167,8 @@ class MergeableOperator(KeyedOperator):
         super().__init_subclass__(**kwargs)
         if cls.combine_partials and cls.combined is None:
             cls.combined = PARTIAL_STATES_COLUMN
+        elif not cls.combine_partials and "combined" not in vars(cls) and cls.combined == PARTIAL_STATES_COLUMN:
+            cls.combined = None  # a subclass that turns the inherited default combiner off
 
     def pre_aggregate(self, codes: np.ndarray, n_groups: int, values: np.ndarray | None) -> list[np.ndarray]:
         """The default combiner (:attr:`combine_partials`): each group's partial state, dumped."""
@@ -222,8 +225,8 @@ def capability_refusal(operator: KeyedOperator) -> str | None:
     Cheap checks, at start-up (:func:`skewlab.engine.operators.registry.load_operator`):
     :attr:`KeyedOperator.partial_is_tuple_count` against :meth:`~KeyedOperator.partials` of a sample
     batch of 6 tuples of 3 keys (must be the counts ``[1, 2, 3]``), :meth:`~KeyedOperator.concat` and a
-    mergeable operator's ``combine`` of two counts (must add); :attr:`KeyedOperator.values_are_positions`
-    needs :attr:`KeyedOperator.needs_value`; ``combine_partials`` needs a :class:`MergeableOperator`.
+    mergeable operator's ``combine`` of two counts (must add), and no :attr:`KeyedOperator.needs_value`
+    (the ring reads none); :attr:`KeyedOperator.values_are_positions` needs :attr:`KeyedOperator.needs_value`; ``combine_partials`` needs a :class:`MergeableOperator`.
     A probe cannot prove a declaration right; it catches the declaration that is plainly wrong."""
     cls = type(operator)
     if cls.values_are_positions and not cls.needs_value:
@@ -232,10 +235,11 @@ def capability_refusal(operator: KeyedOperator) -> str | None:
         return "declares combine_partials but is not a MergeableOperator (the default combiner merges partial states)"
     if not cls.partial_is_tuple_count:
         return None
+    if cls.needs_value:
+        return "declares partial_is_tuple_count but needs_value = True (the ring of tuple counts reads no value)"
     codes = np.array([0, 1, 1, 2, 2, 2], dtype=np.int64)
-    values = np.array([5.0, 1.0, 2.0, 7.0, 3.0, 4.0]) if cls.needs_value else None
     try:
-        got = list(operator.partials(codes, 3, values))
+        got = list(operator.partials(codes, 3, None))
         added = [operator.concat(2, 3)] + ([operator.combine(2, 3)] if cls.mergeable else [])  # type: ignore[attr-defined]
     except Exception as exc:  # the user's code on a sample batch: any failure refuses the declaration
         return f"declares partial_is_tuple_count, but its methods fail on tuple counts: {type(exc).__name__}: {exc}"[:300]

@@ -61,8 +61,27 @@ class EarliestPosition(MergeableOperator):
         return (int(state),)
 
 
+class BatchesSeen(MergeableOperator):
+    """Declares the ring path wrongly: its partial state is 1 per batch with tuples (it counts the
+    window's batches in which the key occurred), not the batch's tuple count."""
+
+    name = "batches_seen"
+    needs_value = False
+    result_type = pa.int64()
+    partial_is_tuple_count = True
+
+    def partials(self, codes, n_keys, values):
+        return [1] * n_keys
+
+    def combine(self, a, b):
+        return a + b
+
+    def finish(self, state):
+        return (int(state),)
+
+
 class ValueSumTally(MergeableOperator):
-    """Declares the ring path wrongly: its partial state is a sum of values, not a tuple count."""
+    """Declares the ring path wrongly: it reads a value per tuple, which the ring of counts never sees."""
 
     name = "value_sum_tally"
     partial_is_tuple_count = True
@@ -203,12 +222,14 @@ def test_the_ring_path_is_refused_for_an_operator_whose_partials_are_not_counts(
     the ring would have counted tuples where the operator sums values."""
     from skewlab.cli import main
 
-    with pytest.raises(OperatorError, match="declares partial_is_tuple_count, but partials of 6 tuples .* "
-                                            r"not the tuple counts \[1, 2, 3\]"):
-        load_operator(f"{HERE}:ValueSumTally")
-    assert main(["engine", "--operator", f"{HERE}:ValueSumTally", "--algorithm", "hash"]) == 2
+    with pytest.raises(OperatorError, match=r"declares partial_is_tuple_count, but partials of 6 tuples of keys "
+                                            r"\[0, 1, 1, 2, 2, 2\] are \[1, 1, 1\], not the tuple counts \[1, 2, 3\]"):
+        load_operator(f"{HERE}:BatchesSeen")
+    assert main(["engine", "--operator", f"{HERE}:BatchesSeen", "--algorithm", "hash"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "ValueSumTally declares partial_is_tuple_count" in err
+    assert err.count("\n") == 1 and "BatchesSeen declares partial_is_tuple_count" in err
+    with pytest.raises(OperatorError, match="declares partial_is_tuple_count but needs_value = True"):
+        load_operator(f"{HERE}:ValueSumTally")
     with pytest.raises(OperatorError, match="declares values_are_positions but needs_value = False"):
         load_operator(f"{HERE}:KeylessPositions")
     assert load_operator(f"{HERE}:Arrivals").partial_is_tuple_count  # a right declaration passes
@@ -293,6 +314,11 @@ def test_combine_partials_is_opt_in_and_a_declared_combiner_keeps_its_own_method
     import types
 
     assert Arrivals.combined is None and EarliestPosition.combined is None
+
+    class RowPerTuple(SketchySpread):  # turns the inherited default combiner off
+        combine_partials = False
+
+    assert RowPerTuple.combined is None
     mod = types.ModuleType("capability_test_ops")
 
     class HalfCombiner(MergeableOperator):
