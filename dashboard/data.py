@@ -438,20 +438,23 @@ def waiting_message(d: Mapping[str, Any]) -> str | None:
     return f"run {rid}: {batches} batch(es) so far, no tuples yet — waiting for data from the source"
 
 
-#: built-in operators of values: on the generator they read its seeded values (no --value-field)
+#: built-in operators of values, for a run recorded before its configuration stored ``value_kind``
 _VALUE_OPERATORS = ("sum", "mean", "min", "max", "distinct")
 
 
 def operator_label(config: Mapping[str, Any]) -> str:
     """The run's keyed operator as the dashboard names it, from its stored configuration: the operator
-    and the field of the records it reads, ``mean(amount)`` (``--value-field``); a built-in operator of
-    values on the generator reads its seeded values, ``mean(generated values)``; ``count``, ``join``
-    and operators of keys alone are their name."""
+    and the field of the records it reads, ``mean(amount)`` (``--value-field``); an operator of values
+    (the run's ``value_kind`` is ``field``: a built-in or the user's) on the generator reads its seeded
+    values, ``mean(generated values)``; operators of keys alone or of positions (``count``, ``join``)
+    are their name."""
     name = str(config.get("operator") or "count")
     value_field = str(config.get("value_field") or "").strip()
     if value_field:
         return f"{name}({value_field})"
-    if name in _VALUE_OPERATORS and (config.get("source") or "generator") == "generator":
+    kind = config.get("value_kind")
+    of_values = kind == "field" if kind is not None else name in _VALUE_OPERATORS
+    if of_values and (config.get("source") or "generator") == "generator":
         return f"{name}(generated values)"
     return name
 

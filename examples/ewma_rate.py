@@ -12,6 +12,11 @@ operator is not mergeable: a split-key grouping (pkg, dchoices, ...) is refused 
 
 It combines (``combined = ()``): the source task ships one row per (key, worker) carrying the tuple
 count, and the worker's partial state of a key is the sum of its rows' counts.
+
+Its partial state *is* the key's tuple count, and it says so (``partial_is_tuple_count = True``, the
+capability ``count`` declares too): the worker then keeps its window as integer counts in its dense
+ring, with no partial states to store, pickle or move, and calls :meth:`EwmaRate.emit` with the key's
+non-zero counts of the window.  The engine checks the declaration on a sample batch at start-up.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class EwmaRate(KeyedOperator):
     needs_value: ClassVar[bool] = False
     result_type: ClassVar[pa.DataType] = pa.float64()
     combined: ClassVar[tuple] = ()  # a combined row needs only the engine's tuple count
+    partial_is_tuple_count: ClassVar[bool] = True  # the window is kept as counts in the engine's ring
 
     def partials(self, codes: np.ndarray, n_keys: int, values: np.ndarray | None) -> list[Any]:
         return np.bincount(codes, minlength=n_keys).tolist()

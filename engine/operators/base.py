@@ -21,6 +21,21 @@ combined row) and implements :meth:`KeyedOperator.pre_aggregate` and
 partition — the tuples' count and the operator's pre-aggregate of their values — instead of a row
 per tuple (the combiner of MapReduce, Dean & Ghemawat, OSDI 2004, Sec. 4.3), and the worker computes
 its partial states from those rows; an operator that does not declare it gets a row per tuple.
+A :class:`MergeableOperator` may instead set :attr:`MergeableOperator.combine_partials` and get a
+default combiner from its own :meth:`~KeyedOperator.partials` and :meth:`MergeableOperator.merge`
+(one binary column of dumped partial states).
+
+Capabilities: what the engine does for an operator follows from its declarations, never from its class
+or name — a user's operator that declares a capability gets the same path as a built-in:
+
+* :attr:`KeyedOperator.partial_is_tuple_count` — a key's partial state of a batch is the number of its
+  tuples: the worker keeps the window as integer counts in its dense ring and no partial states
+  (``count``'s fast path);
+* :attr:`KeyedOperator.values_are_positions` — a tuple's value is its position in its source, not a
+  field of the record (``join``: its pairs are told apart by position);
+* :attr:`KeyedOperator.cost_model` — how the controller weighs a key's tuples.
+
+:func:`capability_refusal` checks a declaration against the operator's own behaviour on a sample batch.
 """
 
 from __future__ import annotations
@@ -33,7 +48,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["KeyedOperator", "MergeableOperator", "split_key_refusal"]
+__all__ = ["KeyedOperator", "MergeableOperator", "PARTIAL_STATES_COLUMN", "capability_refusal", "split_key_refusal"]
 
 
 class KeyedOperator(ABC):
@@ -62,13 +77,27 @@ class KeyedOperator(ABC):
     #: ``tuples`` (how many tuples the row stands for) — in the order :meth:`pre_aggregate` returns
     #: them; ``None``: the operator does not combine, the source ships a row per tuple
     combined: ClassVar[tuple[tuple[str, pa.DataType], ...] | None] = None
+    #: capability: a key's partial state of a batch is the number of its tuples in the batch (an int:
+    #: :meth:`partials` is ``np.bincount(codes, minlength=n_keys).tolist()``, :meth:`concat` — and a
+    #: mergeable operator's ``combine`` — add).  The worker then keeps the window as integer counts in
+    #: its dense ring, no partial states (nothing to pickle per key and batch, no ``partials`` call):
+    #: a mergeable operator's result is ``finish`` of the window's count, summed vectorised over all
+    #: keys; another's is :meth:`emit` of the key's non-zero counts of the window's batches.  Needs
+    #: ``needs_value = False``.  Checked
+    #: on a sample batch at start-up (:func:`capability_refusal`).  ``count`` declares it.
+    partial_is_tuple_count: ClassVar[bool] = False
+    #: capability: the value of each tuple is its position in its source (int64: the Kafka offset, the
+    #: file's line, the generator's sequence number), not a field of the record — the routed tuples
+    #: carry it (value kind ``seq``), and ``--value-field`` is refused.  Needs :attr:`needs_value`.
+    #: ``join`` declares it (its pairs' join values are functions of the two positions).
+    values_are_positions: ClassVar[bool] = False
 
     @abstractmethod
     def partials(self, codes: np.ndarray, n_keys: int, values: np.ndarray | None) -> list[Any]:
         """The partial state of each of ``n_keys`` keys from one worker's batch, vectorised.
 
         ``codes``: int64, tuple ``i`` belongs to key ``codes[i]`` (every code in ``[0, n_keys)``
-        occurs); ``values``: the tuples' values (float64; int64 for :data:`join`), ``None`` when
+        occurs); ``values``: the tuples' values (float64; int64 positions when :attr:`values_are_positions`), ``None`` when
         :attr:`needs_value` is false.  Returns a list of ``n_keys`` partial states."""
 
     @abstractmethod
@@ -110,11 +139,54 @@ class KeyedOperator(ABC):
         return [pa.field("result", cls.result_type)] + [pa.field(n, t) for n, t in cls.columns]
 
 
+#: the combined row's column of :attr:`MergeableOperator.combine_partials`: the group's partial state,
+#: as the operator's :meth:`KeyedOperator.dumps`
+PARTIAL_STATES_COLUMN: tuple[tuple[str, pa.DataType], ...] = (("partial", pa.binary()),)
+
+
 class MergeableOperator(KeyedOperator):
     """A keyed operator whose result is :meth:`finish` of the :meth:`combine` of its partial states:
-    the window's batches, and the shares of a key split over several workers, merge alike."""
+    the window's batches, and the shares of a key split over several workers, merge alike.
+
+    Set :attr:`combine_partials` (and leave :attr:`~KeyedOperator.combined` unset) to combine in the
+    source scan with no code of your own: the source task computes :meth:`~KeyedOperator.partials` of
+    each (key, worker) group of its partition and ships it dumped in one binary column
+    (:data:`PARTIAL_STATES_COLUMN`); the worker loads a key's rows and merges them (:meth:`merge`).  Sound for
+    any mergeable operator: the merge of the partial states of a key's tuples split over source
+    partitions is the partial state of all of them — the property a split-key grouping already relies
+    on.  Opt-in, not the default: it trades a vectorised ``partials`` over a worker's tuples for a
+    Python ``dumps`` per group in the source and a ``loads`` per row on the worker, which pays only when
+    groups hold many tuples (docs/operators.md, "Combining in the source scan", has the measurement)."""
 
     mergeable: ClassVar[bool] = True
+    #: combine in the source scan with the default combiner (dumped :meth:`partials` per (key, worker)
+    #: group, merged on the worker by :meth:`merge`) when :attr:`~KeyedOperator.combined` is not declared
+    combine_partials: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.combine_partials and cls.combined is None:
+            cls.combined = PARTIAL_STATES_COLUMN
+        elif not cls.combine_partials and "combined" not in vars(cls) and cls.combined == PARTIAL_STATES_COLUMN:
+            cls.combined = None  # a subclass that turns the inherited default combiner off
+
+    def pre_aggregate(self, codes: np.ndarray, n_groups: int, values: np.ndarray | None) -> list[np.ndarray]:
+        """The default combiner (:attr:`combine_partials`): each group's partial state, dumped."""
+        if self.combined != PARTIAL_STATES_COLUMN:
+            return super().pre_aggregate(codes, n_groups, values)
+        dumps = self.dumps
+        return [np.array([dumps(p) for p in self.partials(codes, n_groups, values)] if n_groups else [], dtype=object)]
+
+    def partials_combined(self, codes: np.ndarray, n_keys: int, tuples: np.ndarray,
+                          columns: Sequence[np.ndarray]) -> list[Any]:
+        """The default combiner (:attr:`combine_partials`): the :meth:`merge` of each key's loaded rows."""
+        if self.combined != PARTIAL_STATES_COLUMN:
+            return super().partials_combined(codes, n_keys, tuples, columns)
+        loads = self.loads
+        groups: list[list[Any]] = [[] for _ in range(n_keys)]
+        for c, data in zip(np.asarray(codes).tolist(), columns[0]):
+            groups[c].append(loads(data))
+        return [g[0] if len(g) == 1 else self.merge(g) for g in groups]
 
     @abstractmethod
     def combine(self, a: Any, b: Any) -> Any:
@@ -145,3 +217,40 @@ def split_key_refusal(operator: str, mergeable: bool, grouping: str, single_owne
         return None
     return (f"{grouping} splits keys over workers, and operator {operator} cannot merge a key's "
             "partial states from several workers; use a key grouping or a rebalancer")
+
+
+def capability_refusal(operator: KeyedOperator) -> str | None:
+    """Why ``operator``'s declared capabilities do not hold, in one line, or ``None`` if they do.
+
+    Cheap checks, at start-up (:func:`skewlab.engine.operators.registry.load_operator`):
+    :attr:`KeyedOperator.partial_is_tuple_count` against :meth:`~KeyedOperator.partials` of a sample
+    batch of 6 tuples of 3 keys (must be the counts ``[1, 2, 3]``), :meth:`~KeyedOperator.concat` and a
+    mergeable operator's ``combine`` of two counts (must add), and no :attr:`KeyedOperator.needs_value`
+    (the ring reads none); :attr:`KeyedOperator.values_are_positions` needs :attr:`KeyedOperator.needs_value`; ``combine_partials`` needs a :class:`MergeableOperator`.
+    A probe cannot prove a declaration right; it catches the declaration that is plainly wrong."""
+    cls = type(operator)
+    if cls.values_are_positions and not cls.needs_value:
+        return "declares values_are_positions but needs_value = False (it reads no value to position)"
+    if getattr(cls, "combine_partials", False) and not cls.mergeable:
+        return "declares combine_partials but is not a MergeableOperator (the default combiner merges partial states)"
+    if not cls.partial_is_tuple_count:
+        return None
+    if cls.needs_value:
+        return "declares partial_is_tuple_count but needs_value = True (the ring of tuple counts reads no value)"
+    codes = np.array([0, 1, 1, 2, 2, 2], dtype=np.int64)
+    try:
+        got = list(operator.partials(codes, 3, None))
+        added = [operator.concat(2, 3)] + ([operator.combine(2, 3)] if cls.mergeable else [])  # type: ignore[attr-defined]
+    except Exception as exc:  # the user's code on a sample batch: any failure refuses the declaration
+        return f"declares partial_is_tuple_count, but its methods fail on tuple counts: {type(exc).__name__}: {exc}"[:300]
+    if not (len(got) == 3 and all(_is_int(p) and p == n for p, n in zip(got, (1, 2, 3)))):
+        return (f"declares partial_is_tuple_count, but partials of 6 tuples of keys [0, 1, 1, 2, 2, 2] are "
+                f"{got!r:.80}, not the tuple counts [1, 2, 3]")
+    if not all(_is_int(a) and a == 5 for a in added):
+        return (f"declares partial_is_tuple_count, but {'concat/combine' if cls.mergeable else 'concat'}(2, 3) "
+                f"gives {added!r:.60}, not 5: a key's counts must add")
+    return None
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)

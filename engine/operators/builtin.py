@@ -6,7 +6,10 @@ Each is windowed over the engine's ``window`` micro-batches: the result of key `
 covers ``k``'s tuples of batches ``(b - window, b]``.  All but ``join`` are mergeable.  ``count``,
 ``sum``, ``mean``, ``min`` and ``max`` combine in the source task (:attr:`KeyedOperator.combined`):
 a row per (key, worker) with the tuples' count and their sum, minimum or maximum; ``distinct`` and
-``join`` ship a row per tuple.
+``join`` ship a row per tuple.  Their capabilities are declared like a user's
+(:mod:`skewlab.engine.operators.base`): ``count``'s partial state is its tuple count
+(:attr:`~KeyedOperator.partial_is_tuple_count`: the ring path), ``join``'s values are the tuples'
+positions (:attr:`~KeyedOperator.values_are_positions`).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class Count(MergeableOperator):
     name: ClassVar[str] = "count"
     needs_value: ClassVar[bool] = False
     result_type: ClassVar[pa.DataType] = pa.int64()
+    partial_is_tuple_count: ClassVar[bool] = True  # the window is the ring of counts
 
     combined: ClassVar[tuple[tuple[str, pa.DataType], ...] | None] = ()  # the engine's ``tuples`` is all
 
@@ -246,6 +250,7 @@ class Join(KeyedOperator):
     result_type: ClassVar[pa.DataType] = pa.int64()
     columns: ClassVar[tuple[tuple[str, pa.DataType], ...]] = (("checksum", pa.int64()),)
     cost_model: ClassVar[str] = "join"
+    values_are_positions: ClassVar[bool] = True  # a tuple's value is its position: pairs are told apart by it
 
     def partials(self, codes: np.ndarray, n_keys: int, values: np.ndarray | None) -> list[Any]:
         return _groups(codes, n_keys, np.asarray(values, dtype=np.int64))

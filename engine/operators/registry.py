@@ -7,7 +7,7 @@ import pickle
 
 from skewlab.engine.config.class_registry import load_class
 from skewlab.engine.config.params import ParamError
-from skewlab.engine.operators.base import KeyedOperator
+from skewlab.engine.operators.base import PARTIAL_STATES_COLUMN, KeyedOperator, MergeableOperator, capability_refusal
 from skewlab.engine.operators.builtin import BUILTINS
 
 __all__ = ["OperatorError", "is_mergeable", "load_operator", "operator_class"]
@@ -44,8 +44,10 @@ def operator_class(spec: str) -> type[KeyedOperator]:
     attr = spec.partition(":")[2]
     if not cls.name:
         raise OperatorError(f"--operator {spec[:80]!r}: {attr} has no name (set the class attribute name)")
-    if cls.combined is not None:
-        missing = [m for m in ("pre_aggregate", "partials_combined") if getattr(cls, m) is getattr(KeyedOperator, m)]
+    if cls.combined is not None and not (cls.mergeable and cls.combined == PARTIAL_STATES_COLUMN):
+        # the default combiner (MergeableOperator.combine_partials) implements them for its own column only
+        missing = [m for m in ("pre_aggregate", "partials_combined")
+                   if getattr(cls, m) in (getattr(KeyedOperator, m), getattr(MergeableOperator, m))]
         if missing:
             raise OperatorError(f"--operator {spec[:80]!r}: {attr} declares combined rows but does not implement "
                                 f"{', '.join(missing)}")
@@ -54,15 +56,20 @@ def operator_class(spec: str) -> type[KeyedOperator]:
 
 def load_operator(spec: str) -> KeyedOperator:
     """The operator ``spec`` names (:func:`operator_class`), created without arguments and, as the
-    engine ships it to its executors by pickling, picklable."""
+    engine ships it to its executors by pickling, picklable; its declared capabilities checked
+    (:func:`~skewlab.engine.operators.base.capability_refusal`)."""
     spec = str(spec).strip()
     cls = operator_class(spec)
     if spec in BUILTINS:
-        return cls()
-    attr = spec.partition(":")[2]
-    try:
         operator = cls()
-        pickle.loads(pickle.dumps(operator))
-    except Exception as exc:
-        raise OperatorError(f"--operator {spec[:80]!r}: cannot create and pickle {attr}(): {type(exc).__name__}: {exc}"[:300]) from None
+    else:
+        attr = spec.partition(":")[2]
+        try:
+            operator = cls()
+            pickle.loads(pickle.dumps(operator))
+        except Exception as exc:
+            raise OperatorError(f"--operator {spec[:80]!r}: cannot create and pickle {attr}(): {type(exc).__name__}: {exc}"[:300]) from None
+    refusal = capability_refusal(operator)
+    if refusal:
+        raise OperatorError(f"--operator {spec[:80]!r}: {cls.__name__} {refusal}"[:300])
     return operator

@@ -74,7 +74,6 @@ from skewlab.engine.config.settings import MAX_WORKERS, check
 from skewlab.engine.control.shadow import ShadowEvaluator, default_shadow_names
 from skewlab.engine.runtimes.spark.conf_values import check_spark_conf
 from skewlab.engine.operators import KeyedOperator, is_mergeable, load_operator, split_key_refusal
-from skewlab.engine.operators.builtin import Join
 from skewlab.engine.runtimes.background_warmup import BackgroundWarmup
 from skewlab.engine.runtimes.spark.python_workers import start_python_workers
 from skewlab.engine.runtimes.spark.cluster_settings import check_executors, is_local_master
@@ -241,12 +240,13 @@ class EngineConfig:
 
     def value_kind(self, operator: KeyedOperator | None = None) -> str:
         """What the routed tuples carry as value for ``operator`` (default: the configured one), one
-        of :data:`skewlab.engine.runtimes.spark.topology.VALUE_KINDS`: ``seq`` for the join (its
-        tuples' positions), ``field`` for an operator of values, ``none`` for one of keys only."""
+        of :data:`skewlab.engine.runtimes.spark.topology.VALUE_KINDS`: ``seq`` for an operator whose
+        values are its tuples' positions (:attr:`KeyedOperator.values_are_positions`: the join),
+        ``field`` for an operator of values, ``none`` for one of keys only."""
         op = operator if operator is not None else self.keyed_operator()
         if not op.needs_value:
             return "none"
-        return "seq" if isinstance(op, Join) else "field"
+        return "seq" if op.values_are_positions else "field"
 
     def _validate_fields(self, operator: KeyedOperator) -> None:
         """The records' key and value fields against the source and the operator (issue 24, item 1)."""
@@ -262,7 +262,7 @@ class EngineConfig:
         kind = self.value_kind(operator)
         if kind != "field" and value_field:
             raise ParamError(f"--value-field {value_field}: operator {operator.name} reads no value per tuple "
-                             f"({'its tuples are joined by position' if kind == 'seq' else 'keys only'}); drop it "
+                             f"({'its values are the positions of its tuples' if kind == 'seq' else 'keys only'}); drop it "
                              "or use sum, mean, min, max, distinct")
         if kind == "field" and self.source != "generator" and not value_field:
             where = "a dotted JSON field of the record value" if self.source == "kafka" else "a CSV column"
@@ -521,6 +521,7 @@ class SparkEngine:
             # the dashboard and `skewlab control` apply the split-key rule without importing the operator
             config["operator_mergeable"] = self.operator.mergeable
             config["cost_model"] = self.operator.cost_model  # the unit of the loads (the imbalance chart's bound)
+            config["value_kind"] = self.cfg.value_kind(self.operator)  # what its tuples carry (the dashboard's label)
             run_id = self.store.create_run(
                 grouping.name, grouping.p, seed=self.cfg.seed, n_workers=self.cfg.workers,
                 workload=self.cfg.workload if self.cfg.source == "generator" else f"{self.cfg.source}",

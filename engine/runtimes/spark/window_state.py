@@ -71,8 +71,9 @@ class WorkerWindow:
             raise ValueError(f"window must be >= 1 batch, got {window}")
         self.window = int(window)
         self.operator = operator if operator is not None else Count()
-        #: count: the ring's cells are its partial states, no others are kept
-        self.ring_only = type(self.operator) is Count
+        #: an operator whose partial state is the tuple count (count's capability,
+        #: :attr:`KeyedOperator.partial_is_tuple_count`): the ring's cells are its partial states, no others are kept
+        self.ring_only = bool(self.operator.partial_is_tuple_count)
         self.keys: list[str] = []
         #: the keys' fingerprints (:func:`key_fingerprints`), row by row: hashed once, when a key arrives
         self.fps = np.zeros(0, dtype=np.uint64)
@@ -167,6 +168,16 @@ class WorkerWindow:
         cols = (self.col_batch > batch - self.window) & (self.col_batch <= batch)
         return self.ring[rows][:, cols].sum(axis=1)
 
+    def _emit_counts(self, keys: list[str], rows: np.ndarray, sel: np.ndarray, batch: int) -> list[tuple]:
+        """Results of a non-mergeable operator whose partial state is the tuple count: :meth:`emit` of
+        each selected key's non-zero counts of the window's earlier batches (oldest first) and of ``batch``."""
+        older = [c for c in np.argsort(self.col_batch).tolist() if batch - self.window < self.col_batch[c] < batch]
+        now = int(batch) % self.window
+        cells = self.ring[rows[sel]]
+        emit = self.operator.emit
+        return [(batch, keys[i], *emit([c for c in row[older].tolist() if c], int(row[now])))
+                for i, row in zip(sel.tolist(), cells)]
+
     def _window_batches(self, batch: int) -> list[dict[str, Any]]:
         """The per-batch partial states (key -> partial) of the window ending at ``batch``, oldest first."""
         return [self.partials[b] for b in sorted(self.partials) if batch - self.window < b <= batch]
@@ -189,7 +200,10 @@ class WorkerWindow:
             if not mask.any():
                 return []
             sel = np.flatnonzero(mask)
-            return [(batch, keys[i], int(c)) for i, c in zip(sel.tolist(), self._window_sum(rows[sel], batch).tolist())]
+            if self.operator.mergeable:  # finish of the window's count, summed over all keys at once
+                finish = self.operator.finish  # type: ignore[attr-defined]
+                return [(batch, keys[i], *finish(c)) for i, c in zip(sel.tolist(), self._window_sum(rows[sel], batch).tolist())]
+            return self._emit_counts(keys, rows, sel, batch)
         out = []
         result = self.operator.emit
         window = self._window_batches(batch) if mask.any() else []
