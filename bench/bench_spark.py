@@ -683,7 +683,9 @@ def main(argv: list[str] | None = None) -> int:
                   + (f"{sp[0]:8.2f} [{sp[1]:.2f}-{sp[2]:.2f}]" if sp else f"{'-':>20}") + " "
                   + (f"{bz[0]:14.2f} [{bz[1]:.2f}-{bz[2]:.2f}]" if bz else f"{'-':>26}") + f"  {','.join(routed)}")
     if args.rounds > 1 and kinds:
-        against = results["baseline_round_summary"] = baseline_round_summary(results["rounds"], results["baselines"])
+        # the baselines' own rows too: a floor against the native aggregation, of the same round
+        compared = {**results["rounds"], **{f"({k})": v for k, v in results["baselines"].items()}}
+        against = results["baseline_round_summary"] = baseline_round_summary(compared, results["baselines"])
         print(f"\nagainst the baselines: median [min-max] of {args.rounds} alternating rounds, each against the "
               f"baseline's run of the same round:")
         print(f"{'variant':<44} " + " ".join(f"{'x ' + k:>22}" for k in kinds))
