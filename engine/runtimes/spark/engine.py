@@ -48,7 +48,6 @@ record is lost) and polls for ``resume``; resuming restarts the query from the c
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -78,6 +77,7 @@ from skewlab.engine.runtimes.spark.driver_step import (INTERIM_GROUPING, BatchOu
 from skewlab.engine.runtimes.spark.engine_snapshot import EngineSnapshot
 from skewlab.engine.runtimes.spark.query_lifecycle import EngineFailed, QueryLifecycle, first_line
 from skewlab.engine.runtimes.spark.run_start import start_run, stream_of
+from skewlab.engine.runtimes.spark.source_config import FileSource, GeneratorSource, KafkaSource, RecordFields, SourceConfig
 from skewlab.engine.runtimes.spark.state_transfer import MigrationFiles
 from skewlab.storage.records import IntervalRecord
 from skewlab.shared import UsageError, filesystems
@@ -180,31 +180,34 @@ class EngineConfig:
             return "none"
         return "seq" if isinstance(op, Join) else "field"
 
-    def _validate_fields(self, operator: KeyedOperator) -> None:
-        """The records' key and value fields against the source and the operator (issue 24, item 1)."""
-        from skewlab.engine.workloads.record_fields import parse_path
+    def record_fields(self, operator: KeyedOperator | None = None) -> RecordFields:
+        """Where each record's key and value are, and what ``operator`` (default: the configured one)
+        needs as value (:meth:`value_kind`)."""
+        op = operator if operator is not None else self.keyed_operator()
+        return RecordFields(self.key_field_name(), (self.value_field or "").strip(), self.value_kind(op),
+                            operator=self.operator, operator_name=op.name)
 
-        key_field, value_field = self.key_field_name(), (self.value_field or "").strip()
+    def source_config(self) -> SourceConfig:
+        """The configuration of the source ``source`` names (:mod:`skewlab.engine.runtimes.spark.source_config`)."""
+        if self.source == "generator":
+            return GeneratorSource(self.workload, dict(self.workload_params), seed=self.seed, sources=self.sources,
+                                   rate=self.rate, max_per_batch=self.max_per_batch)
+        if self.source == "kafka":
+            return KafkaSource(self.bootstrap, self.topic, max_per_batch=self.max_per_batch)
+        return FileSource(self.path, sources=self.sources, rate=self.rate, max_per_batch=self.max_per_batch)
+
+    def _validate_fields(self, operator: KeyedOperator, source: SourceConfig) -> None:
+        """The records' key and value fields against the operator, then against the source (issue 24,
+        item 1)."""
+        fields = self.record_fields(operator)
         if self.key_field and self.column and self.key_field.strip() != self.column.strip():
             raise ParamError(f"--column is an alias of --key-field: give one, not both ({self.column!r}, "
                              f"{self.key_field!r})")
-        if self.source == "generator" and (key_field or value_field):
-            raise ParamError("--key-field/--value-field name fields of the records of --source kafka|file; the "
-                             "generator draws its own keys and seeded values")
-        kind = self.value_kind(operator)
-        if kind != "field" and value_field:
-            raise ParamError(f"--value-field {value_field}: operator {operator.name} reads no value per tuple "
-                             f"({'its tuples are joined by position' if kind == 'seq' else 'keys only'}); drop it "
-                             "or use sum, mean, min, max, distinct")
-        if kind == "field" and self.source != "generator" and not value_field:
-            where = "a dotted JSON field of the record value" if self.source == "kafka" else "a CSV column"
-            raise ParamError(f"--operator {self.operator}: {operator.name} reads a value per tuple; name it with "
-                             f"--value-field ({where}, e.g. amount)")
-        if self.source == "kafka":
-            parse_path(key_field, "--key-field")
-            parse_path(value_field, "--value-field")
-        if self.source == "file" and value_field and not key_field:
-            raise ParamError("--value-field with --source file needs --key-field too (the CSV column of the key)")
+        if fields.kind != "field" and fields.value:
+            raise ParamError(f"--value-field {fields.value}: operator {operator.name} reads no value per tuple "
+                             f"({'its tuples are joined by position' if fields.kind == 'seq' else 'keys only'}); "
+                             "drop it or use sum, mean, min, max, distinct")
+        source.check_fields(fields)
 
     def validate(self) -> None:
         """One-line :class:`ParamError` for every bad setting (before Spark starts)."""
@@ -223,23 +226,12 @@ class EngineConfig:
             raise ParamError(f"--duration must be > 0 seconds, got {self.duration}")
         cls = registry.get(self.algorithm)
         registry.validate_params(self.algorithm, self.params)
-        self._validate_fields(operator)
+        source = self.source_config()
+        self._validate_fields(operator, source)
         refusal = split_key_refusal(operator.name, operator.mergeable, self.algorithm, cls.single_owner)
         if refusal:
             raise ParamError(refusal)
-        if self.source == "kafka" and (not self.bootstrap or not self.topic):
-            raise ParamError("--source kafka needs --bootstrap HOST:PORT and --topic NAME")
-        if self.source == "file":
-            if not self.path:
-                raise ParamError("--source file needs --input FILE")
-            location = filesystems.resolve(self.path)
-            if not filesystems.is_file(location) or (filesystems.is_local(location)
-                                                     and not os.access(location, os.R_OK)):
-                raise ParamError(f"cannot read input file {self.path!r}")
-        if self.source == "generator":
-            from skewlab.engine.workloads import create_workload
-
-            create_workload(self.workload, self.seed, self.workload_params)  # validates params
+        source.validate()
         for name in self.shadow or []:
             registry.get(name)
         if self.sink:
@@ -267,32 +259,8 @@ class EngineConfig:
         return spec if spec.lower().startswith("kafka:") else filesystems.resolve(spec)
 
     def source_options(self) -> tuple[str, dict[str, str]]:
-        if self.source == "generator":
-            return "skewlab-generator", {
-                "workload": self.workload,
-                "params": json.dumps(self.workload_params),
-                "seed": str(self.seed),
-                "partitions": str(self.sources),
-                "rate": str(self.rate),
-                "max_per_batch": str(self.max_per_batch),
-                "values": str(self.value_kind() == "field").lower(),
-            }
-        if self.source == "file":
-            return "skewlab-file", {
-                "path": filesystems.resolve(self.path),
-                "column": self.key_field_name(),
-                "value_column": self.value_field,
-                "partitions": str(self.sources),
-                "rate": str(self.rate),
-                "max_per_batch": str(self.max_per_batch),
-            }
-        return "skewlab-kafka", {
-            "bootstrap": self.bootstrap,
-            "topic": self.topic,
-            "max_per_batch": str(self.max_per_batch),
-            "key_field": self.key_field_name(),
-            "value_field": self.value_field,
-        }
+        """The Spark data source that reads the input and its options (:meth:`source_config`)."""
+        return self.source_config().options(self.record_fields())
 
 
 def _capture_library_warnings(path: Path) -> None:
