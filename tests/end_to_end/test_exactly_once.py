@@ -34,8 +34,10 @@ MIXED = ("--algorithm", "mixed", "--param", "theta_max=0.02")
 
 
 def engine_cmd(tmp: Path, data: Path, sink: str | None = None, extra: tuple[str, ...] = (),
-               grouping: tuple[str, ...] = MIXED) -> list[str]:
-    return [sys.executable, "-m", "skewlab", "engine", "--source", "file", "--input", str(data),
+               grouping: tuple[str, ...] = MIXED, fault: str | None = None) -> list[str]:
+    """``skewlab engine`` on ``data``; with ``fault`` (tests/fault_engine.py) killed at that step."""
+    launcher = ["tests.fault_engine", fault] if fault else ["skewlab"]
+    return [sys.executable, "-m", *launcher, "engine", "--source", "file", "--input", str(data),
             "--db", f"sqlite:///{tmp}/db.sqlite", "--checkpoint", str(tmp / "ckpt"), *grouping, "--workers", "4", "--sources", "2", "--interval", "0.5",
             "--rate", "4000", "--max-per-batch", "3000", "--window", "3", "--shadow", "",
             "--sink", sink or str(tmp / "sink"), *extra]
@@ -89,10 +91,8 @@ def kill_and_restart(tmp_path: Path, data: Path, faults: list[str | None], sink:
     rnd = random.Random(3)
     for fault in faults:
         done = snapshots(tmp_path)[-1] if snapshots(tmp_path) else -1
-        run_env = dict(env)
-        if fault:
-            run_env["SKEWLAB_FAULT_INJECT"] = fault.format(done + 2)
-        proc = subprocess.Popen(engine_cmd(tmp_path, data, sink, extra, grouping), stdout=log, stderr=log, env=run_env)
+        spec = fault.format(done + 2) if fault else None
+        proc = subprocess.Popen(engine_cmd(tmp_path, data, sink, extra, grouping, spec), stdout=log, stderr=log, env=env)
         if fault:
             proc.wait(timeout=max(180, progress_timeout))  # it kills itself at that step of a later batch
             assert proc.returncode == -signal.SIGKILL, (tmp_path / "engine.log").read_text()[-3000:]

@@ -56,9 +56,9 @@ def test_the_engine_stops_on_such_a_batch_naming_the_fields_of_the_topics_record
                        checkpoint=str(tmp_path / "ckpt"), shadow=[])
     engine = SparkEngine(cfg, log=lambda m: None)
     engine._check_dead_batch(0, {"missing_value": [3, []]}, 500)  # a few bad records: go on
-    assert engine.input_refused is None and not engine.stop_requested.is_set()
+    assert engine.input_refused is None and not engine.lifecycle.stop_requested.is_set()
     engine._check_dead_batch(1, {"missing_value": [200, ["7b22"]]}, 0)
     assert engine.input_refused == (
         "batch 1: 200 of 200 records are dead letters 'missing_value': the JSON record has no field 'latency' of "
         "--value-field (fields seen: user.id, latency_ms); stopping (--continue-on-dead-letters goes on)")
-    assert engine.stop_requested.is_set()
+    assert engine.lifecycle.stop_requested.is_set()

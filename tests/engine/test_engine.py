@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from skewlab.cli import main  # noqa: E402
+from skewlab.engine.runtimes.spark import batch_phases  # noqa: E402
 from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine  # noqa: E402
 from skewlab.storage import connect  # noqa: E402
 from tests.engine_helpers import by_fingerprint, generator_keys_of, generator_truth  # noqa: E402
@@ -45,8 +46,11 @@ def final(results: dict, checkpoint) -> dict:
     return {k: v for k, v in results.items() if k[0] < last}
 
 
-def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):
+def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path, monkeypatch):
     cfg = gen_cfg(tmp_path, max_batches=5)
+    phases: list[tuple[str, int, bool, bool]] = []  # the named points of each batch the driver passed
+    monkeypatch.setattr(batch_phases, "hook", lambda phase, b, *, exports, imports: phases.append(
+        (phase, b, exports, imports)))
     store = connect(cfg.db)
     bad = store.submit_command("set-workers", {"workers": 0})
     seen: list[int] = []
@@ -63,6 +67,10 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path):
 
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
     assert engine.run() == 0
+    # in order, each batch (where the exactly-once tests kill the engine), with its export and import
+    assert [p[:2] for p in phases] == [(phase, b) for b in seen for phase in batch_phases.PHASES], phases
+    exports = {b for _, b, e, _ in phases if e}
+    assert exports and {b for _, b, _, i in phases if i} >= {b + 1 for b in exports if b < seen[-1]}, phases
     c = engine.controller
     assert c.planner.name == "mixed" and c.n_workers == 5 and c.planner.p["theta_max"] == 0.1
     assert sum(engine.consumed.values()) == sum(m["tuples"] for m in c.intervals) > 0
@@ -204,8 +212,8 @@ def test_sources_route_with_the_snapshot_published_for_the_batch(paced_run):
 
     bad = SparkEngine(dataclasses.replace(cfg, max_batches=2), log=lambda m: None)
     bad._publish_route = lambda b: bad.routes.publish(
-        b, RoutingSnapshot(b - 1, bad.controller.planner.router, bad.partitions,
-                           control_payloads(bad.snapshot.next_orders, bad.controller.vocab.fps, {0, 1}, bad.partitions,
+        b, RoutingSnapshot(b - 1, bad.controller.planner.router, bad.snapshot.partitions,
+                           control_payloads(bad.snapshot.next_orders, bad.controller.vocab.fps, {0, 1}, bad.snapshot.partitions,
                                             batch=b - 1)).dumps())
     # the workers refuse it (their state is past that batch) before the driver would
     with pytest.raises(RuntimeError, match=r"routing snapshot of batch \d+, but this worker's state is already at"):
@@ -236,7 +244,7 @@ def test_a_new_run_routes_by_hash_until_its_groupings_kernels_are_compiled(spark
         if batch_id == 1:
             engine.kernels.release()  # the step of batch 2 switches: batch 3 routes by pkg
         if engine.controller.planner.name == "pkg" and sum(1 for b in done if b > 0) >= 3 or len(done) > 40:
-            engine.stop_requested.set()
+            engine.lifecycle.stop_requested.set()
 
     lines: list[str] = []
     engine = SparkEngine(cfg, after_batch=after, log=lines.append)

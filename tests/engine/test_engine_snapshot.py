@@ -15,6 +15,7 @@ from skewlab.engine.config.params import ParamError
 from skewlab.engine.io.checkpoint import SnapshotStore
 from skewlab.engine.runtimes.spark.driver_step import DriverSnapshot
 from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine
+from skewlab.engine.runtimes.spark.run_start import stream_of
 from skewlab.engine.runtimes.spark.engine_snapshot import FORMAT, PERSISTED, EngineSnapshot
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
 
@@ -62,7 +63,7 @@ def test_a_snapshot_written_by_the_unversioned_format_restores(tmp_path):
     first = SparkEngine(_cfg(tmp_path), log=lambda m: None)
     s = _busy(first.snapshot)
     SnapshotStore(tmp_path / "ckpt" / "skewlab").save(6, {
-        "run_id": s.run_id, "stream": first._stream(), "controller": s.controller, "shadow": s.shadow,
+        "run_id": s.run_id, "stream": stream_of(first.cfg, first.store), "controller": s.controller, "shadow": s.shadow,
         "paused": s.paused, "applied_commands": list(s.applied_commands), "consumed": dict(s.consumed),
         "dead_total": s.dead_total, "pending": [], "partitions": s.partitions, "sink": first.results.url,
         "sink_start": first.results.start, "worker_keys": dict(s.worker_keys), "worker_held": dict(s.worker_held),
@@ -80,7 +81,7 @@ def test_a_snapshot_written_by_the_unversioned_format_restores(tmp_path):
 
 def test_a_snapshot_of_a_later_format_is_refused_with_one_line(tmp_path):
     first = SparkEngine(_cfg(tmp_path), log=lambda m: None)
-    payload = EngineSnapshot(first.snapshot, stream=first._stream(), sink=first.results.url).encode()
+    payload = EngineSnapshot(first.snapshot, stream=stream_of(first.cfg, first.store), sink=first.results.url).encode()
     SnapshotStore(tmp_path / "ckpt" / "skewlab").save(1, {**payload, "format": FORMAT + 1})
     with pytest.raises(ParamError) as err:
         SparkEngine(_cfg(tmp_path), log=lambda m: None)

@@ -129,7 +129,7 @@ def test_database_outage_engine_buffers_retries_and_loses_no_row(spark, tmp_path
         else:
             t["after_up"] += 1
             if engine.sink.backlog == 0 and t["after_up"] >= 2:
-                engine.stop_requested.set()
+                engine.lifecycle.stop_requested.set()
 
     engine = SparkEngine(cfg, after_batch=after, log=lines.append)
     try:
@@ -233,7 +233,7 @@ def test_malformed_kafka_records_are_dead_letters_and_valid_ones_all_processed(s
     def after(engine: SparkEngine, batch_id: int) -> None:
         processed["n"] = sum(m["tuples"] for m in engine.controller.intervals) + engine.dead_total
         if processed["n"] >= total:
-            engine.stop_requested.set()
+            engine.lifecycle.stop_requested.set()
 
     db = f"sqlite:///{tmp_path}/db.sqlite"
     cfg = EngineConfig(source="kafka", bootstrap=kafka_broker, topic=topic, db=db, checkpoint=str(tmp_path / "ckpt"),

@@ -1,7 +1,7 @@
 """``skewlab engine``: a PySpark Structured Streaming query with a swappable grouping and keyed
 state on the executors.
 
-The query (:meth:`SparkEngine._start_query`): the source routes each input partition with the
+The query (:meth:`SparkEngine.start_query`): the source routes each input partition with the
 routing snapshot published for the batch (:mod:`skewlab.engine.runtimes.spark.sources`, :mod:`skewlab.engine.runtimes.spark.topology`)
 → ``groupBy(worker label).applyInPandasWithState``: every worker is one task and one state partition,
 its sliding-window keyed state is in Spark's RocksDB state store, checkpointed and restored by Spark
@@ -48,30 +48,24 @@ record is lost) and polls for ``resume``; resuming restarts the query from the c
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
-import signal
 import sys
-import threading
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 
 from skewlab.engine.algorithms import registry
-from skewlab.engine.io.checkpoint import STREAM_FIELDS, SnapshotStore, stream_mismatch
-from skewlab.engine.control.controller import Controller
-from skewlab.engine.algorithms.keys import FingerprintVocabulary
+from skewlab.engine.io.checkpoint import SnapshotStore
+from skewlab.engine.runtimes.spark import batch_phases
 from skewlab.engine.runtimes.spark.driver_memory import limit_retained_memory, release_unused
 from skewlab.engine.control.metrics import format_rate
-from skewlab.engine.io.metrics_sink import MetricsSink, PendingInterval
+from skewlab.engine.io.metrics_sink import PendingInterval
 from skewlab.engine.config.params import ParamError
 from skewlab.engine.config import settings as run_settings
 from skewlab.engine.config.settings import MAX_WORKERS, check
-from skewlab.engine.control.shadow import ShadowEvaluator, default_shadow_names
 from skewlab.engine.runtimes.spark.conf_values import check_spark_conf
 from skewlab.engine.operators import KeyedOperator, is_mergeable, load_operator, split_key_refusal
 from skewlab.engine.runtimes.background_warmup import BackgroundWarmup
@@ -79,45 +73,19 @@ from skewlab.engine.runtimes.spark.python_workers import start_python_workers
 from skewlab.engine.runtimes.spark.cluster_settings import check_executors, is_local_master
 from skewlab.engine.runtimes.spark.driver_step import (INTERIM_GROUPING, BatchOutput, DriverSettings, DriverSnapshot,
                                                        StepInput, already_applied, apply_commands, next_route, step)
-from skewlab.engine.runtimes.spark.engine_snapshot import EngineSnapshot, SnapshotRefused
-from skewlab.engine.runtimes.spark.result_sink import open_sink, restore_sink, sink_schema
+from skewlab.engine.runtimes.spark.engine_snapshot import EngineSnapshot
+from skewlab.engine.runtimes.spark.query_lifecycle import EngineFailed, QueryLifecycle, first_line
+from skewlab.engine.runtimes.spark.run_start import start_run, stream_of
+from skewlab.engine.runtimes.spark.source_config import FileSource, GeneratorSource, KafkaSource, RecordFields, SourceConfig
 from skewlab.engine.runtimes.spark.state_transfer import MigrationFiles
 from skewlab.storage.records import IntervalRecord
 from skewlab.shared import UsageError, filesystems
 
-__all__ = ["EngineConfig", "SparkEngine", "SOURCES"]
+__all__ = ["EngineConfig", "EngineFailed", "SparkEngine", "SOURCES"]
 
 # py4j logs every exception our foreachBatch callback raises, with the whole traceback; the engine
 # logs its own failures in one line and refuses batches on purpose while stopping.
 logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
-
-
-#: fault injection for the reliability tests: "migration:<batch>" kills the process with SIGKILL
-#: right after the first rebalance that moves state at or after that batch, before its snapshot.
-_FAULT = os.environ.get("SKEWLAB_FAULT_INJECT", "")
-
-
-def _fault(phase: str, batch_id: int, *, exports: bool = False, imports: bool = False) -> None:
-    """Fault injection for the exactly-once tests: ``SKEWLAB_FAULT_INJECT=<phase>:<batch>[:export|:import]``
-    kills the process with SIGKILL at ``phase`` of the first batch ``>= batch`` (with ``:export``:
-    the first such batch whose workers exported state; with ``:import``: whose workers import state).
-    Phases, in order: ``begun`` (the batch's function started, its operator has not run: the previous
-    batch is committed — with ``:import``, between a migration's export and its import), ``collected``
-    (the operator ran and its state is committed, nothing applied), ``published`` (the next batch's
-    routing snapshot, with its imports, is written; our snapshot is not), ``saved`` (our snapshot is
-    written; Spark has not committed the batch)."""
-    parts = _FAULT.split(":")
-    if len(parts) < 2 or parts[0] != phase or batch_id < int(parts[1]):
-        return
-    if len(parts) > 2 and ((parts[2] == "export" and not exports) or (parts[2] == "import" and not imports)):
-        return
-    print(f"fault injection: SIGKILL at {phase} of batch {batch_id}", file=sys.stderr, flush=True)
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-class EngineFailed(RuntimeError):
-    """The streaming query died (a failed batch or source); the message is one line for the operator.
-    Nothing is lost: the failed batch was not committed and is replayed by the next start."""
 
 
 def _quiet_stream_errors(spark: Any) -> None:
@@ -131,42 +99,6 @@ def _quiet_stream_errors(spark: Any) -> None:
             jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)
     except Exception:  # noqa: BLE001 - logging is cosmetic
         pass
-
-
-_PY_ERROR = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception)): (.+)$")
-
-
-def _first_line(exc: BaseException) -> str:
-    """One line for the operator.  A Spark error that wraps a Python traceback (a failed source or
-    batch function) gives the wrapped exception's own line (``ValueError: topic ... does not exist``),
-    prefixed by Spark's error class, instead of "Traceback (most recent call last):"."""
-    text = str(exc).strip()
-    if not text:
-        return type(exc).__name__
-    lines = text.splitlines()
-    first = lines[0]
-    if "Traceback (most recent call last)" in text:
-        inner = [m for m in map(_PY_ERROR.match, (x.strip() for x in lines[1:])) if m]
-        if inner:
-            head = first.split("Traceback (most recent call last)")[0].rstrip(": ")
-            cls = re.findall(r"\[([A-Z_]+)\]", head)
-            return f"{cls[-1] + ': ' if cls else ''}{inner[-1].group(1)}: {inner[-1].group(2)}"[:300]
-    return first[:300]
-
-
-def _await_trigger_end(query: Any, timeout: float = 30.0) -> None:
-    """Wait until the query's running trigger has ended (Spark writes the batch's commit log entry
-    after ``foreachBatch`` returns, inside the trigger), so a stop right after a batch does not leave
-    that batch uncommitted and replayed on the next start.  A trigger that begins meanwhile runs
-    ``process_batch``, which refuses while stopping and so ends it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if not query.isActive or not (query.status or {}).get("isTriggerActive"):
-                return
-        except Exception:  # noqa: BLE001 - a query failing meanwhile has ended its trigger
-            return
-        time.sleep(0.05)
 
 
 #: --service-us above one second per tuple is a typo, not an experiment
@@ -248,31 +180,34 @@ class EngineConfig:
             return "none"
         return "seq" if op.values_are_positions else "field"
 
-    def _validate_fields(self, operator: KeyedOperator) -> None:
-        """The records' key and value fields against the source and the operator (issue 24, item 1)."""
-        from skewlab.engine.workloads.record_fields import parse_path
+    def record_fields(self, operator: KeyedOperator | None = None) -> RecordFields:
+        """Where each record's key and value are, and what ``operator`` (default: the configured one)
+        needs as value (:meth:`value_kind`)."""
+        op = operator if operator is not None else self.keyed_operator()
+        return RecordFields(self.key_field_name(), (self.value_field or "").strip(), self.value_kind(op),
+                            operator=self.operator, operator_name=op.name)
 
-        key_field, value_field = self.key_field_name(), (self.value_field or "").strip()
+    def source_config(self) -> SourceConfig:
+        """The configuration of the source ``source`` names (:mod:`skewlab.engine.runtimes.spark.source_config`)."""
+        if self.source == "generator":
+            return GeneratorSource(self.workload, dict(self.workload_params), seed=self.seed, sources=self.sources,
+                                   rate=self.rate, max_per_batch=self.max_per_batch)
+        if self.source == "kafka":
+            return KafkaSource(self.bootstrap, self.topic, max_per_batch=self.max_per_batch)
+        return FileSource(self.path, sources=self.sources, rate=self.rate, max_per_batch=self.max_per_batch)
+
+    def _validate_fields(self, operator: KeyedOperator, source: SourceConfig) -> None:
+        """The records' key and value fields against the operator, then against the source (issue 24,
+        item 1)."""
+        fields = self.record_fields(operator)
         if self.key_field and self.column and self.key_field.strip() != self.column.strip():
             raise ParamError(f"--column is an alias of --key-field: give one, not both ({self.column!r}, "
                              f"{self.key_field!r})")
-        if self.source == "generator" and (key_field or value_field):
-            raise ParamError("--key-field/--value-field name fields of the records of --source kafka|file; the "
-                             "generator draws its own keys and seeded values")
-        kind = self.value_kind(operator)
-        if kind != "field" and value_field:
-            raise ParamError(f"--value-field {value_field}: operator {operator.name} reads no value per tuple "
-                             f"({'its values are the positions of its tuples' if kind == 'seq' else 'keys only'}); drop it "
-                             "or use sum, mean, min, max, distinct")
-        if kind == "field" and self.source != "generator" and not value_field:
-            where = "a dotted JSON field of the record value" if self.source == "kafka" else "a CSV column"
-            raise ParamError(f"--operator {self.operator}: {operator.name} reads a value per tuple; name it with "
-                             f"--value-field ({where}, e.g. amount)")
-        if self.source == "kafka":
-            parse_path(key_field, "--key-field")
-            parse_path(value_field, "--value-field")
-        if self.source == "file" and value_field and not key_field:
-            raise ParamError("--value-field with --source file needs --key-field too (the CSV column of the key)")
+        if fields.kind != "field" and fields.value:
+            raise ParamError(f"--value-field {fields.value}: operator {operator.name} reads no value per tuple "
+                             f"({'its values are the positions of its tuples' if fields.kind == 'seq' else 'keys only'}); "
+                             "drop it or use sum, mean, min, max, distinct")
+        source.check_fields(fields)
 
     def validate(self) -> None:
         """One-line :class:`ParamError` for every bad setting (before Spark starts)."""
@@ -291,23 +226,12 @@ class EngineConfig:
             raise ParamError(f"--duration must be > 0 seconds, got {self.duration}")
         cls = registry.get(self.algorithm)
         registry.validate_params(self.algorithm, self.params)
-        self._validate_fields(operator)
+        source = self.source_config()
+        self._validate_fields(operator, source)
         refusal = split_key_refusal(operator.name, operator.mergeable, self.algorithm, cls.single_owner)
         if refusal:
             raise ParamError(refusal)
-        if self.source == "kafka" and (not self.bootstrap or not self.topic):
-            raise ParamError("--source kafka needs --bootstrap HOST:PORT and --topic NAME")
-        if self.source == "file":
-            if not self.path:
-                raise ParamError("--source file needs --input FILE")
-            location = filesystems.resolve(self.path)
-            if not filesystems.is_file(location) or (filesystems.is_local(location)
-                                                     and not os.access(location, os.R_OK)):
-                raise ParamError(f"cannot read input file {self.path!r}")
-        if self.source == "generator":
-            from skewlab.engine.workloads import create_workload
-
-            create_workload(self.workload, self.seed, self.workload_params)  # validates params
+        source.validate()
         for name in self.shadow or []:
             registry.get(name)
         if self.sink:
@@ -335,36 +259,8 @@ class EngineConfig:
         return spec if spec.lower().startswith("kafka:") else filesystems.resolve(spec)
 
     def source_options(self) -> tuple[str, dict[str, str]]:
-        if self.source == "generator":
-            return "skewlab-generator", {
-                "workload": self.workload,
-                "params": json.dumps(self.workload_params),
-                "seed": str(self.seed),
-                "partitions": str(self.sources),
-                "rate": str(self.rate),
-                "max_per_batch": str(self.max_per_batch),
-                "values": str(self.value_kind() == "field").lower(),
-            }
-        if self.source == "file":
-            return "skewlab-file", {
-                "path": filesystems.resolve(self.path),
-                "column": self.key_field_name(),
-                "value_column": self.value_field,
-                "partitions": str(self.sources),
-                "rate": str(self.rate),
-                "max_per_batch": str(self.max_per_batch),
-            }
-        return "skewlab-kafka", {
-            "bootstrap": self.bootstrap,
-            "topic": self.topic,
-            "max_per_batch": str(self.max_per_batch),
-            "key_field": self.key_field_name(),
-            "value_field": self.value_field,
-        }
-
-
-def _interrupt(*_: Any) -> None:
-    raise KeyboardInterrupt
+        """The Spark data source that reads the input and its options (:meth:`source_config`)."""
+        return self.source_config().options(self.record_fields())
 
 
 def _capture_library_warnings(path: Path) -> None:
@@ -409,29 +305,24 @@ class SparkEngine:
         #: where exporting tasks write migrated state for the importing tasks (state_transfer)
         self.migration_dir = filesystems.join(self.checkpoint, "migrations")
         self.migration_files = MigrationFiles(self.migration_dir)
-        self.stop_requested = threading.Event()
-        self.in_batch = threading.Lock()
         self.batches_done = 0
         #: why the run stopped on its input (:mod:`skewlab.engine.runtimes.spark.dead_batch`), or None
         self.input_refused: str | None = None
-        self.started = time.monotonic()
-        self.store = None
-        self.sink: MetricsSink | None = None
-        self._stopping = False
-        self._idle_since: float | None = None
         self._backpressure = False
-        self._interrupted = False
-        self._batch_error: BaseException | None = None  # what failed in our own batch function
+        self.batch_error: BaseException | None = None  # what failed in our own batch function
         self._task_times: Any = None  # skewlab.engine.runtimes.spark.task_metrics.TaskTimes, made at the first batch
         #: what the driver's per-batch step needs of the configuration (driver_step)
         self.settings = DriverSettings(self.operator.name, self.operator.mergeable,
                                        values=cfg.value_kind(self.operator), top_k=cfg.top_k)
-        #: the driver's state after the last batch: the input of the next step (driver_step)
-        self.snapshot: DriverSnapshot
         #: the numba warm-up child of :meth:`run` (None outside run(): waiting shadows join at once)
         self.kernels: BackgroundWarmup | None = None
+        #: when the query runs, pauses and stops (:mod:`skewlab.engine.runtimes.spark.query_lifecycle`)
+        self.lifecycle = QueryLifecycle(self, cfg, self.log)
         limit_retained_memory()  # the driver's per-batch temporaries go back to the system when freed
-        self._restore_or_init()
+        start = start_run(cfg, self.operator, self.snapshots, self.checkpoint, self.log)
+        self.store, self.results, self.sink = start.store, start.results, start.sink
+        #: the driver's state after the last batch: the input of the next step (driver_step)
+        self.snapshot: DriverSnapshot = start.snapshot
         self.controller.track_orders = True
 
     # the snapshot's fields, read-only (a step replaces the snapshot)
@@ -439,12 +330,8 @@ class SparkEngine:
     shadow = property(lambda self: self.snapshot.shadow)
     run_id = property(lambda self: self.snapshot.run_id)
     last_batch = property(lambda self: self.snapshot.last_batch)
-    partitions = property(lambda self: self.snapshot.partitions)
     consumed = property(lambda self: self.snapshot.consumed)
     dead_total = property(lambda self: self.snapshot.dead_total)
-    worker_keys = property(lambda self: self.snapshot.worker_keys)
-    worker_held = property(lambda self: self.snapshot.worker_held)
-    next_imports = property(lambda self: self.snapshot.next_imports)
     shares_split = property(lambda self: self.snapshot.shares_split)
 
     @property
@@ -456,103 +343,6 @@ class SparkEngine:
         self.snapshot = replace(self.snapshot, paused=bool(value))
 
     # ------------------------------------------------------------------ state
-    def _restore_or_init(self) -> None:
-        from skewlab.storage import connect
-
-        self.store = connect(self.cfg.db)
-        latest = self.snapshots.latest()
-        if latest is not None:
-            try:
-                snap = EngineSnapshot.decode(latest[1], latest[0])
-            except SnapshotRefused as exc:
-                self.store.close()
-                raise ParamError(f"checkpoint {self.checkpoint} {exc}; start a new run with --run-name NAME or "
-                                 "--checkpoint DIR") from None
-            batch = snap.driver.last_batch
-            diff = stream_mismatch(snap.stream, self._stream())
-            if diff:
-                self.store.close()
-                raise ParamError(
-                    f"checkpoint {self.checkpoint} belongs to run {snap.driver.run_id} on another stream "
-                    f"({'; '.join(diff)}): restart with that run's settings to resume it, or start a new run "
-                    "with --run-name NAME or --checkpoint DIR"
-                )
-            self.snapshot = snap.driver
-            try:
-                self.results = restore_sink(snap.sink, snap.sink_start, self.partitions,
-                                            schema=sink_schema(self.operator))
-            except ParamError:
-                self.store.close()
-                raise
-            if self.cfg.max_workers not in (None, self.partitions) or (self.cfg.sink and self.cfg.sink_spec() != self.results.url):
-                self.log(f"run {self.run_id} keeps its {self.partitions} state partitions and its sink {self.results.url}: "
-                         "--max-workers/--sink only set up new runs")
-            pending = list(snap.pending)
-            self.log(f"restored run {self.run_id} at batch {batch} from {self.snapshots.dir}")
-            restarted = {"kind": "restart", "detail": {"after_batch": batch}, "command_id": None,
-                         "interval": self.controller.interval}
-            g = self.controller.planner
-            if (self.cfg.algorithm, self.cfg.workers) != (g.name, self.controller.n_workers) or any(
-                    g.p.get(k) != v for k, v in self.cfg.params.items()):
-                self.log(f"run {self.run_id} continues with its own grouping ({g.name} on {self.controller.n_workers} "
-                         "workers); --algorithm/--workers/--param only set up new runs — change a running one with "
-                         "'skewlab control'")
-        else:
-            vocab = FingerprintVocabulary()
-            grouping = registry.create(self.cfg.algorithm, self.cfg.workers, self.cfg.sources, self.cfg.seed, self.cfg.params)
-            controller = Controller(grouping, vocab, window=self.cfg.window, cost_model=self.operator.cost_model)
-            names = self.cfg.shadow if self.cfg.shadow is not None else default_shadow_names(
-                grouping.name, self.operator.name, self.operator.mergeable)
-            shadow = (  # the shadows join when their kernels are compiled (_kernels_ready)
-                ShadowEvaluator([], vocab, n_workers=self.cfg.workers, n_sources=self.cfg.sources, seed=self.cfg.seed,
-                                window=self.cfg.window, cost_model=self.operator.cost_model,
-                                max_tuples=self.cfg.shadow_max_tuples, waiting=names)
-                if names else None
-            )
-            partitions = self.cfg.partitions()
-            try:  # before the run exists: an unusable sink is a start-up error
-                self.results = open_sink(self.cfg.sink_spec(), partitions, schema=sink_schema(self.operator),
-                                         log=self.log)
-            except ParamError:
-                self.store.close()
-                raise
-            config = {k: v for k, v in asdict(self.cfg).items() if k != "db"}
-            config["max_workers"] = partitions  # the state partitions: set-workers' upper limit
-            # the dashboard and `skewlab control` apply the split-key rule without importing the operator
-            config["operator_mergeable"] = self.operator.mergeable
-            config["cost_model"] = self.operator.cost_model  # the unit of the loads (the imbalance chart's bound)
-            config["value_kind"] = self.cfg.value_kind(self.operator)  # what its tuples carry (the dashboard's label)
-            run_id = self.store.create_run(
-                grouping.name, grouping.p, seed=self.cfg.seed, n_workers=self.cfg.workers,
-                workload=self.cfg.workload if self.cfg.source == "generator" else f"{self.cfg.source}",
-                config=config, name=self.cfg.run_name,
-            )
-            self.snapshot = DriverSnapshot(run_id=run_id, controller=controller, shadow=shadow, partitions=partitions)
-            pending = []
-            restarted = None
-        if restarted is not None:
-            self._record_restart(restarted)
-        self.sink = MetricsSink(self.store, self.run_id, log=self.log)
-        for item in pending:
-            self.sink.enqueue(item)
-        self.sink.flush(force=True)
-
-    def _record_restart(self, event: dict[str, Any]) -> None:
-        """Mark on the run's timeline that the engine restored it from its checkpoint (event ``restart``,
-        at the interval it resumes with; drawn by the dashboard like the operator events).  With the
-        database down it is carried with the next interval's record instead, as a paused run's commands are."""
-        try:
-            self.store.record_event(self.run_id, event["kind"], event["detail"], interval=event["interval"])
-        except Exception as exc:  # noqa: BLE001 - the database may be down; the event waits for the next interval
-            self.log(f"cannot record the restart now ({type(exc).__name__}): it goes with the next interval")
-            self.snapshot = replace(self.snapshot, carry_events=(*self.snapshot.carry_events, event))
-
-    def _stream(self) -> dict[str, Any]:
-        """The settings that identify this run's stream (:data:`skewlab.engine.io.checkpoint.STREAM_FIELDS`)."""
-        out = {k: getattr(self.cfg, k) for k in STREAM_FIELDS if k != "db"}
-        out["db"] = self.store.url
-        return out
-
     def _publish_route(self, batch_id: int) -> None:
         """Publish the routing snapshot the sources use for ``batch_id`` (:func:`driver_step.next_route`;
         see skewlab.engine.runtimes.spark.sources), outside a step: before a query starts and after
@@ -564,7 +354,7 @@ class SparkEngine:
         """Write the snapshot of ``batch_id`` (:class:`EngineSnapshot`: the driver's state and the
         metric intervals not yet in the database) to the checkpoint."""
         assert self.sink is not None
-        self.snapshots.save(batch_id, EngineSnapshot(self.snapshot, stream=self._stream(), sink=self.results.url,
+        self.snapshots.save(batch_id, EngineSnapshot(self.snapshot, stream=stream_of(self.cfg, self.store), sink=self.results.url,
                                                      sink_start=self.results.start,
                                                      pending=tuple(self.sink.pending())).encode())
 
@@ -589,20 +379,18 @@ class SparkEngine:
 
     # ------------------------------------------------------------------ one micro-batch
     def process_batch(self, df: Any, batch_id: int) -> None:
-        if self._stopping or self._done():
-            # Never return normally without applying: Spark would commit the batch. Failing leaves
-            # it uncommitted, so it is replayed (and applied once) on the next start.
-            raise RuntimeError("skewlab engine stopping; batch left for replay")
-        with self.in_batch:
-            _fault("begun", batch_id, imports=bool(self.next_imports) and batch_id == self.last_batch + 1)
+        """The query's ``foreachBatch`` function (refused while the query stops, see
+        :meth:`QueryLifecycle.running_batch`)."""
+        with self.lifecycle.running_batch():
+            batch_phases.reached("begun", batch_id, imports=bool(self.snapshot.next_imports) and batch_id == self.last_batch + 1)
             try:
                 applied = self._process(df, batch_id)
                 release_unused()  # the batch's Arrow buffers are free once _process returned
                 if applied and self.after_batch is not None:
                     self.after_batch(self, batch_id)
             except Exception as exc:
-                self._batch_error = exc
-                self.log(f"batch {batch_id} failed: {type(exc).__name__}: {_first_line(exc)}")
+                self.batch_error = exc
+                self.log(f"batch {batch_id} failed: {type(exc).__name__}: {first_line(exc)}")
                 raise
 
     def _collect(self, df: Any, batch_id: int) -> dict[str, Any]:
@@ -621,7 +409,7 @@ class SparkEngine:
             u = unpack_output(df.filter(~F.col("kind").isin(*MERGE_KINDS)).toArrow())
             shares = sum(s.shares for s in u["summaries"].values())
             if shares:
-                merge_in_spark(df, batch_id, self.partitions, self.results, self.operator, rows_announced=shares)
+                merge_in_spark(df, batch_id, self.snapshot.partitions, self.results, self.operator, rows_announced=shares)
         finally:
             df.unpersist()
         return u
@@ -634,8 +422,9 @@ class SparkEngine:
         t0 = time.perf_counter()
         output = BatchOutput.of(self._collect(df, batch_id))
         replay = already_applied(self.snapshot, batch_id)
+        moves = dict(exports=bool(output.exports), imports=bool(self.snapshot.next_imports))  # this batch's, for the hook
         if not replay:
-            _fault("collected", batch_id, exports=bool(output.exports), imports=bool(self.next_imports))
+            batch_phases.reached("collected", batch_id, **moves)
         data = StepInput(
             batch_id, output, started=t0, clock=time.perf_counter, wall=time.time(),
             commands=() if replay else self._pending_commands(),
@@ -655,9 +444,9 @@ class SparkEngine:
         # nothing is lost on a crash; rows already written are re-sent idempotently after a
         # restart), then the database.
         self.routes.publish(batch_id + 1, decisions.route.snapshot.dumps(), flush=decisions.route.flush)
-        _fault("published", batch_id, exports=bool(output.exports))
+        batch_phases.reached("published", batch_id, **moves)
         self._save(batch_id)
-        _fault("saved", batch_id, exports=bool(output.exports))
+        batch_phases.reached("saved", batch_id, **moves)
         self.migration_files.note(output.exports)
         self.migration_files.prune(decisions.prune_before)
         if not self.sink.flush() and self.sink.full and not self.paused:
@@ -688,7 +477,7 @@ class SparkEngine:
             except ValueError:
                 pass
         self.input_refused = dead_batch_problem(batch_id, dead, tuples, fields_seen=seen[:20], **settings)
-        self.stop_requested.set()
+        self.lifecycle.stop_requested.set()
 
     def _task_seconds(self, df: Any, batch_id: int) -> dict[int, float]:
         """Run time of each worker's task in this batch from Spark's task metrics
@@ -725,7 +514,7 @@ class SparkEngine:
         return " | ".join(parts)
 
     # ------------------------------------------------------------------ the query
-    def _start_query(self, spark: Any) -> Any:
+    def start_query(self, spark: Any) -> Any:
         """Source (routing in the scan) → ``groupBy(worker label).applyInPandasWithState`` (each
         worker's keyed state in its own state partition, :mod:`skewlab.engine.runtimes.spark.operator`) →
         ``foreachBatch`` (the driver's statistics and planning)."""
@@ -739,7 +528,7 @@ class SparkEngine:
         fmt, opts = self.cfg.source_options()
         opts["route_dir"] = str(self.routes.dir)  # the sources route (skewlab.engine.runtimes.spark.sources)
         opts["route_values"] = self.cfg.value_kind(self.operator)  # each tuple's value, for the operator
-        P = self.partitions
+        P = self.snapshot.partitions
         configure_state_store(spark, P)
         module = sys.modules.get(type(self.operator).__module__)
         if module is not None and not module.__name__.startswith("skewlab."):
@@ -769,14 +558,6 @@ class SparkEngine:
             .start()
         )
 
-    def request_stop(self, *_: Any) -> None:
-        self._interrupted = True
-        if not self.stop_requested.is_set():
-            self.log("stopping: finishing the current batch and flushing metrics (Ctrl-C again to force)")
-            self.stop_requested.set()
-        else:
-            raise KeyboardInterrupt
-
     def _compiling_notice(self, shadows: list[str]) -> Callable[[str], None]:
         """What the console says when the background warm-up starts compiling a grouping's kernels (a
         cold numba cache: the first run after a plain install): one line for a grouping the run routes
@@ -795,115 +576,94 @@ class SparkEngine:
         return notice
 
     def run(self) -> int:
-        """Run until ``--duration`` passes, ``max_batches`` are done or Ctrl-C; returns an exit status."""
-        from skewlab.engine.runtimes.spark.session import get_session
-
+        """Run until ``--duration`` passes, ``max_batches`` are done or Ctrl-C; returns an exit status.
+        Warm-up and Spark start-up (:meth:`_start_spark`), then the query runs
+        (:meth:`QueryLifecycle.drive`); the run's status is recorded however it ends."""
         if self.spark_log is not None:
             _capture_library_warnings(self.spark_log)
-        previous_handlers = {}
-        main_thread = threading.current_thread() is threading.main_thread()
-        if main_thread:  # while Spark starts, SIGTERM stops like Ctrl-C does (the run is marked stopped)
-            previous_handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, _interrupt)
-        status = "finished"
-        reason = None
-        query = None
+        status, reason = "finished", None
         try:
-            live = self.controller.planner.name
-            waiting = list(self.shadow.waiting) if self.shadow is not None else []
-            # a new run may route by the interim grouping while the live one compiles: its kernels first
-            interim = (not self.cfg.wait_for_kernels and self.last_batch < 0 and self.snapshot.interim is None
-                       and live != INTERIM_GROUPING)
-            asked = [self.snapshot.interim[0]] if self.snapshot.interim is not None else []  # restored mid-interim
-            self.kernels = BackgroundWarmup([*([INTERIM_GROUPING] if interim else []), live, *asked, *waiting],
-                                            on_compiling=self._compiling_notice(waiting))
-            started = time.monotonic()
-            spark = get_session(self.cfg.master, f"skewlab-engine-{self.run_id}", jvm_output=self.spark_log,
-                                **self.cfg.spark_conf)
-            if not is_local_master(spark.sparkContext.master):
-                check_executors(spark)  # one line, not a hung query, when the executors cannot run skewlab
-            _quiet_stream_errors(spark)
-            spark_up = time.monotonic()
-            start_python_workers(spark)  # while the driver waits for kernels / builds the query
-            # route by the interim grouping only if the live one really compiles (not: its cached kernels
-            # are still loading, as when Spark was up already)
-            waiting_live = not (self.kernels.wait_until_known(live, self.stop_requested) if interim
-                                else live in self.kernels.ready())
-            if waiting_live and interim:
-                self.log(f"Spark started in {spark_up - started:.0f} s; the routing kernels of {live} are still "
-                         f"compiling (numba, once per install): routing by {INTERIM_GROUPING} until they are ready, "
-                         f"then switching to {live} (--wait-for-kernels waits instead)")
-                self._route_by_interim_grouping()
-                live, waiting_live = INTERIM_GROUPING, INTERIM_GROUPING not in self.kernels.ready()
-            else:
-                self.log(f"Spark started in {spark_up - started:.0f} s"
-                         + (f"; waiting for the routing kernels of {live} …" if waiting_live else ""))
-            self.kernels.wait_for(live, self.stop_requested, progress=lambda waited: self.log(
-                f"still compiling the routing kernels of {live} ({waited:.0f} s; numba, once per install)"))
-            if waiting_live:
-                self.log(f"routing kernels of {live} ready {time.monotonic() - spark_up:.0f} s later")
-            # After the session: SparkContext installs its own SIGINT handler (cancel jobs + raise),
-            # which would interrupt a batch; ours finishes the batch and flushes metrics first.
-            if main_thread:
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    previous_handlers.setdefault(sig, signal.signal(sig, self.request_stop))
-            try:
-                self.store.update_run(self.run_id, status="running")  # a restored run is running again
-            except Exception:  # noqa: BLE001 - the database may be down; metrics are buffered anyway
-                pass
+            self.lifecycle.interrupt_on_sigterm()
+            spark = self._start_spark()
+            self.lifecycle.stop_on_signals()
+            self.mark_run("running")  # a restored run is running again
             self.log(f"run {self.run_id}: {self.controller.planner.name} on {self.cfg.source}, "
                      f"{self.controller.n_workers} workers, master {spark.sparkContext.master}, "
                      f"checkpoint {self.checkpoint}, db {self.store.url}"
                      + (f", Spark log {self.spark_log}" if self.spark_log is not None else ""))
-            while not self._done():
-                if self.paused:
-                    self._wait_resume()
-                    continue
-                query = self._start_query(spark)
-                while not self._done() and not self.paused:
-                    try:
-                        terminated = query.awaitTermination(0.5)
-                    except Exception as exc:  # noqa: BLE001 - StreamingQueryException from a failed batch
-                        if self._done():
-                            break  # the batch refused while stopping; it is replayed on the next start
-                        if self._batch_error is not None:  # our own message, not Spark's wrapper of it
-                            raise EngineFailed(f"streaming query failed: {_first_line(self._batch_error)}") from None
-                        raise EngineFailed(f"streaming query failed: {_first_line(exc)}") from None
-                    if terminated:
-                        break
-                    if self.sink is not None:
-                        self.sink.flush()
-                    if self.cfg.source == "file" and self._file_exhausted(query):
-                        self.log("input file fully replayed; stopping")
-                        self.stop_requested.set()
-                self._stop_query(query)
-                query = None
+            self.lifecycle.drive(spark)
         except KeyboardInterrupt:
             status = "stopped"
         except BaseException as exc:
-            status, reason = "failed", _first_line(exc)
+            status, reason = "failed", first_line(exc)
             raise
         finally:
-            if self.input_refused is not None and status != "failed":
-                status, reason = "failed", self.input_refused
-            if self._interrupted and status != "failed":
-                status = "stopped"
-            if query is not None:
-                self._stop_query(query)
-            if self.kernels is not None:
-                self.kernels.close()
-            if self.sink is not None and not self.sink.flush(force=True):
-                self.log(f"warning: {self.sink.backlog} interval(s) not yet written; they are kept in the snapshot "
-                         "and written on the next start")
-            try:
-                self.store.finish_run(self.run_id, status, note=reason)
-            except Exception:  # noqa: BLE001
-                pass
-            for sig, handler in previous_handlers.items():
-                signal.signal(sig, handler)
+            status = self._finish(status, reason)
         self.log(f"run {self.run_id} {status} after {self.batches_done} batch(es)")
         if self.input_refused is not None:
             raise UsageError(self.input_refused)
         return 0
+
+    def _start_spark(self) -> Any:
+        """Start the numba warm-up child and the Spark session; wait for the live grouping's kernels
+        or, for a new run whose grouping still compiles, route by :data:`INTERIM_GROUPING` meanwhile
+        (unless ``--wait-for-kernels``).  Returns the session."""
+        from skewlab.engine.runtimes.spark.session import get_session
+
+        live = self.controller.planner.name
+        waiting = list(self.shadow.waiting) if self.shadow is not None else []
+        stop = self.lifecycle.stop_requested
+        # a new run may route by the interim grouping while the live one compiles: its kernels first
+        interim = (not self.cfg.wait_for_kernels and self.last_batch < 0 and self.snapshot.interim is None
+                   and live != INTERIM_GROUPING)
+        asked = [self.snapshot.interim[0]] if self.snapshot.interim is not None else []  # restored mid-interim
+        self.kernels = BackgroundWarmup([*([INTERIM_GROUPING] if interim else []), live, *asked, *waiting],
+                                        on_compiling=self._compiling_notice(waiting))
+        started = time.monotonic()
+        spark = get_session(self.cfg.master, f"skewlab-engine-{self.run_id}", jvm_output=self.spark_log,
+                            **self.cfg.spark_conf)
+        if not is_local_master(spark.sparkContext.master):
+            check_executors(spark)  # one line, not a hung query, when the executors cannot run skewlab
+        _quiet_stream_errors(spark)
+        spark_up = time.monotonic()
+        start_python_workers(spark)  # while the driver waits for kernels / builds the query
+        # route by the interim grouping only if the live one really compiles (not: its cached kernels
+        # are still loading, as when Spark was up already)
+        waiting_live = not (self.kernels.wait_until_known(live, stop) if interim else live in self.kernels.ready())
+        if waiting_live and interim:
+            self.log(f"Spark started in {spark_up - started:.0f} s; the routing kernels of {live} are still "
+                     f"compiling (numba, once per install): routing by {INTERIM_GROUPING} until they are ready, "
+                     f"then switching to {live} (--wait-for-kernels waits instead)")
+            self._route_by_interim_grouping()
+            live, waiting_live = INTERIM_GROUPING, INTERIM_GROUPING not in self.kernels.ready()
+        else:
+            self.log(f"Spark started in {spark_up - started:.0f} s"
+                     + (f"; waiting for the routing kernels of {live} …" if waiting_live else ""))
+        self.kernels.wait_for(live, stop, progress=lambda waited: self.log(
+            f"still compiling the routing kernels of {live} ({waited:.0f} s; numba, once per install)"))
+        if waiting_live:
+            self.log(f"routing kernels of {live} ready {time.monotonic() - spark_up:.0f} s later")
+        return spark
+
+    def _finish(self, status: str, reason: str | None) -> str:
+        """However the run ended: close the warm-up child, flush the metrics, record the run's status
+        (``failed`` when its input was refused, ``stopped`` when interrupted; returned) and give the
+        signals back."""
+        if self.input_refused is not None and status != "failed":
+            status, reason = "failed", self.input_refused
+        if self.lifecycle.interrupted and status != "failed":
+            status = "stopped"
+        if self.kernels is not None:
+            self.kernels.close()
+        if self.sink is not None and not self.sink.flush(force=True):
+            self.log(f"warning: {self.sink.backlog} interval(s) not yet written; they are kept in the snapshot "
+                     "and written on the next start")
+        try:
+            self.store.finish_run(self.run_id, status, note=reason)
+        except Exception:  # noqa: BLE001
+            pass
+        self.lifecycle.restore_signals()
+        return status
 
     def _route_by_interim_grouping(self) -> None:
         """Before the run's first batch: switch to :data:`INTERIM_GROUPING` (nothing is routed yet, so no
@@ -916,63 +676,30 @@ class SparkEngine:
         event = {"kind": "algorithm", "detail": detail, "command_id": None, "interval": c.interval}
         self.snapshot = replace(self.snapshot, interim=asked, carry_events=(*self.snapshot.carry_events, event))
 
-    def _file_exhausted(self, query: Any) -> bool:
-        """A finite file is done when the query has had no data for a few trigger intervals."""
-        status = query.status or {}
-        busy = status.get("isDataAvailable") or status.get("isTriggerActive") or self.batches_done == 0
-        now = time.monotonic()
-        if busy:
-            self._idle_since = None
-            return False
-        if self._idle_since is None:
-            self._idle_since = now
-        return now - self._idle_since > max(3 * self.cfg.interval, 3.0)
-
-    def _stop_query(self, query: Any) -> None:
-        """Stop between batches: new batches refuse to start, the running one finishes first."""
-        self._stopping = True
+    # ------------------------------------------------------------------ paused
+    def mark_run(self, status: str) -> None:
+        """The run's status in the database (``running``, ``paused``); the database may be down."""
         try:
-            with self.in_batch:
+            self.store.update_run(self.run_id, status=status)
+        except Exception:  # noqa: BLE001 - metrics are buffered anyway
+            pass
+
+    def while_paused(self) -> None:
+        """One poll of a paused run (:meth:`QueryLifecycle.wait_resume`): paused by back-pressure, resume
+        once the metrics database takes the buffered intervals; else apply the pending commands (they
+        take effect from the next batch) and save the snapshot if any was applied or rejected."""
+        if self._backpressure:
+            if self.sink is not None and self.sink.flush(force=True):
+                self.paused = self._backpressure = False
+                self.log("metrics database back: resuming consumption")
+            return
+        marks, events = self._apply_commands(self.last_batch + 1)
+        self.snapshot = replace(self.snapshot, carry_events=(*self.snapshot.carry_events, *events))
+        for cid, status, reason in marks:
+            try:
+                self.store.mark_command(cid, status, reason=reason or "", applied_batch=self.last_batch + 1,
+                                        run_id=self.run_id)
+            except Exception:  # noqa: BLE001
                 pass
-            _await_trigger_end(query)
-            query.stop()
-        except Exception:  # noqa: BLE001 - the query may already have failed on the refused batch
-            pass
-        finally:
-            self._stopping = False
-
-    def _done(self) -> bool:
-        if self.stop_requested.is_set():
-            return True
-        if self.cfg.duration is not None and time.monotonic() - self.started >= self.cfg.duration:
-            return True
-        return self.cfg.max_batches is not None and self.batches_done >= self.cfg.max_batches
-
-    def _wait_resume(self) -> None:
-        """Paused: the query is stopped; poll commands until ``resume`` (or stop)."""
-        self.log("paused: query stopped, polling for resume")
-        try:
-            self.store.update_run(self.run_id, status="paused")
-        except Exception:  # noqa: BLE001
-            pass
-        while self.paused and not self._done():
-            time.sleep(0.5)
-            if self._backpressure:
-                if self.sink is not None and self.sink.flush(force=True):
-                    self.paused = self._backpressure = False
-                    self.log("metrics database back: resuming consumption")
-                continue
-            marks, events = self._apply_commands(self.last_batch + 1)
-            self.snapshot = replace(self.snapshot, carry_events=(*self.snapshot.carry_events, *events))
-            for cid, status, reason in marks:
-                try:
-                    self.store.mark_command(cid, status, reason=reason or "", applied_batch=self.last_batch + 1,
-                                            run_id=self.run_id)
-                except Exception:  # noqa: BLE001
-                    pass
-            if marks:
-                self._save(self.last_batch)
-        try:
-            self.store.update_run(self.run_id, status="running")
-        except Exception:  # noqa: BLE001
-            pass
+        if marks:
+            self._save(self.last_batch)
