@@ -275,7 +275,7 @@ def test_value_field_is_refused_for_an_operator_of_positions():
     cfg = EngineConfig(operator=f"{HERE}:EarliestPosition", source="file", path="x.csv", key_field="user",
                        value_field="amount")
     with pytest.raises(ParamError, match="reads no value per tuple \\(its values are the positions of its tuples\\)"):
-        cfg._validate_fields(cfg.keyed_operator())
+        cfg._validate_fields(cfg.keyed_operator(), cfg.source_config())
 
 
 # ----------------------------------------------------------------------------- the default combiner
