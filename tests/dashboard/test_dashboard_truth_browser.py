@@ -208,27 +208,28 @@ def moves_page(browser, tmp_path_factory):
 
 def test_one_move_one_interval_one_figure_on_a_recorded_run(moves_page):
     """Item 10: the command applied at interval 4 and interval 4's rebalance are one move, #4, with the
-    state interval 4 moved and its figure (0.594), in the card, the table and the migration figure;
+    state interval 4 moved and its figure (0.9406 under the hash-aligned base), in the card, the table and the migration figure;
     interval 3's rebalance, which left in the same export as the switch, stays #3 with its own."""
     page, rows = moves_page
+    figure = f"{rows[4]['migration_cost']:.4g}"  # 0.9406
     expect(page.locator("#commands")).to_contain_text("applied at interval 4")
-    expect(page.locator("#kpi-migration_cost .kpi-value")).to_have_text("0.594 · #4")
+    expect(page.locator("#kpi-migration_cost .kpi-value")).to_have_text(f"{figure} · #4")
     table = page.locator("#migration-table tbody tr")
     first, second = table.nth(0).locator("td"), table.nth(1).locator("td")
     expect(first.nth(0)).to_have_text("4")
     expect(first.nth(3)).to_have_text("switch+rebalance")
-    expect(first.nth(5)).to_have_text(f"{rows[4]['state_moved']:,.0f}")  # 157,815
-    expect(first.nth(7)).to_have_text("0.594")
+    expect(first.nth(5)).to_have_text(f"{rows[4]['state_moved']:,.0f}")
+    expect(first.nth(7)).to_have_text(figure)
     expect(second.nth(0)).to_have_text("3")
     expect(second.nth(3)).to_have_text("rebalance")
-    expect(second.nth(5)).to_have_text(f"{rows[3]['state_moved']:,.0f}")  # 56,036
-    expect(second.nth(7)).to_have_text(f"{rows[3]['migration_cost']:.4g}")  # 0.2812
+    expect(second.nth(5)).to_have_text(f"{rows[3]['state_moved']:,.0f}")
+    expect(second.nth(7)).to_have_text(f"{rows[3]['migration_cost']:.4g}")  # 0.2525
     bars = _trace(page, "fig-migrations", "state moved")
     moved = {}
     for x, y in zip(bars["x"], bars["y"]):
         moved[x] = moved.get(x, 0.0) + y
     assert moved[4] == pytest.approx(rows[4]["state_moved"]) and moved[3] == pytest.approx(rows[3]["state_moved"])
-    # the rebalance markers give the move's figure too (not the rebalance's part of it, 0.1556)
+    # the rebalance markers give the move's figure too (not the rebalance's part of it)
     marks = page.evaluate("""() => { const g = document.querySelector('#fig-imbalance .js-plotly-plot');
         const t = g.data.find(t => t.name === 'rebalance'); return Object.fromEntries(t.x.map((x, i) => [x, t.text[i]])); }""")
-    assert "migration #4 cost 0.594" in marks["4"] and "migration #3 cost 0.2812" in marks["3"], marks
+    assert f"migration #4 cost {figure}" in marks["4"] and f"migration #3 cost {rows[3]['migration_cost']:.4g}" in marks["3"], marks
