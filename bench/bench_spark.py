@@ -401,12 +401,13 @@ def baseline_round_summary(rounds: dict[str, list[dict[str, Any]]],
     ``block``; ``--rounds`` > 1 runs the baselines inside every round, alternating with the variants)."""
     import statistics
 
+    by_round = {kind: {(b.get("block"), b.get("round")): b["tuples_per_second"] for b in base_runs}
+                for kind, base_runs in baselines.items()}
     out: dict[str, dict[str, tuple[float, float, float]]] = {}
     for name, runs in rounds.items():
-        for kind, base_runs in baselines.items():
-            by_round = {(b.get("block"), b.get("round")): b["tuples_per_second"] for b in base_runs}
-            ratios = [r["tuples_per_second"] / by_round[(r.get("block"), r.get("round"))] for r in runs
-                      if by_round.get((r.get("block"), r.get("round")))]
+        for kind, base in by_round.items():
+            ratios = [r["tuples_per_second"] / base[(r.get("block"), r.get("round"))] for r in runs
+                      if base.get((r.get("block"), r.get("round")))]
             if ratios:
                 out.setdefault(name, {})[kind] = (statistics.median(ratios), min(ratios), max(ratios))
     return out
