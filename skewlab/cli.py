@@ -12,6 +12,7 @@ parameter, unreadable file, malformed snapshot) ends with one line on stderr and
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from typing import Sequence
 
@@ -70,5 +71,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def console_main() -> int:
+    """The ``skewlab`` console script: :func:`main` on ``sys.argv``, then Ctrl-C is ignored while the
+    interpreter exits.  A command that has finished and printed its result would otherwise die by SIGINT
+    (exit status -2, nothing printed) when Ctrl-C lands in the ~0.5 s of interpreter shutdown (kafka-python
+    and numpy teardown), and a script would read a finished command as an interrupted one."""
+    status = main()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return status
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(console_main())

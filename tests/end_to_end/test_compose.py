@@ -726,5 +726,5 @@ def test_pyproject_declares_the_console_script_the_image_runs():
     import tomllib
 
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert meta["project"]["scripts"]["skewlab"] == "skewlab.cli:main"
+    assert meta["project"]["scripts"]["skewlab"] == "skewlab.cli:console_main"
     assert shutil.which("sh"), "the entry point is POSIX sh"

@@ -499,3 +499,21 @@ def test_each_stored_interval_carries_its_own_settings(tmp_path, capsys):
         rows = store.interval_metrics(json.loads(out)["run_id"])
     assert [r["algorithm"] for r in rows] == ["mixed", "mixed", "hash", "hash"]
     assert [r["params"].get("amax") for r in rows] == [321, 321, None, None]
+
+
+def test_ctrl_c_while_a_finished_command_exits_is_not_an_interruption():
+    """Ctrl-C that lands after a command printed its result, while the interpreter shuts down, leaves its
+    exit status 0 (it used to die by SIGINT, status -2: the CI's ``skewlab produce`` after 1e6 messages)."""
+    import signal
+    import time
+
+    code = "import sys; from skewlab.cli import console_main; sys.exit(console_main())"
+    for delay in (0.0, 0.05, 0.15):
+        p = subprocess.Popen([sys.executable, "-u", "-c", code, "workloads"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)  # -u: a line reaches us as it is printed
+        out = p.stdout.readline()
+        time.sleep(delay)
+        p.send_signal(signal.SIGINT)
+        out += p.stdout.read()
+        err = p.stderr.read()
+        assert p.wait(timeout=60) == 0 and "zipf" in out and "Traceback" not in err, (delay, p.returncode, err)
