@@ -6,7 +6,8 @@ every kill; 11 engine starts in all, issue 37):
   on disk), after the import batch's operator ran (its replay reads the blobs again), after a
   snapshot but before Spark's commit, and once at a random moment;
 * the user's operator (examples/ewma_rate.py) through migrations into the Kafka result sink, killed
-  after a batch's export: the EWMA equals the fold over Spark's offset log and the topic holds every
+  after an exporting batch published the next routing snapshot (its workers' records already in the
+  topic, the driver's snapshot not written): the EWMA equals the fold over Spark's offset log and the topic holds every
   result record once (a replayed batch wrote nothing twice);
 * dchoices' split keys (results from the merge stage), killed after a batch's operator ran and after
   its snapshot.
@@ -154,7 +155,8 @@ def test_kill_9_at_every_window_of_a_migration_then_restart_gives_ground_truth(t
 
 def test_kill_9_with_a_user_operator_and_the_kafka_sink_then_restart_gives_ground_truth(tmp_path, kafka_broker):
     """The user's operator of examples/ewma_rate.py through migrations (mixed rebalances) into the
-    Kafka result sink, killed after a batch's export: every (batch, key) result equals the EWMA
+    Kafka result sink, killed after an exporting batch published the next routing snapshot (before
+    the driver's snapshot; the replay finds the batch's records in the topic): every (batch, key) result equals the EWMA
     folded from Spark's offset log and the input file, exactly once, and the topic holds each
     (batch, worker, seq) record once, on the worker's partition."""
     import json
@@ -165,7 +167,7 @@ def test_kill_9_with_a_user_operator_and_the_kafka_sink_then_restart_gives_groun
 
     keys, data = write_stream(tmp_path, 24_000)
     sink = f"kafka://{kafka_broker}/exactly-once"
-    kills, text = kill_and_restart(tmp_path, data, ["collected:{}:export"], sink,
+    kills, text = kill_and_restart(tmp_path, data, ["published:{}:export"], sink,
                                    extra=("--operator", "examples.ewma_rate:EwmaRate"))
     assert kills == 1 and text.count("fault injection: SIGKILL") == 1, text[-3000:]
     snap = latest_snapshot(tmp_path)
