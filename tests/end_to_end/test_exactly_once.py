@@ -1,12 +1,20 @@
-"""Exactly-once across kill -9: the engine is killed five times — between a batch's state export and
-its import (twice, at two different steps of the driver), after its snapshot but before Spark's
-commit, and at two random moments — and restarted with the same --checkpoint each time.  At the end
-every (batch, key) result in the Parquet sink equals the windowed count recomputed from Spark's offset
-log and the input file, exactly once (no state lost or doubled, no held tuple dropped), and every
-batch was recorded exactly once in the database.  The same with the Kafka result sink (one kill, after the
-workers wrote a batch's records): the topic then holds every result record once — a replayed batch
-wrote nothing twice.  The kills at a random moment run in the first scenario only: each further one
-cost an engine start and checked nothing that scenario's faults at fixed steps do not (issue 37)."""
+"""Exactly-once across kill -9, three engine runs (each restarted with the same --checkpoint after
+every kill; 11 engine starts in all, issue 37):
+
+* mixed rebalancing with ``count`` into Parquet, killed at every window of a migration: after a
+  batch's state export (operator ran, nothing applied), when the import batch starts (the blobs only
+  on disk), after the import batch's operator ran (its replay reads the blobs again), after a
+  snapshot but before Spark's commit, and once at a random moment;
+* the user's operator (examples/ewma_rate.py) through migrations into the Kafka result sink, killed
+  after an exporting batch published the next routing snapshot (its workers' records already in the
+  topic, the driver's snapshot not written): the EWMA equals the fold over Spark's offset log and the topic holds every
+  result record once (a replayed batch wrote nothing twice);
+* dchoices' split keys (results from the merge stage), killed after a batch's operator ran and after
+  its snapshot.
+
+At the end of each, every (batch, key) result equals the one recomputed from Spark's offset log and
+the input file, exactly once; in the first, every batch was recorded exactly once in the database and
+the migration files of imported batches are pruned."""
 
 from __future__ import annotations
 
@@ -111,12 +119,13 @@ def kill_and_restart(tmp_path: Path, data: Path, faults: list[str | None], sink:
     return kills, (tmp_path / "engine.log").read_text()
 
 
-def test_kill_9_at_random_points_then_restart_gives_ground_truth(tmp_path):
+def test_kill_9_at_every_window_of_a_migration_then_restart_gives_ground_truth(tmp_path):
     keys, data = write_stream(tmp_path, 40_000)
-    faults = ["collected:{}:export", "saved:{}", None, "published:{}:export", None]
+    faults = ["collected:{}:export", "begun:{}:import", "collected:{}:import", "saved:{}", None]
     kills, text = kill_and_restart(tmp_path, data, faults)
     assert kills >= 5, text[-3000:]
-    assert text.count("fault injection: SIGKILL") == 3
+    fired = {phase: text.count(f"fault injection: SIGKILL at {phase}") for phase in ("begun", "collected", "saved")}
+    assert fired == {"begun": 1, "collected": 2, "saved": 1}, text[-3000:]
 
     snap = latest_snapshot(tmp_path)
     assert sum(snap["consumed"].values()) == len(keys)
@@ -138,52 +147,43 @@ def test_kill_9_at_random_points_then_restart_gives_ground_truth(tmp_path):
     batch_ids = [r["batch_id"] for r in rows]
     assert batch_ids == sorted(set(batch_ids)) == list(range(len(batch_ids)))
     assert sum(r["tuples"] for r in rows) == len(keys)
+    # the migration files (state_transfer) of imported batches are pruned
+    last = snapshots(tmp_path)[-1]
+    left = [int(p.name.split("=")[1]) for p in (tmp_path / "ckpt" / "migrations").glob("batch=*")]
+    assert all(b >= last - 1 for b in left), (left, last)
 
 
-def test_kill_9_with_the_kafka_sink_then_restart_gives_ground_truth(tmp_path, kafka_broker):
+def test_kill_9_with_a_user_operator_and_the_kafka_sink_then_restart_gives_ground_truth(tmp_path, kafka_broker):
+    """The user's operator of examples/ewma_rate.py through migrations (mixed rebalances) into the
+    Kafka result sink, killed after an exporting batch published the next routing snapshot (before
+    the driver's snapshot; the replay finds the batch's records in the topic): every (batch, key) result equals the EWMA
+    folded from Spark's offset log and the input file, exactly once, and the topic holds each
+    (batch, worker, seq) record once, on the worker's partition."""
     import json
 
+    from examples.ewma_rate import ALPHA, EwmaRate
     from skewlab.engine.io.kafka_io import read_topic
-    from skewlab.engine.runtimes.spark.result_sink import restore_sink
+    from skewlab.engine.runtimes.spark.result_sink import restore_sink, sink_schema
 
     keys, data = write_stream(tmp_path, 24_000)
     sink = f"kafka://{kafka_broker}/exactly-once"
-    kills, text = kill_and_restart(tmp_path, data, ["collected:{}:export"], sink)
-    assert kills == 1 and text.count("fault injection: SIGKILL") == 1, text[-3000:]
-    snap = latest_snapshot(tmp_path)
-    assert sum(snap["consumed"].values()) == len(keys)
-    assert snap["controller"].migrations
-    per_batch = batch_keys(tmp_path / "ckpt", lambda p, s, e: [keys[j * 2 + p] for j in range(s, e)])
-    got, rows, distinct = sink_results(restore_sink(snap["sink"], snap["sink_start"], snap["partitions"]))
-    assert rows == distinct, "a (batch, key) was written twice"
-    truth = windowed_truth(per_batch, 3)
-    assert only(got, truth) == truth
-    # the topic itself: each (batch, worker, seq) once, on the worker's partition, and nothing else
-    records = [(p, json.loads(v)) for p, recs in read_topic(kafka_broker, "exactly-once").items() for _, _, v in recs]
-    assert all(m["worker"] == p for p, m in records)
-    assert len({(m["out_batch"], m["worker"], m["seq"]) for _, m in records}) == len(records) == rows
-
-
-def test_kill_9_with_a_user_operator_then_restart_gives_ground_truth(tmp_path):
-    """The user's operator of examples/ewma_rate.py through migrations (mixed rebalances) and a kill
-    between a batch's export and its import: every (batch, key) result
-    equals the EWMA folded from Spark's offset log and the input file, exactly once."""
-    from examples.ewma_rate import ALPHA, EwmaRate
-    from skewlab.engine.runtimes.spark.result_sink import sink_schema
-
-    keys, data = write_stream(tmp_path, 24_000)
-    kills, text = kill_and_restart(tmp_path, data, ["collected:{}:export"],
+    kills, text = kill_and_restart(tmp_path, data, ["published:{}:export"], sink,
                                    extra=("--operator", "examples.ewma_rate:EwmaRate"))
     assert kills == 1 and text.count("fault injection: SIGKILL") == 1, text[-3000:]
     snap = latest_snapshot(tmp_path)
     assert sum(snap["consumed"].values()) == len(keys)
     assert snap["controller"].migrations, "no migration happened: the test would not exercise export/import"
     per_batch = batch_keys(tmp_path / "ckpt", lambda p, s, e: [keys[j * 2 + p] for j in range(s, e)])
-    got, rows, distinct = sink_results(tmp_path / "sink", schema=sink_schema(EwmaRate))
+    results = restore_sink(snap["sink"], snap["sink_start"], snap["partitions"], schema=sink_schema(EwmaRate))
+    got, rows, distinct = sink_results(results)
     assert rows == distinct, "a (batch, key) was written twice"
     truth = ewma_truth(per_batch, 3, ALPHA)
     assert only(got, truth) == truth
     assert any(v != int(v) for v in truth.values())
+    # the topic itself: each (batch, worker, seq) once, on the worker's partition, and nothing else
+    records = [(p, json.loads(v)) for p, recs in read_topic(kafka_broker, "exactly-once").items() for _, _, v in recs]
+    assert all(m["worker"] == p for p, m in records)
+    assert len({(m["out_batch"], m["worker"], m["seq"]) for _, m in records}) == len(records) == rows
 
 
 def test_kill_9_with_split_keys_then_restart_gives_ground_truth(tmp_path):
@@ -204,26 +204,3 @@ def test_kill_9_with_split_keys_then_restart_gives_ground_truth(tmp_path):
     assert only(got, truth) == truth
     shares = read_sink(str(tmp_path / "sink")).column("shares").to_pylist()
     assert max(shares) > 1  # head keys were split over workers and merged
-
-
-def test_kill_9_between_export_and_import_then_restart_gives_ground_truth(tmp_path):
-    """Migrated state goes from the exporting task to the importing task through files in the
-    checkpoint (state_transfer).  Killed when the import batch starts (its export batch committed,
-    the blobs only on disk, their references only in the published routing snapshot), then when the
-    import batch's operator has run but Spark has not committed it (its replay reads the blobs again):
-    every (batch, key) result is exact and once, and the files of imported batches are pruned."""
-    keys, data = write_stream(tmp_path, 30_000)
-    kills, text = kill_and_restart(tmp_path, data, ["begun:{}:import", "collected:{}:import"])
-    assert kills >= 2 and text.count("fault injection: SIGKILL at begun") == 1, text[-3000:]
-    assert text.count("fault injection: SIGKILL at collected") == 1, text[-3000:]
-    snap = latest_snapshot(tmp_path)
-    assert sum(snap["consumed"].values()) == len(keys)
-    assert snap["controller"].migrations, "no migration happened: the test would not exercise export/import"
-    per_batch = batch_keys(tmp_path / "ckpt", lambda p, s, e: [keys[j * 2 + p] for j in range(s, e)])
-    got, rows, distinct = sink_results(tmp_path / "sink")
-    assert rows == distinct, "a (batch, key) was written twice"
-    truth = windowed_truth(per_batch, 3)
-    assert only(got, truth) == truth
-    last = snapshots(tmp_path)[-1]
-    left = [int(p.name.split("=")[1]) for p in (tmp_path / "ckpt" / "migrations").glob("batch=*")]
-    assert all(b >= last - 1 for b in left), (left, last)
