@@ -149,6 +149,33 @@ def test_operator_output_counts_and_dead_letters(tmp_path):
     assert set(u["summaries"]) == {0, 1} and sum(s.keys for s in u["summaries"].values()) == 2
 
 
+def test_a_worker_returns_its_key_counts_in_one_row_however_many_keys(tmp_path):
+    """Issue 36: every output row of applyInPandasWithState costs pandas, PySpark's padding of the
+    state column, Arrow and a JVM row, so a worker returns its per-key counts as one stat row of
+    arrays (KeyCounts), not a row per key; the counts and its `named` hot keys' names are the same."""
+    from skewlab.engine.runtimes.spark.operator import STAT, make_handler, unpack_output
+    from tests.engine.test_spark_operator import FakeState, run_handler
+
+    g = registry.create("hash", 2)
+    keys = [f"k{i}" for i in range(500)] + ["hot"] * 50 + ["warm"] * 20
+    rb = pa.RecordBatch.from_arrays([pa.array(keys), pa.array([0] * len(keys), pa.int32()),
+                                     pa.array(range(len(keys)), pa.int64()), pa.nulls(len(keys), pa.string())],
+                                    names=["key", "source", "seq", "error"])
+    snap = RoutingSnapshot(0, g.router, 2, {0: {"exports": {}, "expect": []}, 1: {"exports": {}, "expect": []}})
+    routed = pa.Table.from_batches(list(make_router(snap.dumps(), lead=True)(iter([rb]))))
+    out = pa.concat_tables(run_handler(make_handler(2, 3, str(tmp_path), named=2), routed, 2,
+                                       {w: FakeState() for w in range(2)}))
+    stat = np.asarray(out.column("kind").to_numpy()) == STAT
+    assert sorted(out.column("worker").to_numpy()[stat].tolist()) == [0, 1]  # one stat row per worker
+    assert out.num_rows <= 2 * 4  # per worker: stat, summary and a source's side row; no row per key
+    u = unpack_output(out)
+    want = {fingerprint(k): keys.count(k) for k in set(keys)}
+    assert dict(zip(u["fps"].tolist(), u["counts"].tolist())) == want and len(u["fps"]) == len(want)
+    hot_worker = int(u["workers"][u["fps"].tolist().index(fingerprint("hot"))])
+    assert u["names"][fingerprint("hot")] == "hot" and len(u["names"]) <= 4
+    assert sum(1 for f in u["names"] if int(u["workers"][u["fps"].tolist().index(f)]) == hot_worker) <= 2
+
+
 def test_fingerprint_keys_bit_identical_to_mmh3():
     """The numba MurmurHash3 over Arrow buffers equals skewlab.engine.algorithms.keys.fingerprint (mmh3) bit for bit:
     every tail length, multi-byte UTF-8, slices (non-zero offset), chunked and large strings."""

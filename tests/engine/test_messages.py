@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from skewlab.engine.runtimes.spark.messages import (MESSAGES, ControlOrder, ExportNotice, ImportOrder, KeyStats,
+from skewlab.engine.runtimes.spark.messages import (MESSAGES, ControlOrder, ExportNotice, ImportOrder, KeyCounts, KeyStats,
                                                     MessageError, SourceSide, TouchedKeys, WorkerSummary, decode,
                                                     decode_text, wire_fields)
 from skewlab.engine.runtimes.spark.operator import EXPORT, OUT_ARROW, SIDE, STAT, SUMMARY, unpack_output
@@ -37,6 +37,8 @@ def samples() -> list:
         WorkerSummary(None),
         TouchedKeys(5, BIG),
         TouchedKeys(0),
+        KeyCounts(BIG, np.array([5, 4, 1, 1], np.uint64), ["hot", "b"]),
+        KeyCounts(),
     ]
 
 
@@ -97,22 +99,18 @@ def test_unknown_type_newer_version_and_foreign_bytes_are_refused():
 
 
 def output_frame() -> pa.Table:
-    """What two workers return for one batch, built by hand: stat rows (one named), an export notice,
-    two side rows and the summaries."""
-    def fp(x: int) -> int:
-        return int(np.array([x], np.uint64).view(np.int64)[0])
-
+    """What two workers return for one batch, built by hand: their stat rows (one key named), an
+    export notice, two side rows and the summaries."""
     side0 = SourceSide(0, 6, rows=3, consumed=3, first_seq=0, dead_letters={"no_key": (2, ("r1", "r2"))}).encode()
     side1 = SourceSide(1, 6, rows=4, consumed=9, first_seq=5, dead_letters={"no_key": (5, ("a", "b", "c", "d", "e"))}).encode()
     rows = [
-        (STAT, 0, "hot", fp(2**64 - 1), 5, None, None),
-        (STAT, 0, None, fp(11), 1, None, None),
-        (STAT, 1, None, fp(12), 2, None, None),
-        (EXPORT, 0, None, 0, 0, ExportNotice(REF).encode(), None),
-        (SIDE, 0, None, 0, 0, side0, None),
-        (SIDE, 1, None, 0, 0, side1, None),
-        (SUMMARY, 0, None, 0, 0, WorkerSummary(6, keys=2, held=1).encode(), None),
-        (SUMMARY, 1, None, 0, 0, WorkerSummary(6, keys=1, shares=3).encode(), None),
+        (STAT, 0, None, KeyCounts(np.array([2**64 - 1, 11], np.uint64), np.array([5, 1], np.uint64), ["hot"]).encode(), None),
+        (STAT, 1, None, KeyCounts(np.array([12], np.uint64), np.array([2], np.uint64)).encode(), None),
+        (EXPORT, 0, None, ExportNotice(REF).encode(), None),
+        (SIDE, 0, None, side0, None),
+        (SIDE, 1, None, side1, None),
+        (SUMMARY, 0, None, WorkerSummary(6, keys=2, held=1).encode(), None),
+        (SUMMARY, 1, None, WorkerSummary(6, keys=1, shares=3).encode(), None),
     ]
     return pa.Table.from_pylist([dict(zip(OUT_ARROW.names, r)) for r in rows], schema=OUT_ARROW)
 
@@ -126,16 +124,25 @@ def test_unpack_output_of_a_hand_built_frame():
     assert sorted(u["states"]) == [0, 1] and u["states"][1].consumed == 9 and u["states"][0].route_batch == 6
     assert u["dead_letters"] == {"no_key": [7, ["r1", "r2", "a", "b", "c"]]}  # at most 5 samples
     assert u["summaries"][0].keys == 2 and u["summaries"][0].held == 1 and u["summaries"][1].shares == 3
-    stats = KeyStats.of_rows(output_frame(), np.array([True, True, True] + [False] * 5))
-    assert stats.tuples.tolist() == [5, 1, 2]
+    stats = KeyStats.of([(1, KeyCounts(np.array([12], np.uint64), np.array([2], np.uint64))), (0, KeyCounts())])
+    assert stats.workers.tolist() == [1] and stats.tuples.tolist() == [2] and stats.names == {}
+
+
+def test_key_counts_with_more_names_than_keys_are_refused():
+    with pytest.raises(MessageError, match="1 fingerprints, 1 counts, 2 names"):
+        KeyCounts(np.array([1], np.uint64), np.array([1], np.uint64), ["a", "b"])
+    body = msgpack.unpackb(KeyCounts(np.array([1], np.uint64), np.array([1], np.uint64)).encode(), raw=False)[2]
+    body["tuples"] = b""
+    with pytest.raises(MessageError, match="1 fingerprints, 0 counts"):
+        decode(msgpack.packb(["key-counts", 1, body], use_bin_type=True))
 
 
 def test_unpack_output_refuses_a_row_whose_message_is_not_its_kind():
     table = output_frame()
     data = table.column("data").to_pylist()
-    data[3] = WorkerSummary(6).encode()  # an EXPORT row carrying a summary
+    data[2] = WorkerSummary(6).encode()  # an EXPORT row carrying a summary
     with pytest.raises(MessageError, match="a summary message where export was expected"):
-        unpack_output(table.set_column(5, "data", pa.array(data, pa.binary())))
+        unpack_output(table.set_column(3, "data", pa.array(data, pa.binary())))
 
 
 def test_the_router_sends_typed_control_orders_also_from_a_route_file_of_the_previous_code():

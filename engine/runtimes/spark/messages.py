@@ -9,15 +9,14 @@ Every message that is not a routed tuple or a per-key statistic travels as one e
   partition routed elsewhere in the batch) and :class:`SourceSide` (one source's bookkeeping, which the
   worker passes through to the driver unchanged);
 * to the driver, in the ``data`` column of the handler's output (:data:`skewlab.engine.runtimes.spark.
-  operator.OUT_SCHEMA`): :class:`SourceSide`, :class:`ExportNotice` (a blob a worker wrote) and
-  :class:`WorkerSummary` (one per worker and batch).
-
-The per-key statistics are not encoded messages but the output's stat rows, one per (worker, key):
-:class:`KeyStats` reads them column-wise (``worker``, ``fp``, ``tuples``, ``key``).
+  operator.OUT_SCHEMA`): :class:`SourceSide`, :class:`ExportNotice` (a blob a worker wrote),
+  :class:`WorkerSummary` and :class:`KeyCounts` (the per-key tuple counts of the batch as arrays; one
+  of each per worker and batch).  :class:`KeyStats` is the driver's column-wise view of all the
+  workers' :class:`KeyCounts`.
 
 **Codec.** One MessagePack array ``[type tag, version, {field: value}]`` per message; the fields are
 the ones its class declares, each with its wire type (:func:`wire_fields`), nothing else: integers, floats, booleans,
-text, ``u64[]`` (a numpy ``uint64`` array as its raw little-endian bytes), ``{int: u64[]}``, the
+text, ``[str]``, ``u64[]`` (a numpy ``uint64`` array as its raw little-endian bytes), ``{int: u64[]}``, the
 dead-letter map and an :class:`~skewlab.engine.runtimes.spark.state_transfer.ExportRef` as a map of
 its fields.  :func:`decode` refuses, with one line (:class:`MessageError`), bytes that are not a
 message, an unknown tag, a version newer than this code reads, and missing, extra or mistyped fields.
@@ -34,7 +33,7 @@ import binascii
 import functools
 import pickle
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import msgpack
 import numpy as np
@@ -42,7 +41,7 @@ import pyarrow as pa
 
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
 
-__all__ = ["MESSAGES", "ControlOrder", "ExportNotice", "ImportOrder", "KeyStats", "MessageError", "SourceSide",
+__all__ = ["MESSAGES", "ControlOrder", "ExportNotice", "ImportOrder", "KeyCounts", "KeyStats", "MessageError", "SourceSide",
            "TouchedKeys", "WorkerSummary", "decode", "decode_text", "wire_fields"]
 
 
@@ -88,6 +87,12 @@ def _dead_letters(data: Any) -> dict[str, tuple[int, tuple[str, ...]]]:
     return out
 
 
+def _texts(data: Any) -> list[str]:
+    if not isinstance(data, list):
+        raise TypeError("not a list")
+    return [_check(str)(x) for x in data]
+
+
 def _ref(data: Any) -> ExportRef:
     if not isinstance(data, dict):
         raise TypeError("not a map")
@@ -101,6 +106,7 @@ _WIRE: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     "float": (float, _check((float, int))),
     "bool": (bool, _check(bool)),
     "bytes": (bytes, _check(bytes)),
+    "[str]": (lambda v: [str(x) for x in v], _texts),
     "u64[]": (_u64, _from_u64),
     "{int: u64[]}": (lambda m: {int(t): _u64(ks) for t, ks in m.items()}, _exports),
     "{str: (int, [str])}": (lambda m: {str(r): [int(c), [str(x) for x in s]] for r, (c, s) in m.items()}, _dead_letters),
@@ -265,9 +271,31 @@ class WorkerSummary(_Message):
     home_n: int = _field("int", 0, since=2)
 
 
+@dataclass(frozen=True)
+class KeyCounts(_Message):
+    """One worker's per-key statistics of a batch, as arrays in one message: ``fps`` (the key
+    fingerprints), ``tuples`` (each key's tuples in the batch) and ``names``: the names of the first
+    ``len(names)`` keys (the worker's most frequent keys of the batch, the dashboard's hot keys; the
+    others travel by fingerprint only).  One message instead of a row per key: every output row of
+    ``applyInPandasWithState`` costs a pandas row, PySpark's padding of its state column to as many
+    rows, an Arrow conversion and a JVM row (docs/results/engine.md, issue 36's attribution)."""
+
+    TAG: ClassVar[str] = "key-counts"
+    VERSION: ClassVar[int] = 1
+
+    fps: np.ndarray = _field("u64[]", factory=lambda: np.zeros(0, np.uint64))
+    tuples: np.ndarray = _field("u64[]", factory=lambda: np.zeros(0, np.uint64))
+    names: list[str] = _field("[str]", factory=list)
+
+    def __post_init__(self) -> None:
+        if len(self.fps) != len(self.tuples) or len(self.names) > len(self.fps):
+            raise MessageError(f"key-counts message: {len(self.fps)} fingerprints, {len(self.tuples)} counts, "
+                               f"{len(self.names)} names")
+
+
 #: every declared message by its tag
 MESSAGES: dict[str, type[_Message]] = {m.TAG: m for m in (ControlOrder, ImportOrder, TouchedKeys, SourceSide, ExportNotice,
-                                                           WorkerSummary)}
+                                                           WorkerSummary, KeyCounts)}
 
 
 def decode(data: bytes, expect: type[_Message] | tuple[type[_Message], ...] | None = None) -> Any:
@@ -314,10 +342,9 @@ def decode_text(text: str, expect: type[_Message] | tuple[type[_Message], ...] |
 
 @dataclass(frozen=True)
 class KeyStats:
-    """The stat rows of a batch's output, column-wise: per (worker, key fingerprint) the key's
-    ``tuples`` in the batch, and ``names`` (fingerprint → name) of the keys a worker reported by name.
-    Their "codec" is the output's columns ``worker``, ``fp`` (the fingerprint as a signed 64-bit
-    integer), ``tuples`` and ``key`` (NULL for keys not reported by name)."""
+    """All workers' :class:`KeyCounts` of a batch, column-wise: per (worker, key fingerprint) the
+    key's ``tuples`` in the batch, and ``names`` (fingerprint → name) of the keys a worker reported by
+    name."""
 
     workers: np.ndarray
     fps: np.ndarray
@@ -325,19 +352,14 @@ class KeyStats:
     names: Mapping[int, str]
 
     @classmethod
-    def of_rows(cls, table: pa.Table, rows: np.ndarray) -> "KeyStats":
-        """The stat rows ``rows`` (a boolean mask over ``table``'s rows) of an output table."""
-
-        def column(name: str) -> np.ndarray:
-            return np.asarray(table.column(name).to_numpy(zero_copy_only=False))[rows].astype(np.int64, copy=False)
-
-        fps = column("fp").view(np.uint64)
+    def of(cls, counts: Sequence[tuple[int, KeyCounts]]) -> "KeyStats":
+        """From the workers' :class:`KeyCounts` (``(worker, message)`` pairs)."""
+        items = list(counts)
         names: dict[int, str] = {}
-        if rows.any():
-            valid = np.asarray(table.column("key").is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-            named = np.flatnonzero(rows & valid)
-            if named.size:
-                sub = table.select(["key", "fp"]).take(pa.array(named))
-                names = dict(zip(sub.column("fp").to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64).tolist(),
-                                 sub.column("key").to_pylist()))
-        return cls(column("worker"), fps, column("tuples"), names)
+        for _, c in items:
+            names.update(zip(c.fps[:len(c.names)].tolist(), c.names))
+        if not items:
+            return cls(np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.int64), names)
+        return cls(np.concatenate([np.full(len(c.fps), w, np.int64) for w, c in items]),
+                   np.concatenate([c.fps for _, c in items]).astype(np.uint64, copy=False),
+                   np.concatenate([c.tuples for _, c in items]).astype(np.int64), names)

@@ -37,7 +37,8 @@ Per batch the handler of worker ``w``
    :class:`~skewlab.engine.runtimes.spark.messages.TouchedKeys` rows (keys the input partitions
    routed to other workers) — (:func:`merge_stage_rows`, :mod:`skewlab.engine.runtimes.spark.share_merge`);
 4. returns to the driver only statistics: per-key tuple counts of the batch (the controller's
-   input), an :class:`~skewlab.engine.runtimes.spark.messages.ExportNotice` of each export blob it wrote
+   input; one :class:`~skewlab.engine.runtimes.spark.messages.KeyCounts` row of arrays, not a row per
+   key), an :class:`~skewlab.engine.runtimes.spark.messages.ExportNotice` of each export blob it wrote
    (path, bytes, keys, target), the side rows, and one
    :class:`~skewlab.engine.runtimes.spark.messages.WorkerSummary` (state keys, state bytes, handler
    seconds, tuples held, rows sent to the merge stage); the merge stage's rows
@@ -45,18 +46,22 @@ Per batch the handler of worker ``w``
 
 The driver knows keys by their 64-bit fingerprint (:func:`skewlab.engine.algorithms.keys.fingerprint`), the identity
 routing already uses (a routing table entry, a hash choice and a migration order all act on the
-fingerprint), so a stat row carries the fingerprint and the key's name only for the worker's
+fingerprint), so the stat row carries the fingerprints and the key names only of the worker's
 ``named`` most frequent keys of the batch (the dashboard's hot keys); migration orders arrive as
 fingerprints too.  This keeps key names, the bulk of per-key memory, out of the driver.
 
 Output columns (:data:`OUT_SCHEMA`), each meaning one thing: ``kind`` (:data:`STAT`, :data:`EXPORT`,
-:data:`SIDE`, :data:`SUMMARY`, and the merge stage's :data:`MERGE_KINDS`), ``worker``, ``key`` (stat rows
-of named keys; merge-stage rows), ``fp`` (stat rows: the key's fingerprint as a signed 64-bit integer),
-``tuples`` (stat rows: the key's tuples in the batch; 0 on other rows), ``data`` (export, side, summary
-rows: the encoded :class:`~skewlab.engine.runtimes.spark.messages.ExportNotice`,
+:data:`SIDE`, :data:`SUMMARY`, and the merge stage's :data:`MERGE_KINDS`), ``worker``, ``key``
+(merge-stage rows), ``data`` (stat, export, side, summary rows: the encoded
+:class:`~skewlab.engine.runtimes.spark.messages.KeyCounts`,
+:class:`~skewlab.engine.runtimes.spark.messages.ExportNotice`,
 :class:`~skewlab.engine.runtimes.spark.messages.SourceSide`,
 :class:`~skewlab.engine.runtimes.spark.messages.WorkerSummary`; merge stage: the share's bytes, the
 operator's ``dumps``, or a released result row, pickled), ``batch`` (merge stage: the row's batch).
+A worker's output has one stat row, not one per key: PySpark pads the state column of
+``applyInPandasWithState``'s output to as many rows as the data, in pandas, and every row is
+converted to Arrow and to a JVM row (issue 36: this was the largest part of a hash batch's Python CPU,
+docs/results/engine.md).
 """
 
 from __future__ import annotations
@@ -69,7 +74,7 @@ import numpy as np
 import pyarrow as pa
 
 from skewlab.engine.operators import KeyedOperator
-from skewlab.engine.runtimes.spark.messages import (ControlOrder, ExportNotice, ImportOrder, KeyStats, SourceSide,
+from skewlab.engine.runtimes.spark.messages import (ControlOrder, ExportNotice, ImportOrder, KeyCounts, KeyStats, SourceSide,
                                                    TouchedKeys, WorkerSummary, decode, decode_text)
 from skewlab.engine.runtimes.spark.result_sink import sink_schema
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef, read_export, write_export
@@ -79,10 +84,10 @@ __all__ = ["EXPORT", "FINAL", "FRESH_SHARE", "KEPT_SHARE", "MERGE_KINDS", "OUT_A
            "STATE_SCHEMA", "SUMMARY", "make_handler", "merge_stage_rows",
            "unpack_output"]
 
-OUT_SCHEMA = "kind int, worker int, key string, fp long, tuples long, data binary, batch long"
+OUT_SCHEMA = "kind int, worker int, key string, data binary, batch long"
 #: :data:`OUT_SCHEMA` as Arrow (the handler's frames converted as Spark does; for tests and benches)
-OUT_ARROW = pa.schema([("kind", pa.int32()), ("worker", pa.int32()), ("key", pa.string()), ("fp", pa.int64()),
-                       ("tuples", pa.int64()), ("data", pa.binary()), ("batch", pa.int64())])
+OUT_ARROW = pa.schema([("kind", pa.int32()), ("worker", pa.int32()), ("key", pa.string()), ("data", pa.binary()),
+                       ("batch", pa.int64())])
 STATE_SCHEMA = "blob binary"
 STAT, EXPORT, SIDE, SUMMARY = 0, 1, 2, 3
 #: rows for the merge stage of a split-key run (:mod:`skewlab.engine.runtimes.spark.share_merge`): a
@@ -162,7 +167,7 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
     P = int(partitions)
     W = int(window)
     service = float(service_us) * 1e-6
-    columns = ["kind", "worker", "key", "fp", "tuples", "data", "batch"]
+    columns = ["kind", "worker", "key", "data", "batch"]
 
     def handle(label: tuple, frames: Iterator[Any], state: Any) -> Iterator[Any]:
         started = time.perf_counter()
@@ -302,18 +307,20 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
         out_key.append(None)
         out_data.append(summary.encode())
         out_batch.append(None)
-        m = len(keys)
-        names: list[str | None] = [None] * m
-        for i in (np.argsort(-counts, kind="stable")[:named].tolist() if m else ()):
-            names[i] = keys[i]
+        # the key counts in one row, the worker's `named` most frequent keys first (with their names)
+        order = np.argsort(-counts, kind="stable")
+        top = order[:named].tolist()
+        stats = KeyCounts(fps[order], counts[order].astype(np.uint64), [keys[i] for i in top])
+        out_kind.append(STAT)
+        out_key.append(None)
+        out_data.append(stats.encode())
+        out_batch.append(None)
         yield pd.DataFrame({
-            "kind": np.concatenate([np.full(m, STAT, np.int32), np.asarray(out_kind, np.int32)]),
-            "worker": np.full(m + len(out_kind), worker, np.int32),
-            "key": names + out_key,
-            "fp": np.concatenate([fps.view(np.int64), np.zeros(len(out_kind), np.int64)]),
-            "tuples": np.concatenate([counts, np.zeros(len(out_kind), np.int64)]),
-            "data": [None] * m + out_data,
-            "batch": pd.array([None] * m + out_batch, dtype="Int64"),
+            "kind": np.asarray(out_kind, np.int32),
+            "worker": np.full(len(out_kind), worker, np.int32),
+            "key": out_key,
+            "data": out_data,
+            "batch": pd.array(out_batch, dtype="Int64"),
         }, columns=columns)
 
     return handle
@@ -322,8 +329,9 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
 def unpack_output(table: pa.Table) -> dict[str, Any]:
     """Split one batch's collected operator output.
 
-    Returns ``workers``/``fps``/``counts`` (the stat rows, :class:`~skewlab.engine.runtimes.spark.messages.KeyStats`:
-    per (worker, key fingerprint) tuples of the batch), ``names`` (fingerprint → name of the keys
+    Returns ``workers``/``fps``/``counts`` (the stat rows' :class:`~skewlab.engine.runtimes.spark.messages.KeyCounts`
+    as one :class:`~skewlab.engine.runtimes.spark.messages.KeyStats`: per (worker, key fingerprint) tuples of
+    the batch), ``names`` (fingerprint → name of the keys
     reported by name), ``states`` (source → its :class:`~skewlab.engine.runtimes.spark.messages.SourceSide`),
     ``dead_letters`` (reason → [count, samples]), ``exports`` (the
     :class:`~skewlab.engine.runtimes.spark.state_transfer.ExportRef` of every blob the workers wrote:
@@ -331,15 +339,15 @@ def unpack_output(table: pa.Table) -> dict[str, Any]:
     :class:`~skewlab.engine.runtimes.spark.messages.WorkerSummary`).  A row whose message is not the one
     its kind declares is refused (:class:`~skewlab.engine.runtimes.spark.messages.MessageError`).
     """
-    kind = table.column("kind").to_numpy(zero_copy_only=False)
-    stat = kind == STAT  # one row per (worker, key): only their numeric columns are copied out
-    rest = table.take(pa.array(np.flatnonzero(~stat)))
     sides: dict[int, SourceSide] = {}
     exports: list[ExportRef] = []
     summaries: dict[int, WorkerSummary] = {}
-    for k, w, d in zip(rest.column("kind").to_pylist(), rest.column("worker").to_pylist(),
-                       rest.column("data").to_pylist()):
-        if k == SIDE:
+    counts: list[tuple[int, KeyCounts]] = []
+    for k, w, d in zip(table.column("kind").to_pylist(), table.column("worker").to_pylist(),
+                       table.column("data").to_pylist()):
+        if k == STAT:
+            counts.append((int(w), decode(d, KeyCounts)))
+        elif k == SIDE:
             side = decode(d, SourceSide)
             sides[side.source] = side
         elif k == EXPORT:
@@ -352,7 +360,7 @@ def unpack_output(table: pa.Table) -> dict[str, Any]:
             d = dead.setdefault(reason, [0, []])
             d[0] += count
             d[1].extend(samples[: max(0, 5 - len(d[1]))])
-    stats = KeyStats.of_rows(table, stat)
+    stats = KeyStats.of(counts)
     return {
         "workers": stats.workers,
         "fps": stats.fps,
