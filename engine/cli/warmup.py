@@ -116,7 +116,24 @@ def _engine_kernels() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    names = list(sys.argv[1:] if argv is None else argv)
+    """The module's command line (see the module docstring); an unknown grouping name is refused in
+    one line on stderr, exit status 2."""
+    import argparse
+
+    from skewlab.engine.algorithms import registry
+
+    parser = argparse.ArgumentParser(prog="python3 -m skewlab.engine.cli.warmup",
+                                     description="Compile skewlab's numba kernels into numba's on-disk cache: "
+                                                 "every grouping, or only the named ones (printing 'ready NAME' "
+                                                 "as each is cached).")
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"groupings: {', '.join(registry.names())}, or a user's package.module:Class")
+    names = parser.parse_args(sys.argv[1:] if argv is None else argv).names
+    for name in names:  # a built-in, an installed entry point or a user's package.module:Class
+        try:
+            registry.get(name)
+        except registry.UnknownAlgorithm as exc:
+            print(f"{parser.prog}: {exc}", file=sys.stderr)
+            return 2
     if names:
         warm_up(names=names, ready_lines=True)
         return 0

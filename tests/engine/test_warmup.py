@@ -52,3 +52,15 @@ def test_after_the_warm_up_the_engine_paths_compile_nothing():
     check = subprocess.run([sys.executable, "-c", _CHECK], capture_output=True, text=True, timeout=600)
     assert check.returncode == 0, check.stderr[-3000:]
     assert json.loads(check.stdout.strip().splitlines()[-1]) == [], "compiled after the warm-up"
+
+
+def test_an_unknown_grouping_name_is_one_line_and_exit_2_and_help_is_usage():
+    """A mistyped name (or ``--help`` read as a name, as before) gave a traceback with exit status 1."""
+    bad = subprocess.run([sys.executable, "-m", "skewlab.engine.cli.warmup", "hash", "dchoise"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2, bad.stderr
+    assert bad.stderr.count("\n") == 1 and "unknown algorithm 'dchoise'" in bad.stderr and "Traceback" not in bad.stderr
+    assert "ready hash" not in bad.stdout  # refused before compiling anything
+    helped = subprocess.run([sys.executable, "-m", "skewlab.engine.cli.warmup", "--help"],
+                            capture_output=True, text=True, timeout=120)
+    assert helped.returncode == 0 and helped.stdout.startswith("usage:") and not helped.stderr
