@@ -13,9 +13,8 @@ import pytest
 from skewlab.engine.algorithms import registry
 from skewlab.engine.algorithms.keys import FingerprintVocabulary
 from skewlab.engine.control.controller import Controller
-from skewlab.engine.runtimes.spark.driver_step import (BatchOutput, CommandMark, DriverSettings, DriverSnapshot,
-                                                       StepInput, step)
-from skewlab.engine.runtimes.spark.messages import SourceSide, WorkerSummary
+from skewlab.engine.runtimes.spark.driver_step import CommandMark, DriverSettings, DriverSnapshot, StepInput, step
+from skewlab.engine.runtimes.spark.messages import BatchOutput, SourceSide, WorkerSummary
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
 
 SETTINGS = DriverSettings("count", True, values="none", top_k=3)

@@ -91,8 +91,8 @@ def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
     g = registry.create("hash", 2)
     idle = {0: ControlOrder(0), 1: ControlOrder(0)}
     out0 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 0, P, idle, keys=["a"] * 3 + ["b"]), P, states)))
-    owner = int(out0["workers"][out0["fps"].tolist().index(fingerprint("a"))])
-    assert out0["names"] == {fingerprint("a"): "a", fingerprint("b"): "b"}
+    owner = int(out0.workers[out0.fps.tolist().index(fingerprint("a"))])
+    assert out0.names == {fingerprint("a"): "a", fingerprint("b"): "b"}
     other = 1 - owner
     # the table would send 'a' to `other` from batch 1 on: emulate with a grouping whose table says so
     table = pa.table({"key": pa.array(["a", "a"]), "worker": pa.array([other, other], pa.int32())})
@@ -102,8 +102,8 @@ def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
     routed1 = pa.concat_tables([table, snap1.cast(table.schema)])
     collected = pa.concat_tables(run_handler(handler, routed1, P, states))
     out1 = unpack_output(collected)
-    assert len(out1["exports"]) == 1
-    ref = out1["exports"][0]
+    assert len(out1.exports) == 1
+    ref = out1.exports[0]
     assert (ref.batch, ref.source, ref.target, ref.keys) == (1, owner, other, 1)
     assert ref.path == export_path(moves, 1, owner, other)
     blob = (tmp_path / "migrations" / "batch=1" / f"from-{owner}-to-{other}.blob").read_bytes()
@@ -112,9 +112,9 @@ def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
     assert not any(blob in (d or b"") for d in collected.column("data").to_pylist())
     snap2 = RoutingSnapshot(2, g.router, P, idle, {other: [ref]}).dumps()
     assert blob not in snap2 and len(snap2) < len(RoutingSnapshot(2, g.router, P, idle, {}).dumps()) + 400
-    assert out1["summaries"][other].held == 2
+    assert out1.summaries[other].held == 2
     out2 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 2, P, idle, {other: [ref]}), P, states)))
-    assert out2["summaries"][other].imported_keys == 1
+    assert out2.summaries[other].imported_keys == 1
     # a replay of the import batch reads the same file again: the import is repeatable
     assert read_export(ref)["keys"] == ["a"]
     res = read_sink(sink).to_pydict()
@@ -145,9 +145,9 @@ def test_service_time_is_slept_for_the_tuples_a_worker_applies(tmp_path, monkeyp
     g = registry.create("hash", 2)
     idle = {0: ControlOrder(0), 1: ControlOrder(0)}
     out0 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 0, P, idle, keys=["a"] * 3 + ["b"]), P, states)))
-    assert sum(s.applied for s in out0["summaries"].values()) == 4
+    assert sum(s.applied for s in out0.summaries.values()) == 4
     assert sum(s for _, s in slept) == pytest.approx(4 * 250e-6)
-    owner = int(out0["workers"][out0["fps"].tolist().index(fingerprint("a"))])
+    owner = int(out0.workers[out0.fps.tolist().index(fingerprint("a"))])
     other = 1 - owner
     table = pa.table({"key": pa.array(["a", "a"]), "worker": pa.array([other, other], pa.int32())})
     a = fingerprints(["a"])
@@ -155,11 +155,11 @@ def test_service_time_is_slept_for_the_tuples_a_worker_applies(tmp_path, monkeyp
     slept.clear()
     routed1 = pa.concat_tables([table, route(g, 1, P, control).cast(table.schema)])
     out1 = unpack_output(pa.concat_tables(run_handler(handler, routed1, P, states)))
-    assert out1["summaries"][other].applied == 0 and out1["summaries"][other].held == 2
+    assert out1.summaries[other].applied == 0 and out1.summaries[other].held == 2
     assert slept == []  # held tuples are not worked on yet
-    ref = out1["exports"][0]
+    ref = out1.exports[0]
     out2 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 2, P, idle, {other: [ref]}), P, states)))
-    assert out2["summaries"][other].applied == 2
+    assert out2.summaries[other].applied == 2
     assert [s for _, s in slept] == [pytest.approx(2 * 250e-6)]
     quiet = make_handler(P, W, str(tmp_path / "quiet"))
     slept.clear()
@@ -195,8 +195,8 @@ def test_summary_reports_state_bytes_and_an_empty_worker_keeps_no_state(tmp_path
     idle = {0: ControlOrder(0), 1: ControlOrder(0)}
     states: dict[int, FakeState] = {}
     out = unpack_output(pa.concat_tables(run_handler(handler, route(g, 0, P, idle, keys=["k"] * 5), P, states)))
-    w = int(out["workers"][0])
-    assert out["summaries"][w].state_bytes == len(states[w].value[0]) > 0
+    w = int(out.workers[0])
+    assert out.summaries[w].state_bytes == len(states[w].value[0]) > 0
     run_handler(handler, route(g, 1, P, idle), P, states)  # window of 1 batch: 'k' expires
     assert not states[w].exists
 

@@ -1,13 +1,14 @@
 """The driver's per-micro-batch logic as one pure step: ``(snapshot, batch output) → (snapshot', decisions)``.
 
 :class:`SparkEngine <skewlab.engine.runtimes.spark.engine.SparkEngine>` runs the query and does the
-I/O around this step: it collects the batch's operator output (:class:`BatchOutput`), reads the
-pending operator commands and Spark's task times, calls :func:`step`, then carries out the
-:class:`Decisions` — publishes the routing snapshot of batch ``b + 1``, queues the interval record
-and the command marks for the database, saves the new :class:`DriverSnapshot` and prunes the
-migration files.  The step itself touches no file, database, clock or Spark: every input is an
-argument, every effect is in its result, and the input snapshot is left unchanged (the controller
-and shadows it mutates are copied first, together, so that they keep sharing one key vocabulary).
+I/O around this step: it collects the batch's operator output
+(:class:`~skewlab.engine.runtimes.spark.messages.BatchOutput`), reads the pending operator commands
+and Spark's task times, calls :func:`step`, then carries out the :class:`Decisions` — publishes the
+routing snapshot of batch ``b + 1``, queues the interval record and the command marks for the
+database, saves the new :class:`DriverSnapshot` and prunes the migration files.  The step itself
+touches no file, database, clock or Spark: every input is an argument, every effect is in its
+result, and the input snapshot is left unchanged (the controller and shadows it mutates are copied
+first, together, so that they keep sharing one key vocabulary).
 
 Per batch ``b`` (issue 24, item 6; the order of :mod:`skewlab.engine.runtimes.spark.engine`'s steps):
 
@@ -44,11 +45,11 @@ from skewlab.engine.control.controller import Controller, compose_orders
 from skewlab.engine.control.shadow import ShadowEvaluator
 from skewlab.engine.io.interval_record import interval_record, rebalance_events, worker_rows
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
-from skewlab.engine.runtimes.spark.messages import SourceSide, WorkerSummary
+from skewlab.engine.runtimes.spark.messages import BatchOutput, WorkerSummary
 from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, control_payloads
 from skewlab.storage.records import IntervalRecord
 
-__all__ = ["BatchOutput", "CommandMark", "Decisions", "DriverSettings", "DriverSnapshot", "RouteDecision",
+__all__ = ["CommandMark", "Decisions", "DriverSettings", "DriverSnapshot", "RouteDecision",
            "INTERIM_GROUPING", "KERNELS_READY", "StepInput", "already_applied", "apply_commands", "next_route", "step",
            "track_migrations"]
 
@@ -61,35 +62,6 @@ MAX_KEY_NAMES = 100_000
 INTERIM_GROUPING = "hash"
 #: the ``reason`` of the switch to that grouping when its kernels are ready
 KERNELS_READY = "its routing kernels are compiled"
-
-
-@dataclass(frozen=True)
-class BatchOutput:
-    """One batch's collected operator output, as
-    :func:`skewlab.engine.runtimes.spark.operator.unpack_output` gives it: ``workers``/``fps``/``counts``
-    (one entry per (worker, key fingerprint): the key's tuples in the batch), ``names`` (fingerprint →
-    name of the keys reported by name), ``states`` (source → its
-    :class:`~skewlab.engine.runtimes.spark.messages.SourceSide`: offsets, source state, dead letters,
-    the batch it was routed for), ``dead_letters`` (reason → [count, samples]), ``exports``
-    (references to the blobs the workers exported) and ``summaries`` (worker → its
-    :class:`~skewlab.engine.runtimes.spark.messages.WorkerSummary`: keys, held tuples and bytes of its state)."""
-
-    workers: np.ndarray
-    fps: np.ndarray
-    counts: np.ndarray
-    names: Mapping[int, str] = field(default_factory=dict)
-    states: Mapping[int, SourceSide] = field(default_factory=dict)
-    dead_letters: Mapping[str, list] = field(default_factory=dict)
-    exports: tuple[ExportRef, ...] = ()
-    summaries: Mapping[int, WorkerSummary] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, unpacked: Mapping[str, Any]) -> "BatchOutput":
-        """From :func:`~skewlab.engine.runtimes.spark.operator.unpack_output`'s dict."""
-        return cls(workers=unpacked["workers"], fps=unpacked["fps"], counts=unpacked["counts"],
-                   names=unpacked.get("names", {}), states=unpacked.get("states", {}),
-                   dead_letters=unpacked.get("dead_letters", {}), exports=tuple(unpacked.get("exports", ())),
-                   summaries=unpacked.get("summaries", {}))
 
 
 @dataclass(frozen=True)

@@ -78,8 +78,8 @@ import numpy as np
 import pyarrow as pa
 
 from skewlab.engine.operators import KeyedOperator
-from skewlab.engine.runtimes.spark.messages import (ControlOrder, ExportNotice, ImportOrder, KeyCounts, KeyStats, SourceSide,
-                                                   TouchedKeys, WorkerSummary, decode, decode_text)
+from skewlab.engine.runtimes.spark.messages import (BatchOutput, ControlOrder, ExportNotice, ImportOrder, KeyCounts,
+                                                   KeyStats, SourceSide, TouchedKeys, WorkerSummary, decode, decode_text)
 from skewlab.engine.runtimes.spark.result_sink import sink_schema
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef, read_export, write_export
 from skewlab.engine.runtimes.spark.window_state import WorkerWindow, key_fingerprints
@@ -435,14 +435,14 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
     return handle
 
 
-def unpack_output(table: pa.Table) -> dict[str, Any]:
-    """Split one batch's collected operator output.
-
-    Returns ``workers``/``fps``/``counts`` (the stat rows' :class:`~skewlab.engine.runtimes.spark.messages.KeyCounts`
-    as one :class:`~skewlab.engine.runtimes.spark.messages.KeyStats`: per (worker, key fingerprint) tuples of
-    the batch), ``names`` (fingerprint → name of the keys
-    reported by name), ``states`` (source → its :class:`~skewlab.engine.runtimes.spark.messages.SourceSide`),
-    ``dead_letters`` (reason → [count, samples]), ``exports`` (the
+def unpack_output(table: pa.Table) -> BatchOutput:
+    """Split one batch's collected operator output into a
+    :class:`~skewlab.engine.runtimes.spark.messages.BatchOutput`: the stat rows'
+    :class:`~skewlab.engine.runtimes.spark.messages.KeyCounts` as one
+    :class:`~skewlab.engine.runtimes.spark.messages.KeyStats` (``workers``/``fps``/``counts``: per
+    (worker, key fingerprint) tuples of the batch; ``names``: fingerprint → name of the keys reported
+    by name), ``states`` (source → its :class:`~skewlab.engine.runtimes.spark.messages.SourceSide`),
+    ``dead_letters`` (reason → [count, samples], at most 5 samples), ``exports`` (the
     :class:`~skewlab.engine.runtimes.spark.state_transfer.ExportRef` of every blob the workers wrote:
     references, never the state's bytes) and ``summaries`` (worker → its
     :class:`~skewlab.engine.runtimes.spark.messages.WorkerSummary`).  A row whose message is not the one
@@ -470,13 +470,5 @@ def unpack_output(table: pa.Table) -> dict[str, Any]:
             d[0] += count
             d[1].extend(samples[: max(0, 5 - len(d[1]))])
     stats = KeyStats.of(counts)
-    return {
-        "workers": stats.workers,
-        "fps": stats.fps,
-        "names": stats.names,
-        "counts": stats.tuples,
-        "states": sides,
-        "dead_letters": dead,
-        "exports": exports,
-        "summaries": summaries,
-    }
+    return BatchOutput(workers=stats.workers, fps=stats.fps, counts=stats.tuples, names=stats.names, states=sides,
+                       dead_letters=dead, exports=tuple(exports), summaries=summaries)
