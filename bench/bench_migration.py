@@ -178,7 +178,7 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
         cur["imported_keys"] = sum(x.imported_keys for x in s)
         cur["export_bytes"] = sum(x.export_bytes for x in s)
         cur["state_keys"] = sum(x.keys for x in s)
-        cur["state_bytes"] = sum(x.get("state_bytes", 0) for x in s)
+        cur["state_bytes"] = sum(x.state_bytes for x in s)
         cur["tuples"] = int(u.counts.sum())
         return u
 
