@@ -163,19 +163,19 @@ def run_grouping(algo: str, stream: Stream, args: argparse.Namespace, base: Path
         t0 = time.perf_counter()
         u = unpack_output(table)
         t1 = time.perf_counter()
-        key_ids = c.vocab.encode_fps(u["fps"])
+        key_ids = c.vocab.encode_fps(u.fps)
         t2 = time.perf_counter()
-        route_seconds = sum(side.route_seconds for side in u["states"].values())
-        for s, side in u["states"].items():
+        route_seconds = sum(side.route_seconds for side in u.states.values())
+        for s, side in u.states.items():
             if side.source_state:
                 c.planner.router.set_source_state(s % c.planner.n_sources, side.router_state())
-        row = c.end_interval(key_ids, u["workers"], u["counts"], route_seconds=route_seconds)
+        row = c.end_interval(key_ids, u.workers, u.counts, route_seconds=route_seconds)
         t3 = time.perf_counter()
         c.state.per_worker(c.n_workers)
         t4 = time.perf_counter()
         store.save(b, {"run_id": 1, "stream": {"source": "generator", "window": c.window}, "controller": c,
                        "shadow": None, "paused": False, "applied_commands": [],
-                       "consumed": {s: v.consumed for s, v in u["states"].items()}, "dead_total": 0,
+                       "consumed": {s: v.consumed for s, v in u.states.items()}, "dead_total": 0,
                        "pending": [], "partitions": P})
         t5 = time.perf_counter()
         for k, dt in zip(STAGES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t5 - t0)):
@@ -184,13 +184,13 @@ def run_grouping(algo: str, stream: Stream, args: argparse.Namespace, base: Path
         cpu = [ex.worker_cpu.get(w, 0.0) for w in range(c.n_workers)]
         times["worker_max"].append(max(cpu))
         straggler.append(max(cpu) / (sum(cpu) / len(cpu)) if sum(cpu) > 0 else 0.0)
-        if int(u["counts"].sum()) != args.tuples or row["tuples"] != args.tuples:
-            failures.append(f"{algo} batch {b}: unpacked {int(u['counts'].sum())}, controller {row['tuples']}, "
+        if int(u.counts.sum()) != args.tuples or row["tuples"] != args.tuples:
+            failures.append(f"{algo} batch {b}: unpacked {int(u.counts.sum())}, controller {row['tuples']}, "
                             f"sent {args.tuples} tuples")
         imports = {}
-        for ref in u["exports"]:
+        for ref in u.exports:
             imports.setdefault(ref.target, []).append(ref)
-        holding = {w for w, s in u["summaries"].items() if s.keys or s.held}
+        holding = {w for w, s in u.summaries.items() if s.keys or s.held}
     med = {k: 1000 * float(np.median(x[1:] if len(x) > 1 else x)) for k, x in times.items()}
     med["straggler"] = float(np.median(straggler[1:] if len(straggler) > 1 else straggler))
     return {"ms": med, "rows": rows, "keys": len(c.vocab), "failures": failures,

@@ -17,8 +17,8 @@ import numpy as np
 from skewlab.engine.algorithms import registry
 from skewlab.engine.algorithms.keys import FingerprintVocabulary
 from skewlab.engine.control.controller import Controller
-from skewlab.engine.runtimes.spark.driver_step import BatchOutput, DriverSettings, DriverSnapshot, StepInput, step
-from skewlab.engine.runtimes.spark.messages import SourceSide, WorkerSummary
+from skewlab.engine.runtimes.spark.driver_step import DriverSettings, DriverSnapshot, StepInput, step
+from skewlab.engine.runtimes.spark.messages import BatchOutput, SourceSide, WorkerSummary
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
 from skewlab.storage import connect
 

@@ -145,9 +145,9 @@ def test_combined_rows_through_the_handler_give_the_tuples_statistics_and_result
         sink = tmp_path / f"sink-{combine}"
         handler = make_handler(3, 2, str(sink), op)
         u = unpack_output(pa.concat_tables(run_handler(handler, routed, 3, {w: FakeState() for w in range(3)})))
-        stats = sorted(zip(u["workers"].tolist(), u["fps"].tolist(), u["counts"].tolist()))
+        stats = sorted(zip(u.workers.tolist(), u.fps.tolist(), u.counts.tolist()))
         res = read_sink(str(sink), sink_schema(op)).sort_by([("key", "ascending"), ("result", "ascending")])
-        out[combine] = (stats, res.to_pydict(), sum(s.applied for s in u["summaries"].values()))
+        out[combine] = (stats, res.to_pydict(), sum(s.applied for s in u.summaries.values()))
     assert out[True] == out[False]
     assert sum(c for _, _, c in out[True][0]) == 1400 and out[True][2] == 1400
 

@@ -13,9 +13,8 @@ import pytest
 from skewlab.engine.algorithms import registry
 from skewlab.engine.algorithms.keys import FingerprintVocabulary
 from skewlab.engine.control.controller import Controller
-from skewlab.engine.runtimes.spark.driver_step import (BatchOutput, CommandMark, DriverSettings, DriverSnapshot,
-                                                       StepInput, step)
-from skewlab.engine.runtimes.spark.messages import SourceSide, WorkerSummary
+from skewlab.engine.runtimes.spark.driver_step import CommandMark, DriverSettings, DriverSnapshot, StepInput, step
+from skewlab.engine.runtimes.spark.messages import BatchOutput, SourceSide, WorkerSummary
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
 
 SETTINGS = DriverSettings("count", True, values="none", top_k=3)
@@ -65,7 +64,7 @@ def test_a_sequence_of_batches_through_a_migration_a_switch_a_rejection_and_a_re
             to.setdefault(t, set()).update(fps.tolist())
     assert to.get(2) and all(set(r1.control[t].expect.tolist()) == keys for t, keys in to.items())
     assert not any(p.split for p in r1.control.values())
-    assert len(s1.migrating) == 1 and s1.migrating[0]["export_batch"] == 1
+    assert len(s1.migrating) == 1 and s1.migrating[0].export_batch == 1 and s1.migrating[0].bytes_moved is None
 
     # batch 1: the holders exported; the driver keeps references only, for the route of batch 2
     refs = tuple(ExportRef(1, w, t, f"migrations/batch=1/from-{w}-to-{t}.blob", 50 + w, int(fps.size))
@@ -74,7 +73,7 @@ def test_a_sequence_of_batches_through_a_migration_a_switch_a_rejection_and_a_re
     by_target = {t: tuple(r for r in refs if r.target == t) for t in to}
     assert s2.next_imports == by_target and d1.route.flush
     assert d1.route.snapshot.imports == {t: list(r) for t, r in by_target.items()}
-    assert s2.migrating[0]["bytes_moved"] == sum(r.bytes for r in refs) and s2.migrating[0]["export_end"] == 1001.0
+    assert s2.migrating[0].bytes_moved == sum(r.bytes for r in refs) and s2.migrating[0].export_end == 1001.0
     assert not d1.record.migrations
 
     # batch 2: the new worker imported; the migration row is recorded; a switch to a split-key grouping
@@ -183,3 +182,25 @@ def test_an_operators_switch_during_the_interim_supersedes_the_grouping_the_run_
     assert s1.controller.planner.name == "mixed" and s1.interim is None and d0.marks[0].status == "applied"
     s2, _ = run_ready(s1, 1, None, seq=40)  # dchoices' kernels ready later: the operator's choice stays
     assert s2.controller.planner.name == "mixed"
+
+
+def test_a_migration_in_flight_through_its_export_and_import_batches():
+    """:func:`track_migrations` on :class:`InFlightMigration`: the export batch sets the bytes, its
+    latency and end (and the closed interval's total on its moves), the import batch gives the row;
+    one whose export batch was never seen completes with 0 bytes and no pause time."""
+    from skewlab.engine.runtimes.spark.driver_step import InFlightMigration, track_migrations
+
+    move = {"interval": 3, "reason": "workers", "keys": 4, "state_moved": 8.0, "total_state": 16.0,
+            "interval_total": None}
+    planned = InFlightMigration(2, (move,), latency_before_ms=5.0, latency_plan_ms=6.0)
+    ref = ExportRef(2, 0, 1, "migrations/batch=2/from-0-to-1.blob", 77, 4)
+    (exported,), done = track_migrations((planned,), 2, (ref,), 30.0, 100.0, "hash", closed=(3, 32.0))
+    assert done == [] and (exported.bytes_moved, exported.latency_export_ms, exported.export_end) == (77, 30.0, 100.0)
+    assert exported.events[0]["interval_total"] == 32.0 and planned.events[0]["interval_total"] is None
+    left, (row,) = track_migrations((exported,), 3, (), 40.0, 100.25, "dchoices")
+    assert left == () and (row["bytes_moved"], row["pause_batches"], row["pause_ms"]) == (77, 1, 250.0)
+    assert row["migration_cost"] == 0.25 and row["algorithm"] == "dchoices"
+    detail = row["detail"]
+    assert (detail["latency_before_ms"], detail["latency_plan_ms"], detail["latency_export_ms"]) == (5.0, 6.0, 30.0)
+    (unseen,) = track_migrations((planned,), 3, (), 40.0, 100.25, "hash")[1]
+    assert unseen["bytes_moved"] == 0 and unseen["pause_ms"] is None and unseen["detail"]["latency_export_ms"] is None

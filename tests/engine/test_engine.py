@@ -331,7 +331,7 @@ def recorded_summaries(engine: SparkEngine) -> dict[int, dict]:
 
     def recording(df, batch_id):
         out = collect(df, batch_id)
-        summaries[batch_id] = {w: s for w, s in out["summaries"].items() if s.batch is not None}
+        summaries[batch_id] = {w: s for w, s in out.summaries.items() if s.batch is not None}
         return out
 
     engine._collect = recording

@@ -13,7 +13,7 @@ import pytest
 
 from skewlab.engine.config.params import ParamError
 from skewlab.engine.io.checkpoint import SnapshotStore
-from skewlab.engine.runtimes.spark.driver_step import DriverSnapshot
+from skewlab.engine.runtimes.spark.driver_step import DriverSnapshot, InFlightMigration
 from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine
 from skewlab.engine.runtimes.spark.run_start import stream_of
 from skewlab.engine.runtimes.spark.engine_snapshot import FORMAT, PERSISTED, EngineSnapshot
@@ -31,7 +31,7 @@ def _busy(driver: DriverSnapshot) -> DriverSnapshot:
     """A driver snapshot with every field away from its default."""
     return replace(driver, last_batch=4, paused=True, applied_commands=(3, 5), consumed={0: 40, 1: 38},
                    dead_total=2, worker_keys={0: 7, 5: 0}, worker_held={5: 3}, worker_bytes={0: 900},
-                   migrating=({"export_batch": 4, "events": [], "latency_before_ms": 1.5},),
+                   migrating=(InFlightMigration(4, latency_before_ms=1.5),),
                    next_orders=(np.array([1, 2]), np.array([0, 0]), np.array([2, 2])), next_imports={2: (REF,)},
                    migrations_seen=1, shares_split=True, latencies=(1.0, 2.0))
 
@@ -67,7 +67,8 @@ def test_a_snapshot_written_by_the_unversioned_format_restores(tmp_path):
         "paused": s.paused, "applied_commands": list(s.applied_commands), "consumed": dict(s.consumed),
         "dead_total": s.dead_total, "pending": [], "partitions": s.partitions, "sink": first.results.url,
         "sink_start": first.results.start, "worker_keys": dict(s.worker_keys), "worker_held": dict(s.worker_held),
-        "worker_bytes": dict(s.worker_bytes), "migrating": [dict(m) for m in s.migrating],
+        "worker_bytes": dict(s.worker_bytes),
+        "migrating": [{"export_batch": 4, "events": [], "latency_before_ms": 1.5}],
         "next_orders": s.next_orders, "next_imports": {2: [REF]}, "migrations_seen": 1, "shares_split": True,
         "latencies": [1.0, 2.0]})
     logs: list[str] = []
@@ -77,6 +78,29 @@ def test_a_snapshot_written_by_the_unversioned_format_restores(tmp_path):
     assert (r.last_batch, r.paused, r.applied_commands, r.consumed, r.dead_total) == (6, True, (3, 5), {0: 40, 1: 38}, 2)
     assert r.next_imports == {2: (REF,)} and r.shares_split and r.migrations_seen == 1 and r.latencies == (1.0, 2.0)
     assert r.migrating == s.migrating and r.worker_held == {5: 3}
+
+
+def test_migrations_in_flight_are_stored_as_the_dicts_of_earlier_engines():
+    """In the driver a migration in flight is an :class:`InFlightMigration`; the snapshot stores it as
+    the dict engines before it wrote (a key only once it is known, ``events`` a list), and reads such
+    dicts back, before and after the export batch."""
+    from skewlab.engine.algorithms import registry
+    from skewlab.engine.algorithms.keys import FingerprintVocabulary
+    from skewlab.engine.control.controller import Controller
+
+    move = {"interval": 3, "reason": "workers", "keys": 4, "state_moved": 8.0, "total_state": 16.0,
+            "interval_total": 32.0, "pause_seconds": 0.1, "workers": 3}
+    planned = {"export_batch": 5, "events": [move], "latency_before_ms": None, "latency_plan_ms": 12.0}
+    exported = {**planned, "bytes_moved": 300, "latency_export_ms": 20.0, "export_end": 1000.5}
+    controller = Controller(registry.create("hash", 2, 1, 0, {}), FingerprintVocabulary(), window=3)
+    driver = DriverSnapshot(run_id=1, controller=controller, shadow=None, partitions=4, last_batch=5,
+                            migrating=tuple(InFlightMigration.of(m) for m in (planned, exported)))
+    payload = EngineSnapshot(driver).encode()
+    assert payload["migrating"] == [planned, exported]
+    restored = EngineSnapshot.decode({**payload, "migrating": [planned, exported]}, 5).driver.migrating
+    assert restored == driver.migrating and all(isinstance(m, InFlightMigration) for m in restored)
+    assert restored[0].bytes_moved is None and restored[0].export_end is None and restored[0].latency_plan_ms == 12.0
+    assert restored[1].bytes_moved == 300 and restored[1].export_end == 1000.5 and restored[1].events == (move,)
 
 
 def test_a_snapshot_of_a_later_format_is_refused_with_one_line(tmp_path):

@@ -142,11 +142,11 @@ def test_operator_output_counts_and_dead_letters(tmp_path):
     routed = pa.Table.from_batches(list(make_router(snap.dumps(), lead=True)(iter([rb]))))
     handler = make_handler(2, 3, str(tmp_path))
     u = unpack_output(pa.concat_tables(run_handler(handler, routed, 2, {w: FakeState() for w in range(2)})))
-    assert sorted(zip(u["fps"].tolist(), u["counts"].tolist())) == sorted([(fingerprint("a"), 2), (fingerprint("b"), 1)])
-    assert u["names"] == {fingerprint("a"): "a", fingerprint("b"): "b"}
-    assert u["dead_letters"] == {"no_key": [1, ["00"]]}
-    assert u["states"][0].consumed == 4 and u["states"][0].first_seq == 0
-    assert set(u["summaries"]) == {0, 1} and sum(s.keys for s in u["summaries"].values()) == 2
+    assert sorted(zip(u.fps.tolist(), u.counts.tolist())) == sorted([(fingerprint("a"), 2), (fingerprint("b"), 1)])
+    assert u.names == {fingerprint("a"): "a", fingerprint("b"): "b"}
+    assert u.dead_letters == {"no_key": [1, ["00"]]}
+    assert u.states[0].consumed == 4 and u.states[0].first_seq == 0
+    assert set(u.summaries) == {0, 1} and sum(s.keys for s in u.summaries.values()) == 2
 
 
 def test_a_worker_returns_its_key_counts_in_one_row_however_many_keys(tmp_path):
@@ -170,10 +170,10 @@ def test_a_worker_returns_its_key_counts_in_one_row_however_many_keys(tmp_path):
     assert out.num_rows <= 2 * 4  # per worker: stat, summary and a source's side row; no row per key
     u = unpack_output(out)
     want = {fingerprint(k): keys.count(k) for k in set(keys)}
-    assert dict(zip(u["fps"].tolist(), u["counts"].tolist())) == want and len(u["fps"]) == len(want)
-    hot_worker = int(u["workers"][u["fps"].tolist().index(fingerprint("hot"))])
-    assert u["names"][fingerprint("hot")] == "hot" and len(u["names"]) <= 4
-    assert sum(1 for f in u["names"] if int(u["workers"][u["fps"].tolist().index(f)]) == hot_worker) <= 2
+    assert dict(zip(u.fps.tolist(), u.counts.tolist())) == want and len(u.fps) == len(want)
+    hot_worker = int(u.workers[u.fps.tolist().index(fingerprint("hot"))])
+    assert u.names[fingerprint("hot")] == "hot" and len(u.names) <= 4
+    assert sum(1 for f in u.names if int(u.workers[u.fps.tolist().index(f)]) == hot_worker) <= 2
 
 
 def test_fingerprint_keys_bit_identical_to_mmh3():

@@ -12,8 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from skewlab.engine.runtimes.spark.messages import (MESSAGES, ControlOrder, ExportNotice, ImportOrder, KeyCounts, KeyStats,
-                                                    MessageError, SourceSide, TouchedKeys, WorkerSummary, decode,
+from skewlab.engine.runtimes.spark.messages import (MESSAGES, BatchOutput, ControlOrder, ExportNotice, ImportOrder, KeyCounts,
+                                                    KeyStats, MessageError, SourceSide, TouchedKeys, WorkerSummary, decode,
                                                     decode_text, wire_fields)
 from skewlab.engine.runtimes.spark.operator import EXPORT, OUT_ARROW, SIDE, STAT, SUMMARY, unpack_output
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
@@ -117,13 +117,13 @@ def output_frame() -> pa.Table:
 
 def test_unpack_output_of_a_hand_built_frame():
     u = unpack_output(output_frame())
-    assert u["workers"].tolist() == [0, 0, 1] and u["counts"].tolist() == [5, 1, 2]
-    assert u["fps"].dtype == np.uint64 and u["fps"].tolist() == [2**64 - 1, 11, 12]
-    assert u["names"] == {2**64 - 1: "hot"}
-    assert u["exports"] == [REF]
-    assert sorted(u["states"]) == [0, 1] and u["states"][1].consumed == 9 and u["states"][0].route_batch == 6
-    assert u["dead_letters"] == {"no_key": [7, ["r1", "r2", "a", "b", "c"]]}  # at most 5 samples
-    assert u["summaries"][0].keys == 2 and u["summaries"][0].held == 1 and u["summaries"][1].shares == 3
+    assert u.workers.tolist() == [0, 0, 1] and u.counts.tolist() == [5, 1, 2]
+    assert u.fps.dtype == np.uint64 and u.fps.tolist() == [2**64 - 1, 11, 12]
+    assert u.names == {2**64 - 1: "hot"}
+    assert isinstance(u, BatchOutput) and u.exports == (REF,)
+    assert sorted(u.states) == [0, 1] and u.states[1].consumed == 9 and u.states[0].route_batch == 6
+    assert u.dead_letters == {"no_key": [7, ["r1", "r2", "a", "b", "c"]]}  # at most 5 samples
+    assert u.summaries[0].keys == 2 and u.summaries[0].held == 1 and u.summaries[1].shares == 3
     stats = KeyStats.of([(1, KeyCounts(np.array([12], np.uint64), np.array([2], np.uint64))), (0, KeyCounts())])
     assert stats.workers.tolist() == [1] and stats.tuples.tolist() == [2] and stats.names == {}
 

@@ -355,8 +355,8 @@ SKEW = (2000.0 / np.arange(1, 501) ** 1.2).astype(np.int64) + 1
 def _step(snapshot, batch_id: int, seq: int, commands=()):
     """The driver's step (:func:`skewlab.engine.runtimes.spark.driver_step.step`) on one made-up batch:
     every key on the worker the published grouping routes it to."""
-    from skewlab.engine.runtimes.spark.driver_step import BatchOutput, DriverSettings, StepInput, step
-    from skewlab.engine.runtimes.spark.messages import SourceSide, WorkerSummary
+    from skewlab.engine.runtimes.spark.driver_step import DriverSettings, StepInput, step
+    from skewlab.engine.runtimes.spark.messages import BatchOutput, SourceSide, WorkerSummary
 
     router = pickle.loads(pickle.dumps(snapshot.controller.planner.router))  # routing may change a router
     workers = np.asarray(router.route(KEYS.copy()), dtype=np.int64)

@@ -91,8 +91,8 @@ def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
     g = registry.create("hash", 2)
     idle = {0: ControlOrder(0), 1: ControlOrder(0)}
     out0 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 0, P, idle, keys=["a"] * 3 + ["b"]), P, states)))
-    owner = int(out0["workers"][out0["fps"].tolist().index(fingerprint("a"))])
-    assert out0["names"] == {fingerprint("a"): "a", fingerprint("b"): "b"}
+    owner = int(out0.workers[out0.fps.tolist().index(fingerprint("a"))])
+    assert out0.names == {fingerprint("a"): "a", fingerprint("b"): "b"}
     other = 1 - owner
     # the table would send 'a' to `other` from batch 1 on: emulate with a grouping whose table says so
     table = pa.table({"key": pa.array(["a", "a"]), "worker": pa.array([other, other], pa.int32())})
@@ -102,8 +102,8 @@ def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
     routed1 = pa.concat_tables([table, snap1.cast(table.schema)])
     collected = pa.concat_tables(run_handler(handler, routed1, P, states))
     out1 = unpack_output(collected)
-    assert len(out1["exports"]) == 1
-    ref = out1["exports"][0]
+    assert len(out1.exports) == 1
+    ref = out1.exports[0]
     assert (ref.batch, ref.source, ref.target, ref.keys) == (1, owner, other, 1)
     assert ref.path == export_path(moves, 1, owner, other)
     blob = (tmp_path / "migrations" / "batch=1" / f"from-{owner}-to-{other}.blob").read_bytes()
@@ -112,9 +112,9 @@ def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
     assert not any(blob in (d or b"") for d in collected.column("data").to_pylist())
     snap2 = RoutingSnapshot(2, g.router, P, idle, {other: [ref]}).dumps()
     assert blob not in snap2 and len(snap2) < len(RoutingSnapshot(2, g.router, P, idle, {}).dumps()) + 400
-    assert out1["summaries"][other].held == 2
+    assert out1.summaries[other].held == 2
     out2 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 2, P, idle, {other: [ref]}), P, states)))
-    assert out2["summaries"][other].imported_keys == 1
+    assert out2.summaries[other].imported_keys == 1
     # a replay of the import batch reads the same file again: the import is repeatable
     assert read_export(ref)["keys"] == ["a"]
     res = read_sink(sink).to_pydict()
@@ -145,9 +145,9 @@ def test_service_time_is_slept_for_the_tuples_a_worker_applies(tmp_path, monkeyp
     g = registry.create("hash", 2)
     idle = {0: ControlOrder(0), 1: ControlOrder(0)}
     out0 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 0, P, idle, keys=["a"] * 3 + ["b"]), P, states)))
-    assert sum(s.applied for s in out0["summaries"].values()) == 4
+    assert sum(s.applied for s in out0.summaries.values()) == 4
     assert sum(s for _, s in slept) == pytest.approx(4 * 250e-6)
-    owner = int(out0["workers"][out0["fps"].tolist().index(fingerprint("a"))])
+    owner = int(out0.workers[out0.fps.tolist().index(fingerprint("a"))])
     other = 1 - owner
     table = pa.table({"key": pa.array(["a", "a"]), "worker": pa.array([other, other], pa.int32())})
     a = fingerprints(["a"])
@@ -155,11 +155,11 @@ def test_service_time_is_slept_for_the_tuples_a_worker_applies(tmp_path, monkeyp
     slept.clear()
     routed1 = pa.concat_tables([table, route(g, 1, P, control).cast(table.schema)])
     out1 = unpack_output(pa.concat_tables(run_handler(handler, routed1, P, states)))
-    assert out1["summaries"][other].applied == 0 and out1["summaries"][other].held == 2
+    assert out1.summaries[other].applied == 0 and out1.summaries[other].held == 2
     assert slept == []  # held tuples are not worked on yet
-    ref = out1["exports"][0]
+    ref = out1.exports[0]
     out2 = unpack_output(pa.concat_tables(run_handler(handler, route(g, 2, P, idle, {other: [ref]}), P, states)))
-    assert out2["summaries"][other].applied == 2
+    assert out2.summaries[other].applied == 2
     assert [s for _, s in slept] == [pytest.approx(2 * 250e-6)]
     quiet = make_handler(P, W, str(tmp_path / "quiet"))
     slept.clear()
@@ -195,8 +195,8 @@ def test_summary_reports_state_bytes_and_an_empty_worker_keeps_no_state(tmp_path
     idle = {0: ControlOrder(0), 1: ControlOrder(0)}
     states: dict[int, FakeState] = {}
     out = unpack_output(pa.concat_tables(run_handler(handler, route(g, 0, P, idle, keys=["k"] * 5), P, states)))
-    w = int(out["workers"][0])
-    assert out["summaries"][w].state_bytes == len(states[w].value[0]) > 0
+    w = int(out.workers[0])
+    assert out.summaries[w].state_bytes == len(states[w].value[0]) > 0
     run_handler(handler, route(g, 1, P, idle), P, states)  # window of 1 batch: 'k' expires
     assert not states[w].exists
 
@@ -239,3 +239,128 @@ def test_compose_orders_and_control_payloads():
     assert control[0] == {"exports": {1: [102], 2: [101]}, "expect": [105]}
     assert control[2] == {"exports": {}, "expect": [101]} and control[3] == {"exports": {2: [101]}, "expect": []}
     assert 4 not in control  # beyond the state partitions: never a worker
+
+
+def _inbox_frame(P, worker, messages=(), keys=(), **columns):
+    """One worker's group of rows as the label exchange hands it over: its data rows (``keys`` and
+    any extra ``columns``) and one special row (``worker = P + w``) per message."""
+    import pandas as pd
+
+    data = {"key": list(keys), "worker": [worker] * len(keys), **{c: list(v) for c, v in columns.items()}}
+    special = {"key": [m.encode_text() for m in messages], "worker": [P + worker] * len(messages),
+               **{c: [0] * len(messages) for c in columns}}
+    return pd.DataFrame({c: data[c] + special[c] for c in data}).astype({"worker": "int32"})
+
+
+def test_decode_inbox_splits_the_special_rows_from_the_data_rows():
+    from skewlab.engine.runtimes.spark.messages import SourceSide, TouchedKeys, decode
+    from skewlab.engine.runtimes.spark.operator import decode_inbox
+
+    P = 4
+    side = SourceSide(0, 3, rows=2, consumed=2)
+    touch = TouchedKeys(3, fingerprints(["x"]))
+    inbox = decode_inbox(_inbox_frame(P, 2, [side, ControlOrder(3, split=True), touch], keys=["a", "b"]), P)
+    assert inbox.worker == 2 and inbox.batch == 3 and inbox.control.split
+    assert inbox.rows["key"].tolist() == ["a", "b"] and inbox.imports == ()
+    assert [t.keys.tolist() for t in inbox.touches] == [touch.keys.tolist()]
+    assert [decode(s) for s in inbox.sides] == [side] and inbox.sides == (side.encode(),)  # as they came
+    only_sides = decode_inbox(_inbox_frame(P, 1, [side]), P)  # a worker without a control order
+    assert only_sides.batch is None and only_sides.control is None and len(only_sides.rows) == 0
+
+
+def test_decode_inbox_refuses_rows_of_two_workers_in_one_group():
+    from skewlab.engine.runtimes.spark.operator import decode_inbox
+
+    pdf = _inbox_frame(4, 1, [ControlOrder(0)], keys=["a"])
+    pdf.loc[0, "worker"] = 2
+    with pytest.raises(RuntimeError, match=r"rows of several workers in one group \(\[1, 2\]\): worker labels are wrong"):
+        decode_inbox(pdf, 4)
+
+
+def test_decode_inbox_refuses_tuples_without_a_control_row_and_touch_rows_of_another_batch():
+    from skewlab.engine.runtimes.spark.messages import SourceSide, TouchedKeys
+    from skewlab.engine.runtimes.spark.operator import decode_inbox
+
+    with pytest.raises(RuntimeError, match="worker 1 received 2 tuples without a control row"):
+        decode_inbox(_inbox_frame(4, 1, [SourceSide(0, 0)], keys=["a", "b"]), 4)
+    with pytest.raises(RuntimeError, match=r"worker 1 received touch rows of batch \[4\] in batch 5"):
+        decode_inbox(_inbox_frame(4, 1, [ControlOrder(5, split=True), TouchedKeys(4), TouchedKeys(5)], keys=["a"]), 4)
+
+
+@pytest.mark.parametrize("name", ["count", "sum", "mean"])
+def test_batch_keys_of_combined_rows_equal_those_of_the_tuples(name):
+    """A combined row stands for its ``tuples``: the counts and partials are those of the tuples it
+    combines (counts per tuple, not per row), and a window of counts only gets no partials."""
+    import pandas as pd
+
+    from skewlab.engine.operators.builtin import BUILTINS
+    from skewlab.engine.runtimes.spark.operator import batch_keys
+    from skewlab.engine.runtimes.spark.window_state import WorkerWindow
+
+    op = BUILTINS[name]()
+    ring_only = WorkerWindow(2, op).ring_only
+    keys, values = ["a", "b", "a", "a", "c", "b"], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    plain = batch_keys(pd.DataFrame({"key": keys, "value": values}), op, ring_only)
+    # two source tasks: a (1, 3) + a (4), b (2) + b (6), c (5)
+    combined = pd.DataFrame({"key": ["a", "b", "a", "b", "c"], "tuples": [2, 1, 1, 1, 1],
+                             "sum": [4.0, 2.0, 4.0, 6.0, 5.0]})
+    comb = batch_keys(combined[["key", "tuples"] + [c for c, _ in op.combined or ()]], op, ring_only)
+    for got in (plain, comb):
+        assert got.names == ["a", "b", "c"] and got.counts.tolist() == [3, 2, 1]
+        assert got.counts.dtype == np.int64 and got.fps.tolist() == fingerprints(["a", "b", "c"]).tolist()
+    assert ring_only == (name == "count")
+    if ring_only:
+        assert plain.partials is None and comb.partials is None
+    else:
+        assert [op.finish(p) for p in comb.partials] == [op.finish(p) for p in plain.partials]
+
+
+def test_window_step_without_a_control_order_does_nothing_and_exports_need_a_directory(tmp_path):
+    from skewlab.engine.runtimes.spark.operator import batch_keys, decode_inbox, window_step
+    from skewlab.engine.runtimes.spark.result_sink import ParquetSink, sink_schema
+    from skewlab.engine.runtimes.spark.messages import SourceSide
+    from skewlab.engine.runtimes.spark.window_state import WorkerWindow
+
+    win = WorkerWindow(2)
+    schema = sink_schema(win.operator)
+    sink = ParquetSink(str(tmp_path / "sink"), schema)
+    idle = decode_inbox(_inbox_frame(2, 0, [SourceSide(0, 0)]), 2)
+    nothing = window_step(win, idle, batch_keys(idle.rows, win.operator, True), results=sink, schema=schema,
+                          migrations=None)
+    assert (nothing.merge_rows, nothing.exports, nothing.applied, nothing.results, nothing.home_n) == ((), (), 0, 0, 0)
+    assert nothing.off_home.size == 0 and win.last < 0 and not (tmp_path / "sink").exists()
+    first = decode_inbox(_inbox_frame(2, 0, [ControlOrder(0)], keys=["a", "a", "b"]), 2)
+    done = window_step(win, first, batch_keys(first.rows, win.operator, True), results=sink, schema=schema,
+                       migrations=None)
+    assert (done.applied, done.results, done.exports, done.merge_rows) == (3, 2, (), ())
+    move = decode_inbox(_inbox_frame(2, 0, [ControlOrder(1, {1: fingerprints(["a"])})]), 2)
+    with pytest.raises(RuntimeError, match="worker 0 exports state in batch 1 but the handler has no migrations directory"):
+        window_step(win, move, batch_keys(move.rows, win.operator, True), results=sink, schema=schema, migrations=None)
+
+
+def test_emit_frame_rows_come_in_their_order_and_the_state_goes_when_the_window_is_empty(tmp_path):
+    """Merge-stage rows, exports, sides, the summary, then one stat row with the ``named`` most
+    frequent keys' names; an empty window leaves no state behind."""
+    from skewlab.engine.runtimes.spark.messages import KeyCounts, SourceSide, WorkerSummary, decode
+    from skewlab.engine.runtimes.spark.operator import (EXPORT, FRESH_SHARE, SIDE, STAT, SUMMARY, BatchKeys, StepOutcome,
+                                                       decode_inbox, emit_frame, store_window)
+    from skewlab.engine.runtimes.spark.state_transfer import ExportRef
+    from skewlab.engine.runtimes.spark.window_state import WorkerWindow
+
+    inbox = decode_inbox(_inbox_frame(2, 1, [ControlOrder(7), SourceSide(0, 7)], keys=["a"]), 2)
+    keys = BatchKeys(["a", "b", "c"], np.array([1, 5, 3], np.int64), fingerprints(["a", "b", "c"]), None)
+    ref = ExportRef(7, 1, 0, "m/x.blob", 40, 2)
+    outcome = StepOutcome(((FRESH_SHARE, 7, "b", b"s"),), (ref,), applied=9, results=2)
+    win = WorkerWindow(2)
+    state = FakeState((b"old",))
+    assert store_window(win, state) == 0 and not state.exists
+    frame = emit_frame(inbox, keys, outcome, win, state_bytes=0, started=0.0, named=2)
+    assert frame["kind"].tolist() == [FRESH_SHARE, EXPORT, SIDE, SUMMARY, STAT]
+    assert frame["worker"].tolist() == [1] * 5 and frame["key"].tolist()[:2] == ["b", None]
+    assert frame["batch"].tolist()[0] == 7 and frame["batch"].isna().tolist() == [False, True, True, True, True]
+    summary = decode(frame["data"][3], WorkerSummary)
+    assert (summary.batch, summary.applied, summary.results, summary.shares) == (7, 9, 2, 1)
+    assert (summary.export_bytes, summary.exported_keys) == (40, 2)
+    stats = decode(frame["data"][4], KeyCounts)
+    assert stats.tuples.tolist() == [5, 3, 1] and stats.names == ["b", "c"]
+    assert pa.Table.from_pandas(frame, schema=OUT_ARROW, preserve_index=False).num_rows == 5

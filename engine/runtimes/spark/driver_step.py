@@ -1,13 +1,14 @@
 """The driver's per-micro-batch logic as one pure step: ``(snapshot, batch output) → (snapshot', decisions)``.
 
 :class:`SparkEngine <skewlab.engine.runtimes.spark.engine.SparkEngine>` runs the query and does the
-I/O around this step: it collects the batch's operator output (:class:`BatchOutput`), reads the
-pending operator commands and Spark's task times, calls :func:`step`, then carries out the
-:class:`Decisions` — publishes the routing snapshot of batch ``b + 1``, queues the interval record
-and the command marks for the database, saves the new :class:`DriverSnapshot` and prunes the
-migration files.  The step itself touches no file, database, clock or Spark: every input is an
-argument, every effect is in its result, and the input snapshot is left unchanged (the controller
-and shadows it mutates are copied first, together, so that they keep sharing one key vocabulary).
+I/O around this step: it collects the batch's operator output
+(:class:`~skewlab.engine.runtimes.spark.messages.BatchOutput`), reads the pending operator commands
+and Spark's task times, calls :func:`step`, then carries out the :class:`Decisions` — publishes the
+routing snapshot of batch ``b + 1``, queues the interval record and the command marks for the
+database, saves the new :class:`DriverSnapshot` and prunes the migration files.  The step itself
+touches no file, database, clock or Spark: every input is an argument, every effect is in its
+result, and the input snapshot is left unchanged (the controller and shadows it mutates are copied
+first, together, so that they keep sharing one key vocabulary).
 
 Per batch ``b`` (issue 24, item 6; the order of :mod:`skewlab.engine.runtimes.spark.engine`'s steps):
 
@@ -44,11 +45,11 @@ from skewlab.engine.control.controller import Controller, compose_orders
 from skewlab.engine.control.shadow import ShadowEvaluator
 from skewlab.engine.io.interval_record import interval_record, rebalance_events, worker_rows
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
-from skewlab.engine.runtimes.spark.messages import SourceSide, WorkerSummary
+from skewlab.engine.runtimes.spark.messages import BatchOutput, WorkerSummary
 from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, control_payloads
 from skewlab.storage.records import IntervalRecord
 
-__all__ = ["BatchOutput", "CommandMark", "Decisions", "DriverSettings", "DriverSnapshot", "RouteDecision",
+__all__ = ["CommandMark", "Decisions", "DriverSettings", "DriverSnapshot", "InFlightMigration", "RouteDecision",
            "INTERIM_GROUPING", "KERNELS_READY", "StepInput", "already_applied", "apply_commands", "next_route", "step",
            "track_migrations"]
 
@@ -64,32 +65,39 @@ KERNELS_READY = "its routing kernels are compiled"
 
 
 @dataclass(frozen=True)
-class BatchOutput:
-    """One batch's collected operator output, as
-    :func:`skewlab.engine.runtimes.spark.operator.unpack_output` gives it: ``workers``/``fps``/``counts``
-    (one entry per (worker, key fingerprint): the key's tuples in the batch), ``names`` (fingerprint →
-    name of the keys reported by name), ``states`` (source → its
-    :class:`~skewlab.engine.runtimes.spark.messages.SourceSide`: offsets, source state, dead letters,
-    the batch it was routed for), ``dead_letters`` (reason → [count, samples]), ``exports``
-    (references to the blobs the workers exported) and ``summaries`` (worker → its
-    :class:`~skewlab.engine.runtimes.spark.messages.WorkerSummary`: keys, held tuples and bytes of its state)."""
+class InFlightMigration:
+    """A migration whose state is in flight (:func:`track_migrations`): the moves the controller
+    ordered (``events``: :meth:`MigrationEvent.to_dict <skewlab.engine.control.controller.MigrationEvent>`
+    of each, ``interval_total`` set when their interval closes), published for ``export_batch``, with
+    the median latency of the batches before it (``latency_before_ms``) and the planning batch's
+    (``latency_plan_ms``).  Set in the export batch: ``bytes_moved`` (the export blobs' bytes), that
+    batch's latency (``latency_export_ms``) and its wall-clock end (``export_end``); ``None`` until
+    then."""
 
-    workers: np.ndarray
-    fps: np.ndarray
-    counts: np.ndarray
-    names: Mapping[int, str] = field(default_factory=dict)
-    states: Mapping[int, SourceSide] = field(default_factory=dict)
-    dead_letters: Mapping[str, list] = field(default_factory=dict)
-    exports: tuple[ExportRef, ...] = ()
-    summaries: Mapping[int, WorkerSummary] = field(default_factory=dict)
+    export_batch: int
+    events: tuple[Mapping[str, Any], ...] = ()
+    latency_before_ms: float | None = None
+    latency_plan_ms: float | None = None
+    bytes_moved: int | None = None
+    latency_export_ms: float | None = None
+    export_end: float | None = None
+
+    #: the fields a snapshot's dict leaves out while they are ``None``
+    _OPTIONAL = ("latency_plan_ms", "bytes_moved", "latency_export_ms", "export_end")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dict the engine snapshot stores: ``export_batch``, ``events`` (a list),
+        ``latency_before_ms``, and each of the fields set in the planning and export batches once it
+        is set."""
+        out: dict[str, Any] = {"export_batch": self.export_batch, "events": [dict(e) for e in self.events],
+                               "latency_before_ms": self.latency_before_ms}
+        out.update((name, getattr(self, name)) for name in self._OPTIONAL if getattr(self, name) is not None)
+        return out
 
     @classmethod
-    def of(cls, unpacked: Mapping[str, Any]) -> "BatchOutput":
-        """From :func:`~skewlab.engine.runtimes.spark.operator.unpack_output`'s dict."""
-        return cls(workers=unpacked["workers"], fps=unpacked["fps"], counts=unpacked["counts"],
-                   names=unpacked.get("names", {}), states=unpacked.get("states", {}),
-                   dead_letters=unpacked.get("dead_letters", {}), exports=tuple(unpacked.get("exports", ())),
-                   summaries=unpacked.get("summaries", {}))
+    def of(cls, stored: Mapping[str, Any]) -> "InFlightMigration":
+        """From a snapshot's dict (:meth:`to_dict`; a missing optional field is ``None``)."""
+        return cls(**{**stored, "events": tuple(dict(e) for e in stored.get("events", ()))})
 
 
 @dataclass(frozen=True)
@@ -150,7 +158,7 @@ class DriverSnapshot:
     worker_held: Mapping[int, int] = field(default_factory=dict)
     worker_bytes: Mapping[int, int] = field(default_factory=dict)
     #: migrations whose state is in flight: planned, exported, imported (:func:`track_migrations`)
-    migrating: tuple[Mapping[str, Any], ...] = ()
+    migrating: tuple[InFlightMigration, ...] = ()
     #: what the next routing snapshot carries besides the grouping: composed move orders (key ids,
     #: holders, targets) and the references to the blobs each worker imports
     next_orders: Orders = field(default_factory=lambda: compose_orders([]))
@@ -348,10 +356,11 @@ def next_route(s: DriverSnapshot, batch_id: int, settings: DriverSettings, *, wa
     fresh = c.migrations[s.migrations_seen:]
     migrating = s.migrating
     if fresh:
-        migrating = (*migrating, {"export_batch": batch_id, "events": [m.to_dict() for m in fresh],
-                                  "latency_before_ms": float(np.median(s.latencies[-5:])) if s.latencies else None})
+        migrating = (*migrating, InFlightMigration(
+            batch_id, tuple(m.to_dict() for m in fresh),
+            latency_before_ms=float(np.median(s.latencies[-5:])) if s.latencies else None))
     if wall_latency_ms is not None:  # the planning batch's time (its commands and publication excluded)
-        migrating = tuple({**m, "latency_plan_ms": wall_latency_ms} if m["export_batch"] == batch_id else m
+        migrating = tuple(replace(m, latency_plan_ms=wall_latency_ms) if m.export_batch == batch_id else m
                           for m in migrating)
     holding = ({w for w, k in s.worker_keys.items() if k} | {w for w, k in s.worker_held.items() if k}
                | set(s.next_imports))
@@ -367,9 +376,9 @@ def next_route(s: DriverSnapshot, batch_id: int, settings: DriverSettings, *, wa
                    shares_split=split), route
 
 
-def track_migrations(migrating: tuple[Mapping[str, Any], ...], batch_id: int, exports: tuple[ExportRef, ...],
+def track_migrations(migrating: tuple[InFlightMigration, ...], batch_id: int, exports: tuple[ExportRef, ...],
                      latency_ms: float, wall: float, algorithm: str, closed: tuple[int, float] | None = None,
-                     ) -> tuple[tuple[Mapping[str, Any], ...], list[dict[str, Any]]]:
+                     ) -> tuple[tuple[InFlightMigration, ...], list[dict[str, Any]]]:
     """Follow each migration through its batches: the export batch (the old workers' state leaves
     their tasks: bytes moved), then the import batch (the new workers merge it and release the held
     tuples).  Returns the migrations still in flight and the storage rows of those that completed
@@ -384,31 +393,32 @@ def track_migrations(migrating: tuple[Mapping[str, Any], ...], batch_id: int, ex
     the rows of an interval sum to the interval's ``migration_cost`` (:mod:`skewlab.storage.moves`).
     The export's bytes go on its first row (they cannot be told apart by interval), the hold on every
     row (each row's keys were held that long)."""
-    left: list[Mapping[str, Any]] = []
+    left: list[InFlightMigration] = []
     done: list[dict[str, Any]] = []
     for m in migrating:
         if closed is not None and any(e["interval"] == closed[0] and e.get("interval_total") is None
-                                      for e in m["events"]):
-            m = {**m, "events": [{**e, "interval_total": closed[1]}
-                                 if e["interval"] == closed[0] and e.get("interval_total") is None else e
-                                 for e in m["events"]]}
-        if m["export_batch"] == batch_id:
-            left.append({**m, "bytes_moved": sum(ref.bytes for ref in exports), "latency_export_ms": latency_ms,
-                         "export_end": wall})
-        elif m["export_batch"] < batch_id:
+                                      for e in m.events):
+            m = replace(m, events=tuple({**e, "interval_total": closed[1]}
+                                        if e["interval"] == closed[0] and e.get("interval_total") is None else e
+                                        for e in m.events))
+        if m.export_batch == batch_id:
+            left.append(replace(m, bytes_moved=sum(ref.bytes for ref in exports), latency_export_ms=latency_ms,
+                                export_end=wall))
+        elif m.export_batch < batch_id:
             by_interval: dict[int, list[Mapping[str, Any]]] = {}
-            for e in m["events"]:
+            for e in m.events:
                 by_interval.setdefault(int(e["interval"]), []).append(e)
             first = min(by_interval)
             for interval, events in sorted(by_interval.items()):
-                done.append(_migration_row(m, events, interval, batch_id, wall, latency_ms, algorithm,
-                                           m.get("bytes_moved", 0) if interval == first else None, first))
+                bytes_moved = (0 if m.bytes_moved is None else m.bytes_moved) if interval == first else None
+                done.append(_migration_row(m, events, interval, batch_id, wall, latency_ms, algorithm, bytes_moved,
+                                           first))
         else:
             left.append(m)
     return tuple(left), done
 
 
-def _migration_row(m: Mapping[str, Any], events: list[Mapping[str, Any]], interval: int, batch_id: int,
+def _migration_row(m: InFlightMigration, events: list[Mapping[str, Any]], interval: int, batch_id: int,
                    wall: float, latency_ms: float, algorithm: str, bytes_moved: int | None, first: int
                    ) -> dict[str, Any]:
     """The storage row of the moves ``events`` of interval ``interval`` in the migration ``m`` that
@@ -418,11 +428,11 @@ def _migration_row(m: Mapping[str, Any], events: list[Mapping[str, Any]], interv
     total = next((e["interval_total"] for e in events if e.get("interval_total") is not None),
                  max((e["total_state"] for e in events), default=0.0))
     detail = {"reason": "+".join(dict.fromkeys(e["reason"] for e in events)), "planned_interval": interval,
-              "export_batch": m["export_batch"], "import_batch": batch_id,
-              "latency_before_ms": m["latency_before_ms"], "latency_plan_ms": m.get("latency_plan_ms"),
+              "export_batch": m.export_batch, "import_batch": batch_id,
+              "latency_before_ms": m.latency_before_ms, "latency_plan_ms": m.latency_plan_ms,
               "moves": [{"reason": e["reason"], "interval": e["interval"], "keys": e["keys"],
                          "state_moved": e["state_moved"]} for e in events],
-              "latency_export_ms": m.get("latency_export_ms"), "latency_import_ms": latency_ms}
+              "latency_export_ms": m.latency_export_ms, "latency_import_ms": latency_ms}
     if bytes_moved is None:  # the export also carried the moves of interval ``first``: its bytes are there
         detail["bytes_with_interval"] = first
     return {  # the algorithm that planned it (a later switch may have replaced it since)
@@ -432,8 +442,8 @@ def _migration_row(m: Mapping[str, Any], events: list[Mapping[str, Any]], interv
         "migration_cost": moved / total if total > 0 else 0.0,
         "planned_interval": interval,
         "bytes_moved": bytes_moved,
-        "pause_batches": batch_id - m["export_batch"],
-        "pause_ms": (wall - m["export_end"]) * 1000.0 if "export_end" in m else None,
+        "pause_batches": batch_id - m.export_batch,
+        "pause_ms": (wall - m.export_end) * 1000.0 if m.export_end is not None else None,
         "detail": detail,
     }
 

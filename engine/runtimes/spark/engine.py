@@ -71,9 +71,10 @@ from skewlab.engine.operators import KeyedOperator, is_mergeable, load_operator,
 from skewlab.engine.runtimes.background_warmup import BackgroundWarmup
 from skewlab.engine.runtimes.spark.python_workers import start_python_workers
 from skewlab.engine.runtimes.spark.cluster_settings import check_executors, is_local_master
-from skewlab.engine.runtimes.spark.driver_step import (INTERIM_GROUPING, BatchOutput, DriverSettings, DriverSnapshot,
-                                                       StepInput, already_applied, apply_commands, next_route, step)
+from skewlab.engine.runtimes.spark.driver_step import (INTERIM_GROUPING, DriverSettings, DriverSnapshot, StepInput,
+                                                       already_applied, apply_commands, next_route, step)
 from skewlab.engine.runtimes.spark.engine_snapshot import EngineSnapshot
+from skewlab.engine.runtimes.spark.messages import BatchOutput
 from skewlab.engine.runtimes.spark.query_lifecycle import EngineFailed, QueryLifecycle, first_line
 from skewlab.engine.runtimes.spark.run_start import start_run, stream_of
 from skewlab.engine.runtimes.spark.source_config import FileSource, GeneratorSource, KafkaSource, RecordFields, SourceConfig
@@ -393,7 +394,7 @@ class SparkEngine:
                 self.log(f"batch {batch_id} failed: {type(exc).__name__}: {first_line(exc)}")
                 raise
 
-    def _collect(self, df: Any, batch_id: int) -> dict[str, Any]:
+    def _collect(self, df: Any, batch_id: int) -> BatchOutput:
         """Run the batch's operator: collect its statistics (:func:`~skewlab.engine.runtimes.spark.operator.unpack_output`)
         and, if workers sent shares, run the merge stage that writes the results
         (:func:`~skewlab.engine.runtimes.spark.share_merge.merge_in_spark`) on the executors.  The
@@ -407,7 +408,7 @@ class SparkEngine:
         try:
             # the collected table is freed here: only its numeric columns live on
             u = unpack_output(df.filter(~F.col("kind").isin(*MERGE_KINDS)).toArrow())
-            shares = sum(s.shares for s in u["summaries"].values())
+            shares = sum(s.shares for s in u.summaries.values())
             if shares:
                 merge_in_spark(df, batch_id, self.snapshot.partitions, self.results, self.operator, rows_announced=shares)
         finally:
@@ -420,7 +421,7 @@ class SparkEngine:
         batch; its exports and result files are the same as the first time): the step applies nothing
         then.  Returns whether the batch was applied."""
         t0 = time.perf_counter()
-        output = BatchOutput.of(self._collect(df, batch_id))
+        output = self._collect(df, batch_id)
         replay = already_applied(self.snapshot, batch_id)
         moves = dict(exports=bool(output.exports), imports=bool(self.snapshot.next_imports))  # this batch's, for the hook
         if not replay:

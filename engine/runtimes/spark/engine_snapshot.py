@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from skewlab.engine.algorithms.keys import FingerprintVocabulary
 from skewlab.engine.control.controller import compose_orders
-from skewlab.engine.runtimes.spark.driver_step import DriverSnapshot
+from skewlab.engine.runtimes.spark.driver_step import DriverSnapshot, InFlightMigration
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
 
 __all__ = ["FORMAT", "EngineSnapshot", "SnapshotRefused"]
@@ -33,16 +33,17 @@ FORMAT = 2
 #: the driver's fields a snapshot keeps (the others live in memory only)
 PERSISTED = tuple(f.name for f in fields(DriverSnapshot) if f.metadata.get("persist", True) and f.name != "last_batch")
 
-#: how a field is written (plain lists and dicts in the pickle) and read back into the dataclass
+#: how a field is written (plain lists and dicts in the pickle) and read back into the dataclass;
+#: migrations in flight as the dicts of :meth:`InFlightMigration.to_dict`
 _ENCODE = {
     "applied_commands": list, "consumed": dict, "worker_keys": dict, "worker_held": dict, "worker_bytes": dict,
-    "migrating": lambda ms: [dict(m) for m in ms],
+    "migrating": lambda ms: [m.to_dict() for m in ms],
     "next_imports": lambda imports: {w: list(refs) for w, refs in imports.items()},
     "latencies": lambda xs: list(xs[-20:]),
 }
 _DECODE = {
     "applied_commands": tuple, "consumed": dict, "worker_keys": dict, "worker_held": dict, "worker_bytes": dict,
-    "migrating": lambda ms: tuple(dict(m) for m in ms),
+    "migrating": lambda ms: tuple(InFlightMigration.of(m) for m in ms),
     "next_imports": lambda imports: {int(w): tuple(refs) for w, refs in imports.items()},
     "latencies": tuple, "partitions": int, "shares_split": bool,
 }

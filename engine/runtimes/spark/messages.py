@@ -12,7 +12,7 @@ Every message that is not a routed tuple or a per-key statistic travels as one e
   operator.OUT_SCHEMA`): :class:`SourceSide`, :class:`ExportNotice` (a blob a worker wrote),
   :class:`WorkerSummary` and :class:`KeyCounts` (the per-key tuple counts of the batch as arrays; one
   of each per worker and batch).  :class:`KeyStats` is the driver's column-wise view of all the
-  workers' :class:`KeyCounts`.
+  workers' :class:`KeyCounts`; :class:`BatchOutput`, the driver's view of all of a batch's messages.
 
 **Codec.** One MessagePack array ``[type tag, version, {field: value}]`` per message; the fields are
 the ones its class declares, each with its wire type (:func:`wire_fields`), nothing else: integers, floats, booleans,
@@ -41,8 +41,8 @@ import pyarrow as pa
 
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
 
-__all__ = ["MESSAGES", "ControlOrder", "ExportNotice", "ImportOrder", "KeyCounts", "KeyStats", "MessageError", "SourceSide",
-           "TouchedKeys", "WorkerSummary", "decode", "decode_text", "wire_fields"]
+__all__ = ["MESSAGES", "BatchOutput", "ControlOrder", "ExportNotice", "ImportOrder", "KeyCounts", "KeyStats", "MessageError",
+           "SourceSide", "TouchedKeys", "WorkerSummary", "decode", "decode_text", "wire_fields"]
 
 
 class MessageError(ValueError):
@@ -363,3 +363,23 @@ class KeyStats:
         return cls(np.concatenate([np.full(len(c.fps), w, np.int64) for w, c in items]),
                    np.concatenate([c.fps for _, c in items]).astype(np.uint64, copy=False),
                    np.concatenate([c.tuples for _, c in items]).astype(np.int64), names)
+
+
+@dataclass(frozen=True)
+class BatchOutput:
+    """One batch's collected operator output, as
+    :func:`skewlab.engine.runtimes.spark.operator.unpack_output` gives it: ``workers``/``fps``/``counts``
+    (one entry per (worker, key fingerprint): the key's tuples in the batch), ``names`` (fingerprint →
+    name of the keys reported by name), ``states`` (source → its :class:`SourceSide`: offsets, source
+    state, dead letters, the batch it was routed for), ``dead_letters`` (reason → [count, samples]),
+    ``exports`` (references to the blobs the workers exported) and ``summaries`` (worker → its
+    :class:`WorkerSummary`: keys, held tuples and bytes of its state)."""
+
+    workers: np.ndarray
+    fps: np.ndarray
+    counts: np.ndarray
+    names: Mapping[int, str] = field(default_factory=dict)
+    states: Mapping[int, SourceSide] = field(default_factory=dict)
+    dead_letters: Mapping[str, list] = field(default_factory=dict)
+    exports: tuple[ExportRef, ...] = ()
+    summaries: Mapping[int, WorkerSummary] = field(default_factory=dict)

@@ -8,7 +8,7 @@ one binary value in Spark's state store (RocksDB provider, changelog checkpointi
 :func:`skewlab.engine.runtimes.spark.session.configure_state_store`), so Spark checkpoints it with the query's offsets
 and restores it on restart.
 
-Per batch the handler of worker ``w``
+Per batch the handler of worker ``w`` loads its window from the state and
 
 1. reads its special rows (``worker = P + w``, one message of :mod:`skewlab.engine.runtimes.spark.messages`
    each): the batch's :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder` (batch id, exports,
@@ -17,14 +17,16 @@ Per batch the handler of worker ``w``
    :class:`~skewlab.engine.runtimes.spark.messages.ImportOrder` rows (references
    to the export blobs other workers wrote in the previous batch,
    :mod:`skewlab.engine.runtimes.spark.state_transfer`: it reads the files) and the sources'
-   :class:`~skewlab.engine.runtimes.spark.messages.SourceSide` rows (passed on to the driver as they came);
+   :class:`~skewlab.engine.runtimes.spark.messages.SourceSide` rows (passed on to the driver as they came):
+   :func:`decode_inbox`;
 2. computes the keyed operator's per-key partial states of the batch at once
    (:meth:`skewlab.engine.operators.KeyedOperator.partials`, or
    :meth:`~skewlab.engine.operators.KeyedOperator.partials_combined` of the combined rows of an
    operator that combines, column ``tuples``: the per-key tuple counts are the tuples', not the
-   rows'; not for count, whose state is the tuple count) and runs :meth:`WorkerWindow.step` (import,
-   slide, export, hold, apply; in a run with split keys nothing is held and the exported keys'
-   shares go to the merge stage);
+   rows'; not for count, whose state is the tuple count; :func:`batch_keys`) and runs
+   :meth:`WorkerWindow.step` (import, slide, export, hold, apply; in a run with split keys nothing is
+   held and the exported keys' shares go to the merge stage; :func:`window_step`, which also does
+   step 3);
 3. under a single-owner grouping writes its results — one row per key with tuples applied:
    ``(batch, key, result, <operator columns>, shares)``
    (:func:`skewlab.engine.runtimes.spark.result_sink.sink_schema`) — to the sink
@@ -36,10 +38,11 @@ Per batch the handler of worker ``w``
    instead — its own keys and those of the batch's
    :class:`~skewlab.engine.runtimes.spark.messages.TouchedKeys` rows (keys the input partitions
    routed to other workers) — (:func:`merge_stage_rows`, :mod:`skewlab.engine.runtimes.spark.share_merge`);
-4. returns to the driver only statistics: per-key tuple counts of the batch (the controller's
-   input; one :class:`~skewlab.engine.runtimes.spark.messages.KeyCounts` row of arrays, not a row per
-   key), an :class:`~skewlab.engine.runtimes.spark.messages.ExportNotice` of each export blob it wrote
-   (path, bytes, keys, target), the side rows, and one
+4. stores its window (:func:`store_window`) and returns to the driver only statistics
+   (:func:`emit_frame`): per-key tuple counts of the batch (the controller's input; one
+   :class:`~skewlab.engine.runtimes.spark.messages.KeyCounts` row of arrays, not a row per key), an
+   :class:`~skewlab.engine.runtimes.spark.messages.ExportNotice` of each export blob it wrote (path,
+   bytes, keys, target), the side rows, and one
    :class:`~skewlab.engine.runtimes.spark.messages.WorkerSummary` (state keys, state bytes, handler
    seconds, tuples held, rows sent to the merge stage); the merge stage's rows
    (:data:`MERGE_KINDS`, column ``batch``: the row's batch) stay on the executors.
@@ -68,23 +71,26 @@ from __future__ import annotations
 
 import pickle
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from skewlab.engine.operators import KeyedOperator
-from skewlab.engine.runtimes.spark.messages import (ControlOrder, ExportNotice, ImportOrder, KeyCounts, KeyStats, SourceSide,
-                                                   TouchedKeys, WorkerSummary, decode, decode_text)
+from skewlab.engine.runtimes.spark.messages import (BatchOutput, ControlOrder, ExportNotice, ImportOrder, KeyCounts,
+                                                   KeyStats, SourceSide, TouchedKeys, WorkerSummary, decode, decode_text)
 from skewlab.engine.runtimes.spark.result_sink import sink_schema
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef, read_export, write_export
 from skewlab.engine.runtimes.spark.window_state import WorkerWindow, key_fingerprints
 
-__all__ = ["EXPORT", "FINAL", "FRESH_SHARE", "KEPT_SHARE", "MERGE_KINDS", "OUT_ARROW", "OUT_SCHEMA", "SIDE", "STAT",
-           "STATE_SCHEMA", "SUMMARY", "make_handler", "merge_stage_rows",
-           "unpack_output"]
+__all__ = ["EXPORT", "FINAL", "FRESH_SHARE", "KEPT_SHARE", "MERGE_KINDS", "OUT_ARROW", "OUT_COLUMNS", "OUT_SCHEMA", "SIDE",
+           "STAT", "STATE_SCHEMA", "SUMMARY", "BatchKeys", "StepOutcome", "WorkerInbox", "batch_keys", "decode_inbox",
+           "emit_frame", "make_handler", "merge_stage_rows", "store_window", "unpack_output", "window_step"]
 
 OUT_SCHEMA = "kind int, worker int, key string, data binary, batch long"
+#: the column names of :data:`OUT_SCHEMA`, in order
+OUT_COLUMNS = ["kind", "worker", "key", "data", "batch"]
 #: :data:`OUT_SCHEMA` as Arrow (the handler's frames converted as Spark does; for tests and benches)
 OUT_ARROW = pa.schema([("kind", pa.int32()), ("worker", pa.int32()), ("key", pa.string()), ("data", pa.binary()),
                        ("batch", pa.int64())])
@@ -142,6 +148,249 @@ def merge_stage_rows(win: WorkerWindow, batch: int, keys: Sequence[str], results
     return rows
 
 
+@dataclass(frozen=True)
+class WorkerInbox:
+    """One worker's rows of one batch, decoded (:func:`decode_inbox`): the ``worker``, the batch's
+    :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder` (``None``: the worker has no control
+    row, and then no tuples), the export blobs its
+    :class:`~skewlab.engine.runtimes.spark.messages.ImportOrder` rows reference (``imports``, read),
+    the :class:`~skewlab.engine.runtimes.spark.messages.TouchedKeys` rows (``touches``), the
+    :class:`~skewlab.engine.runtimes.spark.messages.SourceSide` rows as they came (``sides``, encoded)
+    and the data rows (``rows``: a pandas frame; ``key``, ``worker`` and the routed value or the
+    combined columns)."""
+
+    worker: int
+    control: ControlOrder | None
+    imports: tuple[dict[str, Any], ...]
+    touches: tuple[TouchedKeys, ...]
+    sides: tuple[bytes, ...]
+    rows: Any
+
+    @property
+    def batch(self) -> int | None:
+        """The control order's batch; ``None`` without one."""
+        return None if self.control is None else self.control.batch
+
+
+@dataclass(frozen=True)
+class BatchKeys:
+    """The distinct keys of a worker's rows in one batch (:func:`batch_keys`): their ``names``,
+    their ``counts`` (tuples, int64; of a combined row, the tuples it stands for), ``fps``
+    (fingerprints, :func:`key_fingerprints`) and ``partials`` (the operator's partial state of each
+    key; ``None`` when the window keeps tuple counts only)."""
+
+    names: list[str]
+    counts: np.ndarray
+    fps: np.ndarray
+    partials: Sequence[Any] | None
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What :func:`window_step` did in one batch: the merge stage's ``merge_rows``
+    (``(kind, batch, key, bytes)``, :func:`merge_stage_rows`), the references of the export blobs it
+    wrote (``exports``), the tuples ``applied``, the result rows written to the sink (``results``)
+    and the keys in the window held away from their home (``off_home``, computed for ``home_n``
+    workers; ``home_n`` 0: not reported)."""
+
+    merge_rows: tuple[tuple[int, int, str, bytes], ...] = ()
+    exports: tuple[ExportRef, ...] = ()
+    applied: int = 0
+    results: int = 0
+    off_home: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    home_n: int = 0
+
+
+def decode_inbox(pdf: Any, partitions: int) -> WorkerInbox:
+    """Split one worker's rows of a batch (a pandas frame of
+    :data:`~skewlab.engine.runtimes.spark.topology.ROUTED_SCHEMA` rows, ``partitions`` = P) into its
+    special rows' messages (``worker = P + w``) and its data rows; reads the export blobs the import
+    rows reference (:func:`~skewlab.engine.runtimes.spark.state_transfer.read_export`).  Refuses
+    (``RuntimeError``) rows of several workers in one group, data rows without a control row and
+    touch rows of another batch than the control row's; a special row that is no message it expects raises
+    :class:`~skewlab.engine.runtimes.spark.messages.MessageError`."""
+    wcol = pdf["worker"].to_numpy()
+    special = wcol >= partitions
+    worker = int(wcol[0]) % partitions
+    if not (wcol % partitions == worker).all():
+        raise RuntimeError(f"rows of several workers in one group ({sorted(set((wcol % partitions).tolist()))}): "
+                           "worker labels are wrong")
+    control: ControlOrder | None = None
+    imports: list[dict[str, Any]] = []
+    sides: list[bytes] = []
+    touches: list[TouchedKeys] = []
+    if special.any():
+        for key in pdf["key"].to_numpy()[special]:
+            msg = decode_text(key, (ControlOrder, ImportOrder, TouchedKeys, SourceSide))
+            if isinstance(msg, ControlOrder):
+                control = msg
+            elif isinstance(msg, ImportOrder):
+                imports.append(read_export(msg.ref))
+            elif isinstance(msg, TouchedKeys):
+                touches.append(msg)
+            else:
+                sides.append(msg.encode())
+    rows = pdf[~special] if special.any() else pdf
+    batch = None if control is None else control.batch
+    if control is None and len(rows):
+        raise RuntimeError(f"worker {worker} received {len(rows)} tuples without a control row")
+    if any(t.batch != batch for t in touches):
+        raise RuntimeError(f"worker {worker} received touch rows of batch "
+                           f"{sorted({t.batch for t in touches} - {batch})} in batch {batch}")
+    return WorkerInbox(worker, control, tuple(imports), tuple(touches), tuple(sides), rows)
+
+
+def batch_keys(rows: Any, op: KeyedOperator, ring_only: bool) -> BatchKeys:
+    """The distinct keys of a worker's data ``rows`` (pandas), their tuple counts and fingerprints,
+    and the operator's per-key partial states of the batch computed at once: of combined rows
+    (column ``tuples``, :meth:`~skewlab.engine.operators.KeyedOperator.partials_combined` of the
+    operator's combined columns), else of the tuples
+    (:meth:`~skewlab.engine.operators.KeyedOperator.partials`, with the ``value`` column if the
+    operator reads values).  ``ring_only`` (the window keeps tuple counts only, as for count): no
+    partials."""
+    import pandas as pd
+
+    data = rows["key"]
+    partials = None
+    if "tuples" in rows.columns:  # combined rows (topology.combined_schema): a row per (key, source task)
+        codes, uniq = pd.factorize(data, sort=False)
+        codes = codes.astype(np.int64, copy=False)
+        tuples = rows["tuples"].to_numpy(dtype=np.int64)
+        counts = np.bincount(codes, weights=tuples, minlength=len(uniq)).astype(np.int64)
+        keys = list(uniq)
+        if not ring_only:
+            partials = op.partials_combined(codes, len(keys), tuples, [rows[name].to_numpy() for name, _
+                                                                       in op.combined]) if len(keys) else []
+    elif ring_only:
+        vc = data.value_counts(sort=False)
+        keys = vc.index.tolist()
+        counts = vc.to_numpy(dtype=np.int64)
+    else:
+        codes, uniq = pd.factorize(data, sort=False)
+        codes = codes.astype(np.int64, copy=False)
+        counts = np.bincount(codes, minlength=len(uniq)).astype(np.int64)
+        keys = list(uniq)
+        values = rows["value"].to_numpy() if op.needs_value else None
+        partials = op.partials(codes, len(keys), values) if len(keys) else []
+    return BatchKeys(keys, counts, key_fingerprints(keys), partials)
+
+
+def window_step(win: WorkerWindow, inbox: WorkerInbox, keys: BatchKeys, *, results: Any, schema: pa.Schema,
+                migrations: str | None, service: float = 0.0) -> StepOutcome:
+    """Run :meth:`WorkerWindow.step` of the inbox's batch on ``win`` (imports, the control order's
+    exports and expected keys, ``split``) and carry out its effects, in this order: sleep ``service``
+    seconds per tuple applied in this call (the batch's tuples not held plus held tuples released by an
+    import); in a split-key run, make the merge stage's rows (:func:`merge_stage_rows`: the shares of
+    the batch's keys whose result is merged — every key with ``merge_all``, else those in the touch rows
+    — and of the touched keys it holds) and keep only this batch's results of the keys held here alone;
+    write the remaining results to ``results`` (the sink; one owner per key, ``shares`` 1); compute the
+    keys held away from home if the control order names the workers; write each export blob to
+    ``migrations`` (``RuntimeError`` if there are exports and no directory).  Without a control order
+    nothing runs (an empty :class:`StepOutcome`)."""
+    control = inbox.control
+    if control is None:
+        return StepOutcome()
+    batch, worker, imports = control.batch, inbox.worker, list(inbox.imports)
+    names, counts, fps = keys.names, keys.counts, keys.fps
+    # tuples applied in this call = arrived (new + carried held) - still held - held carried away
+    arrived = win.held_tuples() + int(counts.sum()) + sum(int(h[2]) for blob in imports for h in blob.get("held", ()))
+    touched = np.unique(np.concatenate([t.keys for t in inbox.touches])) if inbox.touches else np.zeros(0, np.uint64)
+    # a run with split keys writes here the results of the keys no other worker holds
+    final = None if not control.split or control.merge_all else ~np.isin(fps, touched, assume_unique=True)
+    step = win.step(batch, names, counts, partials=keys.partials, fps=fps, imports=imports,
+                    exports={int(t): ks for t, ks in control.exports.items()},
+                    expect=control.expect, split=control.split, final=final)
+    applied = arrived - win.held_tuples() - sum(int(h[2]) for blob in step["exports"].values()
+                                                for h in blob.get("held", ()))
+    if service and applied > 0:
+        time.sleep(applied * service)  # the emulated work, before its results go out
+    res = step["results"]
+    merge_rows: list[tuple[int, int, str, bytes]] = []
+    if control.split:
+        # the key-partitioned merge stage (share_merge) writes the results of the split keys
+        merged = None if final is None else ~final
+        m_keys = names if merged is None else [names[i] for i in np.flatnonzero(merged).tolist()]
+        merge_rows = merge_stage_rows(win, batch, m_keys, res, step["export_shares"], touched,
+                                      fps if merged is None else fps[merged])
+        res = [r for r in res if r[0] == batch]  # the keys held here alone (earlier batches: merged)
+    if res:  # a single owner per key: its result is final
+        cols = list(zip(*res))  # batch, key, result, the operator's columns
+        cols.append(np.ones(len(res), np.int32))  # shares: the owner's
+        table = pa.table([pa.array(c, f.type) for c, f in zip(cols, schema)], schema=schema)
+        results.write(batch, worker, table)
+    off_home, home_n = np.zeros(0, np.uint64), 0
+    if control.workers:
+        off = win.off_home(worker, control.workers)
+        if off.size <= MAX_OFF_HOME_SHARE * len(win):  # else: unknown, so every key merges
+            off_home, home_n = off, control.workers
+    if step["exports"] and migrations is None:
+        raise RuntimeError(f"worker {worker} exports state in batch {batch} but the handler has no migrations "
+                           "directory")
+    refs = tuple(write_export(migrations, batch, worker, int(target), blob) for target, blob in step["exports"].items())
+    return StepOutcome(tuple(merge_rows), refs, applied, len(res), off_home, home_n)
+
+
+def store_window(win: WorkerWindow, state: Any) -> int:
+    """Keep ``win`` in the worker's Spark state (``GroupState``: one binary value), or remove the
+    state when the window holds no key, held tuple or expected key; returns the bytes stored."""
+    if len(win) or win.held or win.expect:
+        blob = win.dumps()
+        state.update((blob,))
+        return len(blob)
+    if state.exists:
+        state.remove()
+    return 0
+
+
+def emit_frame(inbox: WorkerInbox, keys: BatchKeys, outcome: StepOutcome, win: WorkerWindow, *, state_bytes: int,
+               started: float, named: int) -> Any:
+    """The worker's output frame of the batch (:data:`OUT_SCHEMA`), rows in this order: the merge
+    stage's rows, one :data:`EXPORT` row per blob written, the :data:`SIDE` rows as they came, the
+    :data:`SUMMARY` (its ``seconds``: since ``started``, taken here) and one :data:`STAT` row: the
+    batch's key counts, the ``named`` most frequent keys first, with their names."""
+    import pandas as pd
+
+    out_kind = [kind for kind, _, _, _ in outcome.merge_rows]
+    out_key: list[str | None] = [k for _, _, k, _ in outcome.merge_rows]
+    out_data: list[bytes | None] = [d for _, _, _, d in outcome.merge_rows]
+    out_batch: list[int | None] = [bt for _, bt, _, _ in outcome.merge_rows]
+    for ref in outcome.exports:
+        out_kind.append(EXPORT)
+        out_key.append(None)
+        out_data.append(ExportNotice(ref).encode())
+        out_batch.append(None)
+    for raw in inbox.sides:
+        out_kind.append(SIDE)
+        out_key.append(None)
+        out_data.append(raw)
+        out_batch.append(None)
+    summary = WorkerSummary(inbox.batch, keys=len(win), state_bytes=state_bytes, held=win.held_tuples(),
+                            export_bytes=sum(ref.bytes for ref in outcome.exports),
+                            exported_keys=sum(ref.keys for ref in outcome.exports),
+                            imported_keys=sum(len(b.get("keys", ())) for b in inbox.imports),
+                            results=outcome.results, shares=len(outcome.merge_rows), applied=outcome.applied,
+                            seconds=time.perf_counter() - started, off_home=outcome.off_home,
+                            home_n=outcome.home_n)
+    out_kind.append(SUMMARY)
+    out_key.append(None)
+    out_data.append(summary.encode())
+    out_batch.append(None)
+    order = np.argsort(-keys.counts, kind="stable")
+    top = order[:named].tolist()
+    stats = KeyCounts(keys.fps[order], keys.counts[order].astype(np.uint64), [keys.names[i] for i in top])
+    out_kind.append(STAT)
+    out_key.append(None)
+    out_data.append(stats.encode())
+    out_batch.append(None)
+    return pd.DataFrame({
+        "kind": np.asarray(out_kind, np.int32),
+        "worker": np.full(len(out_kind), inbox.worker, np.int32),
+        "key": out_key,
+        "data": out_data,
+        "batch": pd.array(out_batch, dtype="Int64"),
+    }, columns=OUT_COLUMNS)
+
+
 def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperator | None = None, named: int = 10,
                  service_us: float = 0.0, migrations: str | None = None) -> Callable[..., Iterator[Any]]:
     """The ``applyInPandasWithState`` function of ``operator`` (default count; an operator that
@@ -155,7 +404,10 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
     who add "a fixed delay of 1 ms to the processing of each message" to emulate CPU or I/O cost:
     the handler sleeps ``service_us`` µs for every tuple it applies in this call (the batch's tuples
     that are not held, plus held tuples released by an import).  Deviation: one sleep per call for all
-    of them, not one per tuple — the task's time is the same, without a million timer calls."""
+    of them, not one per tuple — the task's time is the same, without a million timer calls.
+
+    Per call: :func:`decode_inbox` → :func:`batch_keys` → :func:`window_step` → :func:`store_window`
+    → :func:`emit_frame`; the worker's window is loaded from the state first."""
     import pandas as pd
 
     from skewlab.engine.runtimes.spark.result_sink import ParquetSink
@@ -163,177 +415,34 @@ def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperato
     op = operator if operator is not None else WorkerWindow(1).operator
     schema = sink_schema(op)
     results = sink if hasattr(sink, "write") else ParquetSink(str(sink), schema)
-
     P = int(partitions)
     W = int(window)
     service = float(service_us) * 1e-6
-    columns = ["kind", "worker", "key", "data", "batch"]
 
     def handle(label: tuple, frames: Iterator[Any], state: Any) -> Iterator[Any]:
         started = time.perf_counter()
         parts = [f for f in frames if len(f)]
         if not parts:
             return
-        pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-        wcol = pdf["worker"].to_numpy()
-        special = wcol >= P
-        worker = int(wcol[0]) % P
-        if not (wcol % P == worker).all():
-            raise RuntimeError(f"rows of several workers in one group ({sorted(set((wcol % P).tolist()))}): worker labels are wrong")
-        control: ControlOrder | None = None
-        imports: list[dict[str, Any]] = []
-        sides: list[bytes] = []
-        touches: list[TouchedKeys] = []
-        if special.any():
-            for key in pdf["key"].to_numpy()[special]:
-                msg = decode_text(key, (ControlOrder, ImportOrder, TouchedKeys, SourceSide))
-                if isinstance(msg, ControlOrder):
-                    control = msg
-                elif isinstance(msg, ImportOrder):
-                    imports.append(read_export(msg.ref))
-                elif isinstance(msg, TouchedKeys):
-                    touches.append(msg)
-                else:
-                    sides.append(msg.encode())
-        rows = pdf[~special] if special.any() else pdf
-        data = rows["key"]
-        if control is None:
-            if len(data):
-                raise RuntimeError(f"worker {worker} received {len(data)} tuples without a control row")
-            batch = None
-        else:
-            batch = control.batch
-        if any(t.batch != batch for t in touches):
-            raise RuntimeError(f"worker {worker} received touch rows of batch "
-                               f"{sorted({t.batch for t in touches} - {batch})} in batch {batch}")
+        inbox = decode_inbox(parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True), P)
         win = WorkerWindow.loads(state.get[0], op) if state.exists else WorkerWindow(W, op)
-        partials = None
-        if "tuples" in rows.columns:  # combined rows (topology.combined_schema): a row per (key, source task)
-            codes, uniq = pd.factorize(data, sort=False)
-            codes = codes.astype(np.int64, copy=False)
-            tuples = rows["tuples"].to_numpy(dtype=np.int64)
-            counts = np.bincount(codes, weights=tuples, minlength=len(uniq)).astype(np.int64)
-            keys = list(uniq)
-            if not win.ring_only:
-                partials = op.partials_combined(codes, len(keys), tuples, [rows[name].to_numpy() for name, _
-                                                                           in op.combined]) if len(keys) else []
-        elif win.ring_only:
-            vc = data.value_counts(sort=False)
-            keys = vc.index.tolist()
-            counts = vc.to_numpy(dtype=np.int64)
-        else:
-            codes, uniq = pd.factorize(data, sort=False)
-            codes = codes.astype(np.int64, copy=False)
-            counts = np.bincount(codes, minlength=len(uniq)).astype(np.int64)
-            keys = list(uniq)
-            values = rows["value"].to_numpy() if op.needs_value else None
-            partials = op.partials(codes, len(keys), values) if len(keys) else []
-        fps = key_fingerprints(keys)
-        out_kind: list[int] = []
-        out_key: list[str | None] = []
-        out_data: list[bytes | None] = []
-        out_batch: list[int | None] = []
-        n_shares = 0
-        export_bytes = 0
-        exported_keys = 0
-        imported_keys = sum(len(b.get("keys", ())) for b in imports)
-        n_results = 0
-        applied = 0
-        off_home, home_n = np.zeros(0, np.uint64), 0
-        if batch is not None:
-            # tuples applied in this call = arrived (new + carried held) - still held - held carried away
-            arrived = win.held_tuples() + int(counts.sum()) + sum(int(h[2]) for b in imports for h in b.get("held", ()))
-            touched = np.unique(np.concatenate([t.keys for t in touches])) if touches else np.zeros(0, np.uint64)
-            # a run with split keys writes here the results of the keys no other worker holds
-            final = None if not control.split or control.merge_all else ~np.isin(fps, touched, assume_unique=True)
-            step = win.step(batch, keys, counts, partials=partials, fps=fps, imports=imports,
-                            exports={int(t): ks for t, ks in control.exports.items()},
-                            expect=control.expect, split=control.split, final=final)
-            applied = arrived - win.held_tuples() - sum(int(h[2]) for blob in step["exports"].values()
-                                                        for h in blob.get("held", ()))
-            if service and applied > 0:
-                time.sleep(applied * service)  # the emulated work, before its results go out
-            res = step["results"]
-            if control.split:
-                # the key-partitioned merge stage (share_merge) writes the results of the split keys
-                merged = None if final is None else ~final
-                m_keys = keys if merged is None else [keys[i] for i in np.flatnonzero(merged).tolist()]
-                for kind, bt, k, d in merge_stage_rows(win, batch, m_keys, res, step["export_shares"], touched,
-                                                       fps if merged is None else fps[merged]):
-                    out_kind.append(kind)
-                    out_key.append(k)
-                    out_data.append(d)
-                    out_batch.append(bt)
-                    n_shares += 1
-                res = [r for r in res if r[0] == batch]  # the keys held here alone (earlier batches: merged)
-            if res:  # a single owner per key: its result is final
-                cols = list(zip(*res))  # batch, key, result, the operator's columns
-                cols.append(np.ones(len(res), np.int32))  # shares: the owner's
-                table = pa.table([pa.array(c, f.type) for c, f in zip(cols, schema)], schema=schema)
-                results.write(batch, worker, table)
-            n_results = len(res)
-            if control.workers:
-                off = win.off_home(worker, control.workers)
-                if off.size <= MAX_OFF_HOME_SHARE * len(win):  # else: unknown, so every key merges
-                    off_home, home_n = off, control.workers
-            if step["exports"] and migrations is None:
-                raise RuntimeError(f"worker {worker} exports state in batch {batch} but the handler has no migrations directory")
-            for target, blob in step["exports"].items():
-                ref = write_export(migrations, batch, worker, int(target), blob)
-                export_bytes += ref.bytes
-                exported_keys += ref.keys
-                out_kind.append(EXPORT)
-                out_key.append(None)
-                out_data.append(ExportNotice(ref).encode())
-                out_batch.append(None)
-        for raw in sides:
-            out_kind.append(SIDE)
-            out_key.append(None)
-            out_data.append(raw)
-            out_batch.append(None)
-        if len(win) or win.held or win.expect:
-            blob = win.dumps()
-            state.update((blob,))
-            state_bytes = len(blob)
-        else:
-            if state.exists:
-                state.remove()
-            state_bytes = 0
-        summary = WorkerSummary(batch, keys=len(win), state_bytes=state_bytes, held=win.held_tuples(),
-                                export_bytes=export_bytes, exported_keys=exported_keys, imported_keys=imported_keys,
-                                results=n_results, shares=n_shares, applied=applied,
-                                seconds=time.perf_counter() - started, off_home=off_home, home_n=home_n)
-        out_kind.append(SUMMARY)
-        out_key.append(None)
-        out_data.append(summary.encode())
-        out_batch.append(None)
-        # the key counts in one row, the worker's `named` most frequent keys first (with their names)
-        order = np.argsort(-counts, kind="stable")
-        top = order[:named].tolist()
-        stats = KeyCounts(fps[order], counts[order].astype(np.uint64), [keys[i] for i in top])
-        out_kind.append(STAT)
-        out_key.append(None)
-        out_data.append(stats.encode())
-        out_batch.append(None)
-        yield pd.DataFrame({
-            "kind": np.asarray(out_kind, np.int32),
-            "worker": np.full(len(out_kind), worker, np.int32),
-            "key": out_key,
-            "data": out_data,
-            "batch": pd.array(out_batch, dtype="Int64"),
-        }, columns=columns)
+        keys = batch_keys(inbox.rows, op, win.ring_only)
+        outcome = window_step(win, inbox, keys, results=results, schema=schema, migrations=migrations,
+                              service=service)
+        state_bytes = store_window(win, state)
+        yield emit_frame(inbox, keys, outcome, win, state_bytes=state_bytes, started=started, named=named)
 
     return handle
 
 
-def unpack_output(table: pa.Table) -> dict[str, Any]:
-    """Split one batch's collected operator output.
-
-    Returns ``workers``/``fps``/``counts`` (the stat rows' :class:`~skewlab.engine.runtimes.spark.messages.KeyCounts`
-    as one :class:`~skewlab.engine.runtimes.spark.messages.KeyStats`: per (worker, key fingerprint) tuples of
-    the batch), ``names`` (fingerprint → name of the keys
-    reported by name), ``states`` (source → its :class:`~skewlab.engine.runtimes.spark.messages.SourceSide`),
-    ``dead_letters`` (reason → [count, samples]), ``exports`` (the
+def unpack_output(table: pa.Table) -> BatchOutput:
+    """Split one batch's collected operator output into a
+    :class:`~skewlab.engine.runtimes.spark.messages.BatchOutput`: the stat rows'
+    :class:`~skewlab.engine.runtimes.spark.messages.KeyCounts` as one
+    :class:`~skewlab.engine.runtimes.spark.messages.KeyStats` (``workers``/``fps``/``counts``: per
+    (worker, key fingerprint) tuples of the batch; ``names``: fingerprint → name of the keys reported
+    by name), ``states`` (source → its :class:`~skewlab.engine.runtimes.spark.messages.SourceSide`),
+    ``dead_letters`` (reason → [count, samples], at most 5 samples), ``exports`` (the
     :class:`~skewlab.engine.runtimes.spark.state_transfer.ExportRef` of every blob the workers wrote:
     references, never the state's bytes) and ``summaries`` (worker → its
     :class:`~skewlab.engine.runtimes.spark.messages.WorkerSummary`).  A row whose message is not the one
@@ -361,13 +470,5 @@ def unpack_output(table: pa.Table) -> dict[str, Any]:
             d[0] += count
             d[1].extend(samples[: max(0, 5 - len(d[1]))])
     stats = KeyStats.of(counts)
-    return {
-        "workers": stats.workers,
-        "fps": stats.fps,
-        "names": stats.names,
-        "counts": stats.tuples,
-        "states": sides,
-        "dead_letters": dead,
-        "exports": exports,
-        "summaries": summaries,
-    }
+    return BatchOutput(workers=stats.workers, fps=stats.fps, counts=stats.tuples, names=stats.names, states=sides,
+                       dead_letters=dead, exports=tuple(exports), summaries=summaries)
