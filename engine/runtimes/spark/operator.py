@@ -34,8 +34,9 @@ Per batch the handler of worker ``w`` loads its window from the state and
    worker), written atomically under a name fixed by the batch, so a replayed batch rewrites the
    same file with the same rows; or partition ``w`` of a Kafka topic, where a replay writes only the
    records not yet there: results are exactly once.  In a run with split keys (control row
-   ``split``) it writes nothing and sends its window shares of the batch's keys to the merge stage
-   instead — its own keys and those of the batch's
+   ``split``) it writes the results of the keys no other worker holds (their owner's result is
+   final) and sends its window shares of the other keys of the batch to the merge stage — every key
+   when the control row says ``merge_all`` — its own keys and those of the batch's
    :class:`~skewlab.engine.runtimes.spark.messages.TouchedKeys` rows (keys the input partitions
    routed to other workers) — (:func:`merge_stage_rows`, :mod:`skewlab.engine.runtimes.spark.share_merge`);
 4. stores its window (:func:`store_window`) and returns to the driver only statistics
