@@ -90,11 +90,11 @@ __all__ = ["EXPORT", "FINAL", "FRESH_SHARE", "KEPT_SHARE", "MERGE_KINDS", "OUT_A
            "emit_frame", "make_handler", "merge_stage_rows", "store_window", "unpack_output", "window_step"]
 
 OUT_SCHEMA = "kind int, worker int, key string, data binary, batch long"
-#: the column names of :data:`OUT_SCHEMA`, in order
-OUT_COLUMNS = ["kind", "worker", "key", "data", "batch"]
 #: :data:`OUT_SCHEMA` as Arrow (the handler's frames converted as Spark does; for tests and benches)
 OUT_ARROW = pa.schema([("kind", pa.int32()), ("worker", pa.int32()), ("key", pa.string()), ("data", pa.binary()),
                        ("batch", pa.int64())])
+#: the column names of :data:`OUT_SCHEMA`, in order
+OUT_COLUMNS = OUT_ARROW.names
 STATE_SCHEMA = "blob binary"
 STAT, EXPORT, SIDE, SUMMARY = 0, 1, 2, 3
 #: rows for the merge stage of a split-key run (:mod:`skewlab.engine.runtimes.spark.share_merge`): a
