@@ -40,6 +40,16 @@ Also: routing-table size and migration cost vs Amax (Fig. 17/18) for Mixed, and 
 representation (Sec. IV): plan time and load-estimation error vs the HLHE degree R (Fig. 11), measured
 with :func:`skewlab.bench.bench_plan.measure` (plan time of one interval's plan after a first plan, K keys with
 Zipf costs, 10 % of the keys' costs permuted in between).
+
+Base hash and parameters.  The sweeps, Readj's σ, the Amax study and the scale-out runs take each
+rebalancer's parameters from :func:`_params`: keys outside the routing table go by the papers'
+consistent-hash ring (``base=consistent``; the scale-out run ``mixed (base=mod)`` overrides it with fp mod
+n), ``gate`` off and, for the Fang family (Readj has no such parameter), ``plan_decay`` 0; ``pkg`` and
+``hash`` run with their defaults and have no base.
+The compact study does not: it builds Mixed with θmax, Amax and the compact parameters only, so it
+plans on skewlab's defaults — the slot-table base (``base=slots``, plain hash's placement at N_D
+workers) and ``plan_decay`` 0.4 (the timed second plan sees the second interval's costs plus 0.4 × the
+first's) — and, calling the planner directly, without the controller's gate.
 """
 
 from __future__ import annotations
@@ -240,6 +250,9 @@ COMPACT_KEYS = ("plan_seconds", "load_error", "imbalance_after", "feasible", "mi
 
 def _compact(ctx: Context, S) -> list[dict[str, Any]]:
     """Fig. 11: Mixed's plan time and load-estimation error vs HLHE degree R (and the exact key space).
+
+    Mixed runs with θmax, Amax and the compact parameters on skewlab's defaults otherwise (the slot-table
+    base, ``plan_decay`` 0.4), not with :func:`_params` (see the module docstring).
 
     Per seed: new keys, Zipf costs and fluctuation drawn with that seed, grouping seeded alike; the
     speed-up over the exact key space is taken within the seed.  Rows: :data:`COMPACT_KEYS` as the mean
