@@ -58,13 +58,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from skewlab.engine.config.params import ParamError
 
     parser = build_parser()
+    status: int | None = None  # set once the command has returned: a later Ctrl-C does not undo it
     try:
         args = parser.parse_args(argv)
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        return status
     except (UsageError, ParamError) as exc:
         print(f"skewlab: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
+        if status is not None:  # Ctrl-C landed after the command finished, before main returned
+            return status
         print("skewlab: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
@@ -75,9 +79,18 @@ def console_main() -> int:
     """The ``skewlab`` console script: :func:`main` on ``sys.argv``, then Ctrl-C is ignored while the
     interpreter exits.  A command that has finished and printed its result would otherwise die by SIGINT
     (exit status -2, nothing printed) when Ctrl-C lands in the ~0.5 s of interpreter shutdown (kafka-python
-    and numpy teardown), and a script would read a finished command as an interrupted one."""
-    status = main()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    and numpy teardown), and a script would read a finished command as an interrupted one.  Ctrl-C that
+    lands after :func:`main` returned, before it is ignored, keeps main's status too; one that lands before
+    main's own handler is in place (while the parser is built) is an interruption, status 130."""
+    status: int | None = None
+    try:
+        status = main()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if status is None:
+            print("skewlab: interrupted", file=sys.stderr)
+            status = 130
     return status
 
 

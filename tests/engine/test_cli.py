@@ -508,10 +508,14 @@ def test_ctrl_c_while_a_finished_command_exits_is_not_an_interruption():
     import time
 
     code = "import sys; from skewlab.cli import console_main; sys.exit(console_main())"
-    for delay in (0.0, 0.05, 0.15):
+    whole = subprocess.run([sys.executable, "-c", code, "workloads"], capture_output=True, text=True, check=True)
+    n_lines = whole.stdout.count("\n")
+    for delay in (0.05, 0.15, 0.3):  # not 0: right after its last line the command has not yet returned
         p = subprocess.Popen([sys.executable, "-u", "-c", code, "workloads"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)  # -u: a line reaches us as it is printed
-        out = p.stdout.readline()
+        # Ctrl-C only once the whole result is printed: until then (and for the microseconds until it returns)
+        # the command is still running and an interruption is a real one (status 130; CI caught both at delay 0)
+        out = "".join(p.stdout.readline() for _ in range(n_lines))
         time.sleep(delay)
         p.send_signal(signal.SIGINT)
         out += p.stdout.read()
