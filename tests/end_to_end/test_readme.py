@@ -161,7 +161,7 @@ def test_ci_runs_the_readme_test_command():
     # the README's command deselects the `slow` tests (pyproject's addopts); .ci/run runs them after it
     addopts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]["addopts"]
     assert shlex.split(addopts)[-2:] == ["-m", "not slow"], addopts
-    slow_at = ci.find("\npython3 -m pytest -q -m slow --durations=20\n")
+    slow_at = ci.find("\npython3 -m pytest -q -m slow -n 2 --dist loadfile --durations=20\n")
     assert slow_at > ci.find('bash -c "$cmd"') > 0, ci
     install = ROOT / "scripts" / "install"
     assert os.access(install, os.X_OK) and "pip install" in install.read_text(encoding="utf-8")
