@@ -17,7 +17,7 @@ import pytest
 
 from skewlab.engine.algorithms import registry
 from skewlab.engine.operators import BUILTINS, KeyedOperator, OperatorError, load_operator
-from skewlab.engine.runtimes.spark.messages import ControlOrder, TouchedKeys, decode_text
+from skewlab.engine.runtimes.spark.messages import ControlOrder, TouchedKeys, decode
 from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, combiner_bytes, make_router
 
 COMBINING = sorted(n for n, c in BUILTINS.items() if c.combined is not None)
@@ -88,11 +88,11 @@ def test_touch_rows_of_combined_rows_equal_those_of_the_tuples(algorithm):
         snap.control = {w: ControlOrder(0, split=True) for w in range(3)}
         routed = pa.Table.from_batches(list(make_router(snap.dumps(), lead=True, combiner=op if combine else None)(
             iter(_batches()))))
-        special = [(k, w) for k, w in zip(routed.column("key").to_pylist(), routed.column("worker").to_pylist())
-                   if w >= 3]
-        touch[combine] = sorted((k, w) for k, w in special if isinstance(decode_text(k), TouchedKeys))
+        msgs = [(m, w) for m, w in zip(routed.column("msg").to_pylist(), routed.column("worker").to_pylist())
+                if m is not None]
+        touch[combine] = sorted((m, w) for m, w in msgs if isinstance(decode(m), TouchedKeys))
     assert touch[True] == touch[False]
-    keys = {w: decode_text(k).keys for k, w in touch[True]}
+    keys = {w: decode(m).keys for m, w in touch[True]}
     assert len(keys) == 3 and all(k.size for k in keys.values())
 
 
@@ -114,7 +114,7 @@ def test_the_combiner_reaches_the_sources_once_per_query_not_in_each_snapshot(tm
 
     def data(batches) -> pa.Table:  # the data rows (side rows carry timings)
         t = pa.Table.from_batches(list(batches))
-        return t.filter(pa.compute.less(t.column("worker"), 3))
+        return t.filter(pa.compute.is_null(t.column("msg")))
 
     via_source = data(S._routed(route, iter(_batches()), True, reader))
     expected = data(_routed(op, True, "hash").to_batches())
@@ -136,7 +136,7 @@ def test_combined_rows_through_the_handler_give_the_tuples_statistics_and_result
     out = {}
     for combine in (True, False):
         routed = _routed(op, combine, algorithm)
-        data = routed.filter(pa.compute.less(routed.column("worker"), 3))
+        data = routed.filter(pa.compute.is_null(routed.column("msg")))
         if combine:  # one row per (key, worker), standing for all of its tuples
             pairs = list(zip(data.column("key").to_pylist(), data.column("worker").to_pylist()))
             assert len(pairs) == len(set(pairs)) and sum(data.column("tuples").to_pylist()) == 1400
@@ -175,3 +175,4 @@ def test_loader_refuses_combined_rows_without_their_methods(monkeypatch):
     with pytest.raises(OperatorError, match="declares combined rows but does not implement pre_aggregate, "
                                             "partials_combined"):
         load_operator("combiner_test_ops:Half")
+
