@@ -4,7 +4,8 @@ rows (:meth:`KeyedOperator.pre_aggregate` per source partition, then
 through the worker's handler give the same statistics (per-key tuple counts) and the same sink rows as
 a row per tuple; the combiner is a query setting (a file the sources read once per process), not a
 field of every batch's routing snapshot, and a snapshot of an older checkpoint that carries it still
-combines; the loader refuses an operator that declares combined rows without their methods."""
+combines; the loader refuses an operator that declares combined rows without their methods, or a
+combined column named as one of the engine's routed columns."""
 
 from __future__ import annotations
 
@@ -176,3 +177,39 @@ def test_loader_refuses_combined_rows_without_their_methods(monkeypatch):
                                             "partials_combined"):
         load_operator("combiner_test_ops:Half")
 
+
+@pytest.mark.parametrize("column", ["msg", "key", "worker", "tuples", "label", "MSG"])
+def test_loader_refuses_a_combined_column_named_as_a_routed_column(monkeypatch, column):
+    """Issue 37 item 3: a combined row is ``key, worker, msg, tuples`` and the operator's columns, and
+    the engine groups it by ``label``: a combined column of one of these names (in any case: Spark
+    resolves names case-insensitively) is refused at start-up in one line, not at the first batch."""
+    mod = types.ModuleType("combiner_name_ops")
+
+    class Clash(KeyedOperator):
+        name = "clash"
+        combined = ((column, pa.float64()),)
+
+        def partials(self, codes, n_keys, values):
+            return np.bincount(codes, weights=values, minlength=n_keys).tolist()
+
+        def concat(self, first, then):
+            return first + then
+
+        def emit(self, window, new):
+            return (sum(window) + new,)
+
+        def pre_aggregate(self, codes, n_groups, values):
+            return [np.bincount(codes, weights=values, minlength=n_groups)]
+
+        def partials_combined(self, codes, n_keys, tuples, columns):
+            return np.bincount(codes, weights=columns[0], minlength=n_keys).tolist()
+
+    Clash.__module__, Clash.__qualname__ = mod.__name__, "Clash"  # picklable by reference
+    mod.Clash = Clash
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    with pytest.raises(OperatorError, match=rf"Clash declares a combined column named '{column}', a name of the "
+                                            r"engine's routed rows \(key, worker, msg, tuples, label\): rename") as err:
+        load_operator("combiner_name_ops:Clash")
+    assert "\n" not in str(err.value)
+    Clash.combined = (("total", pa.float64()),)  # any other name loads
+    assert load_operator("combiner_name_ops:Clash").combined == (("total", pa.float64()),)
