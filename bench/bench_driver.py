@@ -119,7 +119,7 @@ class Executors:
                 names=["key", "source", "seq", "error"])
             parts.extend(make_router(data, lead=s == 0)(iter([rb])))
         routed = pa.Table.from_batches(parts)
-        wcol = routed.column("worker").to_numpy() % self.P
+        wcol = routed.column("worker").to_numpy()  # data and message rows of worker w alike
         order = np.argsort(wcol, kind="stable")
         routed = routed.take(pa.array(order))
         wsorted = wcol[order]

@@ -331,11 +331,11 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
         snap = RoutingSnapshot.loads(data)
         t_load = time.perf_counter() - t
         t = time.perf_counter()
-        enc = [ImportOrder(x).encode_text() for bl in snap.imports.values() for x in bl]
+        enc = [ImportOrder(x).encode() for bl in snap.imports.values() for x in bl]
         t_enc = time.perf_counter() - t
         carry.append({"batch": b, "route_bytes": len(data), "blobs": sum(len(v) for v in snap.imports.values()),
                       "blob_bytes": sum(x.bytes for v in snap.imports.values() for x in v),
-                      "import_rows_chars": sum(map(len, enc)), "unpickle_ms": t_load * 1e3, "encode_ms": t_enc * 1e3})
+                      "import_rows_bytes": sum(map(len, enc)), "unpickle_ms": t_load * 1e3, "encode_ms": t_enc * 1e3})
     return {"migrations": rows_out, "batches": batches, "checks": checks, "carry": carry,
             "load_start": load_start, "load_end": _load(), "wall_seconds": wall, "run_id": eng.run_id}
 
@@ -377,7 +377,7 @@ def print_table(res: dict[str, Any], out=print) -> None:
         for c in res["carry"]:
             out(f"routing snapshot of import batch {c['batch']}: {c['route_bytes'] / 1e6:.2f} MB ({c['blobs']} blobs, "
                 f"{c['blob_bytes'] / 1e6:.2f} MB), unpickled in {c['unpickle_ms']:.0f} ms (once per input partition), "
-                f"import rows encoded in {c['encode_ms']:.0f} ms ({c['import_rows_chars'] / 1e6:.2f} M chars)")
+                f"import rows encoded in {c['encode_ms']:.0f} ms ({c['import_rows_bytes'] / 1e6:.2f} MB)")
 
 
 def main(argv: list[str] | None = None) -> int:

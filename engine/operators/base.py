@@ -48,7 +48,16 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["KeyedOperator", "MergeableOperator", "PARTIAL_STATES_COLUMN", "capability_refusal", "split_key_refusal"]
+__all__ = ["ENGINE_COLUMNS", "KeyedOperator", "MergeableOperator", "PARTIAL_STATES_COLUMN", "capability_refusal",
+           "split_key_refusal"]
+
+#: the columns of a routed row the engine owns — ``key``, ``worker``, ``msg`` (a message row's bytes),
+#: ``tuples`` (:data:`skewlab.engine.runtimes.spark.topology.ROUTED_SCHEMA`,
+#: :func:`~skewlab.engine.runtimes.spark.topology.combined_schema`) and ``label``, the grouping column
+#: the engine adds for the stateful stage: no :attr:`KeyedOperator.combined` column may take one of
+#: these names, in any case (Spark resolves column names case-insensitively;
+#: :func:`skewlab.engine.operators.registry.operator_class` refuses it)
+ENGINE_COLUMNS: tuple[str, ...] = ("key", "worker", "msg", "tuples", "label")
 
 
 class KeyedOperator(ABC):
@@ -73,9 +82,10 @@ class KeyedOperator(ABC):
     #: False here; :class:`MergeableOperator` sets it (read it, never set it by hand)
     mergeable: ClassVar[bool] = False
     #: the operator's columns (name, Arrow type) of a *combined row* — one row per (key, worker) of a
-    #: source partition, pre-aggregated before the shuffle, beside the engine's ``key``, ``worker`` and
-    #: ``tuples`` (how many tuples the row stands for) — in the order :meth:`pre_aggregate` returns
-    #: them; ``None``: the operator does not combine, the source ships a row per tuple
+    #: source partition, pre-aggregated before the shuffle, beside the engine's ``key``, ``worker``,
+    #: ``msg`` and ``tuples`` (how many tuples the row stands for; no column may take one of the
+    #: :data:`ENGINE_COLUMNS` names) — in the order :meth:`pre_aggregate` returns them; ``None``: the
+    #: operator does not combine, the source ships a row per tuple
     combined: ClassVar[tuple[tuple[str, pa.DataType], ...] | None] = None
     #: capability: a key's partial state of a batch is the number of its tuples in the batch (an int:
     #: :meth:`partials` is ``np.bincount(codes, minlength=n_keys).tolist()``, :meth:`concat` — and a

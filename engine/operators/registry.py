@@ -7,7 +7,8 @@ import pickle
 
 from skewlab.engine.config.class_registry import load_class
 from skewlab.engine.config.params import ParamError
-from skewlab.engine.operators.base import PARTIAL_STATES_COLUMN, KeyedOperator, MergeableOperator, capability_refusal
+from skewlab.engine.operators.base import (ENGINE_COLUMNS, PARTIAL_STATES_COLUMN, KeyedOperator, MergeableOperator,
+                                          capability_refusal)
 from skewlab.engine.operators.builtin import BUILTINS
 
 __all__ = ["OperatorError", "is_mergeable", "load_operator", "operator_class"]
@@ -44,6 +45,10 @@ def operator_class(spec: str) -> type[KeyedOperator]:
     attr = spec.partition(":")[2]
     if not cls.name:
         raise OperatorError(f"--operator {spec[:80]!r}: {attr} has no name (set the class attribute name)")
+    taken = [str(c[0]) for c in (cls.combined or ()) if str(c[0]).lower() in ENGINE_COLUMNS]
+    if taken:
+        raise OperatorError(f"--operator {spec[:80]!r}: {attr} declares a combined column named {taken[0][:40]!r}, a "
+                            f"name of the engine's routed rows ({', '.join(ENGINE_COLUMNS)}): rename the column")
     if cls.combined is not None and not (cls.mergeable and cls.combined == PARTIAL_STATES_COLUMN):
         # the default combiner (MergeableOperator.combine_partials) implements them for its own column only
         missing = [m for m in ("pre_aggregate", "partials_combined")

@@ -4,7 +4,8 @@ rows (:meth:`KeyedOperator.pre_aggregate` per source partition, then
 through the worker's handler give the same statistics (per-key tuple counts) and the same sink rows as
 a row per tuple; the combiner is a query setting (a file the sources read once per process), not a
 field of every batch's routing snapshot, and a snapshot of an older checkpoint that carries it still
-combines; the loader refuses an operator that declares combined rows without their methods."""
+combines; the loader refuses an operator that declares combined rows without their methods, or a
+combined column named as one of the engine's routed columns."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 
 from skewlab.engine.algorithms import registry
 from skewlab.engine.operators import BUILTINS, KeyedOperator, OperatorError, load_operator
-from skewlab.engine.runtimes.spark.messages import ControlOrder, TouchedKeys, decode_text
+from skewlab.engine.runtimes.spark.messages import ControlOrder, TouchedKeys, decode
 from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, combiner_bytes, make_router
 
 COMBINING = sorted(n for n, c in BUILTINS.items() if c.combined is not None)
@@ -88,11 +89,11 @@ def test_touch_rows_of_combined_rows_equal_those_of_the_tuples(algorithm):
         snap.control = {w: ControlOrder(0, split=True) for w in range(3)}
         routed = pa.Table.from_batches(list(make_router(snap.dumps(), lead=True, combiner=op if combine else None)(
             iter(_batches()))))
-        special = [(k, w) for k, w in zip(routed.column("key").to_pylist(), routed.column("worker").to_pylist())
-                   if w >= 3]
-        touch[combine] = sorted((k, w) for k, w in special if isinstance(decode_text(k), TouchedKeys))
+        msgs = [(m, w) for m, w in zip(routed.column("msg").to_pylist(), routed.column("worker").to_pylist())
+                if m is not None]
+        touch[combine] = sorted((m, w) for m, w in msgs if isinstance(decode(m), TouchedKeys))
     assert touch[True] == touch[False]
-    keys = {w: decode_text(k).keys for k, w in touch[True]}
+    keys = {w: decode(m).keys for m, w in touch[True]}
     assert len(keys) == 3 and all(k.size for k in keys.values())
 
 
@@ -114,7 +115,7 @@ def test_the_combiner_reaches_the_sources_once_per_query_not_in_each_snapshot(tm
 
     def data(batches) -> pa.Table:  # the data rows (side rows carry timings)
         t = pa.Table.from_batches(list(batches))
-        return t.filter(pa.compute.less(t.column("worker"), 3))
+        return t.filter(pa.compute.is_null(t.column("msg")))
 
     via_source = data(S._routed(route, iter(_batches()), True, reader))
     expected = data(_routed(op, True, "hash").to_batches())
@@ -136,7 +137,7 @@ def test_combined_rows_through_the_handler_give_the_tuples_statistics_and_result
     out = {}
     for combine in (True, False):
         routed = _routed(op, combine, algorithm)
-        data = routed.filter(pa.compute.less(routed.column("worker"), 3))
+        data = routed.filter(pa.compute.is_null(routed.column("msg")))
         if combine:  # one row per (key, worker), standing for all of its tuples
             pairs = list(zip(data.column("key").to_pylist(), data.column("worker").to_pylist()))
             assert len(pairs) == len(set(pairs)) and sum(data.column("tuples").to_pylist()) == 1400
@@ -175,3 +176,40 @@ def test_loader_refuses_combined_rows_without_their_methods(monkeypatch):
     with pytest.raises(OperatorError, match="declares combined rows but does not implement pre_aggregate, "
                                             "partials_combined"):
         load_operator("combiner_test_ops:Half")
+
+
+@pytest.mark.parametrize("column", ["msg", "key", "worker", "tuples", "label", "MSG"])
+def test_loader_refuses_a_combined_column_named_as_a_routed_column(monkeypatch, column):
+    """Issue 37 item 3: a combined row is ``key, worker, msg, tuples`` and the operator's columns, and
+    the engine groups it by ``label``: a combined column of one of these names (in any case: Spark
+    resolves names case-insensitively) is refused at start-up in one line, not at the first batch."""
+    mod = types.ModuleType("combiner_name_ops")
+
+    class Clash(KeyedOperator):
+        name = "clash"
+        combined = ((column, pa.float64()),)
+
+        def partials(self, codes, n_keys, values):
+            return np.bincount(codes, weights=values, minlength=n_keys).tolist()
+
+        def concat(self, first, then):
+            return first + then
+
+        def emit(self, window, new):
+            return (sum(window) + new,)
+
+        def pre_aggregate(self, codes, n_groups, values):
+            return [np.bincount(codes, weights=values, minlength=n_groups)]
+
+        def partials_combined(self, codes, n_keys, tuples, columns):
+            return np.bincount(codes, weights=columns[0], minlength=n_keys).tolist()
+
+    Clash.__module__, Clash.__qualname__ = mod.__name__, "Clash"  # picklable by reference
+    mod.Clash = Clash
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    with pytest.raises(OperatorError, match=rf"Clash declares a combined column named '{column}', a name of the "
+                                            r"engine's routed rows \(key, worker, msg, tuples, label\): rename") as err:
+        load_operator("combiner_name_ops:Clash")
+    assert "\n" not in str(err.value)
+    Clash.combined = (("total", pa.float64()),)  # any other name loads
+    assert load_operator("combiner_name_ops:Clash").combined == (("total", pa.float64()),)

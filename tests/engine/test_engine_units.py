@@ -13,7 +13,7 @@ from skewlab.engine.algorithms import registry
 from skewlab.engine.io.checkpoint import SnapshotStore
 from skewlab.engine.io.metrics_sink import MetricsSink, PendingInterval
 from skewlab.engine.algorithms.keys import fingerprint, fingerprint_keys
-from skewlab.engine.runtimes.spark.messages import SourceSide, decode_text
+from skewlab.engine.runtimes.spark.messages import SourceSide, decode
 from skewlab.engine.runtimes.spark.topology import RoutingSnapshot, make_router
 from skewlab.storage.records import IntervalRecord
 
@@ -115,12 +115,12 @@ def test_executor_routing_equals_local_routing(name, params):
             ks = keys[sl][src::2]
             rb = pa.RecordBatch.from_arrays([pa.array(ks), pa.array([src] * len(ks), pa.int32())], names=["key", "source"])
             out = pa.Table.from_batches(list(make_router(snap)(iter([rb]))))
-            data = out.filter(pc.less(out.column("worker"), 5))
+            data = out.filter(pc.is_null(out.column("msg")))
             assert data.column("key").to_pylist() == ks
             got.append(data.column("worker").to_numpy().astype(np.int64))
-            side = out.filter(pc.greater_equal(out.column("worker"), 5))
-            assert side.column("worker").to_pylist() == [5 + src % 5]
-            info = decode_text(side.column("key")[0].as_py(), SourceSide)
+            side = out.filter(pc.is_valid(out.column("msg")))
+            assert side.column("worker").to_pylist() == [src % 5] and side.column("key").to_pylist() == [None]
+            info = decode(side.column("msg")[0].as_py(), SourceSide)
             assert info.source == src and info.rows == len(ks)
             driver.router.set_source_state(src, info.router_state())
     for e, g in zip(expected, got):
@@ -206,7 +206,9 @@ def test_router_mixed_sources_dead_letters_only_and_side_rows():
         names=["key", "source", "seq", "error"])
     out = pa.Table.from_batches(list(make_router(RoutingSnapshot(0, g.router).dumps())(iter([rb]))))
     w = out.column("worker").to_numpy()
-    data_keys = out.column("key").to_pylist()[: int((w < 3).sum())]
+    is_msg = np.array([m is not None for m in out.column("msg").to_pylist()])
+    data_keys = out.column("key").to_pylist()[: int((~is_msg).sum())]
+    assert not is_msg[: len(data_keys)].any()  # the data rows first, then the message rows
     assert data_keys == [k for k in keys if k is not None]
     for s in (0, 1):
         ks = [k for k, x in zip(keys, src) if x == s]
@@ -214,7 +216,10 @@ def test_router_mixed_sources_dead_letters_only_and_side_rows():
         sel = [i for i, (x, e) in enumerate(zip(src, err)) if e is None]
         got = w[: len(sel)][[j for j, i in enumerate(sel) if src[i] == s]]
         assert np.array_equal(got, exp)
-    sides = {int(x) - 3: decode_text(k, SourceSide) for x, k in zip(w, out.column("key").to_pylist()) if x >= 3}
+    sides = {decode(m, SourceSide).source: (int(x), decode(m, SourceSide))
+             for x, m in zip(w, out.column("msg").to_pylist()) if m is not None}
+    assert {s: x for s, (x, _) in sides.items()} == {0: 0, 1: 1, 2: 2}  # source s's side row to worker s mod 3
+    sides = {s: side for s, (_, side) in sides.items()}
     assert sorted(sides) == [0, 1, 2]
     assert sides[2].rows == 1 and sides[2].dead_letters == {"no_key": (1, ("",))}
     assert sides[2].consumed == 5 and sides[2].first_seq == 4

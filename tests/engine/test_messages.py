@@ -1,6 +1,7 @@
 """The driver↔executor messages (engine/runtimes/spark/messages.py): every message round-trips through
 its codec; unknown, newer, mistyped or foreign bytes are refused with one line; ``unpack_output`` reads
-a hand-built output frame.  No Spark."""
+a hand-built output frame; the router sends messages as raw bytes in the routed rows' binary ``msg``
+column, ``key`` NULL, to the worker itself (issue 37 item 3).  No Spark."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from skewlab.engine.runtimes.spark.messages import (MESSAGES, BatchOutput, ControlOrder, ExportNotice, ImportOrder, KeyCounts,
                                                     KeyStats, MessageError, SourceSide, TouchedKeys, WorkerSummary, decode,
-                                                    decode_text, wire_fields)
+                                                    wire_fields)
 from skewlab.engine.runtimes.spark.operator import EXPORT, OUT_ARROW, SIDE, STAT, SUMMARY, unpack_output
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
 
@@ -55,8 +56,7 @@ def same(a, b) -> bool:
 @pytest.mark.parametrize("msg", samples(), ids=lambda m: type(m).__name__)
 def test_every_message_round_trips(msg):
     assert same(decode(msg.encode()), msg)
-    assert same(decode_text(msg.encode_text(), type(msg)), msg)
-    assert msg.encode_text().isascii()  # the key column of a special row is UTF-8 text
+    assert same(decode(msg.encode(), type(msg)), msg)
 
 
 def test_every_message_type_is_covered_and_declares_its_fields():
@@ -83,8 +83,6 @@ def test_unknown_type_newer_version_and_foreign_bytes_are_refused():
         decode(msgpack.packb(["summary", 3, body]))
     with pytest.raises(MessageError, match=r"not a skewlab message"):
         decode(pickle.dumps({"type": "control", "batch": 1}))  # what the previous code sent
-    with pytest.raises(MessageError, match=r"not a base64 message"):
-        decode_text("not base64 !")
     with pytest.raises(MessageError, match=r"fields \['batch', 'keys'\], expected \['applied'"):
         decode(msgpack.packb(["summary", 1, {"batch": 1, "keys": 2}]))
     with pytest.raises(MessageError, match=r"field 'keys' is not int"):
@@ -156,7 +154,8 @@ def test_the_router_sends_typed_control_orders_also_from_a_route_file_of_the_pre
 
     def orders(control) -> dict[int, ControlOrder]:
         out = pa.Table.from_batches(list(make_router(RoutingSnapshot(3, router, 2, control).dumps(), lead=True)(iter([rb]))))
-        msgs = [(w - 2, decode_text(k)) for k, w in zip(out.column("key").to_pylist(), out.column("worker").to_pylist()) if w >= 2]
+        msgs = [(w, decode(m)) for m, w in zip(out.column("msg").to_pylist(), out.column("worker").to_pylist())
+                if m is not None]
         return {w: m for w, m in msgs if isinstance(m, ControlOrder)}
 
     typed = orders({0: ControlOrder(3, {1: BIG}), 1: ControlOrder(3, expect=BIG, split=True)})
@@ -173,3 +172,64 @@ def test_a_message_of_an_older_version_gets_the_defaults_of_the_fields_added_sin
     assert (order.batch, order.split, order.merge_all, order.workers) == (4, True, True, 0)
     with pytest.raises(MessageError, match="has fields"):  # the current version must carry every field
         decode(msgpack.packb(["control", 2, body]))
+
+
+def _route(snap, batches, combiner=None) -> pa.Table:
+    from skewlab.engine.runtimes.spark.topology import make_router
+
+    return pa.Table.from_batches(list(make_router(snap.dumps(), lead=True, combiner=combiner)(iter(batches))))
+
+
+def _source_batches() -> list[pa.RecordBatch]:
+    """Two record batches of one input partition: sources 0 and 5, a dead letter, values."""
+    keys = ["a", "b", "c", "a", None, "d", "e", "a"]
+    return [pa.RecordBatch.from_arrays(
+        [pa.array(keys), pa.array([0, 0, 5, 5, 0, 0, 5, 0], pa.int32()), pa.array(range(start, start + 8), pa.int64()),
+         pa.array([None, None, None, None, "no_key", None, None, None]), pa.array([float(i) for i in range(8)])],
+        names=["key", "source", "seq", "error", "value"]) for start in (0, 8)]
+
+
+def test_the_routed_schemas_carry_messages_in_a_binary_msg_column():
+    """Issue 37 item 3: every routed schema — plain, with values, combined — is ``key string, worker
+    int, msg binary, ...``; the messages have no text form any more."""
+    from skewlab.engine.operators import BUILTINS
+    from skewlab.engine.runtimes.spark import messages, topology
+
+    for ddl in (topology.ROUTED_SCHEMA, topology.ROUTED_VALUES_SCHEMA, topology.ROUTED_FIELD_SCHEMA,
+                topology.combined_schema(BUILTINS["mean"]())):
+        assert ddl.startswith("key string, worker int, msg binary"), ddl
+    assert topology.combined_schema(BUILTINS["mean"]()).startswith(topology.ROUTED_SCHEMA + ", tuples long, ")
+    assert not hasattr(ControlOrder, "encode_text") and not hasattr(messages, "decode_text")
+
+
+@pytest.mark.parametrize("values, combine", [("none", False), ("seq", False), ("field", False), ("field", True)])
+def test_message_rows_have_key_null_their_bytes_in_msg_and_the_workers_own_number(values, combine):
+    """The router's rows: a data row has its key, a worker in [0, n) and ``msg`` NULL; a message row has
+    ``key`` NULL, the raw bytes of one message in ``msg`` (no text encoding) and ``worker`` its worker
+    ``w`` < P itself (not ``P + w``): side rows of source s to ``s mod n``, the lead's control and
+    import rows, the touch rows of a split-key run.  The columns are those of the routed schema."""
+    from skewlab.engine.algorithms import registry
+    from skewlab.engine.operators import BUILTINS
+    from skewlab.engine.runtimes.spark.topology import RoutingSnapshot
+
+    n, P = 3, 6
+    control = {w: ControlOrder(2, split=True) for w in range(n)}
+    snap = RoutingSnapshot(2, registry.create("pkg", n).router, P, control, {1: [REF]}, values=values)
+    op = BUILTINS["mean"]() if combine else None
+    out = _route(snap, _source_batches(), op)
+    want = ["key", "worker", "msg"] + (["tuples", "sum"] if combine else [] if values == "none" else ["value"])
+    assert out.column_names[:len(want)] == want and out.schema.field("msg").type == pa.binary()
+    keys, workers, raw = (out.column(c).to_pylist() for c in ("key", "worker", "msg"))
+    data = [i for i, m in enumerate(raw) if m is None]
+    assert data and all(keys[i] is not None and 0 <= workers[i] < n for i in data)
+    assert (sum(out.column("tuples").to_pylist()[i] for i in data) if combine else len(data)) == 14  # 16 - 2 dead
+    got: dict[type, list[tuple[int, object]]] = {}
+    for k, w, m in zip(keys, workers, raw):
+        if m is not None:
+            assert k is None and 0 <= w < P and isinstance(m, bytes)
+            msg = decode(m, (ControlOrder, ImportOrder, TouchedKeys, SourceSide))
+            got.setdefault(type(msg), []).append((w, msg))
+    assert sorted((w, s.source) for w, s in got[SourceSide]) == [(0, 0), (2, 5)]
+    assert sum(s.rows for _, s in got[SourceSide]) == 16
+    assert sorted(w for w, _ in got[ControlOrder]) == [0, 1, 2] and [(w, o.ref) for w, o in got[ImportOrder]] == [(1, REF)]
+    assert {w for w, _ in got[TouchedKeys]} <= {0, 1, 2} and got[TouchedKeys]

@@ -46,10 +46,9 @@ class FakeState:
 
 
 def run_handler(handler, routed: pa.Table, partitions: int, states: dict[int, FakeState]) -> list[pa.Table]:
-    """Group routed rows by worker (``worker mod P``) as the label exchange does and call the handler."""
-    import pandas as pd
-
-    wcol = routed.column("worker").to_numpy() % partitions
+    """Group routed rows by worker (data and message rows alike: ``worker`` is the worker's number) as
+    the label exchange does and call the handler."""
+    wcol = routed.column("worker").to_numpy()
     out = []
     for w in sorted(set(wcol.tolist())):
         pdf = routed.filter(pa.array(wcol == w)).to_pandas()
@@ -95,7 +94,8 @@ def test_handler_results_in_sink_and_migration_between_workers(tmp_path):
     assert out0.names == {fingerprint("a"): "a", fingerprint("b"): "b"}
     other = 1 - owner
     # the table would send 'a' to `other` from batch 1 on: emulate with a grouping whose table says so
-    table = pa.table({"key": pa.array(["a", "a"]), "worker": pa.array([other, other], pa.int32())})
+    table = pa.table({"key": pa.array(["a", "a"]), "worker": pa.array([other, other], pa.int32()),
+                      "msg": pa.nulls(2, pa.binary())})
     a = fingerprints(["a"])
     control = {owner: ControlOrder(1, {other: a}), other: ControlOrder(1, expect=a)}
     snap1 = route(g, 1, P, control)
@@ -149,7 +149,8 @@ def test_service_time_is_slept_for_the_tuples_a_worker_applies(tmp_path, monkeyp
     assert sum(s for _, s in slept) == pytest.approx(4 * 250e-6)
     owner = int(out0.workers[out0.fps.tolist().index(fingerprint("a"))])
     other = 1 - owner
-    table = pa.table({"key": pa.array(["a", "a"]), "worker": pa.array([other, other], pa.int32())})
+    table = pa.table({"key": pa.array(["a", "a"]), "worker": pa.array([other, other], pa.int32()),
+                      "msg": pa.nulls(2, pa.binary())})
     a = fingerprints(["a"])
     control = {owner: ControlOrder(1, {other: a}), other: ControlOrder(1, expect=a)}
     slept.clear()
@@ -183,7 +184,7 @@ def test_replayed_batch_rewrites_the_same_sink_file(tmp_path):
 
 def test_tuples_without_a_control_row_are_refused(tmp_path):
     handler = make_handler(2, 2, str(tmp_path))
-    routed = pa.table({"key": pa.array(["k"]), "worker": pa.array([0], pa.int32())})
+    routed = pa.table({"key": pa.array(["k"]), "worker": pa.array([0], pa.int32()), "msg": pa.nulls(1, pa.binary())})
     with pytest.raises(RuntimeError, match="without a control row"):
         run_handler(handler, routed, 2, {})
 
@@ -243,16 +244,18 @@ def test_compose_orders_and_control_payloads():
 
 def _inbox_frame(P, worker, messages=(), keys=(), **columns):
     """One worker's group of rows as the label exchange hands it over: its data rows (``keys`` and
-    any extra ``columns``) and one special row (``worker = P + w``) per message."""
+    any extra ``columns``, ``msg`` NULL) and one message row per message (``key`` NULL, the message's
+    bytes in ``msg``, the same ``worker``; ``P`` is not part of it)."""
     import pandas as pd
 
-    data = {"key": list(keys), "worker": [worker] * len(keys), **{c: list(v) for c, v in columns.items()}}
-    special = {"key": [m.encode_text() for m in messages], "worker": [P + worker] * len(messages),
-               **{c: [0] * len(messages) for c in columns}}
-    return pd.DataFrame({c: data[c] + special[c] for c in data}).astype({"worker": "int32"})
+    data = {"key": list(keys), "worker": [worker] * len(keys), "msg": [None] * len(keys),
+            **{c: list(v) for c, v in columns.items()}}
+    msgs = {"key": [None] * len(messages), "worker": [worker] * len(messages), "msg": [m.encode() for m in messages],
+            **{c: [0] * len(messages) for c in columns}}
+    return pd.DataFrame({c: data[c] + msgs[c] for c in data}).astype({"worker": "int32"})
 
 
-def test_decode_inbox_splits_the_special_rows_from_the_data_rows():
+def test_decode_inbox_splits_the_message_rows_from_the_data_rows():
     from skewlab.engine.runtimes.spark.messages import SourceSide, TouchedKeys, decode
     from skewlab.engine.runtimes.spark.operator import decode_inbox
 
@@ -275,6 +278,25 @@ def test_decode_inbox_refuses_rows_of_two_workers_in_one_group():
     pdf.loc[0, "worker"] = 2
     with pytest.raises(RuntimeError, match=r"rows of several workers in one group \(\[1, 2\]\): worker labels are wrong"):
         decode_inbox(pdf, 4)
+
+
+def test_decode_inbox_tells_message_rows_by_msg_not_by_worker():
+    """Issue 37 item 3: a message row is ``msg`` not NULL, whatever its ``key``; its ``worker`` is the
+    worker's own number, so rows numbered ``P + w`` (the old layout) are refused as outside the state
+    partitions, and a data row whose key looks like an encoded message stays a data row."""
+    import base64
+
+    import pandas as pd
+
+    from skewlab.engine.runtimes.spark.operator import decode_inbox
+
+    order = ControlOrder(3)
+    lookalike = base64.b64encode(order.encode()).decode("ascii")
+    inbox = decode_inbox(_inbox_frame(4, 1, [order], keys=[lookalike, "b"]), 4)
+    assert inbox.batch == 3 and inbox.rows["key"].tolist() == [lookalike, "b"]
+    assert inbox.rows["msg"].isna().all()
+    with pytest.raises(RuntimeError, match=r"rows of worker 5, outside the 4 state partitions"):
+        decode_inbox(pd.DataFrame({"key": [None], "worker": pd.array([5], "int32"), "msg": [order.encode()]}), 4)
 
 
 def test_decode_inbox_refuses_tuples_without_a_control_row_and_touch_rows_of_another_batch():

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 pytest.importorskip("pyspark")
 
 from skewlab.engine.runtimes.spark import sources as S  # noqa: E402
-from skewlab.engine.runtimes.spark.messages import SourceSide, decode_text  # noqa: E402
+from skewlab.engine.runtimes.spark.messages import SourceSide, decode  # noqa: E402
 from skewlab.engine.workloads import create_workload  # noqa: E402
 
 ZIPF = {"keys": 200, "z": 1.1}
@@ -570,7 +570,7 @@ def test_generator_reader_routes_its_partition_like_make_router(tmp_path):
     routes.publish(3, _route_bytes(3))
     plain = _gen_reader()
     routed = _gen_reader(route_dir=str(routes.dir))
-    assert S.GeneratorDataSource({"route_dir": "x"}).schema() == "key string, worker int"
+    assert S.GeneratorDataSource({"route_dir": "x"}).schema() == "key string, worker int, msg binary"
     assert S.GeneratorDataSource({}).schema() == S.SCHEMAS[S.GENERATOR]
     start = routed.initialOffset()
     end = {"0": 100, "1": 0, "2": 40, "route": 3}
@@ -582,14 +582,15 @@ def test_generator_reader_routes_its_partition_like_make_router(tmp_path):
         want = pa.Table.from_batches(list(make_router(_route_bytes(3))(plain.read(raw)))).to_pydict()
         m = p.end - p.start  # data rows, then the instance's side row (its timing differs run to run)
         assert got["worker"] == want["worker"] and got["key"][:m] == want["key"][:m]
-        side, want_side = (decode_text(x["key"][m], SourceSide) for x in (got, want))
+        side, want_side = (decode(x["msg"][m], SourceSide) for x in (got, want))
         assert side.route_seconds >= 0 and want_side.route_seconds >= 0
         state, want_state = side.router_state(), want_side.router_state()
         assert pickle.dumps(state) == pickle.dumps(want_state) and state["loads"].sum() == m  # pkg's local loads
         assert replace(side, route_seconds=0, source_state=b"") == replace(want_side, route_seconds=0, source_state=b"")
         assert side.route_batch == 3 and side.consumed == p.end
         assert got["key"][:m] == _read_keys(plain, p.instance, p.start, p.end) and len(got["key"]) == m + 1
-        assert all(0 <= w < 4 for w in got["worker"][:m]) and got["worker"][m:] == [4 + p.instance % 4]
+        assert all(0 <= w < 4 for w in got["worker"][:m]) and got["worker"][m:] == [p.instance % 4]
+        assert got["msg"][:m] == [None] * m and got["key"][m:] == [None]
     assert routed.partitions(end, end) == []  # no data: the route file is not even needed
 
 
@@ -609,6 +610,8 @@ def test_kafka_offsets_with_route_field(tmp_path, kafka_broker):
         parts = r.partitions(init, end)
         assert [(p.kpart, p.start, p.end) for p in parts] == [(0, 0, 100), (1, 0, 100)]
         rows = pa.Table.from_batches(list(r.read(parts[1]))).to_pydict()
-        assert len(rows["key"]) == 101 and rows["worker"][-1] == 4 + 1 and max(rows["worker"][:100]) < 4
+        assert len(rows["key"]) == 101 and rows["worker"][-1] == 1 and max(rows["worker"][:100]) < 4
+        assert rows["key"][-1] is None and decode(rows["msg"][-1], SourceSide).source == 1
+        assert rows["msg"][:100] == [None] * 100
     finally:
         r.stop()

@@ -546,7 +546,7 @@ class SparkEngine:
         self._publish_route(self.last_batch + 1)
         labels = F.array(*[F.lit(v) for v in worker_labels(P)])
         routed = spark.readStream.format(fmt).options(**opts).load()
-        out = (routed.withColumn("label", F.element_at(labels, (F.col("worker") % P) + 1))
+        out = (routed.withColumn("label", F.element_at(labels, F.col("worker") + 1))  # data and message rows alike
                .groupBy("label")
                .applyInPandasWithState(make_handler(P, self.cfg.window, self.results, self.operator, named=self.cfg.top_k,
                                                     service_us=self.cfg.service_us, migrations=self.migration_dir),

@@ -2,8 +2,9 @@
 
 Every message that is not a routed tuple or a per-key statistic travels as one encoded value:
 
-* to the workers, in the ``key`` column of a *special row* (``worker = P + w``, :data:`skewlab.engine.
-  runtimes.spark.topology.ROUTED_SCHEMA`), as the base64 text of its bytes (Arrow strings are UTF-8):
+* to the workers, as the raw bytes of a *message row*'s ``msg`` column (binary; the row's ``key`` is
+  NULL, its ``worker`` the worker ``w`` it goes to, as a data row's: :data:`skewlab.engine.runtimes.
+  spark.topology.ROUTED_SCHEMA`; a data row has ``msg`` NULL):
   :class:`ControlOrder` (the batch's migration orders of one worker), :class:`ImportOrder` (a reference to
   a state blob the worker imports), :class:`TouchedKeys` (in a split-key run: the keys an input
   partition routed elsewhere in the batch) and :class:`SourceSide` (one source's bookkeeping, which the
@@ -28,8 +29,6 @@ produces and reads (:func:`SourceSide.router_state`); it never leaves the engine
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 import pickle
 from dataclasses import MISSING, dataclass, field, fields
@@ -42,7 +41,7 @@ import pyarrow as pa
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef
 
 __all__ = ["MESSAGES", "BatchOutput", "ControlOrder", "ExportNotice", "ImportOrder", "KeyCounts", "KeyStats", "MessageError",
-           "SourceSide", "TouchedKeys", "WorkerSummary", "decode", "decode_text", "wire_fields"]
+           "SourceSide", "TouchedKeys", "WorkerSummary", "decode", "wire_fields"]
 
 
 class MessageError(ValueError):
@@ -145,10 +144,6 @@ class _Message:
         """The message's bytes: ``[TAG, VERSION, {field: wire value}]`` in MessagePack."""
         body = {name: _WIRE[wire][0](getattr(self, name)) for name, wire in wire_fields(type(self)).items()}
         return msgpack.packb([self.TAG, self.VERSION, body], use_bin_type=True)
-
-    def encode_text(self) -> str:
-        """:meth:`encode` as base64 text (the ``key`` column of a special row)."""
-        return base64.b64encode(self.encode()).decode("ascii")
 
 
 @dataclass(frozen=True)
@@ -329,15 +324,6 @@ def decode(data: bytes, expect: type[_Message] | tuple[type[_Message], ...] | No
         except (TypeError, ValueError) as exc:
             raise MessageError(f"{tag} message: field {name!r} is not {wire} ({exc})") from None
     return cls(**values)
-
-
-def decode_text(text: str, expect: type[_Message] | tuple[type[_Message], ...] | None = None) -> Any:
-    """:func:`decode` of a special row's ``key`` text (:meth:`_Message.encode_text`)."""
-    try:
-        data = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError, TypeError):
-        raise MessageError(f"special row key {str(text)[:24]!r}... is not a base64 message") from None
-    return decode(data, expect)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The keyed stateful operator of the Spark engine: one task and one state partition per worker.
 
-The routed stream (:data:`skewlab.engine.runtimes.spark.topology.ROUTED_SCHEMA`: ``key, worker``) is grouped by the
+The routed stream (:data:`skewlab.engine.runtimes.spark.topology.ROUTED_SCHEMA`: ``key, worker, msg``) is grouped by the
 worker's label (:mod:`skewlab.engine.runtimes.spark.labels`) and handed to :func:`make_handler` through
 ``applyInPandasWithState``: Spark calls the handler once per worker and micro-batch with all of the
 worker's rows and the worker's state — a :class:`~skewlab.engine.runtimes.spark.window_state.WorkerWindow` stored as
@@ -10,8 +10,8 @@ and restores it on restart.
 
 Per batch the handler of worker ``w`` loads its window from the state and
 
-1. reads its special rows (``worker = P + w``, one message of :mod:`skewlab.engine.runtimes.spark.messages`
-   each): the batch's :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder` (batch id, exports,
+1. reads its message rows (``msg`` not NULL: one message of :mod:`skewlab.engine.runtimes.spark.messages`
+   each, its bytes): the batch's :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder` (batch id, exports,
    keys to expect, split), in a split-key run the input partitions'
    :class:`~skewlab.engine.runtimes.spark.messages.TouchedKeys`,
    :class:`~skewlab.engine.runtimes.spark.messages.ImportOrder` rows (references
@@ -80,7 +80,7 @@ import pyarrow as pa
 
 from skewlab.engine.operators import KeyedOperator
 from skewlab.engine.runtimes.spark.messages import (BatchOutput, ControlOrder, ExportNotice, ImportOrder, KeyCounts,
-                                                   KeyStats, SourceSide, TouchedKeys, WorkerSummary, decode, decode_text)
+                                                   KeyStats, SourceSide, TouchedKeys, WorkerSummary, decode)
 from skewlab.engine.runtimes.spark.result_sink import sink_schema
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef, read_export, write_export
 from skewlab.engine.runtimes.spark.window_state import WorkerWindow, key_fingerprints
@@ -157,8 +157,8 @@ class WorkerInbox:
     :class:`~skewlab.engine.runtimes.spark.messages.ImportOrder` rows reference (``imports``, read),
     the :class:`~skewlab.engine.runtimes.spark.messages.TouchedKeys` rows (``touches``), the
     :class:`~skewlab.engine.runtimes.spark.messages.SourceSide` rows as they came (``sides``, encoded)
-    and the data rows (``rows``: a pandas frame; ``key``, ``worker`` and the routed value or the
-    combined columns)."""
+    and the data rows (``rows``: a pandas frame; ``key``, ``worker``, ``msg`` (NULL) and the routed
+    value or the combined columns)."""
 
     worker: int
     control: ControlOrder | None
@@ -205,24 +205,27 @@ class StepOutcome:
 def decode_inbox(pdf: Any, partitions: int) -> WorkerInbox:
     """Split one worker's rows of a batch (a pandas frame of
     :data:`~skewlab.engine.runtimes.spark.topology.ROUTED_SCHEMA` rows, ``partitions`` = P) into its
-    special rows' messages (``worker = P + w``) and its data rows; reads the export blobs the import
-    rows reference (:func:`~skewlab.engine.runtimes.spark.state_transfer.read_export`).  Refuses
-    (``RuntimeError``) rows of several workers in one group, data rows without a control row and
-    touch rows of another batch than the control row's; a special row that is no message it expects raises
-    :class:`~skewlab.engine.runtimes.spark.messages.MessageError`."""
+    message rows' messages (``msg`` not NULL: the message's bytes) and its data rows (``msg`` NULL);
+    reads the export blobs the import rows reference
+    (:func:`~skewlab.engine.runtimes.spark.state_transfer.read_export`).  Refuses (``RuntimeError``)
+    rows of several workers in one group, a worker outside ``[0, P)``, data rows without a control row
+    and touch rows of another batch than the control row's; a message row that holds no message it
+    expects raises :class:`~skewlab.engine.runtimes.spark.messages.MessageError`."""
     wcol = pdf["worker"].to_numpy()
-    special = wcol >= partitions
-    worker = int(wcol[0]) % partitions
-    if not (wcol % partitions == worker).all():
-        raise RuntimeError(f"rows of several workers in one group ({sorted(set((wcol % partitions).tolist()))}): "
+    is_msg = pdf["msg"].notna().to_numpy()
+    worker = int(wcol[0])
+    if not (wcol == worker).all():
+        raise RuntimeError(f"rows of several workers in one group ({sorted(set(wcol.tolist()))}): "
                            "worker labels are wrong")
+    if not 0 <= worker < partitions:
+        raise RuntimeError(f"rows of worker {worker}, outside the {partitions} state partitions")
     control: ControlOrder | None = None
     imports: list[dict[str, Any]] = []
     sides: list[bytes] = []
     touches: list[TouchedKeys] = []
-    if special.any():
-        for key in pdf["key"].to_numpy()[special]:
-            msg = decode_text(key, (ControlOrder, ImportOrder, TouchedKeys, SourceSide))
+    if is_msg.any():
+        for data in pdf["msg"].to_numpy()[is_msg]:
+            msg = decode(data, (ControlOrder, ImportOrder, TouchedKeys, SourceSide))
             if isinstance(msg, ControlOrder):
                 control = msg
             elif isinstance(msg, ImportOrder):
@@ -231,7 +234,7 @@ def decode_inbox(pdf: Any, partitions: int) -> WorkerInbox:
                 touches.append(msg)
             else:
                 sides.append(msg.encode())
-    rows = pdf[~special] if special.any() else pdf
+    rows = pdf[~is_msg] if is_msg.any() else pdf
     batch = None if control is None else control.batch
     if control is None and len(rows):
         raise RuntimeError(f"worker {worker} received {len(rows)} tuples without a control row")

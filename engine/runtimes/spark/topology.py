@@ -16,14 +16,15 @@ batch's migration orders and references to the state blobs to import) and publis
    to the driver; the batch's *lead* partition also emits the control and import rows of every
    worker; in a split-key run (the control orders say ``split``) every partition also emits one
    *touch row* per worker of the batch: the keys it routed to other workers (:func:`touch_rows`).
-   Each special row carries one typed message of :mod:`skewlab.engine.runtimes.spark.messages`
+   These are *message rows*: each carries one typed message of :mod:`skewlab.engine.runtimes.spark.messages`
    (:class:`~skewlab.engine.runtimes.spark.messages.SourceSide`,
    :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder`,
    :class:`~skewlab.engine.runtimes.spark.messages.ImportOrder`,
-   :class:`~skewlab.engine.runtimes.spark.messages.TouchedKeys`) in its ``key``.  Only ``(key, worker)`` leaves the scan (:data:`ROUTED_SCHEMA`) — or, for an operator that
+   :class:`~skewlab.engine.runtimes.spark.messages.TouchedKeys`), its raw bytes, in the binary
+   column ``msg``, with ``key`` NULL.  Only ``(key, worker, msg)`` leaves the scan (:data:`ROUTED_SCHEMA`) — or, for an operator that
    combines (:attr:`skewlab.engine.operators.KeyedOperator.combined`; the query's combiner, passed once
    per query, not in the snapshot: source option ``route_combiner``),
-   one *combined row* per (key, worker) of the partition: ``key, worker, tuples`` and the operator's
+   one *combined row* per (key, worker) of the partition: ``key, worker, msg, tuples`` and the operator's
    pre-aggregate of the tuples' values (:func:`combined_schema`), so the shuffle carries a row per
    distinct key of a partition instead of a row per tuple.  (Routing in a
    separate ``mapInArrow`` after the scan gives the same rows but costs a second Python stage:
@@ -66,17 +67,21 @@ __all__ = [
     "touch_rows",
 ]
 
-#: routed tuples: data rows have ``worker`` in ``[0, n)``; a *special row* for worker ``w`` has
-#: ``worker = P + w`` (the same label, so the same task and state partition) and one encoded message of
-#: :mod:`skewlab.engine.runtimes.spark.messages` in ``key`` (``ControlOrder``, ``ImportOrder`` or
-#: ``SourceSide``, base64 text).  Two columns only: every shuffled row pays per field
-#: (Arrow → UnsafeRow, shuffle write/read, UnsafeRow → Arrow), and a NULL ``source``/``state`` on
-#: every data row cost ~16 bytes and two field writes per tuple for one side row per source.
-ROUTED_SCHEMA = "key string, worker int"
+#: routed rows, two kinds told apart by ``msg``: a *data row* (a routed tuple, or a combined row) has its
+#: ``key``, ``worker`` in ``[0, n)`` and ``msg`` NULL; a *message row* for worker ``w`` has ``key`` NULL,
+#: ``worker = w`` (the same label as ``w``'s data rows, so the same task and state partition) and in
+#: ``msg`` the raw bytes of one message of :mod:`skewlab.engine.runtimes.spark.messages`
+#: (``ControlOrder``, ``ImportOrder``, ``TouchedKeys`` or ``SourceSide``: MessagePack, no text
+#: encoding).  Routed keys stay keys, messages stay bytes.  Few columns: every shuffled row pays per
+#: field (Arrow → UnsafeRow, shuffle write/read, UnsafeRow → Arrow); the NULL ``msg`` of a data row
+#: costs a null bit and its 8-byte slot in the row (issue 37: one column for every kind of message,
+#: not one per message field).  An operator's combined columns may not take these names
+#: (:data:`skewlab.engine.operators.base.ENGINE_COLUMNS`).
+ROUTED_SCHEMA = "key string, worker int, msg binary"
 #: routed tuples of the join operator: also each tuple's value (its position ``seq`` in its source)
-ROUTED_VALUES_SCHEMA = "key string, worker int, value long"
+ROUTED_VALUES_SCHEMA = "key string, worker int, msg binary, value long"
 #: routed tuples of an operator of the records' values (``--value-field``; the source's ``value`` column)
-ROUTED_FIELD_SCHEMA = "key string, worker int, value double"
+ROUTED_FIELD_SCHEMA = "key string, worker int, msg binary, value double"
 #: the value a routed tuple carries (:attr:`RoutingSnapshot.values`): none, its ``seq``, its ``value`` field
 VALUE_KINDS = ("none", "seq", "field")
 
@@ -85,8 +90,7 @@ class RoutingSnapshot:
     """What the controller ships to the executors each micro-batch.
 
     ``router``: the grouping's :class:`~skewlab.engine.algorithms.grouping.Router` only (``controller.planner.router``):
-    its planner's statistics stay on the driver.  ``partitions``: the state partitions P of the query (one per possible worker; special rows go to
-    ``P + w``).  ``control``: per worker its :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder`
+    its planner's statistics stay on the driver.  ``partitions``: the state partitions P of the query (one per possible worker).  ``control``: per worker its :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder`
     of this batch (:func:`control_payloads`); ``imports``: per worker the references to the
     export blobs it reads this batch (:mod:`skewlab.engine.runtimes.spark.state_transfer`: the
     state's bytes stay in the checkpoint's filesystem).  Only the *lead* input partition emits the control and import rows.
@@ -168,8 +172,9 @@ def combiner_bytes(operator: Any) -> bytes | None:
 
 
 def combined_schema(operator: Any) -> str:
-    """The DDL of the routed rows of an operator that combines: ``key, worker``, ``tuples`` (the
-    tuples a row stands for) and the operator's :attr:`KeyedOperator.combined` columns."""
+    """The DDL of the routed rows of an operator that combines: ``key, worker, msg``
+    (:data:`ROUTED_SCHEMA`), ``tuples`` (the tuples a row stands for) and the operator's
+    :attr:`KeyedOperator.combined` columns."""
     from pyspark.sql.pandas.types import from_arrow_type
 
     cols = "".join(f", `{n}` {from_arrow_type(t).simpleString()}" for n, t in operator.combined)
@@ -195,8 +200,8 @@ def _combine_rows(operator: Any, n_workers: int, keys: list[pa.Array], workers: 
     vals = (values[0] if len(values) == 1 else np.concatenate(values)) if values else None
     row_key = uniq // n_workers
     cols = [enc.dictionary.take(pa.array(row_key)), pa.array((uniq % n_workers).astype(np.int32)),
-            pa.array(np.bincount(codes, minlength=len(uniq)).astype(np.int64))]
-    names = ["key", "worker", "tuples"]
+            pa.nulls(len(uniq), pa.binary()), pa.array(np.bincount(codes, minlength=len(uniq)).astype(np.int64))]
+    names = ["key", "worker", "msg", "tuples"]
     for (name, typ), col in zip(operator.combined, operator.pre_aggregate(codes, len(uniq), vals)):
         cols.append(pa.array(col, type=typ))
         names.append(name)
@@ -269,17 +274,17 @@ def _touch_rows_all(fps: np.ndarray, workers: np.ndarray, targets: Iterable[int]
 def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = False,
                 combiner: Any = None) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Router of one input partition, applied by the source scan to its record batches (a
-    ``mapInArrow``-style function; output :data:`ROUTED_SCHEMA`).
+    ``mapInArrow``-style function; output :data:`ROUTED_SCHEMA`, or its variants with ``value``, or
+    :func:`combined_schema`).
 
     Input columns: ``key``, ``source``, and optionally ``seq`` (position in the source's stream) and
     ``error``/``raw`` (dead letters: rows with ``error`` set are counted, sampled and dropped).
-    Data rows: ``(key, worker)`` and, per ``snapshot.values``, ``value`` (the ``seq`` or the ``value``
-    column).  After them, one *side row* per source seen: ``key`` = the encoded
-    :class:`~skewlab.engine.runtimes.spark.messages.SourceSide` (the router's per-source state after
-    routing, offsets, dead letters, and the snapshot's batch id: the engine refuses a batch routed
-    with another batch's snapshot).
-    Special rows go to ``worker = P + w`` (``P`` = ``snapshot.partitions``, else ``n``): side rows of
-    source ``s`` to ``w = s mod n``; with ``lead`` (one input partition per batch), one *control row*
+    Data rows: ``(key, worker, msg NULL)`` and, per ``snapshot.values``, ``value`` (the ``seq`` or the
+    ``value`` column).  After them the *message rows* (``key`` NULL, ``msg`` the message's bytes,
+    ``worker`` the worker it goes to; :data:`ROUTED_SCHEMA`): one *side row* per source seen, the
+    encoded :class:`~skewlab.engine.runtimes.spark.messages.SourceSide` (the router's per-source state
+    after routing, offsets, dead letters, and the snapshot's batch id: the engine refuses a batch
+    routed with another batch's snapshot), to worker ``s mod n`` for source ``s``; with ``lead`` (one input partition per batch), one *control row*
     per worker of ``snapshot.control`` (its :class:`~skewlab.engine.runtimes.spark.messages.ControlOrder`)
     and one *import row* per reference of ``snapshot.imports`` (an
     :class:`~skewlab.engine.runtimes.spark.messages.ImportOrder`); when the control orders say
@@ -288,8 +293,8 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
     :meth:`skewlab.engine.runtimes.spark.sources.RouteFiles.combiner_operator`; or, for a snapshot
     published before the combiner became a query setting, the operator bytes it carries), the data
     rows are combined per (key, worker) over the whole partition (:func:`_combine_rows`,
-    :func:`combined_schema`) and leave after its last record batch; special rows have NULL ``tuples``
-    and combined columns.
+    :func:`combined_schema`) and leave after its last record batch; message rows have NULL ``tuples``
+    and combined columns (and NULL ``value`` in the other variants).
     """
 
     def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -298,7 +303,6 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
         value_type = pa.float64() if carry == "field" else pa.int64()
         router = snap.router
         n = router.n_workers
-        base = snap.partitions or n
         combining = combiner
         if combining is None and getattr(snap, "combiner", None):  # a snapshot of an older checkpoint
             combining = pickle.loads(snap.combiner)
@@ -375,7 +379,7 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
                 if combining.needs_value:
                     pending[2].append(rb.column("value").to_numpy(zero_copy_only=False).astype(np.float64, copy=False))
                 continue
-            cols, names_out = [keys, pa.array(workers, type=pa.int32())], ["key", "worker"]
+            cols, names_out = [keys, pa.array(workers, type=pa.int32()), pa.nulls(m, pa.binary())], ["key", "worker", "msg"]
             if carry != "none":
                 cols.append(rb.column("value" if carry == "field" else "seq").cast(value_type))
                 names_out.append("value")
@@ -385,34 +389,36 @@ def make_router(snapshot_bytes: bytes, max_samples: int = 5, *, lead: bool = Fal
             if touching:  # the touch rows from the combined rows: one per (key, worker), not per tuple
                 touched = ([row_fps], [combined.column("worker").to_numpy()])
             yield combined
-        special: list[tuple[str, int]] = []
+        messages: list[tuple[bytes, int]] = []  # (message bytes, worker) of the message rows
         for s in sorted(side):
             info = side[s]
             dead = {r: (c, tuple(x)) for r, (c, x) in info["dead_letters"].items()}
             msg = SourceSide(s, snap.batch_id, info["rows"], info["consumed"], info["first_seq"], info["route_seconds"],
                              dead, SourceSide.pack_router_state(router.source_state(s % router.n_sources)))
-            special.append((msg.encode_text(), base + s % n))
+            messages.append((msg.encode(), s % n))
         if touched[0]:
             merge_all = any(o.merge_all for o in orders.values())
-            special.extend((msg.encode_text(), base + w) for w, msg in
+            messages.extend((msg.encode(), w) for w, msg in
                            touch_rows(np.concatenate(touched[0]), np.concatenate(touched[1]), orders, snap.batch_id,
                                       None if merge_all else getattr(snap, "split_keys", None), n))
         if lead:
             for w, order in sorted(orders.items()):
-                special.append((order.encode_text(), base + w))
+                messages.append((order.encode(), w))
             for w, refs in sorted(snap.imports.items()):
-                special.extend((ImportOrder(ref).encode_text(), base + w) for ref in refs)
-        if special:
-            cols = [pa.array([k for k, _ in special], pa.string()), pa.array([w for _, w in special], pa.int32())]
-            names_out = ["key", "worker"]
+                messages.extend((ImportOrder(ref).encode(), w) for ref in refs)
+        if messages:
+            k = len(messages)
+            cols = [pa.nulls(k, pa.string()), pa.array([w for _, w in messages], pa.int32()),
+                    pa.array([b for b, _ in messages], pa.binary())]
+            names_out = ["key", "worker", "msg"]
             if combining is not None:
-                cols.append(pa.nulls(len(special), pa.int64()))
+                cols.append(pa.nulls(k, pa.int64()))
                 names_out.append("tuples")
                 for name, typ in combining.combined:
-                    cols.append(pa.nulls(len(special), typ))
+                    cols.append(pa.nulls(k, typ))
                     names_out.append(name)
             elif carry != "none":
-                cols.append(pa.nulls(len(special), value_type))
+                cols.append(pa.nulls(k, value_type))
                 names_out.append("value")
             yield pa.RecordBatch.from_arrays(cols, names=names_out)
 
