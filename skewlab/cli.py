@@ -58,17 +58,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from skewlab.engine.config.params import ParamError
 
     parser = build_parser()
-    status: int | None = None  # set once the command has returned: a later Ctrl-C does not undo it
     try:
         args = parser.parse_args(argv)
-        status = int(args.func(args) or 0)
-        return status
+        return int(args.func(args) or 0)
     except (UsageError, ParamError) as exc:
         print(f"skewlab: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        if status is not None:  # Ctrl-C landed after the command finished, before main returned
-            return status
         print("skewlab: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:

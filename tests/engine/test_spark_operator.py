@@ -242,10 +242,10 @@ def test_compose_orders_and_control_payloads():
     assert 4 not in control  # beyond the state partitions: never a worker
 
 
-def _inbox_frame(P, worker, messages=(), keys=(), **columns):
+def _inbox_frame(worker, messages=(), keys=(), **columns):
     """One worker's group of rows as the label exchange hands it over: its data rows (``keys`` and
     any extra ``columns``, ``msg`` NULL) and one message row per message (``key`` NULL, the message's
-    bytes in ``msg``, the same ``worker``; ``P`` is not part of it)."""
+    bytes in ``msg``, the same ``worker``)."""
     import pandas as pd
 
     data = {"key": list(keys), "worker": [worker] * len(keys), "msg": [None] * len(keys),
@@ -262,19 +262,19 @@ def test_decode_inbox_splits_the_message_rows_from_the_data_rows():
     P = 4
     side = SourceSide(0, 3, rows=2, consumed=2)
     touch = TouchedKeys(3, fingerprints(["x"]))
-    inbox = decode_inbox(_inbox_frame(P, 2, [side, ControlOrder(3, split=True), touch], keys=["a", "b"]), P)
+    inbox = decode_inbox(_inbox_frame(2, [side, ControlOrder(3, split=True), touch], keys=["a", "b"]), P)
     assert inbox.worker == 2 and inbox.batch == 3 and inbox.control.split
     assert inbox.rows["key"].tolist() == ["a", "b"] and inbox.imports == ()
     assert [t.keys.tolist() for t in inbox.touches] == [touch.keys.tolist()]
     assert [decode(s) for s in inbox.sides] == [side] and inbox.sides == (side.encode(),)  # as they came
-    only_sides = decode_inbox(_inbox_frame(P, 1, [side]), P)  # a worker without a control order
+    only_sides = decode_inbox(_inbox_frame(1, [side]), P)  # a worker without a control order
     assert only_sides.batch is None and only_sides.control is None and len(only_sides.rows) == 0
 
 
 def test_decode_inbox_refuses_rows_of_two_workers_in_one_group():
     from skewlab.engine.runtimes.spark.operator import decode_inbox
 
-    pdf = _inbox_frame(4, 1, [ControlOrder(0)], keys=["a"])
+    pdf = _inbox_frame(1, [ControlOrder(0)], keys=["a"])
     pdf.loc[0, "worker"] = 2
     with pytest.raises(RuntimeError, match=r"rows of several workers in one group \(\[1, 2\]\): worker labels are wrong"):
         decode_inbox(pdf, 4)
@@ -292,7 +292,7 @@ def test_decode_inbox_tells_message_rows_by_msg_not_by_worker():
 
     order = ControlOrder(3)
     lookalike = base64.b64encode(order.encode()).decode("ascii")
-    inbox = decode_inbox(_inbox_frame(4, 1, [order], keys=[lookalike, "b"]), 4)
+    inbox = decode_inbox(_inbox_frame(1, [order], keys=[lookalike, "b"]), 4)
     assert inbox.batch == 3 and inbox.rows["key"].tolist() == [lookalike, "b"]
     assert inbox.rows["msg"].isna().all()
     with pytest.raises(RuntimeError, match=r"rows of worker 5, outside the 4 state partitions"):
@@ -304,9 +304,9 @@ def test_decode_inbox_refuses_tuples_without_a_control_row_and_touch_rows_of_ano
     from skewlab.engine.runtimes.spark.operator import decode_inbox
 
     with pytest.raises(RuntimeError, match="worker 1 received 2 tuples without a control row"):
-        decode_inbox(_inbox_frame(4, 1, [SourceSide(0, 0)], keys=["a", "b"]), 4)
+        decode_inbox(_inbox_frame(1, [SourceSide(0, 0)], keys=["a", "b"]), 4)
     with pytest.raises(RuntimeError, match=r"worker 1 received touch rows of batch \[4\] in batch 5"):
-        decode_inbox(_inbox_frame(4, 1, [ControlOrder(5, split=True), TouchedKeys(4), TouchedKeys(5)], keys=["a"]), 4)
+        decode_inbox(_inbox_frame(1, [ControlOrder(5, split=True), TouchedKeys(4), TouchedKeys(5)], keys=["a"]), 4)
 
 
 @pytest.mark.parametrize("name", ["count", "sum", "mean"])
@@ -346,16 +346,16 @@ def test_window_step_without_a_control_order_does_nothing_and_exports_need_a_dir
     win = WorkerWindow(2)
     schema = sink_schema(win.operator)
     sink = ParquetSink(str(tmp_path / "sink"), schema)
-    idle = decode_inbox(_inbox_frame(2, 0, [SourceSide(0, 0)]), 2)
+    idle = decode_inbox(_inbox_frame(0, [SourceSide(0, 0)]), 2)
     nothing = window_step(win, idle, batch_keys(idle.rows, win.operator, True), results=sink, schema=schema,
                           migrations=None)
     assert (nothing.merge_rows, nothing.exports, nothing.applied, nothing.results, nothing.home_n) == ((), (), 0, 0, 0)
     assert nothing.off_home.size == 0 and win.last < 0 and not (tmp_path / "sink").exists()
-    first = decode_inbox(_inbox_frame(2, 0, [ControlOrder(0)], keys=["a", "a", "b"]), 2)
+    first = decode_inbox(_inbox_frame(0, [ControlOrder(0)], keys=["a", "a", "b"]), 2)
     done = window_step(win, first, batch_keys(first.rows, win.operator, True), results=sink, schema=schema,
                        migrations=None)
     assert (done.applied, done.results, done.exports, done.merge_rows) == (3, 2, (), ())
-    move = decode_inbox(_inbox_frame(2, 0, [ControlOrder(1, {1: fingerprints(["a"])})]), 2)
+    move = decode_inbox(_inbox_frame(0, [ControlOrder(1, {1: fingerprints(["a"])})]), 2)
     with pytest.raises(RuntimeError, match="worker 0 exports state in batch 1 but the handler has no migrations directory"):
         window_step(win, move, batch_keys(move.rows, win.operator, True), results=sink, schema=schema, migrations=None)
 
@@ -369,7 +369,7 @@ def test_emit_frame_rows_come_in_their_order_and_the_state_goes_when_the_window_
     from skewlab.engine.runtimes.spark.state_transfer import ExportRef
     from skewlab.engine.runtimes.spark.window_state import WorkerWindow
 
-    inbox = decode_inbox(_inbox_frame(2, 1, [ControlOrder(7), SourceSide(0, 7)], keys=["a"]), 2)
+    inbox = decode_inbox(_inbox_frame(1, [ControlOrder(7), SourceSide(0, 7)], keys=["a"]), 2)
     keys = BatchKeys(["a", "b", "c"], np.array([1, 5, 3], np.int64), fingerprints(["a", "b", "c"]), None)
     ref = ExportRef(7, 1, 0, "m/x.blob", 40, 2)
     outcome = StepOutcome(((FRESH_SHARE, 7, "b", b"s"),), (ref,), applied=9, results=2)

@@ -233,7 +233,7 @@ def decode_inbox(pdf: Any, partitions: int) -> WorkerInbox:
             elif isinstance(msg, TouchedKeys):
                 touches.append(msg)
             else:
-                sides.append(msg.encode())
+                sides.append(data)  # as it came: the driver decodes it
     rows = pdf[~is_msg] if is_msg.any() else pdf
     batch = None if control is None else control.batch
     if control is None and len(rows):
