@@ -160,15 +160,17 @@ def test_bad_window_is_refused():
         WorkerWindow(0)
 
 
+@pytest.mark.parametrize("W", [3, 25, 1000])
 @pytest.mark.parametrize("seed", range(5))
-def test_random_stream_with_random_moves_equals_reference(seed):
-    """4 workers, window 3, 30 batches of a skewed stream; after each batch a random set of keys
+def test_random_stream_with_random_moves_equals_reference(seed, W):
+    """4 workers, window ``W``, 30 batches of a skewed stream; after each batch a random set of keys
     moves to random workers (through the protocol: exports in the next batch, imports in the one
     after, serialised state in between).  Every (batch, key) result equals the brute-force window
-    count, and each is emitted exactly once."""
+    count, and each is emitted exactly once.  Windows of 25 and 1000 batches outgrow the ring's first
+    16 columns during the run (25: capped at the window)."""
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
-    W, n, batches = 3, 4, 30
+    n, batches = 4, 30
     workers = [WorkerWindow(W) for _ in range(n)]
     owner: dict[str, int] = {}
     orders: dict[int, dict[int, list[str]]] = {}  # holder -> target -> keys (for the next batch)
@@ -225,6 +227,59 @@ def test_random_stream_with_random_moves_equals_reference(seed):
             truth[(b, k)] = sum(history[j][k] for j in range(max(0, b - W + 1), b + 1))
     assert {k: v for k, v in emitted.items() if k in truth} == truth
     assert all(v == 0 for k, v in emitted.items() if k not in truth)  # only retractions elsewhere
+
+
+def _steps(w: WorkerWindow, batches: range, seed: int) -> list[tuple]:
+    """Step ``w`` through ``batches`` of a stream over 30 keys, some batches empty; its results."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for b in batches:
+        codes = rng.zipf(1.4, 0 if b % 7 == 3 else 50) % 30
+        ks, cs = counts_of([f"k{int(c)}" for c in codes])
+        out += w.step(b, ks, cs)["results"]
+    return out
+
+
+def test_a_window_longer_than_the_run_holds_the_columns_its_batches_use():
+    """A window of 100,000 batches, 40 batches run: the ring grew from 16 to 64 columns (not 100,000
+    per key), and every result is the brute-force count over the whole run so far."""
+    w = WorkerWindow(100_000)
+    results = _steps(w, range(40), seed=3)
+    assert w.width == 64 and w.ring.shape == (len(w), 64)
+    history: list[Counter] = []
+    rng = np.random.default_rng(3)
+    for b in range(40):
+        history.append(Counter(f"k{int(c)}" for c in rng.zipf(1.4, 0 if b % 7 == 3 else 50) % 30))
+    assert {(b, k): n for b, k, n in results} == {
+        (b, k): sum(h[k] for h in history[: b + 1]) for b in range(40) for k in history[b]}
+    assert WorkerWindow.loads(w.dumps()).width == 64
+
+
+def test_a_window_wide_ring_written_before_continues_exactly():
+    """A state whose ring is as wide as its window (as every state was before the ring grew on
+    demand) loads and steps on with the same results as one that grew."""
+    grown, wide = WorkerWindow(40), WorkerWindow(40)
+    assert _steps(grown, range(10), seed=5) == _steps(wide, range(10), seed=5)
+    wide._widen(40)
+    assert wide.width == 40 and grown.width == 16
+    wide = WorkerWindow.loads(wide.dumps())
+    assert wide.width == 40
+    assert _steps(WorkerWindow.loads(grown.dumps()), range(10, 60), seed=6) == _steps(wide, range(10, 60), seed=6)
+
+
+def test_an_import_older_than_the_receivers_ring_widens_it():
+    """A worker whose own batches span 3 columns receives a key whose window goes back 18 batches
+    (its batch 24 falls on the column of the receiver's batch 40 in a 16-column ring: refused as
+    outside the window without the widening): the ring
+    widens, and the key's windowed count includes every imported batch."""
+    a, b = WorkerWindow(1000), WorkerWindow(1000)
+    for t in range(24, 41):
+        a.step(t, ["x"], np.array([1]))
+    b.step(40, ["y"], np.array([1]))
+    blobs = a.step(41, [], np.zeros(0, np.int64), exports=by_fp({1: ["x"]}))["exports"]
+    b.step(41, ["x", "y"], np.array([2, 1]), expect=fingerprints(["x"]))
+    results = b.step(42, ["x"], np.array([1]), imports=[blobs[1]])["results"]
+    assert b.width == 32 and sorted(results) == [(41, "x", 19), (42, "x", 20)]
 
 
 def join_truth(history, W):

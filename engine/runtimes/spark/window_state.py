@@ -26,8 +26,12 @@ A result is the key's whole result under a single-owner grouping.  Under a split
 result from every holder's :meth:`WorkerWindow.shares`, merged in Spark
 (:mod:`skewlab.engine.runtimes.spark.share_merge`).
 
-Storage layout: a dense ``(keys, window)`` ring of counts (column ``b mod window`` holds batch
-``b``) and a dict from key to row; serialised sparse (only the non-zero cells), because most keys of
+Storage layout: a dense ``(keys, width)`` ring of counts (column ``b mod width`` holds batch ``b``)
+and a dict from key to row.  ``width`` starts at ``min(window, 16)`` and doubles, up to ``window``,
+when the batches alive in the window span more columns than the ring has: a window far longer than
+the run (or than its keys' lives) costs the columns its batches use, not ``window`` of them per key
+(a ring ``window`` wide made a 100,000-batch window cost 800 kB per key and ~0.3 s per batch and
+worker at 100 keys).  The ring is serialised sparse (only the non-zero cells), because most keys of
 a skewed stream appear in a few batches of the window.  Keys whose window became empty are dropped.
 The operator's partial states are kept batch-major (batch → key → state): a batch leaving the window
 is dropped whole, and an operator whose ``dumps`` is the interface's default pickle has its states
@@ -47,6 +51,9 @@ from skewlab.engine.operators import KeyedOperator
 from skewlab.engine.operators.builtin import Count
 
 __all__ = ["WorkerWindow", "key_fingerprints"]
+
+#: the ring's first width in columns (batches), doubled as the window's live batches need
+_FIRST_WIDTH = 16
 
 #: layouts of a serialised window's partial states: batch-major with the states as they are (an
 #: operator that pickles itself) or as the operator's bytes; key-major bytes (states written before)
@@ -78,9 +85,9 @@ class WorkerWindow:
         #: the keys' fingerprints (:func:`key_fingerprints`), row by row: hashed once, when a key arrives
         self.fps = np.zeros(0, dtype=np.uint64)
         self.index: dict[str, int] = {}
-        self.ring = np.zeros((0, self.window), dtype=np.int64)
-        #: batch held by each ring column (-1: none yet)
-        self.col_batch = np.full(self.window, -1, dtype=np.int64)
+        self.ring = np.zeros((0, min(self.window, _FIRST_WIDTH)), dtype=np.int64)
+        #: batch held by each ring column (-1: none yet); its length is the ring's width
+        self.col_batch = np.full(self.ring.shape[1], -1, dtype=np.int64)
         self.last = -1  # the batch the window was last slid to
         #: the operator's partial states (all operators but count), batch-major: batch -> {key: partial
         #: state}, so a batch that leaves the window is dropped whole
@@ -114,9 +121,12 @@ class WorkerWindow:
             self.ring[:] = 0
             self.col_batch[:] = -1
         else:
-            for b in range(self.last + 1, batch + 1):
-                self.ring[:, b % self.window] = 0
-                self.col_batch[b % self.window] = -1
+            left = (self.col_batch >= 0) & (self.col_batch <= batch - self.window)
+            self.ring[:, left] = 0
+            self.col_batch[left] = -1
+            live = self.col_batch[self.col_batch >= 0]
+            if live.size:
+                self._widen(batch - int(live.min()) + 1)
         self.last = batch
         if self.partials:
             low = batch - self.window
@@ -126,6 +136,25 @@ class WorkerWindow:
             alive = self.ring.any(axis=1)
             if not alive.all():
                 self._keep(alive)
+
+    @property
+    def width(self) -> int:
+        """The ring's columns: batches it can hold at once (at most ``window``)."""
+        return len(self.col_batch)
+
+    def _widen(self, span: int) -> None:
+        """Make the ring at least ``span`` columns wide (capped at ``window``), doubling: each batch
+        it holds moves to its column ``b mod width`` of the wider ring."""
+        if span <= self.width:
+            return
+        width = min(self.window, max(span, 2 * self.width))
+        ring = np.zeros((self.ring.shape[0], width), dtype=np.int64)
+        col_batch = np.full(width, -1, dtype=np.int64)
+        held = np.flatnonzero(self.col_batch >= 0)
+        to = self.col_batch[held] % width
+        ring[:, to] = self.ring[:, held]
+        col_batch[to] = self.col_batch[held]
+        self.ring, self.col_batch = ring, col_batch
 
     def _keep(self, alive: np.ndarray) -> None:
         self.ring = self.ring[alive]
@@ -153,11 +182,14 @@ class WorkerWindow:
             self.fps = np.concatenate([self.fps, key_fingerprints(added) if fps is None
                                        else np.asarray(fps, np.uint64)[new]])
             rows[new] = np.arange(start, start + new.size)
-            self.ring = np.vstack([self.ring, np.zeros((new.size, self.window), dtype=np.int64)])
+            self.ring = np.vstack([self.ring, np.zeros((new.size, self.width), dtype=np.int64)])
         return rows
 
     def _add_at(self, rows: np.ndarray, batch: int, counts: np.ndarray) -> None:
-        col = int(batch) % self.window
+        if self.last - self.window < batch <= self.last:
+            live = self.col_batch[self.col_batch >= 0]
+            self._widen(self.last - min(int(batch), int(live.min()) if live.size else int(batch)) + 1)
+        col = int(batch) % self.width
         if self.col_batch[col] not in (-1, batch):
             raise ValueError(f"batch {batch} is outside the window ending at {self.last}")
         self.col_batch[col] = batch
@@ -172,7 +204,7 @@ class WorkerWindow:
         """Results of a non-mergeable operator whose partial state is the tuple count: :meth:`emit` of
         each selected key's non-zero counts of the window's earlier batches (oldest first) and of ``batch``."""
         older = [c for c in np.argsort(self.col_batch).tolist() if batch - self.window < self.col_batch[c] < batch]
-        now = int(batch) % self.window
+        now = int(batch) % self.width
         cells = self.ring[rows[sel]]
         emit = self.operator.emit
         return [(batch, keys[i], *emit([c for c in row[older].tolist() if c], int(row[now])))
@@ -271,8 +303,8 @@ class WorkerWindow:
                 sub = self.ring[rows]
                 r, c = np.nonzero(sub)
                 counts = sub[r, c]
-                # compact cells: at most `window` distinct batches, counts of one batch fit 32 bits
-                blob.update(row=r.astype(np.int32), col=c.astype(np.int16),
+                # compact cells: at most `width` distinct batches, counts of one batch fit 32 bits
+                blob.update(row=r.astype(np.int32), col=c.astype(_column_type(self.width)),
                             count=counts.astype(np.int32) if counts.max() < 2**31 else counts)
                 if not self.ring_only:
                     dumps = self.operator.dumps
@@ -444,7 +476,7 @@ class WorkerWindow:
         partial states (batch-major; by the operator's ``dumps`` unless it is the default pickle,
         whose states go into the one pickle as they are), flights, and the layout's name."""
         r, c = np.nonzero(self.ring)
-        cells = (r.astype(np.int32), c.astype(np.int16), self.ring[r, c])
+        cells = (r.astype(np.int32), c.astype(_column_type(self.width)), self.ring[r, c])
         if self._pickles_itself():
             layout, partials, held = _LAYOUT_RAW, self.partials, self.held
         else:
@@ -480,7 +512,7 @@ class WorkerWindow:
         self.keys = keys
         self.fps = fields[10] if len(fields) > 10 else key_fingerprints(keys)  # (a state written before fps were kept)
         self.index = {k: i for i, k in enumerate(keys)}
-        self.ring = np.zeros((len(keys), window), dtype=np.int64)
+        self.ring = np.zeros((len(keys), len(col_batch)), dtype=np.int64)  # (a state written before: window wide)
         self.ring[r.astype(np.int64), c.astype(np.int64)] = v
         self.col_batch = col_batch
         self.last = last
@@ -488,3 +520,8 @@ class WorkerWindow:
         self.held = held
         self.expect = expect
         return self
+
+
+def _column_type(width: int) -> type:
+    """The smallest integer type of a column index of a ring ``width`` wide."""
+    return np.int16 if width <= np.iinfo(np.int16).max + 1 else np.int32
