@@ -193,18 +193,18 @@ def main(argv: list[str] | None = None) -> int:
     if m < 1 or k < 1 or args.workers < 1 or args.sources < 1 or args.batch < 1 or args.repeat < 1:
         ap.error("messages, keys, workers, sources, batch and repeat must be >= 1")
 
-    t0 = time.perf_counter()
-    ranks = zipf_ranks(m, k, args.zipf, args.seed)
-    fps = Vocabulary([str(i) for i in range(k)]).fps[ranks]
-    gen_s = time.perf_counter() - t0
-
     names = [x for x in registry.names() if not registry.get(x).rebalancing]
-    if args.only:
+    if args.only:  # refused before the stream is generated (seconds at the defaults)
         wanted = [x.strip() for x in args.only.split(",") if x.strip()]
         unknown = sorted({variant(x)[0] for x in wanted} - set(registry.names()))
         if unknown:
             ap.error(f"unknown algorithm(s) in --only: {', '.join(unknown)}")
         names = ["hash", *[x for x in wanted if x != "hash"]]
+
+    t0 = time.perf_counter()
+    ranks = zipf_ranks(m, k, args.zipf, args.seed)
+    fps = Vocabulary([str(i) for i in range(k)]).fps[ranks]
+    gen_s = time.perf_counter() - t0
     strings = None
     if args.start != "fingerprints":
         import pyarrow as pa
