@@ -271,13 +271,13 @@ def test_a_new_run_routes_by_hash_until_its_groupings_kernels_are_compiled(spark
 def split_run(spark, tmp_path_factory):
     """ONE D-Choices run read by the split-key tests (each used to start its own query): dchoices
     splits the head keys over 6 workers, the window (2 batches) is shorter than the run, a service time
-    of 5 ms per tuple; ``set-workers 2`` after batch 1 (the removed workers' shares of split keys move
+    of 2 ms per tuple; ``set-workers 2`` after batch 1 (the removed workers' shares of split keys move
     while the keys' other holders keep receiving tuples), a switch to the single-owner ``mixed`` after
     batch 3 (the split keys' shares move to one worker), then a restart from the same checkpoint.
     Yields (cfg, engine, results table as a dict of columns)."""
     tmp_path = tmp_path_factory.mktemp("split")
     cfg = gen_cfg(tmp_path, algorithm="dchoices", workers=6, window=2, max_batches=6, shadow=[],
-                  workload_params={"keys": 80, "z": 1.4}, max_per_batch=600, service_us=5_000.0)
+                  workload_params={"keys": 80, "z": 1.4}, max_per_batch=600, service_us=2_000.0)
 
     def after(engine, batch_id):
         if batch_id == 1:
@@ -320,7 +320,7 @@ def test_split_keys_service_time_is_not_the_merge_stages(split_run):
     the workers': each worker's task lasts at least its tuples times the service time."""
     _, engine, _ = split_run
     busy = [w for w in engine.store.worker_metrics(engine.run_id) if w["tuples"]]
-    assert busy and all(w["processing_seconds"] >= w["tuples"] * 5_000e-6 for w in busy)
+    assert busy and all(w["processing_seconds"] >= w["tuples"] * 2_000e-6 for w in busy)
 
 
 def recorded_summaries(engine: SparkEngine) -> dict[int, dict]:
