@@ -1,6 +1,7 @@
 """The dashboard in a real browser (Playwright driving Debian's /usr/bin/chromium) over a REAL engine.
 
-One ``skewlab engine`` subprocess (generator, 4 workers, 1 s intervals, shadows hash and pkg) writes to
+One ``skewlab engine`` subprocess (generator, 4 workers, 5 state partitions: one worker can be added, 1 s
+intervals, shadows hash and pkg) writes to
 a temporary SQLite database; the dashboard is served from a thread on a free loopback port.  In order:
 the page loads with live data; an invalid θmax is refused in the form with its range; switching the
 algorithm becomes a command that turns from pending to applied and an annotation on the time axes;
@@ -83,8 +84,8 @@ def engine(workdir):
     db = f"sqlite:///{workdir}/db.sqlite"
     log_path = workdir / "engine.log"
     cmd = [sys.executable, "-m", "skewlab", "engine", "--db", db, "--checkpoint", str(workdir / "ck"),
-           "--interval", "1", "--rate", "5000", "--workers", "4", "--shadow", "hash,pkg", "--algorithm", "mixed",
-           "--duration", "420"]
+           "--interval", "1", "--rate", "5000", "--workers", "4", "--max-workers", "5", "--shadow", "hash,pkg",
+           "--algorithm", "mixed", "--duration", "420"]
     env = dict(os.environ, SKEWLAB_DATA_DIR=str(workdir / "data"), PYTHONUNBUFFERED="1")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,

@@ -27,6 +27,9 @@ ZIPF = {"keys": 300, "z": 1.2}
 
 
 def gen_cfg(tmp_path, **kw):
+    """A generator run on the test session's Spark.  A test whose run never grows past its start gives
+    ``max_workers``: each state partition beyond the workers is a task of every batch (``2 * workers``
+    by default)."""
     base = dict(
         source="generator", db=f"sqlite:///{tmp_path}/db.sqlite", checkpoint=str(tmp_path / "ckpt"),
         algorithm="pkg", workers=3, sources=2, interval=0.3, rate=0, max_per_batch=3000, window=100_000,
@@ -47,7 +50,7 @@ def final(results: dict, checkpoint) -> dict:
 
 
 def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path, monkeypatch):
-    cfg = gen_cfg(tmp_path, max_batches=5)
+    cfg = gen_cfg(tmp_path, max_batches=5, max_workers=5)  # state partitions: as many as the run grows to
     phases: list[tuple[str, int, bool, bool]] = []  # the named points of each batch the driver passed
     monkeypatch.setattr(batch_phases, "hook", lambda phase, b, *, exports, imports: phases.append(
         (phase, b, exports, imports)))
@@ -276,7 +279,7 @@ def split_run(spark, tmp_path_factory):
     batch 3 (the split keys' shares move to one worker), then a restart from the same checkpoint.
     Yields (cfg, engine, results table as a dict of columns)."""
     tmp_path = tmp_path_factory.mktemp("split")
-    cfg = gen_cfg(tmp_path, algorithm="dchoices", workers=6, window=2, max_batches=6, shadow=[],
+    cfg = gen_cfg(tmp_path, algorithm="dchoices", workers=6, max_workers=6, window=2, max_batches=6, shadow=[],
                   workload_params={"keys": 80, "z": 1.4}, max_per_batch=600, service_us=2_000.0)
 
     def after(engine, batch_id):
@@ -347,7 +350,7 @@ def test_split_key_merge_stage_rows_scale_with_the_batchs_keys_not_the_window(sp
     batch, equal to the windowed count, and (b) the rows sent to the merge stage (WorkerSummary.shares)
     are at most the batch's keys times the batch's workers, where every key of the window used to be
     sent."""
-    cfg = gen_cfg(tmp_path, algorithm="dchoices", workers=3, window=100_000, max_batches=6, shadow=[],
+    cfg = gen_cfg(tmp_path, algorithm="dchoices", workers=3, max_workers=3, window=100_000, max_batches=6, shadow=[],
                   workload_params={"keys": 20_000, "z": 1.2}, max_per_batch=600)
 
     def after(engine, batch_id):
@@ -382,7 +385,7 @@ def test_keys_held_by_one_worker_never_go_through_the_merge_stage(spark, tmp_pat
     (before: every key of the batch went to the merge stage, once per holder, and no worker wrote a
     result), and the sink stays exact through a shrink (``set-workers``: every key merges in the
     batches where homes change or state moves) and a restart."""
-    cfg = gen_cfg(tmp_path, algorithm="dchoices", params={"tail": "hash"}, workers=4, window=3,
+    cfg = gen_cfg(tmp_path, algorithm="dchoices", params={"tail": "hash"}, workers=4, max_workers=4, window=3,
                   max_batches=7, shadow=[], workload_params={"keys": 5_000, "z": 1.1}, max_per_batch=3000)
 
     def after(engine, batch_id):
