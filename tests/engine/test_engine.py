@@ -146,8 +146,8 @@ def paced_run(spark, tmp_path_factory) -> PacedRun:
     workers with a service time of 10 ms per tuple (each worker's task time must cover it), 3 batches.
     What the tests read is taken when the run ends (a later test continues its checkpoint)."""
     tmp_path = tmp_path_factory.mktemp("paced")
-    cfg = gen_cfg(tmp_path, algorithm="hash", workers=2, rate=2000, interval=0.5, max_per_batch=300, shadow=[],
-                  service_us=10_000.0, max_batches=3)
+    cfg = gen_cfg(tmp_path, algorithm="hash", workers=2, max_workers=2, rate=2000, interval=0.5, max_per_batch=300,
+                  shadow=[], service_us=10_000.0, max_batches=3)
     store = connect(cfg.db)
     lines: list[str] = []
     engine = SparkEngine(cfg, log=lines.append)

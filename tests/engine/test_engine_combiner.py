@@ -33,7 +33,7 @@ AGGREGATES = {
 def _run(tmp_path, operator: str, combine: bool):
     cfg = EngineConfig(source="generator", db=f"sqlite:///{tmp_path}/db.sqlite", checkpoint=str(tmp_path / "ckpt"),
                        sink=str(tmp_path / "sink"),
-                       algorithm="dchoices", workers=3, sources=2, interval=0.3, rate=0, max_per_batch=2000,
+                       algorithm="dchoices", workers=3, max_workers=3, sources=2, interval=0.3, rate=0, max_per_batch=2000,
                        window=2, workload="zipf", workload_params={"keys": 80, "z": 1.4}, seed=5, shadow=[],
                        max_batches=5, operator=operator, combine=combine)
 

@@ -21,7 +21,8 @@ from tests.spark_truth import committed_ranges, window_batches  # noqa: E402
 
 
 def _cfg(tmp_path, **kw):
-    base = dict(db=f"sqlite:///{tmp_path}/db.sqlite", checkpoint=str(tmp_path / "ckpt"), workers=3, sources=2,
+    # max_workers: the most a run here grows to (each state partition is a task of every batch)
+    base = dict(db=f"sqlite:///{tmp_path}/db.sqlite", checkpoint=str(tmp_path / "ckpt"), workers=3, max_workers=4, sources=2,
                 interval=0.3, rate=0, max_per_batch=1000, window=2, seed=5, shadow=[], max_batches=3)
     base.update(kw)
     return EngineConfig(**base)
