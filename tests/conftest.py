@@ -45,3 +45,35 @@ def data_dir_of_this_process(tmp_path_factory):
 from tests.kafka_fixtures import kafka_broker  # noqa: E402,F401 - session fixture for every test module
 from tests.spark_fixtures import spark  # noqa: E402,F401 - ONE SparkSession for the whole run
 from tests.kernels_fixtures import kernels_in_process  # noqa: E402,F401 - engine runs: no warm-up child per run
+
+
+#: the default suite's longest files (summed seconds in a two-process run, 2026-12-04: 146, 84, 56, 40, 39),
+#: longest first: with ``--dist loadfile`` a file runs whole in one process, so a long file that starts last
+#: leaves the other process idle (xdist's own order, by number of tests, started them last)
+LONGEST_FILES = ("tests/engine/test_engine.py", "tests/dashboard/test_dashboard_browser.py",
+                 "tests/engine/test_spark_sources.py", "tests/algorithms/test_defaults_on_traces.py",
+                 "tests/bench/test_bench_quick.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest files first (:data:`LONGEST_FILES`), then the files that run Spark queries or drive
+    Chromium, then the rest, each group in collection order and each file's tests together: the two
+    processes of the README's ``-n 2 --dist loadfile --no-loadscope-reorder`` finish close together
+    (without ``--no-loadscope-reorder``, as in ``.ci/run``'s slow suite, xdist orders the files by
+    their number of tests)."""
+    def path(item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    heavy = {path(item) for item in items
+             if "spark" in getattr(item, "fixturenames", ()) or item.get_closest_marker("browser") is not None}
+    first = {}
+    for index, item in enumerate(items):
+        first.setdefault(path(item), index)
+
+    def rank(pair) -> tuple[int, int, int, int]:
+        index, item = pair
+        p = path(item)
+        group = (0, LONGEST_FILES.index(p)) if p in LONGEST_FILES else ((1 if p in heavy else 2), 0)
+        return (*group, first[p], index)
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=rank)]

@@ -85,7 +85,7 @@ def readme(cmd: str) -> str:
 #: README command → the test that runs it ("ci": `.ci/run` runs it, checked by test_ci_runs_the_readme_test_command)
 RUN_BY: dict[str, str] = {
     "./scripts/install && skewlab demo": "ci + test_demo_main_command",
-    "./scripts/install && python3 -m pytest -q -n 2 --dist loadfile --durations=20": "ci",
+    "./scripts/install && python3 -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=20": "ci",
     "skewlab algorithms": "test_local_commands",
     "skewlab workloads": "test_local_commands",
     "skewlab simulate --algorithm pkg --workers 50 --sources 4 --workload zipf --zipf 1.4 --keys 100000 "
@@ -156,7 +156,7 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     (extract,) = [ln for ln in ci.splitlines() if ln.startswith("cmd=$(")]
     got = subprocess.run(["bash", "-c", f'{extract}; printf %s "$cmd"'], cwd=ROOT, capture_output=True, text=True)
-    assert got.stdout == readme("./scripts/install && python3 -m pytest -q -n 2 --dist loadfile --durations=20"), got
+    assert got.stdout == readme("./scripts/install && python3 -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=20"), got
     assert 'bash -c "$cmd"' in ci
     # the README's command deselects the `slow` tests (pyproject's addopts); .ci/run runs them after it
     addopts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]["addopts"]
