@@ -8,6 +8,17 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 
+def pytest_configure(config):
+    """Ctrl-C reaches the commands the tests start as it does in a terminal.  A suite started in the
+    background of a non-interactive shell (``.ci/run &``) inherits SIGINT ignored, and so would every
+    command it starts: ``skewlab dashboard`` or ``skewlab broker`` would then sit out the tests' Ctrl-C
+    (a run of ``.ci/run`` started that way failed three such stops, 2026-12-04)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture
 def vocab_1k():
     from skewlab.engine.algorithms.keys import Vocabulary
@@ -47,12 +58,11 @@ from tests.spark_fixtures import spark  # noqa: E402,F401 - ONE SparkSession for
 from tests.kernels_fixtures import kernels_in_process  # noqa: E402,F401 - engine runs: no warm-up child per run
 
 
-#: the default suite's longest files (summed seconds in a two-process run, 2026-12-04: 146, 84, 56, 40, 39),
+#: the default suite's longest files (summed seconds in a two-process run, 2026-12-04: 146, 84, 56, 34),
 #: longest first: with ``--dist loadfile`` a file runs whole in one process, so a long file that starts last
 #: leaves the other process idle (xdist's own order, by number of tests, started them last)
 LONGEST_FILES = ("tests/engine/test_engine.py", "tests/dashboard/test_dashboard_browser.py",
-                 "tests/engine/test_spark_sources.py", "tests/algorithms/test_defaults_on_traces.py",
-                 "tests/bench/test_bench_quick.py")
+                 "tests/engine/test_spark_sources.py", "tests/engine/test_engine_records.py")
 
 
 def pytest_collection_modifyitems(config, items):

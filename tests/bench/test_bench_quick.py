@@ -2,7 +2,8 @@
 
 Runs the whole quick benchmark once, in-process, through an argparse parser built with
 ``skewlab.bench.cli.add_commands`` (the way ``skewlab/cli.py`` wires it), then checks the page, the figures and
-the data behind them.  Budget: ≤ 3 minutes on the 2-core CI machine (measured ~1 minute there).
+the data behind them.  In the slow suite, beside tests/end_to_end/test_readme.py::test_bench_commands, which
+runs the same command as the README writes it: 30–40 s of the README command's CPU-bound 6 minutes.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from skewlab.bench import TARGETS
 from skewlab.bench import cli as bench_cli
 from skewlab.bench.common import Section, result_page, write_results
 from skewlab.bench.results_tables import check_seals
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
