@@ -175,7 +175,7 @@ def test_service_time_is_in_every_workers_task_time(paced_run):
 
 
 def test_pause_and_resume_lose_nothing(spark, tmp_path):
-    cfg = gen_cfg(tmp_path, algorithm="hash", shadow=[], max_batches=4)
+    cfg = gen_cfg(tmp_path, algorithm="hash", max_workers=3, shadow=[], max_batches=4)
     store = connect(cfg.db)
     resumed = threading.Event()
 
@@ -494,7 +494,8 @@ def test_file_source_counts_dead_letters(spark, tmp_path):
     f = tmp_path / "keys.txt"
     lines = [f"w{i % 17}" if i % 10 else "" for i in range(1, 2001)]
     f.write_text("\n".join(lines) + "\n")
-    cfg = gen_cfg(tmp_path, source="file", path=str(f), algorithm="hash", shadow=[], max_batches=3, max_per_batch=1000)
+    cfg = gen_cfg(tmp_path, source="file", path=str(f), algorithm="hash", max_workers=3, shadow=[], max_batches=3,
+                  max_per_batch=1000)
     engine = SparkEngine(cfg, log=lambda m: None)
     engine.run()
     consumed = sum(engine.consumed.values())
@@ -518,8 +519,8 @@ def test_kafka_source_end_to_end_with_malformed_records(spark, tmp_path, kafka_b
         p.send(topic, key=b"\xff\xfe", value=b"bad utf8", partition=i % 2)
     p.flush()
     p.close()
-    cfg = gen_cfg(tmp_path, source="kafka", bootstrap=kafka_broker, topic=topic, algorithm="consistent", shadow=[],
-                  max_batches=2, max_per_batch=2_000)
+    cfg = gen_cfg(tmp_path, source="kafka", bootstrap=kafka_broker, topic=topic, algorithm="consistent", max_workers=3,
+                  shadow=[], max_batches=2, max_per_batch=2_000)
     engine = SparkEngine(cfg, log=lambda m: None)
     engine.run()
     assert sum(engine.controller.results().values()) == 3000
