@@ -58,7 +58,7 @@ from tests.spark_fixtures import spark  # noqa: E402,F401 - ONE SparkSession for
 from tests.kernels_fixtures import kernels_in_process  # noqa: E402,F401 - engine runs: no warm-up child per run
 
 
-#: the default suite's longest files (summed seconds in a two-process run, 2026-12-04: 146, 84, 56, 34),
+#: the default suite's longest files (summed seconds measured in docs/design-notes.md, CI budget),
 #: longest first: with ``--dist loadfile`` a file runs whole in one process, so a long file that starts last
 #: leaves the other process idle (xdist's own order, by number of tests, started them last)
 LONGEST_FILES = ("tests/engine/test_engine.py", "tests/dashboard/test_dashboard_browser.py",

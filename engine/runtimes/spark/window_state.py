@@ -30,8 +30,7 @@ Storage layout: a dense ``(keys, width)`` ring of counts (column ``b mod width``
 and a dict from key to row.  ``width`` starts at ``min(window, 16)`` and doubles, up to ``window``,
 when the batches alive in the window span more columns than the ring has: a window far longer than
 the run (or than its keys' lives) costs the columns its batches use, not ``window`` of them per key
-(a ring ``window`` wide made a 100,000-batch window cost 800 kB per key and ~0.3 s per batch and
-worker at 100 keys).  The ring is serialised sparse (only the non-zero cells), because most keys of
+(measured in docs/results/engine.md, "A long window").  The ring is serialised sparse (only the non-zero cells), because most keys of
 a skewed stream appear in a few batches of the window.  Keys whose window became empty are dropped.
 The operator's partial states are kept batch-major (batch → key → state): a batch leaving the window
 is dropped whole, and an operator whose ``dumps`` is the interface's default pickle has its states
@@ -124,9 +123,7 @@ class WorkerWindow:
             left = (self.col_batch >= 0) & (self.col_batch <= batch - self.window)
             self.ring[:, left] = 0
             self.col_batch[left] = -1
-            live = self.col_batch[self.col_batch >= 0]
-            if live.size:
-                self._widen(batch - int(live.min()) + 1)
+            self._make_room(batch, batch)
         self.last = batch
         if self.partials:
             low = batch - self.window
@@ -141,6 +138,13 @@ class WorkerWindow:
     def width(self) -> int:
         """The ring's columns: batches it can hold at once (at most ``window``)."""
         return len(self.col_batch)
+
+    def _make_room(self, end: int, batch: int) -> None:
+        """Widen the ring so that ``batch`` and every batch it holds, up to ``end``, have columns of
+        their own."""
+        live = self.col_batch[self.col_batch >= 0]
+        oldest = min(int(batch), int(live.min())) if live.size else int(batch)
+        self._widen(end - oldest + 1)
 
     def _widen(self, span: int) -> None:
         """Make the ring at least ``span`` columns wide (capped at ``window``), doubling: each batch
@@ -187,8 +191,7 @@ class WorkerWindow:
 
     def _add_at(self, rows: np.ndarray, batch: int, counts: np.ndarray) -> None:
         if self.last - self.window < batch <= self.last:
-            live = self.col_batch[self.col_batch >= 0]
-            self._widen(self.last - min(int(batch), int(live.min()) if live.size else int(batch)) + 1)
+            self._make_room(self.last, batch)
         col = int(batch) % self.width
         if self.col_batch[col] not in (-1, batch):
             raise ValueError(f"batch {batch} is outside the window ending at {self.last}")
