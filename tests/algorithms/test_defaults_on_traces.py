@@ -82,7 +82,7 @@ DRIFT_KNOWN_WORSE = {("scan", 2)}
 
 
 #: seeds of the ``drift`` check in the default suite; the slow suite runs the others of :data:`SEEDS`
-#: (each seed's cases take ~4.5 s, MixedBF's brute force 1.7 s of them)
+#: (the time they take: docs/design-notes.md, CI budget)
 DRIFT_DEFAULT_SEEDS = SEEDS[:4]
 
 

@@ -3,7 +3,7 @@
 Runs the whole quick benchmark once, in-process, through an argparse parser built with
 ``skewlab.bench.cli.add_commands`` (the way ``skewlab/cli.py`` wires it), then checks the page, the figures and
 the data behind them.  In the slow suite, beside tests/end_to_end/test_readme.py::test_bench_commands, which
-runs the same command as the README writes it: 30–40 s of the README command's CPU-bound 6 minutes.
+runs the same command as the README writes it (its share of the README command: docs/design-notes.md, CI budget).
 """
 
 from __future__ import annotations
