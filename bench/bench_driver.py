@@ -1,6 +1,6 @@
 """Driver-side Python time of one Spark micro-batch, on output of the real worker operator.
 
-``skewlab engine`` (``engine/runtimes/spark/engine.py``, ``SparkEngine._process``) collects the workers' output
+``skewlab engine`` (``engine/runtimes/spark/engine.py``, ``BatchDriver.apply``) collects the workers' output
 of a micro-batch with ``toArrow`` — per-(worker, key) tuple counts, export blobs, the sources' side
 rows and one summary row per worker (:mod:`skewlab.engine.runtimes.spark.operator`) — and then, on the driver, while
 the executors wait for the next batch's routing snapshot:

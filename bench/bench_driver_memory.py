@@ -76,7 +76,7 @@ def run_one(keys: int, args: argparse.Namespace) -> dict[str, Any]:
 
     def after(engine: Any, batch: int) -> None:
         status = _status()
-        row = {"batch": int(batch), "keys_known": len(engine.controller.vocab), **status}
+        row = {"batch": int(batch), "keys_known": len(engine.snapshot.controller.vocab), **status}
         if per_batch_peak:
             row["peak_mib"] = status["VmHWM"]
             _reset_peak()
@@ -99,7 +99,7 @@ def run_one(keys: int, args: argparse.Namespace) -> dict[str, Any]:
     out = {"keys": keys, "batches": batches, "peak_mib": _status()["VmHWM"], "seconds": time.monotonic() - started}
     if migrate_after is not None:
         moved: dict[int, int] = {}
-        for m in engine.store.migration_events(engine.run_id):
+        for m in engine.store.migration_events(engine.snapshot.run_id):
             moved[int(m["batch_id"])] = moved.get(int(m["batch_id"]), 0) + int(m["keys_moved"] or 0)
         for row in batches:
             row["keys_moved"] = moved.get(row["batch"], 0)

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     stamps: list[tuple[float, int]] = []
 
     def after(engine, batch):
-        stamps.append((time.perf_counter(), int(engine.controller.intervals[-1]["tuples"])))
+        stamps.append((time.perf_counter(), int(engine.snapshot.controller.intervals[-1]["tuples"])))
 
     SparkEngine(EngineConfig(**{k: v for k, v in settings.items() if k in known}), log=lambda m: None,
                 after_batch=after).run()

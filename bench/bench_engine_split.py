@@ -8,7 +8,8 @@ Usage::
 
 Runs :class:`skewlab.engine.runtimes.spark.engine.SparkEngine` as ``bench/bench_spark.py`` does
 (:func:`bench.bench_spark.run_engine`: generator source, grouping ``hash``, ``local[2]``, combiner
-on) with timers wrapped around the engine's per-batch calls: ``collect`` (``_collect``: the whole
+on) with timers wrapped around the driver's per-batch calls
+(:class:`skewlab.engine.runtimes.spark.batch_driver.BatchDriver`): ``collect`` (the whole
 Spark job — source scan, shuffle, the workers' handlers, ``toArrow`` of their output), ``task_times``
 (``_task_seconds``), ``driver_step`` (:func:`skewlab.engine.runtimes.spark.driver_step.step`),
 ``publish`` (the next batch's routing file), ``save`` (the engine snapshot) and ``metrics``
@@ -44,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from skewlab.engine.io.metrics_sink import MetricsSink
-    from skewlab.engine.runtimes.spark import engine as engine_mod
+    from skewlab.engine.runtimes.spark import batch_driver as driver_mod
+    from skewlab.engine.runtimes.spark.batch_driver import BatchDriver
     from skewlab.engine.runtimes.spark.engine import SparkEngine
     from skewlab.engine.runtimes.spark.sources import RouteFiles
 
@@ -74,10 +76,10 @@ def main(argv: list[str] | None = None) -> int:
             spent[batch_id]["process_batch"] += current["ended"] - t0
 
     SparkEngine.process_batch = process_batch  # type: ignore[method-assign]
-    SparkEngine._collect = timed("collect", SparkEngine._collect)  # type: ignore[method-assign]
-    SparkEngine._task_seconds = timed("task_times", SparkEngine._task_seconds)  # type: ignore[method-assign]
-    SparkEngine._save = timed("save", SparkEngine._save)  # type: ignore[method-assign]
-    engine_mod.step = timed("driver_step", engine_mod.step)
+    BatchDriver.collect = timed("collect", BatchDriver.collect)  # type: ignore[method-assign]
+    BatchDriver._task_seconds = timed("task_times", BatchDriver._task_seconds)  # type: ignore[method-assign]
+    BatchDriver.save = timed("save", BatchDriver.save)  # type: ignore[method-assign]
+    driver_mod.step = timed("driver_step", driver_mod.step)
     RouteFiles.publish = timed("publish", RouteFiles.publish)  # type: ignore[method-assign]
     MetricsSink.flush = timed("metrics", MetricsSink.flush)
 

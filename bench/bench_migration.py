@@ -148,7 +148,7 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
     orig_process, orig_unpack = eng.process_batch, operator_mod.unpack_output
     import skewlab.engine.runtimes.spark.driver_step as driver_step
 
-    orig_apply, orig_publish, orig_save = driver_step.apply_commands, driver_step.next_route, eng._save
+    orig_apply, orig_publish, orig_save = driver_step.apply_commands, driver_step.next_route, eng.driver.save
     orig_track, orig_control = driver_step.track_migrations, driver_step.control_payloads
 
     def process_batch(df: Any, batch_id: int) -> None:
@@ -200,7 +200,7 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
 
     def after(e: Any, b: int) -> None:
         _progress(spark, progress)
-        route = e.routes.path(b + 1)
+        route = e.driver.routes.path(b + 1)
         row = cur
         row["route_next_bytes"] = os.path.getsize(route) if os.path.exists(route) else None
         if e.snapshot.next_imports and len(st["route_copies"]) < 4:  # the import batch's snapshot, timed after the run
@@ -217,7 +217,7 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
                 label, kind, payload = plan[st["next"]]
                 st["next"] += 1
                 keys_state = sum(e.snapshot.worker_keys.values())
-                cid = e.store.submit_command(kind, payload, run_id=e.run_id)
+                cid = e.store.submit_command(kind, payload, run_id=e.snapshot.run_id)
                 ev = {"label": label, "command": kind, "payload": payload, "command_id": cid, "submitted_after": b,
                       "keys_in_state": keys_state, "rows_before": len(migrations), "load": _load()}
                 events.append(ev)
@@ -225,7 +225,7 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
                 log(f"  batch {b}: submitted {label} {kind} {json.dumps(payload)} ({keys_state} keys in state)  "
                     f"[load {ev['load']}]")
             elif b >= st["submit_after"]:
-                e.cfg.max_batches = e.batches_done  # done: stop after this batch
+                e.cfg.max_batches = e.driver.batches_done  # done: stop after this batch
 
     eng.process_batch = process_batch
     operator_mod.unpack_output = unpack_output
@@ -241,10 +241,10 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
     orig_drain = Controller.drain_orders
     Controller.drain_orders = timed("orders_ms", orig_drain)
     driver_step.control_payloads = timed("control_ms", orig_control)  # read by next_route at each call
-    eng.routes.publish = timed("write_ms", eng.routes.publish)
-    eng._save = timed("save_ms", orig_save)
+    eng.driver.routes.publish = timed("write_ms", eng.driver.routes.publish)
+    eng.driver.save = timed("save_ms", orig_save)
     driver_step.track_migrations = track
-    eng.after_batch = after
+    eng.driver.after_batch = lambda b: after(eng, b)
     load_start = _load()
     t0 = time.time()
     try:
@@ -255,7 +255,7 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
         driver_step.apply_commands, driver_step.next_route = orig_apply, orig_publish
         driver_step.track_migrations, driver_step.control_payloads = orig_track, orig_control
     wall = time.time() - t0
-    stored = eng.store.migration_events(eng.run_id)
+    stored = eng.store.migration_events(eng.snapshot.run_id)
     for b, d in progress.items():
         if b in batches:
             batches[b]["spark_progress"] = d
@@ -337,7 +337,7 @@ def run(args: Any, tmp: str, spark: Any, log=print) -> dict[str, Any]:
                       "blob_bytes": sum(x.bytes for v in snap.imports.values() for x in v),
                       "import_rows_bytes": sum(map(len, enc)), "unpickle_ms": t_load * 1e3, "encode_ms": t_enc * 1e3})
     return {"migrations": rows_out, "batches": batches, "checks": checks, "carry": carry,
-            "load_start": load_start, "load_end": _load(), "wall_seconds": wall, "run_id": eng.run_id}
+            "load_start": load_start, "load_end": _load(), "wall_seconds": wall, "run_id": eng.snapshot.run_id}
 
 
 def _f(x: Any, fmt: str) -> str:

@@ -323,9 +323,9 @@ def run_engine(name: str, args: Any, tmp: str) -> dict[str, Any]:
     routed_by: list[str] = []
 
     def after(e: Any, b: int) -> None:
-        row = e.controller.intervals[-1]
+        row = e.snapshot.controller.intervals[-1]
         stamps.append((time.perf_counter(), int(b), int(row["tuples"])))
-        routed_by.append(row.get("algorithm") or e.controller.planner.name)
+        routed_by.append(row.get("algorithm") or e.snapshot.controller.planner.name)
         loads = row["worker_loads"]
         bound = max(sum(loads) / len(loads), row["max_key_load"]) if loads else 0.0
         bounds.append(max(loads) / bound if bound > 0 else 1.0)
@@ -343,8 +343,8 @@ def run_engine(name: str, args: Any, tmp: str) -> dict[str, Any]:
     out["load_over_bound_max"] = max(measured_bounds)
     store = connect(db)
     try:
-        wrows = store.worker_metrics(engine.run_id)
-        migs = store.migration_events(engine.run_id)
+        wrows = store.worker_metrics(engine.snapshot.run_id)
+        migs = store.migration_events(engine.snapshot.run_id)
     finally:
         store.close()
     # every migration of the run (warm-up batches included): keys and serialized bytes moved, longest pause

@@ -119,7 +119,7 @@ def run_one(spark: Any, name: str, per_batch: int, args: argparse.Namespace, tmp
     time.sleep(0.5)  # the SQL listener records the last execution's metrics asynchronously
     store = connect(cfg.db)
     try:
-        rows = store.worker_metrics(engine.run_id)
+        rows = store.worker_metrics(engine.snapshot.run_id)
     finally:
         store.close()
     batches = sorted({int(r["batch_id"]) for r in rows})[args.warmup:]

@@ -69,11 +69,12 @@ def test_the_bench_waits_for_kernels_and_refuses_batches_routed_by_another_group
         def __init__(self, cfg, log=None, after_batch=None):
             seen["cfg"] = cfg
             self.after_batch = after_batch
-            self.controller = types.SimpleNamespace(intervals=[], planner=types.SimpleNamespace(name="hash"))
+            self.snapshot = types.SimpleNamespace(controller=types.SimpleNamespace(
+                intervals=[], planner=types.SimpleNamespace(name="hash")))
 
         def run(self):
             for b in range(3):
-                self.controller.intervals.append({"tuples": 100, "worker_loads": [50, 50], "max_key_load": 10,
+                self.snapshot.controller.intervals.append({"tuples": 100, "worker_loads": [50, 50], "max_key_load": 10,
                                                   "algorithm": "hash"})
                 self.after_batch(self, b)
             return 0

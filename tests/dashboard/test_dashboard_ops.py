@@ -84,24 +84,25 @@ def test_what_if_lists_the_live_algorithm_once():
 
 def test_the_engine_keeps_shadowing_every_algorithm_the_run_switched_away_from(tmp_path):
     pytest.importorskip("pyspark")
+    from skewlab.engine.runtimes.spark.batch_driver import status_line
     from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine
 
     db = f"sqlite:///{tmp_path / 'db.sqlite'}"
     eng = SparkEngine(EngineConfig(db=db, algorithm="mixed", workers=4, checkpoint=str(tmp_path / "ck")),
                       log=lambda _m: None)
     try:
-        assert "mixed" not in eng.shadow.names
+        assert "mixed" not in eng.snapshot.shadow.names
         for algo in ("hash", "dchoices", "dkg"):
             eng.store.submit_command("set-algorithm", {"algorithm": algo, "params": {}})
-            marks, _ = eng._apply_commands(eng.last_batch + 1)
+            marks, _ = eng.driver.apply_commands(eng.snapshot.last_batch + 1)
             assert [m[1] for m in marks] == ["applied"]
         # every algorithm switched away from (the default shadows join once their kernels are compiled,
         # which only a running engine does: tests/engine/test_shadow.py)
-        assert {"mixed", "hash", "dchoices"} <= set(eng.shadow.names)
-        assert eng.shadow.controllers["mixed"].planner.p == MIXED
-        line = eng._status_line(0, {"algorithm": "dkg", "workers": 4, "tuples": 0, "imbalance": 0.0,
-                                    "replication": 0.0, "routing_table_size": 0, "migration_cost": 0.0},
-                                IntervalRecord(0, 0, throughput=850.0, batch_latency_ms=12.0), {})
+        assert {"mixed", "hash", "dchoices"} <= set(eng.snapshot.shadow.names)
+        assert eng.snapshot.shadow.controllers["mixed"].planner.p == MIXED
+        line = status_line(0, {"algorithm": "dkg", "workers": 4, "tuples": 0, "imbalance": 0.0,
+                               "replication": 0.0, "routing_table_size": 0, "migration_cost": 0.0},
+                           IntervalRecord(0, 0, throughput=850.0, batch_latency_ms=12.0), {})
         assert "850 tuples/s" in line and "repl=–" in line and "0k" not in line
     finally:
         eng.store.close()

@@ -35,14 +35,15 @@ def test_a_few_dead_letters_or_a_tiny_batch_go_on():
 
 
 def test_the_engine_stops_on_such_a_batch_naming_the_fields_of_the_topics_records(tmp_path, kafka_broker):
-    """The engine's side, without Spark: a batch of nothing but ``missing_value`` dead letters sets the
-    stop with the line, the fields seen read from the real topic's records; a batch with good tuples, or
-    ``--continue-on-dead-letters``, does not stop.  (The run end to end, exit status 2 and the run marked
-    failed: tests/engine/test_engine_records.py.)"""
+    """The engine's side, without Spark: the refusal of a batch of nothing but ``missing_value`` dead letters
+    names the fields seen in the real topic's records, a batch with good tuples is not refused, and a batch
+    the driver refuses stops the run after it.  (The run end to end, exit status 2 and the run marked
+    failed, and ``--continue-on-dead-letters``: tests/engine/test_engine_records.py.)"""
     import json
 
     from kafka import KafkaProducer
 
+    from skewlab.engine.runtimes.spark.dead_batch import input_refusal
     from skewlab.engine.runtimes.spark.engine import EngineConfig, SparkEngine
 
     topic = "latencies-typo-driver"
@@ -54,11 +55,23 @@ def test_the_engine_stops_on_such_a_batch_naming_the_fields_of_the_topics_record
     cfg = EngineConfig(source="kafka", bootstrap=kafka_broker, topic=topic, key_field="user.id", value_field="latency",
                        operator="mean", algorithm="hash", db=f"sqlite:///{tmp_path}/db.sqlite",
                        checkpoint=str(tmp_path / "ckpt"), shadow=[])
-    engine = SparkEngine(cfg, log=lambda m: None)
-    engine._check_dead_batch(0, {"missing_value": [3, []]}, 500)  # a few bad records: go on
-    assert engine.input_refused is None and not engine.lifecycle.stop_requested.is_set()
-    engine._check_dead_batch(1, {"missing_value": [200, ["7b22"]]}, 0)
-    assert engine.input_refused == (
+    assert input_refusal(cfg, 0, {"missing_value": [3, []]}, 500) is None  # a few bad records: go on
+    refusal = input_refusal(cfg, 1, {"missing_value": [200, ["7b22"]]}, 0)
+    assert refusal == (
         "batch 1: 200 of 200 records are dead letters 'missing_value': the JSON record has no field 'latency' of "
         "--value-field (fields seen: user.id, latency_ms); stopping (--continue-on-dead-letters goes on)")
-    assert engine.lifecycle.stop_requested.is_set()
+    engine = SparkEngine(cfg, log=lambda m: None)
+    try:
+        engine.driver.apply = lambda df, batch_id: True  # an applied batch the driver did not refuse
+        engine.process_batch(None, 0)
+        assert not engine.lifecycle.stop_requested.is_set()
+
+        def refused(df, batch_id):
+            engine.driver.input_refused = refusal
+            return True
+
+        engine.driver.apply = refused
+        engine.process_batch(None, 1)
+        assert engine.lifecycle.stop_requested.is_set()
+    finally:
+        engine.store.close()

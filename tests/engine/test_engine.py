@@ -61,8 +61,8 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path, monkey
 
     def after(engine, batch_id):
         seen.append(batch_id)
-        if os.path.isdir(engine.migration_dir):
-            exported.update(os.listdir(engine.migration_dir))
+        if os.path.isdir(engine.driver.migrations.directory):
+            exported.update(os.listdir(engine.driver.migrations.directory))
         if len(seen) == 2:  # mid-run, as an operator would
             engine.store.submit_command("set-workers", {"workers": 5})
             engine.store.submit_command("set-algorithm", {"algorithm": "mixed", "params": {"theta_max": 0.1}})
@@ -74,12 +74,12 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path, monkey
     assert [p[:2] for p in phases] == [(phase, b) for b in seen for phase in batch_phases.PHASES], phases
     exports = {b for _, b, e, _ in phases if e}
     assert exports and {b for _, b, _, i in phases if i} >= {b + 1 for b in exports if b < seen[-1]}, phases
-    c = engine.controller
+    c = engine.snapshot.controller
     assert c.planner.name == "mixed" and c.n_workers == 5 and c.planner.p["theta_max"] == 0.1
-    assert sum(engine.consumed.values()) == sum(m["tuples"] for m in c.intervals) > 0
-    assert Counter(c.results()) == by_fingerprint(generator_truth(cfg, engine.consumed))
+    assert sum(engine.snapshot.consumed.values()) == sum(m["tuples"] for m in c.intervals) > 0
+    assert Counter(c.results()) == by_fingerprint(generator_truth(cfg, engine.snapshot.consumed))
 
-    run = engine.run_id
+    run = engine.snapshot.run_id
     rows = store.interval_metrics(run)
     assert [r["batch_id"] for r in rows] == seen and len(rows) == 5
     assert rows[-1]["n_workers"] == 5 and rows[-1]["algorithm"] == "mixed"
@@ -110,10 +110,10 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path, monkey
 
     # restart with the same checkpoint: same run, continues from the snapshot, still exact
     again = SparkEngine(gen_cfg(tmp_path, max_batches=2), log=lambda m: None)
-    assert again.run_id == run and again.last_batch == seen[-1]
+    assert again.snapshot.run_id == run and again.snapshot.last_batch == seen[-1]
     again.run()
-    assert again.last_batch > seen[-1]
-    assert Counter(again.controller.results()) == by_fingerprint(generator_truth(cfg, again.consumed))
+    assert again.snapshot.last_batch > seen[-1]
+    assert Counter(again.snapshot.controller.results()) == by_fingerprint(generator_truth(cfg, again.snapshot.consumed))
     assert len(store.interval_metrics(run)) == 7
     # the workers' own results (state on the executors, through the resize and the switch) equal the
     # windowed counts recomputed from Spark's offset log, each (batch, key) once
@@ -125,7 +125,7 @@ def test_generator_run_commands_metrics_and_ground_truth(spark, tmp_path, monkey
     assert all(w["state_bytes"] is not None for w in store.worker_metrics(run))
     # the moved state went task to task through the checkpoint's filesystem, pruned once imported
     assert exported and all(name.startswith("batch=") for name in exported)
-    assert all(int(name[len("batch="):]) >= again.last_batch - 1 for name in os.listdir(again.migration_dir))
+    assert all(int(name[len("batch="):]) >= again.snapshot.last_batch - 1 for name in os.listdir(again.driver.migrations.directory))
 
 
 @dataclasses.dataclass
@@ -152,7 +152,7 @@ def paced_run(spark, tmp_path_factory) -> PacedRun:
     lines: list[str] = []
     engine = SparkEngine(cfg, log=lines.append)
     assert engine.run() == 0
-    return PacedRun(cfg, engine, store.interval_metrics(engine.run_id), store.worker_metrics(engine.run_id), lines)
+    return PacedRun(cfg, engine, store.interval_metrics(engine.snapshot.run_id), store.worker_metrics(engine.snapshot.run_id), lines)
 
 
 def test_the_first_batch_carries_the_tuples_that_arrived_while_the_query_started(paced_run):
@@ -162,7 +162,7 @@ def test_the_first_batch_carries_the_tuples_that_arrived_while_the_query_started
     assert r.rows[0]["batch_id"] == 0 and r.rows[0]["tuples"] > 0
     # issue 38 item 7: a start on a warm numba cache says nothing about compiling
     assert not [line for line in r.lines if "compiling" in line], r.lines
-    assert Counter(r.engine.controller.results()) == by_fingerprint(generator_truth(r.cfg, r.engine.consumed))
+    assert Counter(r.engine.snapshot.controller.results()) == by_fingerprint(generator_truth(r.cfg, r.engine.snapshot.consumed))
 
 
 def test_service_time_is_in_every_workers_task_time(paced_run):
@@ -171,7 +171,7 @@ def test_service_time_is_in_every_workers_task_time(paced_run):
     r = paced_run
     busy = [w for w in r.workers if w["tuples"]]
     assert busy and all(w["processing_seconds"] >= w["tuples"] * 10_000e-6 for w in busy)
-    assert Counter(r.engine.controller.results()) == by_fingerprint(generator_truth(r.cfg, r.engine.consumed))
+    assert Counter(r.engine.snapshot.controller.results()) == by_fingerprint(generator_truth(r.cfg, r.engine.snapshot.consumed))
 
 
 def test_pause_and_resume_lose_nothing(spark, tmp_path):
@@ -196,8 +196,8 @@ def test_pause_and_resume_lose_nothing(spark, tmp_path):
 
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
     engine.run()
-    assert resumed.is_set() and engine.batches_done == 4
-    assert Counter(engine.controller.results()) == by_fingerprint(generator_truth(cfg, engine.consumed))
+    assert resumed.is_set() and engine.driver.batches_done == 4
+    assert Counter(engine.snapshot.controller.results()) == by_fingerprint(generator_truth(cfg, engine.snapshot.consumed))
     assert [c["status"] for c in store.recent_commands(5)] == ["applied", "applied"]
 
 
@@ -211,21 +211,21 @@ def test_sources_route_with_the_snapshot_published_for_the_batch(paced_run):
     offsets = Path(cfg.checkpoint) / "spark" / "offsets"
     logged = {int(p.name): json.loads(p.read_text().splitlines()[-1]) for p in offsets.iterdir() if p.name.isdigit()}
     assert {b: o["route"] for b, o in logged.items()} == {b: b for b in logged} and len(logged) >= 3
-    assert engine.routes.next_version() == engine.last_batch + 1  # published for the next batch
+    assert engine.driver.routes.next_version() == engine.snapshot.last_batch + 1  # published for the next batch
 
     bad = SparkEngine(dataclasses.replace(cfg, max_batches=2), log=lambda m: None)
-    bad._publish_route = lambda b: bad.routes.publish(
-        b, RoutingSnapshot(b - 1, bad.controller.planner.router, bad.snapshot.partitions,
-                           control_payloads(bad.snapshot.next_orders, bad.controller.vocab.fps, {0, 1}, bad.snapshot.partitions,
+    bad.driver.publish_route = lambda b: bad.driver.routes.publish(
+        b, RoutingSnapshot(b - 1, bad.snapshot.controller.planner.router, bad.snapshot.partitions,
+                           control_payloads(bad.snapshot.next_orders, bad.snapshot.controller.vocab.fps, {0, 1}, bad.snapshot.partitions,
                                             batch=b - 1)).dumps())
     # the workers refuse it (their state is past that batch) before the driver would
     with pytest.raises(RuntimeError, match=r"routing snapshot of batch \d+, but this worker's state is already at"):
         bad.run()
-    assert bad.last_batch == engine.last_batch  # nothing applied
+    assert bad.snapshot.last_batch == engine.snapshot.last_batch  # nothing applied
     again = SparkEngine(dataclasses.replace(cfg, max_batches=1), log=lambda m: None)
     again.run()  # publishing the right snapshot again resumes the run, exactly
-    assert again.last_batch == engine.last_batch + 1
-    assert Counter(again.controller.results()) == by_fingerprint(generator_truth(cfg, again.consumed))
+    assert again.snapshot.last_batch == engine.snapshot.last_batch + 1
+    assert Counter(again.snapshot.controller.results()) == by_fingerprint(generator_truth(cfg, again.snapshot.consumed))
 
 
 def test_a_new_run_routes_by_hash_until_its_groupings_kernels_are_compiled(spark, tmp_path, monkeypatch):
@@ -246,17 +246,17 @@ def test_a_new_run_routes_by_hash_until_its_groupings_kernels_are_compiled(spark
         done.append(batch_id)
         if batch_id == 1:
             engine.kernels.release()  # the step of batch 2 switches: batch 3 routes by pkg
-        if engine.controller.planner.name == "pkg" and sum(1 for b in done if b > 0) >= 3 or len(done) > 40:
+        if engine.snapshot.controller.planner.name == "pkg" and sum(1 for b in done if b > 0) >= 3 or len(done) > 40:
             engine.lifecycle.stop_requested.set()
 
     lines: list[str] = []
     engine = SparkEngine(cfg, after_batch=after, log=lines.append)
     assert engine.run() == 0
-    rows = connect(cfg.db).interval_metrics(engine.run_id)
+    rows = connect(cfg.db).interval_metrics(engine.snapshot.run_id)
     algorithms = [r["algorithm"] for r in rows]
     assert algorithms[0] == "hash" and algorithms[-1] == "pkg", algorithms
     assert algorithms == sorted(algorithms)  # hash … hash, then pkg … pkg: one switch
-    switches = [e for e in connect(cfg.db).events(engine.run_id) if e["kind"] == "algorithm"]
+    switches = [e for e in connect(cfg.db).events(engine.snapshot.run_id) if e["kind"] == "algorithm"]
     assert [(e["detail"]["previous"], e["detail"]["algorithm"], e["command_id"]) for e in switches] == [
         ("pkg", "hash", None), ("hash", "pkg", None)]
     assert switches[0]["detail"]["reason"] == "the routing kernels of pkg are compiling"
@@ -264,7 +264,7 @@ def test_a_new_run_routes_by_hash_until_its_groupings_kernels_are_compiled(spark
     assert switches[1]["interval"] == next(r["interval"] for r in rows if r["algorithm"] == "pkg")
     assert any("routing by hash until they are ready" in line for line in lines)
     assert any(line.startswith("routing kernels: compiling pkg in the background") for line in lines), lines
-    assert Counter(engine.controller.results()) == by_fingerprint(generator_truth(cfg, engine.consumed))
+    assert Counter(engine.snapshot.controller.results()) == by_fingerprint(generator_truth(cfg, engine.snapshot.consumed))
     got, n_rows, distinct = sink_results(engine.results)
     truth = final(windowed_truth(batch_keys(tmp_path / "ckpt", generator_keys_of(cfg)), cfg.window), tmp_path / "ckpt")
     assert n_rows == distinct and only(got, truth) == truth
@@ -289,8 +289,8 @@ def split_run(spark, tmp_path_factory):
             engine.store.submit_command("set-algorithm", {"algorithm": "mixed", "params": {"theta_max": 0.05}})
 
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
-    assert engine.run() == 0 and engine.shares_split
-    assert engine.controller.n_workers == 2 and engine.controller.planner.name == "mixed"
+    assert engine.run() == 0 and engine.snapshot.shares_split
+    assert engine.snapshot.controller.n_workers == 2 and engine.snapshot.controller.planner.name == "mixed"
     SparkEngine(dataclasses.replace(cfg, max_batches=2), log=lambda m: None).run()  # restart: same checkpoint
     return cfg, engine, engine.results.read().to_pydict()
 
@@ -305,7 +305,7 @@ def test_split_keys_with_a_finite_window_merge_to_the_ground_truth(split_run):
     truth = final(windowed_truth(batch_keys(ckpt, generator_keys_of(cfg)), cfg.window), ckpt)
     assert rows == distinct, "a (batch, key) was written twice"
     assert only(final(got, ckpt), truth) == truth
-    assert engine.store.migration_events(engine.run_id)  # the shrink and the switch moved split keys' shares
+    assert engine.store.migration_events(engine.snapshot.run_id)  # the shrink and the switch moved split keys' shares
 
 
 def test_split_keys_stay_split_after_a_shrink(split_run):
@@ -322,7 +322,7 @@ def test_split_keys_service_time_is_not_the_merge_stages(split_run):
     """With split keys the batch runs a second job, the merge stage, whose tasks must not be taken for
     the workers': each worker's task lasts at least its tuples times the service time."""
     _, engine, _ = split_run
-    busy = [w for w in engine.store.worker_metrics(engine.run_id) if w["tuples"]]
+    busy = [w for w in engine.store.worker_metrics(engine.snapshot.run_id) if w["tuples"]]
     assert busy and all(w["processing_seconds"] >= w["tuples"] * 2_000e-6 for w in busy)
 
 
@@ -330,14 +330,14 @@ def recorded_summaries(engine: SparkEngine) -> dict[int, dict]:
     """Batch → worker → :class:`WorkerSummary` of the workers that ran with a control order, filled as
     ``engine`` collects its batches."""
     summaries: dict[int, dict] = {}
-    collect = engine._collect
+    collect = engine.driver.collect
 
     def recording(df, batch_id):
         out = collect(df, batch_id)
         summaries[batch_id] = {w: s for w, s in out.summaries.items() if s.batch is not None}
         return out
 
-    engine._collect = recording
+    engine.driver.collect = recording
     return summaries
 
 
@@ -361,8 +361,8 @@ def test_split_key_merge_stage_rows_scale_with_the_batchs_keys_not_the_window(sp
 
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
     summaries = recorded_summaries(engine)
-    assert engine.run() == 0 and engine.shares_split and engine.controller.n_workers == 2
-    assert engine.store.migration_events(engine.run_id)
+    assert engine.run() == 0 and engine.snapshot.shares_split and engine.snapshot.controller.n_workers == 2
+    assert engine.store.migration_events(engine.snapshot.run_id)
     per_batch = batch_keys(tmp_path / "ckpt", generator_keys_of(cfg))
     got, rows, distinct = sink_results(engine.results)
     truth = windowed_truth(per_batch, cfg.window)
@@ -394,7 +394,7 @@ def test_keys_held_by_one_worker_never_go_through_the_merge_stage(spark, tmp_pat
 
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
     summaries = recorded_summaries(engine)
-    assert engine.run() == 0 and engine.shares_split and engine.controller.n_workers == 3
+    assert engine.run() == 0 and engine.snapshot.shares_split and engine.snapshot.controller.n_workers == 3
     SparkEngine(dataclasses.replace(cfg, max_batches=2), log=lambda m: None).run()  # restart: same checkpoint
     per_batch = batch_keys(tmp_path / "ckpt", generator_keys_of(cfg))
     got, rows, distinct = sink_results(engine.results)
@@ -421,12 +421,12 @@ def test_join_operator_on_the_executors_equals_the_pairwise_truth(spark, tmp_pat
 
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
     assert engine.run() == 0
-    assert engine.controller.n_workers == 4
+    assert engine.snapshot.controller.n_workers == 4
     got, rows, distinct = sink_results(engine.results, join=True)
     truth = final(join_truth(batch_values(tmp_path / "ckpt", generator_keys_of(cfg)), cfg.window), tmp_path / "ckpt")
     assert rows == distinct and only(final(got, tmp_path / "ckpt"), truth) == truth
     assert sum(p for p, _ in truth.values()) > 0
-    assert engine.store.migration_events(engine.run_id)
+    assert engine.store.migration_events(engine.snapshot.run_id)
 
 
 def test_user_operator_through_a_migration_a_refused_split_and_a_restart(spark, tmp_path):
@@ -446,10 +446,10 @@ def test_user_operator_through_a_migration_a_refused_split_and_a_restart(spark, 
 
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
     assert engine.run() == 0
-    assert engine.controller.n_workers == 5 and engine.controller.planner.name == "mixed"
-    refused = [c for c in engine.store.recent_commands(10, run_id=engine.run_id) if c["kind"] == "set-algorithm"]
+    assert engine.snapshot.controller.n_workers == 5 and engine.snapshot.controller.planner.name == "mixed"
+    refused = [c for c in engine.store.recent_commands(10, run_id=engine.snapshot.run_id) if c["kind"] == "set-algorithm"]
     assert refused[0]["status"] == "rejected" and "operator ewma_rate cannot merge" in refused[0]["reason"]
-    assert engine.store.migration_events(engine.run_id)
+    assert engine.store.migration_events(engine.snapshot.run_id)
     SparkEngine(dataclasses.replace(cfg, max_batches=2), log=lambda m: None).run()  # restart: same checkpoint
     got, rows, distinct = sink_results(engine.results)
     truth = final(ewma_truth(batch_keys(tmp_path / "ckpt", generator_keys_of(cfg)), cfg.window, ALPHA), tmp_path / "ckpt")
@@ -473,14 +473,14 @@ def test_kafka_sink_through_a_migration_equals_the_ground_truth(spark, tmp_path,
             engine.store.submit_command("set-workers", {"workers": 4})
 
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
-    assert engine.run() == 0 and engine.controller.n_workers == 4
-    assert max(committed_ranges(tmp_path / "ckpt")) == engine.last_batch  # a stop commits its last batch
+    assert engine.run() == 0 and engine.snapshot.controller.n_workers == 4
+    assert max(committed_ranges(tmp_path / "ckpt")) == engine.snapshot.last_batch  # a stop commits its last batch
     assert engine.results.url == sink and engine.results.start == {p: 0 for p in range(6)}
-    assert engine.store.migration_events(engine.run_id)
+    assert engine.store.migration_events(engine.snapshot.run_id)
     again = SparkEngine(dataclasses.replace(cfg, max_batches=2), log=lambda m: None)
-    assert again.run_id == engine.run_id and again.results.start == engine.results.start
+    assert again.snapshot.run_id == engine.snapshot.run_id and again.results.start == engine.results.start
     again.run()
-    assert max(committed_ranges(tmp_path / "ckpt")) == again.last_batch == engine.last_batch + 2
+    assert max(committed_ranges(tmp_path / "ckpt")) == again.snapshot.last_batch == engine.snapshot.last_batch + 2
     got, rows, distinct = sink_results(again.results)
     truth = final(windowed_truth(batch_keys(tmp_path / "ckpt", generator_keys_of(cfg)), cfg.window), tmp_path / "ckpt")
     assert rows == distinct and only(final(got, tmp_path / "ckpt"), truth) == truth
@@ -498,11 +498,11 @@ def test_file_source_counts_dead_letters(spark, tmp_path):
                   max_per_batch=1000)
     engine = SparkEngine(cfg, log=lambda m: None)
     engine.run()
-    consumed = sum(engine.consumed.values())
+    consumed = sum(engine.snapshot.consumed.values())
     assert consumed == 2000
     good = Counter(x for x in lines if x)
-    assert Counter(engine.controller.results()) == by_fingerprint(good)
-    dead = connect(cfg.db).dead_letters(engine.run_id)
+    assert Counter(engine.snapshot.controller.results()) == by_fingerprint(good)
+    dead = connect(cfg.db).dead_letters(engine.snapshot.run_id)
     assert sum(d["count"] for d in dead) == 200
 
 
@@ -523,8 +523,8 @@ def test_kafka_source_end_to_end_with_malformed_records(spark, tmp_path, kafka_b
                   shadow=[], max_batches=2, max_per_batch=2_000)
     engine = SparkEngine(cfg, log=lambda m: None)
     engine.run()
-    assert sum(engine.controller.results().values()) == 3000
-    dead = {d["reason"]: d["count"] for d in connect(cfg.db).dead_letters(engine.run_id)}
+    assert sum(engine.snapshot.controller.results().values()) == 3000
+    dead = {d["reason"]: d["count"] for d in connect(cfg.db).dead_letters(engine.snapshot.run_id)}
     assert dead.get("no_key") == 40 and dead.get("bad_utf8") == 40
 
 

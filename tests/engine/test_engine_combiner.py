@@ -42,12 +42,12 @@ def _run(tmp_path, operator: str, combine: bool):
             engine.store.submit_command("set-algorithm", {"algorithm": "mixed", "params": {"theta_max": 0.05}})
 
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
-    assert engine.run() == 0 and engine.shares_split
+    assert engine.run() == 0 and engine.snapshot.shares_split
     # the combiner is written once for the query, not carried by the batches' routing snapshots
-    snap = RoutingSnapshot.loads(engine.routes.read(engine.routes.next_version()))
+    snap = RoutingSnapshot.loads(engine.driver.routes.read(engine.driver.routes.next_version()))
     assert "combiner" not in vars(snap)
     assert len(list((tmp_path / "ckpt" / "routes").glob("combiner-*.pkl"))) == (1 if combine else 0)
-    assert engine.controller.migrations, "the switch to mixed moved no key"
+    assert engine.snapshot.controller.migrations, "the switch to mixed moved no key"
     t = engine.results.read().to_pydict()
     cols = [c for c in t if c not in ("batch", "key", "shares")]
     results = {(b, k): tuple(t[c][i] for c in cols) for i, (b, k) in enumerate(zip(t["batch"], t["key"]))}
@@ -55,7 +55,7 @@ def _run(tmp_path, operator: str, combine: bool):
     store = connect(cfg.db)
     try:
         tuples = {(int(r["batch_id"]), int(r["worker"])): int(r["tuples"] or 0)
-                  for r in store.worker_metrics(engine.run_id)}
+                  for r in store.worker_metrics(engine.snapshot.run_id)}
     finally:
         store.close()
     return cfg, results, tuples

@@ -88,8 +88,8 @@ def test_mean_of_a_csv_column_equals_the_files_truth(spark, tmp_path):
             engine.store.submit_command("set-workers", {"workers": 4})
 
     engine = SparkEngine(cfg, after_batch=after, log=lambda m: None)
-    assert engine.run() == 0 and engine.controller.n_workers == 4
-    assert engine.store.migration_events(engine.run_id)
+    assert engine.run() == 0 and engine.snapshot.controller.n_workers == 4
+    assert engine.store.migration_events(engine.snapshot.run_id)
     P = cfg.sources
     per_batch = _per_batch(tmp_path / "ckpt", lambda p, s, e: [records[q * P + p] for q in range(s, e)])
     truth = _before_last(_windowed(per_batch, cfg.window, lambda vs: (sum(vs) / len(vs), len(vs))), tmp_path / "ckpt")
@@ -102,8 +102,8 @@ def test_mean_of_a_csv_column_equals_the_files_truth(spark, tmp_path):
     assert got.keys() == truth.keys() and len(truth) > 40
     assert all(got[bk][1] == truth[bk][1] and math.isclose(got[bk][0], truth[bk][0], rel_tol=1e-9, abs_tol=1e-9)
                for bk in truth), [(bk, got[bk], truth[bk]) for bk in truth if got[bk] != truth[bk]][:3]
-    dead = {d["reason"]: d["count"] for d in connect(cfg.db).dead_letters(engine.run_id)}
-    lines_read = {q * P + p for p, n in engine.consumed.items() for q in range(n)}
+    dead = {d["reason"]: d["count"] for d in connect(cfg.db).dead_letters(engine.snapshot.run_id)}
+    lines_read = {q * P + p for p, n in engine.snapshot.consumed.items() for q in range(n)}
     assert dead == {"empty_value": sum(1 for i in lines_read if lines[i].endswith(",")),
                     "bad_value_type": sum(1 for i in lines_read if lines[i].endswith("n/a"))}
 
@@ -136,7 +136,7 @@ def test_sum_of_a_kafka_json_field_split_over_workers_equals_the_topics_truth(sp
                value_field="amount", operator="sum", algorithm="dchoices", window=100_000, max_batches=3,
                max_per_batch=1000, workload_params={})
     engine = SparkEngine(cfg, log=lambda m: None)
-    assert engine.run() == 0 and engine.shares_split
+    assert engine.run() == 0 and engine.snapshot.shares_split
 
     topic_records = read_topic(kafka_broker, topic)
 
@@ -156,8 +156,8 @@ def test_sum_of_a_kafka_json_field_split_over_workers_equals_the_topics_truth(sp
     got = {(b, k): float(r) for b, k, r in zip(rows["batch"], rows["key"], rows["result"]) if (b, k) in truth}
     assert got == truth and len(truth) > 40
     assert any(n > 1 for k, n in zip(rows["key"], rows["shares"]) if k in {"u0", "u1"})  # head keys were split
-    dead = {d["reason"]: d["count"] for d in connect(cfg.db).dead_letters(engine.run_id)}
-    consumed = [(part, o) for part, n in engine.consumed.items() for o in range(n)]
+    dead = {d["reason"]: d["count"] for d in connect(cfg.db).dead_letters(engine.snapshot.run_id)}
+    consumed = [(part, o) for part, n in engine.snapshot.consumed.items() for o in range(n)]
     bad = [by_offset[part][o] for part, o in consumed].count(None)
     assert sum(dead.values()) == bad and set(dead) == {"missing_value", "bad_value_type", "bad_json"}
 
@@ -212,13 +212,13 @@ def test_a_misspelt_value_field_stops_the_run_at_its_first_batch(spark, tmp_path
     assert re.match(r"batch 0: (\d+) of \1 records are dead letters 'missing_value'", line), line
     assert "has no field 'latency' of --value-field (fields seen: user.id, latency_ms)" in line, line
     assert "--continue-on-dead-letters" in line and "\n" not in line
-    assert engine.batches_done == 1
-    run = connect(cfg.db).get_run(engine.run_id)
+    assert engine.driver.batches_done == 1
+    run = connect(cfg.db).get_run(engine.snapshot.run_id)
     assert run["status"] == "failed" and run["note"] == line
     go_on = _cfg(tmp_path / "on", source="kafka", bootstrap=kafka_broker, topic=topic, key_field="user.id",
                  value_field="latency", operator="mean", algorithm="hash", max_batches=3, max_per_batch=200,
                  continue_on_dead_letters=True)
     engine = SparkEngine(go_on, log=lambda m: None)
-    assert engine.run() == 0 and engine.batches_done == 3
-    dead = connect(go_on.db).dead_letters(engine.run_id)
+    assert engine.run() == 0 and engine.driver.batches_done == 3
+    dead = connect(go_on.db).dead_letters(engine.snapshot.run_id)
     assert sum(d["count"] for d in dead if d["reason"] == "missing_value") == 600

@@ -27,14 +27,14 @@ def test_stream_mismatch_lists_changed_stream_settings_only():
 def test_restart_with_the_same_stream_resumes_and_reports_ignored_grouping_settings(tmp_path):
     logs: list[str] = []
     first = _engine(tmp_path, logs)
-    first._save(0)
+    first.driver.save(0)
     again = _engine(tmp_path, logs)
-    assert again.run_id == first.run_id and any("restored run" in m for m in logs)
+    assert again.snapshot.run_id == first.snapshot.run_id and any("restored run" in m for m in logs)
     assert not any("continues with its own grouping" in m for m in logs)
     logs.clear()
     other = SparkEngine(EngineConfig(db=f"sqlite:///{tmp_path / 'm.db'}", checkpoint=str(tmp_path / "ckpt"),
                                      workers=6, algorithm="hash", shadow=[]), log=logs.append)
-    assert other.run_id == first.run_id and other.controller.planner.name == "pkg"
+    assert other.snapshot.run_id == first.snapshot.run_id and other.snapshot.controller.planner.name == "pkg"
     assert any("continues with its own grouping (pkg on 4 workers)" in m for m in logs), logs
 
 
@@ -42,7 +42,7 @@ def test_restart_with_the_same_stream_resumes_and_reports_ignored_grouping_setti
                                     {"workload": "drift"}, {"window": 3}])
 def test_restart_on_another_stream_is_refused(tmp_path, change):
     logs: list[str] = []
-    _engine(tmp_path, logs)._save(0)
+    _engine(tmp_path, logs).driver.save(0)
     kw = {"algorithm": "pkg", **change}
     with pytest.raises(ParamError) as err:
         SparkEngine(EngineConfig(db=f"sqlite:///{tmp_path / 'm.db'}", checkpoint=str(tmp_path / "ckpt"), workers=4,
@@ -54,7 +54,7 @@ def test_restart_on_another_stream_is_refused(tmp_path, change):
 
 def test_restart_against_another_database_is_refused(tmp_path):
     logs: list[str] = []
-    _engine(tmp_path, logs)._save(0)
+    _engine(tmp_path, logs).driver.save(0)
     with pytest.raises(ParamError, match="db: "):
         SparkEngine(EngineConfig(db=f"sqlite:///{tmp_path / 'other.db'}", checkpoint=str(tmp_path / "ckpt"),
                                  workers=4, algorithm="pkg", shadow=[]), log=logs.append)
@@ -67,16 +67,16 @@ def test_a_restored_run_records_a_restart_event_at_the_interval_it_resumes_with(
 
     logs: list[str] = []
     first = _engine(tmp_path, logs)
-    first.controller.interval = 5  # as after five closed intervals
-    first._save(4)
+    first.snapshot.controller.interval = 5  # as after five closed intervals
+    first.driver.save(4)
     store = connect(f"sqlite:///{tmp_path / 'm.db'}")
     try:
-        assert store.events(first.run_id) == []
+        assert store.events(first.snapshot.run_id) == []
         again = _engine(tmp_path, logs)
-        (ev,) = store.events(first.run_id)
+        (ev,) = store.events(first.snapshot.run_id)
         assert (ev["kind"], ev["interval"], ev["detail"]) == ("restart", 5, {"after_batch": 4})
-        again._save(4)
+        again.driver.save(4)
         _engine(tmp_path, logs)
-        assert [e["kind"] for e in store.events(first.run_id)] == ["restart", "restart"]
+        assert [e["kind"] for e in store.events(first.snapshot.run_id)] == ["restart", "restart"]
     finally:
         store.close()

@@ -44,8 +44,8 @@ def test_every_driver_field_is_persisted_or_declared_in_memory_only():
 
 def test_a_restart_restores_every_persisted_field(tmp_path):
     first = SparkEngine(_cfg(tmp_path), log=lambda m: None)
-    first.snapshot = _busy(first.snapshot)
-    first._save(4)
+    first.driver.snapshot = _busy(first.snapshot)
+    first.driver.save(4)
     again = SparkEngine(_cfg(tmp_path), log=lambda m: None)
     a, b = first.snapshot, again.snapshot
     for name in PERSISTED:
@@ -59,7 +59,7 @@ def test_a_restart_restores_every_persisted_field(tmp_path):
 
 
 def test_a_snapshot_written_by_the_unversioned_format_restores(tmp_path):
-    """The dict today's main wrote in ``SparkEngine._save`` (before the format was declared), key by key."""
+    """The dict main wrote in ``SparkEngine._save`` (today ``BatchDriver.save``) before the format was declared, key by key."""
     first = SparkEngine(_cfg(tmp_path), log=lambda m: None)
     s = _busy(first.snapshot)
     SnapshotStore(tmp_path / "ckpt" / "skewlab").save(6, {

@@ -236,14 +236,14 @@ def test_a_second_pause_while_paused_records_no_second_pause_event(tmp_path):
                       log=lambda m: None)
     try:
         for kind in ("pause", "pause"):
-            eng.store.submit_command(kind, {}, run_id=eng.run_id)
-        marks, events = eng._apply_commands(0)
-        assert eng.paused and [e["kind"] for e in events] == ["pause", "noop"]
+            eng.store.submit_command(kind, {}, run_id=eng.snapshot.run_id)
+        marks, events = eng.driver.apply_commands(0)
+        assert eng.driver.paused and [e["kind"] for e in events] == ["pause", "noop"]
         assert [m[2] for m in marks] == [None, "already paused"]
         for kind in ("resume", "resume"):
-            eng.store.submit_command(kind, {}, run_id=eng.run_id)
-        marks, events = eng._apply_commands(1)
-        assert not eng.paused and [e["kind"] for e in events] == ["resume", "noop"]
+            eng.store.submit_command(kind, {}, run_id=eng.snapshot.run_id)
+        marks, events = eng.driver.apply_commands(1)
+        assert not eng.driver.paused and [e["kind"] for e in events] == ["resume", "noop"]
         assert marks[1][1:] == ("applied", "not paused")
     finally:
         eng.store.close()
@@ -261,8 +261,8 @@ def test_a_worker_holding_tuples_without_state_keeps_its_control_row(tmp_path, m
     eng = SparkEngine(EngineConfig(db=f"sqlite:///{tmp_path}/db.sqlite", checkpoint=str(tmp_path / "ck"),
                                    workers=2, max_workers=8), log=lambda m: None)
     try:
-        eng.snapshot = replace(eng.snapshot, worker_keys={5: 0, 6: 0}, worker_held={5: 3, 6: 0})
-        eng._publish_route(0)
+        eng.driver.snapshot = replace(eng.snapshot, worker_keys={5: 0, 6: 0}, worker_held={5: 3, 6: 0})
+        eng.driver.publish_route(0)
         assert seen[-1] == {0, 1, 5}
     finally:
         eng.store.close()

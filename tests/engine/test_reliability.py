@@ -115,7 +115,7 @@ def test_database_outage_engine_buffers_retries_and_loses_no_row(spark, tmp_path
     def after(engine: SparkEngine, batch_id: int) -> None:
         nonlocal max_buffered
         seen.append(batch_id)
-        max_buffered = max(max_buffered, engine.sink.backlog)
+        max_buffered = max(max_buffered, engine.driver.sink.backlog)
         now = time.monotonic()
         if t["down"] is None:
             if len(seen) == 3:
@@ -128,7 +128,7 @@ def test_database_outage_engine_buffers_retries_and_loses_no_row(spark, tmp_path
                 t["up"] = time.monotonic()
         else:
             t["after_up"] += 1
-            if engine.sink.backlog == 0 and t["after_up"] >= 2:
+            if engine.driver.sink.backlog == 0 and t["after_up"] >= 2:
                 engine.lifecycle.stop_requested.set()
 
     engine = SparkEngine(cfg, after_batch=after, log=lines.append)
@@ -149,23 +149,23 @@ def test_database_outage_engine_buffers_retries_and_loses_no_row(spark, tmp_path
     assert max(buffered) >= len(down_batches) and buffered == sorted(buffered)
     assert any("metrics database unavailable, buffering" in ln for ln in lines)
     assert any("metrics database back" in ln and "nothing lost" in ln for ln in lines)
-    assert engine.sink.backlog == 0 and engine.sink.failures >= 1
+    assert engine.driver.sink.backlog == 0 and engine.driver.sink.failures >= 1
 
     # every processed batch has exactly one metrics row; nothing lost, nothing doubled
     store = connect(db)
-    rows = store.interval_metrics(engine.run_id)
+    rows = store.interval_metrics(engine.snapshot.run_id)
     batch_ids = [r["batch_id"] for r in rows]
     assert batch_ids == seen == sorted(set(seen))
-    assert sum(r["tuples"] for r in rows) == sum(engine.consumed.values()) == sum(m["tuples"] for m in engine.controller.intervals)
-    per_batch_workers = Counter(w["batch_id"] for w in store.worker_metrics(engine.run_id))
+    assert sum(r["tuples"] for r in rows) == sum(engine.snapshot.consumed.values()) == sum(m["tuples"] for m in engine.snapshot.controller.intervals)
+    per_batch_workers = Counter(w["batch_id"] for w in store.worker_metrics(engine.snapshot.run_id))
     assert all(per_batch_workers[b] == r["n_workers"] for b, r in zip(batch_ids, rows))
-    assert store.get_run(engine.run_id)["status"] == "finished"
-    assert Counter(engine.controller.results()) == by_fingerprint(generator_truth(cfg, engine.consumed))
+    assert store.get_run(engine.snapshot.run_id)["status"] == "finished"
+    assert Counter(engine.snapshot.controller.results()) == by_fingerprint(generator_truth(cfg, engine.snapshot.consumed))
     report("db_outage", {
         "outage_seconds": round(outage, 1), "batches_total": len(seen), "batches_during_outage": len(down_batches),
-        "max_rows_buffered": max_buffered, "failed_write_attempts": engine.sink.failures,
+        "max_rows_buffered": max_buffered, "failed_write_attempts": engine.driver.sink.failures,
         "metric_rows_expected": len(seen), "metric_rows_written": len(rows), "rows_lost": len(seen) - len(rows),
-        "tuples": sum(engine.consumed.values()),
+        "tuples": sum(engine.snapshot.consumed.values()),
     })
 
 
@@ -231,7 +231,7 @@ def test_malformed_kafka_records_are_dead_letters_and_valid_ones_all_processed(s
     processed = {"n": 0}
 
     def after(engine: SparkEngine, batch_id: int) -> None:
-        processed["n"] = sum(m["tuples"] for m in engine.controller.intervals) + engine.dead_total
+        processed["n"] = sum(m["tuples"] for m in engine.snapshot.controller.intervals) + engine.snapshot.dead_total
         if processed["n"] >= total:
             engine.lifecycle.stop_requested.set()
 
@@ -248,8 +248,8 @@ def test_malformed_kafka_records_are_dead_letters_and_valid_ones_all_processed(s
     assert not any("failed" in ln for ln in lines), [ln for ln in lines if "failed" in ln]
 
     # every malformed record counted under its exact reason, in memory and in the database
-    assert engine.dead_total == sum(BAD.values()) == 100_000
-    dead = {d["reason"]: d for d in connect(db).dead_letters(engine.run_id)}
+    assert engine.snapshot.dead_total == sum(BAD.values()) == 100_000
+    dead = {d["reason"]: d for d in connect(db).dead_letters(engine.snapshot.run_id)}
     assert {r: d["count"] for r, d in dead.items()} == BAD
     # samples: the offending record's first RAW_BYTES bytes as readable text (raw_text), bounded
     assert all(d["sample"] for d in dead.values())
@@ -258,12 +258,12 @@ def test_malformed_kafka_records_are_dead_letters_and_valid_ones_all_processed(s
     assert all(s.startswith("k") and "\\x" in s for s in dead["bad_utf8"]["sample"]), dead["bad_utf8"]
     assert all(s.endswith("…") and s[0] in "x\\" for s in dead["oversized"]["sample"]), dead["oversized"]
     # every valid record processed, keys intact (UTF-8, boundary length)
-    assert Counter(engine.controller.results()) == by_fingerprint(Counter(good))
-    assert sum(engine.consumed.values()) == total
+    assert Counter(engine.snapshot.controller.results()) == by_fingerprint(Counter(good))
+    assert sum(engine.snapshot.consumed.values()) == total
     report("bad_input", {
         "records_total": total, "malformed": sum(BAD.values()), "malformed_by_reason": BAD, "valid": N_GOOD,
-        "dead_letters_counted": engine.dead_total, "valid_processed": sum(engine.controller.results().values()),
-        "batches": engine.batches_done, "produce_seconds": round(produce_s, 1), "engine_seconds": round(run_s, 1),
+        "dead_letters_counted": engine.snapshot.dead_total, "valid_processed": sum(engine.snapshot.controller.results().values()),
+        "batches": engine.driver.batches_done, "produce_seconds": round(produce_s, 1), "engine_seconds": round(run_s, 1),
     })
 
 
@@ -504,15 +504,15 @@ def test_worker_changes_under_load_lose_nothing_and_report_moved_state(spark, tm
 
     monkeypatch.setattr(driver_step, "apply_commands", wrapped)
     assert engine.run() == 0
-    c = engine.controller
+    c = engine.snapshot.controller
     assert [(r["from"], r["to"]) for r in resizes] == [(4, 8), (8, 6)]
     assert c.n_workers == 6
     # no tuple lost, none doubled
-    assert sum(engine.consumed.values()) == sum(m["tuples"] for m in c.intervals) == 7 * 3000
-    assert Counter(c.results()) == by_fingerprint(generator_truth(cfg, engine.consumed))
+    assert sum(engine.snapshot.consumed.values()) == sum(m["tuples"] for m in c.intervals) == 7 * 3000
+    assert Counter(c.results()) == by_fingerprint(generator_truth(cfg, engine.snapshot.consumed))
 
-    mig = store.migration_events(engine.run_id)
-    ev = [e for e in store.events(engine.run_id) if e["kind"] == "workers"]
+    mig = store.migration_events(engine.snapshot.run_id)
+    ev = [e for e in store.events(engine.snapshot.run_id) if e["kind"] == "workers"]
     assert len(ev) == 2
     for r, e in zip(resizes, ev):
         assert r["per_key_same"] and r["max_worker"] < r["to"]
@@ -533,10 +533,10 @@ def test_worker_changes_under_load_lose_nothing_and_report_moved_state(spark, tm
     assert all(m["bytes_moved"] is not None or (m["detail"]["export_batch"], m["detail"]["bytes_with_interval"]) in with_bytes
                for m in mig)
     assert all(m["pause_batches"] == 1 for m in mig)
-    metrics = store.interval_metrics(engine.run_id)
+    metrics = store.interval_metrics(engine.snapshot.run_id)
     # commands read at the end of batch 2 (the hook of batch 1 ran after that read) take effect from batch 3
     assert [m["n_workers"] for m in metrics] == [4, 4, 4, 8, 8, 6, 6]
     last = metrics[-1]["batch_id"]
-    assert {w["worker"] for w in store.worker_metrics(engine.run_id) if w["batch_id"] == last} == set(range(6))
-    report("worker_changes", {"resizes": [(r["from"], r["to"]) for r in resizes], "tuples": sum(engine.consumed.values()),
+    assert {w["worker"] for w in store.worker_metrics(engine.snapshot.run_id) if w["batch_id"] == last} == set(range(6))
+    report("worker_changes", {"resizes": [(r["from"], r["to"]) for r in resizes], "tuples": sum(engine.snapshot.consumed.values()),
                               "state_moved": [r["moved"] for r in resizes], "tuples_lost": 0})

@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 from skewlab.engine.workloads.record_fields import (BAD_KEY_TYPE, BAD_VALUE_TYPE, EMPTY_KEY, EMPTY_VALUE,
                                                      MISSING_KEY, MISSING_VALUE)
 
-__all__ = ["MIN_RECORDS", "NEARLY_ALL", "dead_batch_problem", "json_field_paths"]
+__all__ = ["MIN_RECORDS", "NEARLY_ALL", "dead_batch_problem", "input_refusal", "json_field_paths"]
 
 NEARLY_ALL = 0.99
 MIN_RECORDS = 20
@@ -85,3 +85,23 @@ def dead_batch_problem(batch_id: int, dead: Mapping[str, Sequence[Any]], tuples:
         why = f"every record is malformed the same way{seen}"
     return (f"batch {batch_id}: {count} of {total} records are dead letters '{reason}': {why}; stopping "
             "(--continue-on-dead-letters goes on)")
+
+
+def input_refusal(cfg: Any, batch_id: int, dead: Mapping[str, Sequence[Any]], tuples: int) -> str | None:
+    """:func:`dead_batch_problem` for the run's settings (``cfg``: its
+    :class:`skewlab.engine.runtimes.spark.engine.EngineConfig`), or ``None``.  For a Kafka topic the line
+    lists the fields of the topic's first records (:func:`skewlab.engine.io.kafka_io.first_values`), read
+    only when the batch is refused."""
+    settings = dict(source=cfg.source, key_field=cfg.key_field_name(), value_field=(cfg.value_field or "").strip())
+    if dead_batch_problem(batch_id, dead, tuples, **settings) is None:
+        return None
+    seen: list[str] = []
+    if cfg.source == "kafka":
+        from skewlab.engine.io.kafka_io import first_values
+
+        try:
+            for value in first_values(cfg.bootstrap, cfg.topic):
+                seen += [p for p in json_field_paths(value) if p not in seen]
+        except ValueError:
+            pass
+    return dead_batch_problem(batch_id, dead, tuples, fields_seen=seen[:20], **settings)

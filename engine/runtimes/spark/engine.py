@@ -10,7 +10,8 @@ with the offsets, and it writes its results to the sink — Parquet files or a K
 ``foreachBatch`` on the driver.  The number of state partitions is ``--max-workers``, fixed for the
 checkpoint's life.
 
-Per micro-batch ``b`` the driver (``foreachBatch``), which keeps statistics, not state, collects
+Per micro-batch ``b`` the driver (``foreachBatch``:
+:class:`~skewlab.engine.runtimes.spark.batch_driver.BatchDriver`), which keeps statistics, not state, collects
 the operator's output and hands it to one pure step (:func:`skewlab.engine.runtimes.spark.driver_step.step`:
 ``(snapshot, batch output) → (snapshot', decisions)``, steps 2–5 below), then carries out its decisions:
 
@@ -52,17 +53,15 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 
 from skewlab.engine.algorithms import registry
 from skewlab.engine.io.checkpoint import SnapshotStore
-from skewlab.engine.runtimes.spark import batch_phases
-from skewlab.engine.runtimes.spark.driver_memory import limit_retained_memory, release_unused
-from skewlab.engine.control.metrics import format_rate
-from skewlab.engine.io.metrics_sink import PendingInterval
+from skewlab.engine.runtimes.spark.batch_driver import BatchDriver
+from skewlab.engine.runtimes.spark.driver_memory import limit_retained_memory
 from skewlab.engine.config.params import ParamError
 from skewlab.engine.config import settings as run_settings
 from skewlab.engine.config.settings import MAX_WORKERS, check
@@ -71,15 +70,10 @@ from skewlab.engine.operators import KeyedOperator, is_mergeable, load_operator,
 from skewlab.engine.runtimes.background_warmup import BackgroundWarmup
 from skewlab.engine.runtimes.spark.python_workers import start_python_workers
 from skewlab.engine.runtimes.spark.cluster_settings import check_executors, is_local_master
-from skewlab.engine.runtimes.spark.driver_step import (INTERIM_GROUPING, DriverSettings, DriverSnapshot, StepInput,
-                                                       already_applied, apply_commands, next_route, step)
-from skewlab.engine.runtimes.spark.engine_snapshot import EngineSnapshot
-from skewlab.engine.runtimes.spark.messages import BatchOutput
+from skewlab.engine.runtimes.spark.driver_step import INTERIM_GROUPING, DriverSnapshot
 from skewlab.engine.runtimes.spark.query_lifecycle import EngineFailed, QueryLifecycle, first_line
-from skewlab.engine.runtimes.spark.run_start import start_run, stream_of
+from skewlab.engine.runtimes.spark.run_start import start_run
 from skewlab.engine.runtimes.spark.source_config import FileSource, GeneratorSource, KafkaSource, RecordFields, SourceConfig
-from skewlab.engine.runtimes.spark.state_transfer import MigrationFiles
-from skewlab.storage.records import IntervalRecord
 from skewlab.shared import UsageError, filesystems
 
 __all__ = ["EngineConfig", "EngineFailed", "SparkEngine", "SOURCES"]
@@ -284,214 +278,49 @@ def default_data_dir() -> Path:
 
 
 class SparkEngine:
-    """Owns the Spark query, the controller, the snapshots and the metrics sink of one run."""
+    """Defines and runs one run's query: starts (or restores) the run, the numba warm-up child and Spark,
+    then hands the query to its lifecycle (:class:`QueryLifecycle`); each batch's work is the
+    :class:`BatchDriver`'s."""
 
     def __init__(self, cfg: EngineConfig, *, log: Callable[[str], None] | None = None,
                  after_batch: Callable[["SparkEngine", int], None] | None = None,
                  spark_log: Path | None = None) -> None:
         """``spark_log``: file for the JVM's own output and for Python warnings, so that the console
-        carries the engine's lines only (``skewlab engine``); ``None`` leaves both where they are."""
+        carries the engine's lines only (``skewlab engine``); ``None`` leaves both where they are.
+        ``after_batch``: called with ``(engine, batch_id)`` after each applied batch."""
         cfg.validate()
         #: the keyed operator the workers run (pickled to the executors with the query's function)
         self.operator = cfg.keyed_operator()
         self.spark_log = spark_log
-        self.after_batch = after_batch
         self.cfg = cfg
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.checkpoint = cfg.checkpoint_dir()
-        self.snapshots = SnapshotStore(filesystems.join(self.checkpoint, "skewlab"))
-        from skewlab.engine.runtimes.spark.sources import RouteFiles
-
-        self.routes = RouteFiles(filesystems.join(self.checkpoint, "routes"))
-        #: where exporting tasks write migrated state for the importing tasks (state_transfer)
-        self.migration_dir = filesystems.join(self.checkpoint, "migrations")
-        self.migration_files = MigrationFiles(self.migration_dir)
-        self.batches_done = 0
-        #: why the run stopped on its input (:mod:`skewlab.engine.runtimes.spark.dead_batch`), or None
-        self.input_refused: str | None = None
-        self._backpressure = False
-        self.batch_error: BaseException | None = None  # what failed in our own batch function
-        self._task_times: Any = None  # skewlab.engine.runtimes.spark.task_metrics.TaskTimes, made at the first batch
-        #: what the driver's per-batch step needs of the configuration (driver_step)
-        self.settings = DriverSettings(self.operator.name, self.operator.mergeable,
-                                       values=cfg.value_kind(self.operator), top_k=cfg.top_k)
         #: the numba warm-up child of :meth:`run` (None outside run(): waiting shadows join at once)
         self.kernels: BackgroundWarmup | None = None
-        #: when the query runs, pauses and stops (:mod:`skewlab.engine.runtimes.spark.query_lifecycle`)
-        self.lifecycle = QueryLifecycle(self, cfg, self.log)
         limit_retained_memory()  # the driver's per-batch temporaries go back to the system when freed
-        start = start_run(cfg, self.operator, self.snapshots, self.checkpoint, self.log)
-        self.store, self.results, self.sink = start.store, start.results, start.sink
-        #: the driver's state after the last batch: the input of the next step (driver_step)
-        self.snapshot: DriverSnapshot = start.snapshot
-        self.controller.track_orders = True
-
-    # the snapshot's fields, read-only (a step replaces the snapshot)
-    controller = property(lambda self: self.snapshot.controller)
-    shadow = property(lambda self: self.snapshot.shadow)
-    run_id = property(lambda self: self.snapshot.run_id)
-    last_batch = property(lambda self: self.snapshot.last_batch)
-    consumed = property(lambda self: self.snapshot.consumed)
-    dead_total = property(lambda self: self.snapshot.dead_total)
-    shares_split = property(lambda self: self.snapshot.shares_split)
+        start = start_run(cfg, self.operator, SnapshotStore(filesystems.join(self.checkpoint, "skewlab")),
+                          self.checkpoint, self.log)
+        self.store, self.results = start.store, start.results
+        #: each batch's work on the driver: statistics, the pure step, routes, snapshots, metrics
+        self.driver = BatchDriver(cfg, self.operator, start, self.checkpoint, log=self.log,
+                                  kernels_ready=self._kernels_ready,
+                                  after_batch=(lambda b: after_batch(self, b)) if after_batch is not None else None)
+        #: when the query runs, pauses and stops (:mod:`skewlab.engine.runtimes.spark.query_lifecycle`)
+        self.lifecycle = QueryLifecycle(self.driver, cfg, self.log)
 
     @property
-    def paused(self) -> bool:
-        return self.snapshot.paused
+    def snapshot(self) -> DriverSnapshot:
+        """The driver's state after the last batch (:attr:`BatchDriver.snapshot`)."""
+        return self.driver.snapshot
 
-    @paused.setter
-    def paused(self, value: bool) -> None:
-        self.snapshot = replace(self.snapshot, paused=bool(value))
-
-    # ------------------------------------------------------------------ state
-    def _publish_route(self, batch_id: int) -> None:
-        """Publish the routing snapshot the sources use for ``batch_id`` (:func:`driver_step.next_route`;
-        see skewlab.engine.runtimes.spark.sources), outside a step: before a query starts and after
-        commands applied while paused, adding their orders to what is already published."""
-        self.snapshot, route = next_route(self.snapshot, batch_id, self.settings)
-        self.routes.publish(batch_id, route.snapshot.dumps(), flush=route.flush)
-
-    def _save(self, batch_id: int) -> None:
-        """Write the snapshot of ``batch_id`` (:class:`EngineSnapshot`: the driver's state and the
-        metric intervals not yet in the database) to the checkpoint."""
-        assert self.sink is not None
-        self.snapshots.save(batch_id, EngineSnapshot(self.snapshot, stream=stream_of(self.cfg, self.store), sink=self.results.url,
-                                                     sink_start=self.results.start,
-                                                     pending=tuple(self.sink.pending())).encode())
-
-    # ------------------------------------------------------------------ commands
-    def _pending_commands(self) -> tuple[dict[str, Any], ...] | None:
-        """The run's pending operator commands, or ``None`` when the database cannot be read."""
-        try:
-            return tuple(self.store.pending_commands(self.run_id))
-        except Exception as exc:  # noqa: BLE001 - database down: no commands this batch
-            self.log(f"cannot read commands: {type(exc).__name__}")
-            return None
-
-    def _apply_commands(self, batch_id: int) -> tuple[list[tuple[int, str, str | None]], list[dict[str, Any]]]:
-        """Apply the pending operator commands between batches (the query paused); they take effect
-        from batch ``batch_id`` (:func:`driver_step.apply_commands`).  Returns (command marks, events
-        without interval)."""
-        self.snapshot, marks, events, lines = apply_commands(
-            self.snapshot, self._pending_commands(), batch_id, self.settings, backpressure=self._backpressure)
-        for line in lines:
-            self.log(line)
-        return [(m.command_id, m.status, m.reason) for m in marks], events
-
-    # ------------------------------------------------------------------ one micro-batch
     def process_batch(self, df: Any, batch_id: int) -> None:
-        """The query's ``foreachBatch`` function (refused while the query stops, see
-        :meth:`QueryLifecycle.running_batch`)."""
+        """The query's ``foreachBatch`` function: the driver's batch (:meth:`BatchDriver.process_batch`),
+        refused while the query stops (:meth:`QueryLifecycle.running_batch`); a batch that refuses the
+        input stops the run after it."""
         with self.lifecycle.running_batch():
-            batch_phases.reached("begun", batch_id, imports=bool(self.snapshot.next_imports) and batch_id == self.last_batch + 1)
-            try:
-                applied = self._process(df, batch_id)
-                release_unused()  # the batch's Arrow buffers are free once _process returned
-                if applied and self.after_batch is not None:
-                    self.after_batch(self, batch_id)
-            except Exception as exc:
-                self.batch_error = exc
-                self.log(f"batch {batch_id} failed: {type(exc).__name__}: {first_line(exc)}")
-                raise
-
-    def _collect(self, df: Any, batch_id: int) -> BatchOutput:
-        """Run the batch's operator: collect its statistics (:func:`~skewlab.engine.runtimes.spark.operator.unpack_output`)
-        and, if workers sent shares, run the merge stage that writes the results
-        (:func:`~skewlab.engine.runtimes.spark.share_merge.merge_in_spark`) on the executors.  The
-        operator output is persisted in between, so the stateful stage runs once."""
-        from pyspark.sql import functions as F
-
-        from skewlab.engine.runtimes.spark.operator import MERGE_KINDS, unpack_output
-        from skewlab.engine.runtimes.spark.share_merge import merge_in_spark
-
-        df = df.persist()
-        try:
-            # the collected table is freed here: only its numeric columns live on
-            u = unpack_output(df.filter(~F.col("kind").isin(*MERGE_KINDS)).toArrow())
-            shares = sum(s.shares for s in u.summaries.values())
-            if shares:
-                merge_in_spark(df, batch_id, self.snapshot.partitions, self.results, self.operator, rows_announced=shares)
-        finally:
-            df.unpersist()
-        return u
-
-    def _process(self, df: Any, batch_id: int) -> bool:
-        """Collect → :func:`driver_step.step` → publish, save, prune, record.  The workers' operator
-        always runs, also for a batch the snapshot already applied (the state must advance with Spark's
-        batch; its exports and result files are the same as the first time): the step applies nothing
-        then.  Returns whether the batch was applied."""
-        t0 = time.perf_counter()
-        output = self._collect(df, batch_id)
-        replay = already_applied(self.snapshot, batch_id)
-        moves = dict(exports=bool(output.exports), imports=bool(self.snapshot.next_imports))  # this batch's, for the hook
-        if not replay:
-            batch_phases.reached("collected", batch_id, **moves)
-        data = StepInput(
-            batch_id, output, started=t0, clock=time.perf_counter, wall=time.time(),
-            commands=() if replay else self._pending_commands(),
-            task_seconds={} if replay else self._task_seconds(df, batch_id),
-            kernels_ready=self._kernels_ready(), backpressure=self._backpressure)
-        # the engine drops its old snapshot: the step may update it in place (a failed step fails the
-        # query, and a restart restores the saved snapshot)
-        self.snapshot, decisions = step(self.snapshot, data, self.settings, owned=True)
-        for line in decisions.log:
-            self.log(line)
-        if decisions.already_applied:
-            return False
-        self.batches_done += 1
-        marks = [(m.command_id, m.status, m.reason, m.applied_batch) for m in decisions.marks]
-        self.sink.enqueue(PendingInterval(decisions.record, marks))
-        # The next batch's routing snapshot, then our snapshot (it holds the unwritten rows, so
-        # nothing is lost on a crash; rows already written are re-sent idempotently after a
-        # restart), then the database.
-        self.routes.publish(batch_id + 1, decisions.route.snapshot.dumps(), flush=decisions.route.flush)
-        batch_phases.reached("published", batch_id, **moves)
-        self._save(batch_id)
-        batch_phases.reached("saved", batch_id, **moves)
-        self.migration_files.note(output.exports)
-        self.migration_files.prune(decisions.prune_before)
-        if not self.sink.flush() and self.sink.full and not self.paused:
-            # Back-pressure: never drop metric rows; stop consuming until the database is back.
-            self.paused = self._backpressure = True
-            self.log(f"metrics buffer full ({self.sink.backlog} intervals): pausing consumption until the database is back")
-        self.log(self._status_line(batch_id, decisions.row, decisions.record, output.dead_letters))
-        if not self.cfg.continue_on_dead_letters:
-            self._check_dead_batch(batch_id, output.dead_letters, int(decisions.row["tuples"]))
-        return True
-
-    def _check_dead_batch(self, batch_id: int, dead: Mapping[str, Any], tuples: int) -> None:
-        """Stop the run (after this batch, which is complete) when its records are nearly all dead letters
-        for one reason (:func:`skewlab.engine.runtimes.spark.dead_batch.dead_batch_problem`)."""
-        from skewlab.engine.runtimes.spark.dead_batch import dead_batch_problem, json_field_paths
-
-        settings = dict(source=self.cfg.source, key_field=self.cfg.key_field_name(),
-                        value_field=(self.cfg.value_field or "").strip())
-        if self.input_refused is not None or dead_batch_problem(batch_id, dead, tuples, **settings) is None:
-            return
-        seen: list[str] = []
-        if self.cfg.source == "kafka":
-            from skewlab.engine.io.kafka_io import first_values
-
-            try:
-                for value in first_values(self.cfg.bootstrap, self.cfg.topic):
-                    seen += [p for p in json_field_paths(value) if p not in seen]
-            except ValueError:
-                pass
-        self.input_refused = dead_batch_problem(batch_id, dead, tuples, fields_seen=seen[:20], **settings)
-        self.lifecycle.stop_requested.set()
-
-    def _task_seconds(self, df: Any, batch_id: int) -> dict[int, float]:
-        """Run time of each worker's task in this batch from Spark's task metrics
-        (:mod:`skewlab.engine.runtimes.spark.task_metrics`); empty when Spark has not recorded them."""
-        from skewlab.engine.runtimes.spark.task_metrics import TaskTimes
-
-        if self._task_times is None:
-            self._task_times = TaskTimes(df.sparkSession, f"skewlab-{self.run_id}")
-        times = self._task_times.of_batch(batch_id)
-        if times is None:
-            self.log(f"batch {batch_id}: Spark has not recorded its task metrics in time; worker task times left empty")
-            return {}
-        return times
+            self.driver.process_batch(df, batch_id)
+            if self.driver.input_refused is not None:
+                self.lifecycle.stop_requested.set()
 
     def _kernels_ready(self) -> frozenset[str] | None:
         """The groupings whose kernels are compiled, or ``None`` (all: waiting shadows and an interim
@@ -499,20 +328,6 @@ class SparkEngine:
         driver compiles what is left."""
         kernels = self.kernels
         return None if kernels is None or kernels.finished else frozenset(kernels.ready())
-
-    def _status_line(self, batch_id: int, row: dict[str, Any], record: IntervalRecord, dead: dict) -> str:
-        parts = [
-            f"batch {batch_id}", f"{row['algorithm']}", f"n={row['workers']}", f"tuples={row['tuples']}",
-            f"imbalance={row['imbalance']:.3f}", f"repl={row['replication']:.2f}" if row["tuples"] else "repl=–",
-            f"|A|={row['routing_table_size']}", f"migr={row['migration_cost']:.3f}",
-            format_rate(record.throughput), f"latency={record.batch_latency_ms:.0f}ms",
-        ]
-        if dead:
-            parts.append(f"dead={sum(v[0] for v in dead.values())}")
-        parts.append(self.sink.status if self.sink else "")
-        if self.paused:
-            parts.append("PAUSED")
-        return " | ".join(parts)
 
     # ------------------------------------------------------------------ the query
     def start_query(self, spark: Any) -> Any:
@@ -527,7 +342,7 @@ class SparkEngine:
         from skewlab.engine.runtimes.spark.topology import combined_schema, combiner_bytes
 
         fmt, opts = self.cfg.source_options()
-        opts["route_dir"] = str(self.routes.dir)  # the sources route (skewlab.engine.runtimes.spark.sources)
+        opts["route_dir"] = str(self.driver.routes.dir)  # the sources route (skewlab.engine.runtimes.spark.sources)
         opts["route_values"] = self.cfg.value_kind(self.operator)  # each tuple's value, for the operator
         P = self.snapshot.partitions
         configure_state_store(spark, P)
@@ -542,20 +357,20 @@ class SparkEngine:
             opts["route_combined"] = combined_schema(self.operator)  # a row per (key, worker) of a source task
             # the operator the source tasks combine with, once per query (not in each batch's snapshot);
             # after the registration above: a user's combiner pickles by value
-            opts["route_combiner"] = self.routes.publish_combiner(combiner_bytes(self.operator))
-        self._publish_route(self.last_batch + 1)
+            opts["route_combiner"] = self.driver.routes.publish_combiner(combiner_bytes(self.operator))
+        self.driver.publish_route(self.snapshot.last_batch + 1)
         labels = F.array(*[F.lit(v) for v in worker_labels(P)])
         routed = spark.readStream.format(fmt).options(**opts).load()
         out = (routed.withColumn("label", F.element_at(labels, F.col("worker") + 1))  # data and message rows alike
                .groupBy("label")
                .applyInPandasWithState(make_handler(P, self.cfg.window, self.results, self.operator, named=self.cfg.top_k,
-                                                    service_us=self.cfg.service_us, migrations=self.migration_dir),
+                                                    service_us=self.cfg.service_us, migrations=self.driver.migrations.directory),
                                        OUT_SCHEMA, STATE_SCHEMA, "append", "NoTimeout"))
         return (
             out.writeStream.outputMode("append").foreachBatch(self.process_batch)
             .option("checkpointLocation", filesystems.spark_location(filesystems.join(self.checkpoint, "spark")))
             .trigger(processingTime=f"{self.cfg.interval} seconds")
-            .queryName(f"skewlab-{self.run_id}")
+            .queryName(f"skewlab-{self.snapshot.run_id}")
             .start()
         )
 
@@ -587,12 +402,12 @@ class SparkEngine:
             self.lifecycle.interrupt_on_sigterm()
             spark = self._start_spark()
             self.lifecycle.stop_on_signals()
-            self.mark_run("running")  # a restored run is running again
-            self.log(f"run {self.run_id}: {self.controller.planner.name} on {self.cfg.source}, "
-                     f"{self.controller.n_workers} workers, master {spark.sparkContext.master}, "
+            self.driver.mark_run("running")  # a restored run is running again
+            self.log(f"run {self.snapshot.run_id}: {self.snapshot.controller.planner.name} on {self.cfg.source}, "
+                     f"{self.snapshot.controller.n_workers} workers, master {spark.sparkContext.master}, "
                      f"checkpoint {self.checkpoint}, db {self.store.url}"
                      + (f", Spark log {self.spark_log}" if self.spark_log is not None else ""))
-            self.lifecycle.drive(spark)
+            self.lifecycle.drive(lambda: self.start_query(spark))
         except KeyboardInterrupt:
             status = "stopped"
         except BaseException as exc:
@@ -600,9 +415,9 @@ class SparkEngine:
             raise
         finally:
             status = self._finish(status, reason)
-        self.log(f"run {self.run_id} {status} after {self.batches_done} batch(es)")
-        if self.input_refused is not None:
-            raise UsageError(self.input_refused)
+        self.log(f"run {self.snapshot.run_id} {status} after {self.driver.batches_done} batch(es)")
+        if self.driver.input_refused is not None:
+            raise UsageError(self.driver.input_refused)
         return 0
 
     def _start_spark(self) -> Any:
@@ -611,17 +426,17 @@ class SparkEngine:
         (unless ``--wait-for-kernels``).  Returns the session."""
         from skewlab.engine.runtimes.spark.session import get_session
 
-        live = self.controller.planner.name
-        waiting = list(self.shadow.waiting) if self.shadow is not None else []
+        live = self.snapshot.controller.planner.name
+        waiting = list(self.snapshot.shadow.waiting) if self.snapshot.shadow is not None else []
         stop = self.lifecycle.stop_requested
         # a new run may route by the interim grouping while the live one compiles: its kernels first
-        interim = (not self.cfg.wait_for_kernels and self.last_batch < 0 and self.snapshot.interim is None
+        interim = (not self.cfg.wait_for_kernels and self.snapshot.last_batch < 0 and self.snapshot.interim is None
                    and live != INTERIM_GROUPING)
         asked = [self.snapshot.interim[0]] if self.snapshot.interim is not None else []  # restored mid-interim
         self.kernels = BackgroundWarmup([*([INTERIM_GROUPING] if interim else []), live, *asked, *waiting],
                                         on_compiling=self._compiling_notice(waiting))
         started = time.monotonic()
-        spark = get_session(self.cfg.master, f"skewlab-engine-{self.run_id}", jvm_output=self.spark_log,
+        spark = get_session(self.cfg.master, f"skewlab-engine-{self.snapshot.run_id}", jvm_output=self.spark_log,
                             **self.cfg.spark_conf)
         if not is_local_master(spark.sparkContext.master):
             check_executors(spark)  # one line, not a hung query, when the executors cannot run skewlab
@@ -635,7 +450,7 @@ class SparkEngine:
             self.log(f"Spark started in {spark_up - started:.0f} s; the routing kernels of {live} are still "
                      f"compiling (numba, once per install): routing by {INTERIM_GROUPING} until they are ready, "
                      f"then switching to {live} (--wait-for-kernels waits instead)")
-            self._route_by_interim_grouping()
+            self.driver.route_by_interim_grouping()
             live, waiting_live = INTERIM_GROUPING, INTERIM_GROUPING not in self.kernels.ready()
         else:
             self.log(f"Spark started in {spark_up - started:.0f} s"
@@ -650,57 +465,19 @@ class SparkEngine:
         """However the run ended: close the warm-up child, flush the metrics, record the run's status
         (``failed`` when its input was refused, ``stopped`` when interrupted; returned) and give the
         signals back."""
-        if self.input_refused is not None and status != "failed":
-            status, reason = "failed", self.input_refused
+        if self.driver.input_refused is not None and status != "failed":
+            status, reason = "failed", self.driver.input_refused
         if self.lifecycle.interrupted and status != "failed":
             status = "stopped"
         if self.kernels is not None:
             self.kernels.close()
-        if self.sink is not None and not self.sink.flush(force=True):
-            self.log(f"warning: {self.sink.backlog} interval(s) not yet written; they are kept in the snapshot "
+        if not self.driver.sink.flush(force=True):
+            self.log(f"warning: {self.driver.sink.backlog} interval(s) not yet written; they are kept in the snapshot "
                      "and written on the next start")
         try:
-            self.store.finish_run(self.run_id, status, note=reason)
+            self.store.finish_run(self.snapshot.run_id, status, note=reason)
         except Exception:  # noqa: BLE001
             pass
         self.lifecycle.restore_signals()
         return status
 
-    def _route_by_interim_grouping(self) -> None:
-        """Before the run's first batch: switch to :data:`INTERIM_GROUPING` (nothing is routed yet, so no
-        state moves) and keep the grouping asked for in the snapshot; the driver step switches to it
-        when its kernels are compiled.  Recorded with the first interval as an ``algorithm`` event."""
-        c = self.controller
-        asked = c.planner.name, dict(c.planner.p)
-        detail = {k: v for k, v in c.switch(INTERIM_GROUPING).items() if k not in ("interval", "kind")}
-        detail["reason"] = f"the routing kernels of {asked[0]} are compiling"
-        event = {"kind": "algorithm", "detail": detail, "command_id": None, "interval": c.interval}
-        self.snapshot = replace(self.snapshot, interim=asked, carry_events=(*self.snapshot.carry_events, event))
-
-    # ------------------------------------------------------------------ paused
-    def mark_run(self, status: str) -> None:
-        """The run's status in the database (``running``, ``paused``); the database may be down."""
-        try:
-            self.store.update_run(self.run_id, status=status)
-        except Exception:  # noqa: BLE001 - metrics are buffered anyway
-            pass
-
-    def while_paused(self) -> None:
-        """One poll of a paused run (:meth:`QueryLifecycle.wait_resume`): paused by back-pressure, resume
-        once the metrics database takes the buffered intervals; else apply the pending commands (they
-        take effect from the next batch) and save the snapshot if any was applied or rejected."""
-        if self._backpressure:
-            if self.sink is not None and self.sink.flush(force=True):
-                self.paused = self._backpressure = False
-                self.log("metrics database back: resuming consumption")
-            return
-        marks, events = self._apply_commands(self.last_batch + 1)
-        self.snapshot = replace(self.snapshot, carry_events=(*self.snapshot.carry_events, *events))
-        for cid, status, reason in marks:
-            try:
-                self.store.mark_command(cid, status, reason=reason or "", applied_batch=self.last_batch + 1,
-                                        run_id=self.run_id)
-            except Exception:  # noqa: BLE001
-                pass
-        if marks:
-            self._save(self.last_batch)

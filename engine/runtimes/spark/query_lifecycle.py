@@ -1,13 +1,14 @@
 """The streaming query's lifecycle in one run of ``skewlab engine``: start it, watch it, pause and
 resume it, stop it between batches, and the signals that ask for a stop.
 
-The engine (:class:`skewlab.engine.runtimes.spark.engine.SparkEngine`, the :class:`QueryOwner`)
-defines the query and its batch function; this class decides when the query runs:
+The engine (:class:`skewlab.engine.runtimes.spark.engine.SparkEngine`) defines the query, and its batch
+driver (:class:`skewlab.engine.runtimes.spark.batch_driver.BatchDriver`, the :class:`Batches` this class
+reads) does each batch's work; this class decides when the query runs:
 
 - it runs until ``--duration`` passes, ``max_batches`` are applied, the input file is fully replayed
   (``--source file``) or a stop is asked (Ctrl-C, SIGTERM, or the engine on a dead input);
 - pausing stops the query after the current batch (offsets stay in Spark's checkpoint, no record is
-  lost) and polls (:meth:`QueryOwner.while_paused`: commands, the metrics database) until the engine
+  lost) and polls (:meth:`Batches.while_paused`: commands, the metrics database) until the run
   is no longer paused; resuming starts the query again from the checkpoint;
 - a stop happens between batches: batches that begin meanwhile refuse (:meth:`running_batch`), which
   leaves them uncommitted and replayed on the next start, and the running one finishes first;
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 if TYPE_CHECKING:
     from skewlab.engine.io.metrics_sink import MetricsSink
 
-__all__ = ["EngineFailed", "QueryLifecycle", "QueryOwner", "first_line"]
+__all__ = ["Batches", "EngineFailed", "QueryLifecycle", "first_line"]
 
 
 class EngineFailed(RuntimeError):
@@ -80,15 +81,13 @@ class RunLimits(Protocol):
     max_batches: int | None
 
 
-class QueryOwner(Protocol):
-    """What the lifecycle needs of the engine that owns the query."""
+class Batches(Protocol):
+    """What the lifecycle reads of the driver that runs the query's batches."""
     paused: bool
     batches_done: int
     #: what failed in the engine's own batch function, if anything (its message beats Spark's wrapper)
     batch_error: BaseException | None
     sink: MetricsSink | None
-
-    def start_query(self, spark: Any) -> Any: ...
 
     def while_paused(self) -> None: ...
 
@@ -100,10 +99,10 @@ def _interrupt(*_: Any) -> None:
 
 
 class QueryLifecycle:
-    """Runs the owner's query until the run is done; see the module's docstring."""
+    """Runs a query until the run is done; see the module's docstring."""
 
-    def __init__(self, owner: QueryOwner, cfg: RunLimits, log: Callable[[str], None]) -> None:
-        self.owner = owner
+    def __init__(self, batches: Batches, cfg: RunLimits, log: Callable[[str], None]) -> None:
+        self.batches = batches
         self.cfg = cfg
         self.log = log
         #: set to stop the run after the current batch
@@ -123,7 +122,7 @@ class QueryLifecycle:
             return True
         if self.cfg.duration is not None and time.monotonic() - self.started >= self.cfg.duration:
             return True
-        return self.cfg.max_batches is not None and self.owner.batches_done >= self.cfg.max_batches
+        return self.cfg.max_batches is not None and self.batches.batches_done >= self.cfg.max_batches
 
     @contextmanager
     def running_batch(self) -> Iterator[None]:
@@ -164,17 +163,17 @@ class QueryLifecycle:
         self._previous_handlers.clear()
 
     # ------------------------------------------------------------------ the query
-    def drive(self, spark: Any) -> None:
-        """Start the owner's query, watch it, stop it to pause and start it again on resume, until the
+    def drive(self, start_query: Callable[[], Any]) -> None:
+        """Start the query (``start_query()``), watch it, stop it to pause and start it again on resume, until the
         run is done; the query is stopped between batches however this returns.  A failed query
         raises :class:`EngineFailed` with one line."""
         query = None
         try:
             while not self.done():
-                if self.owner.paused:
+                if self.batches.paused:
                     self.wait_resume()
                     continue
-                query = self.owner.start_query(spark)
+                query = start_query()
                 self._watch(query)
                 self.stop_query(query)
                 query = None
@@ -185,19 +184,19 @@ class QueryLifecycle:
     def _watch(self, query: Any) -> None:
         """Until the run is done or paused: wait for the query, flush the metrics sink between polls,
         and stop once a finite file is replayed."""
-        while not self.done() and not self.owner.paused:
+        while not self.done() and not self.batches.paused:
             try:
                 terminated = query.awaitTermination(0.5)
             except Exception as exc:  # noqa: BLE001 - StreamingQueryException from a failed batch
                 if self.done():
                     return  # the batch refused while stopping; it is replayed on the next start
-                if self.owner.batch_error is not None:  # our own message, not Spark's wrapper of it
-                    raise EngineFailed(f"streaming query failed: {first_line(self.owner.batch_error)}") from None
+                if self.batches.batch_error is not None:  # our own message, not Spark's wrapper of it
+                    raise EngineFailed(f"streaming query failed: {first_line(self.batches.batch_error)}") from None
                 raise EngineFailed(f"streaming query failed: {first_line(exc)}") from None
             if terminated:
                 return
-            if self.owner.sink is not None:
-                self.owner.sink.flush()
+            if self.batches.sink is not None:
+                self.batches.sink.flush()
             if self.cfg.source == "file" and self.file_exhausted(query):
                 self.log("input file fully replayed; stopping")
                 self.stop_requested.set()
@@ -205,7 +204,7 @@ class QueryLifecycle:
     def file_exhausted(self, query: Any) -> bool:
         """A finite file is done when the query has had no data for a few trigger intervals."""
         status = query.status or {}
-        busy = status.get("isDataAvailable") or status.get("isTriggerActive") or self.owner.batches_done == 0
+        busy = status.get("isDataAvailable") or status.get("isTriggerActive") or self.batches.batches_done == 0
         now = time.monotonic()
         if busy:
             self._idle_since = None
@@ -228,11 +227,11 @@ class QueryLifecycle:
             self._stopping = False
 
     def wait_resume(self) -> None:
-        """Paused: the query is stopped; poll (:meth:`QueryOwner.while_paused`) until the owner is no
-        longer paused, or the run is done."""
+        """Paused: the query is stopped; poll (:meth:`Batches.while_paused`) until the run is no
+        longer paused, or it is done."""
         self.log("paused: query stopped, polling for resume")
-        self.owner.mark_run("paused")
-        while self.owner.paused and not self.done():
+        self.batches.mark_run("paused")
+        while self.batches.paused and not self.done():
             time.sleep(0.5)
-            self.owner.while_paused()
-        self.owner.mark_run("running")
+            self.batches.while_paused()
+        self.batches.mark_run("running")

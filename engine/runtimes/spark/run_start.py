@@ -113,7 +113,7 @@ def _create(cfg: EngineConfig, operator: KeyedOperator, store: Any,
     controller = Controller(grouping, vocab, window=cfg.window, cost_model=operator.cost_model)
     names = cfg.shadow if cfg.shadow is not None else default_shadow_names(
         grouping.name, operator.name, operator.mergeable)
-    shadow = (  # the shadows join when their kernels are compiled (SparkEngine._kernels_ready)
+    shadow = (  # the shadows join when their kernels are compiled (SparkEngine._kernels_ready, read by BatchDriver)
         ShadowEvaluator([], vocab, n_workers=cfg.workers, n_sources=cfg.sources, seed=cfg.seed,
                         window=cfg.window, cost_model=operator.cost_model,
                         max_tuples=cfg.shadow_max_tuples, waiting=names)
