@@ -526,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.warmup < 1 or args.batches < 1:
         p.error("--warmup and --batches must be >= 1")
-    from skewlab.engine.runtimes.spark.engine import MAX_SERVICE_US
+    from skewlab.engine.runtimes.spark.engine_config import MAX_SERVICE_US
 
     if not 0 <= args.service_us <= MAX_SERVICE_US:
         p.error(f"--service-us must be in [0, {MAX_SERVICE_US:g}] µs per tuple")

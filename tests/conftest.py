@@ -36,11 +36,11 @@ def data_dir_of_this_process(tmp_path_factory):
     are not affected."""
     from pathlib import Path
 
-    from skewlab.engine.runtimes.spark import engine
+    from skewlab.engine.runtimes.spark import engine_config
 
     own = tmp_path_factory.mktemp("data")
     suite_cwd = Path.cwd()
-    default = engine.default_data_dir
+    default = engine_config.default_data_dir
 
     def data_dir() -> Path:
         if os.environ.get("SKEWLAB_DATA_DIR") or Path.cwd() != suite_cwd:
@@ -48,7 +48,7 @@ def data_dir_of_this_process(tmp_path_factory):
         return own
 
     patch = pytest.MonkeyPatch()
-    patch.setattr(engine, "default_data_dir", data_dir)
+    patch.setattr(engine_config, "default_data_dir", data_dir)
     yield own
     patch.undo()
 

@@ -183,7 +183,8 @@ def cmd_engine(args: argparse.Namespace) -> int:
         spark_conf=parse_assignments(args.conf or [], "--conf"), wait_for_kernels=args.wait_for_kernels,
         continue_on_dead_letters=args.continue_on_dead_letters,
     )
-    from skewlab.engine.runtimes.spark.engine import EngineFailed, default_data_dir
+    from skewlab.engine.runtimes.spark.engine import EngineFailed
+    from skewlab.engine.runtimes.spark.engine_config import default_data_dir
     from skewlab.storage import open_store
 
     cfg.validate()

@@ -51,7 +51,7 @@ def _last_error(log: Path) -> str:
 
 def cmd_broker(args: argparse.Namespace) -> int:
     from skewlab.engine.io.local_broker import INSTALL_HINT, MEMORY_STORAGE, find_tansu, start_tansu, stop_tansu
-    from skewlab.engine.runtimes.spark.engine import default_data_dir
+    from skewlab.engine.runtimes.spark.engine_config import default_data_dir
 
     binary = find_tansu()
     if binary is None:

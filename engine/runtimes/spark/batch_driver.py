@@ -41,6 +41,7 @@ from skewlab.engine.runtimes.spark import batch_phases
 from skewlab.engine.runtimes.spark.driver_memory import release_unused
 from skewlab.engine.runtimes.spark.driver_step import (INTERIM_GROUPING, DriverSettings, DriverSnapshot, StepInput,
                                                        already_applied, apply_commands, next_route, step)
+from skewlab.engine.runtimes.spark.engine_config import EngineConfig
 from skewlab.engine.runtimes.spark.engine_snapshot import EngineSnapshot
 from skewlab.engine.runtimes.spark.messages import BatchOutput
 from skewlab.engine.runtimes.spark.query_lifecycle import first_line
@@ -49,9 +50,6 @@ from skewlab.engine.runtimes.spark.state_transfer import MigrationFiles
 from skewlab.shared import filesystems
 from skewlab.storage.records import IntervalRecord
 
-#: the run's :class:`skewlab.engine.runtimes.spark.engine.EngineConfig` (not imported: the engine imports
-#: this module)
-EngineConfig = Any
 
 __all__ = ["BatchDriver", "status_line"]
 

@@ -89,7 +89,7 @@ def dead_batch_problem(batch_id: int, dead: Mapping[str, Sequence[Any]], tuples:
 
 def input_refusal(cfg: Any, batch_id: int, dead: Mapping[str, Sequence[Any]], tuples: int) -> str | None:
     """:func:`dead_batch_problem` for the run's settings (``cfg``: its
-    :class:`skewlab.engine.runtimes.spark.engine.EngineConfig`), or ``None``.  For a Kafka topic the line
+    :class:`skewlab.engine.runtimes.spark.engine_config.EngineConfig`), or ``None``.  For a Kafka topic the line
     lists the fields of the topic's first records (:func:`skewlab.engine.io.kafka_io.first_values`), read
     only when the batch is refused."""
     settings = dict(source=cfg.source, key_field=cfg.key_field_name(), value_field=(cfg.value_field or "").strip())

@@ -74,7 +74,7 @@ def await_trigger_end(query: Any, timeout: float = 30.0) -> None:
 
 
 class RunLimits(Protocol):
-    """What the lifecycle reads of the run's configuration (:class:`skewlab.engine.runtimes.spark.engine.EngineConfig`)."""
+    """What the lifecycle reads of the run's configuration (:class:`skewlab.engine.runtimes.spark.engine_config.EngineConfig`)."""
     source: str
     interval: float
     duration: float | None

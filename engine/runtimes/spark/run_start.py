@@ -23,12 +23,9 @@ from skewlab.engine.io.checkpoint import STREAM_FIELDS, SnapshotStore, stream_mi
 from skewlab.engine.io.metrics_sink import MetricsSink
 from skewlab.engine.operators import KeyedOperator
 from skewlab.engine.runtimes.spark.driver_step import DriverSnapshot
+from skewlab.engine.runtimes.spark.engine_config import EngineConfig
 from skewlab.engine.runtimes.spark.engine_snapshot import EngineSnapshot, SnapshotRefused
 from skewlab.engine.runtimes.spark.result_sink import open_sink, restore_sink, sink_schema
-
-#: the run's :class:`skewlab.engine.runtimes.spark.engine.EngineConfig` (not imported: the engine imports
-#: this module)
-EngineConfig = Any
 
 __all__ = ["StartedRun", "start_run", "stream_of"]
 

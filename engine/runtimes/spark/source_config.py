@@ -2,7 +2,7 @@
 that source reads, their checks (one-line :class:`ParamError`, before Spark starts), and the options
 of the Spark data source that reads it (:mod:`skewlab.engine.runtimes.spark.sources`).
 
-:meth:`skewlab.engine.runtimes.spark.engine.EngineConfig.source_config` builds the one its ``source``
+:meth:`skewlab.engine.runtimes.spark.engine_config.EngineConfig.source_config` builds the one its ``source``
 names from the flat command-line settings; the checks common to every source (workers, rate, the
 operator, the grouping, the sink) stay in :meth:`EngineConfig.validate`.
 """
