@@ -313,7 +313,8 @@ def run_engine(name: str, args: Any, tmp: str) -> dict[str, Any]:
     sink = os.path.join(tmp, f"{tag}-sink")
     cfg = EngineConfig(
         source="generator", db=db, checkpoint=os.path.join(tmp, tag), sink=sink, wait_for_kernels=True,
-        algorithm=algorithm, params=params, workers=args.workers, max_workers=args.workers, sources=SOURCES, interval=0.001, rate=0,
+        algorithm=algorithm, params=params, workers=args.workers,
+        max_workers=_arg(args, "max_workers") or args.workers, sources=SOURCES, interval=0.001, rate=0,
         max_per_batch=args.per_batch, window=_arg(args, "window"),
         workload="zipf", workload_params={"keys": args.keys, "z": args.zipf}, shadow=[],
         max_batches=args.batches + args.warmup, master=_arg(args, "master"), operator=_arg(args, "operator"),

@@ -480,7 +480,8 @@ def add_commands(sub: Any) -> None:
                         "PYSPARK_SUBMIT_ARGS and skewlab's defaults")
     e.add_argument("--window", type=int, default=settings.WINDOW.default, help=settings.flag_help(settings.WINDOW))
     e.add_argument("--max-workers", type=int, default=settings.MAX_WORKERS_SETTING.default,
-                   help=settings.flag_help(settings.MAX_WORKERS_SETTING, "default 2 x --workers"))
+                   help=settings.flag_help(settings.MAX_WORKERS_SETTING, "default 2 x --workers; each is a task of every "
+                                                  "batch, used or not: room for set-workers costs speed"))
     e.add_argument("--sink", default=None,
                    help="where the operator's results go: a directory of Parquet files (default "
                         "data/results/<checkpoint name>) or kafka://HOST:PORT/TOPIC (worker W and the merge of its hash "

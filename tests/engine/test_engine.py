@@ -260,6 +260,8 @@ def test_a_new_run_routes_by_hash_until_its_groupings_kernels_are_compiled(spark
     assert [(e["detail"]["previous"], e["detail"]["algorithm"], e["command_id"]) for e in switches] == [
         ("pkg", "hash", None), ("hash", "pkg", None)]
     assert switches[0]["detail"]["reason"] == "the routing kernels of pkg are compiling"
+    # the default room for set-workers (2 x 3 state partitions) is said with what it costs
+    assert any("3 workers, room for 6 (" in line and "--max-workers 3 runs faster" in line for line in lines), lines
     assert switches[1]["detail"]["reason"] == KERNELS_READY
     assert switches[1]["interval"] == next(r["interval"] for r in rows if r["algorithm"] == "pkg")
     assert any("routing by hash until they are ready" in line for line in lines)

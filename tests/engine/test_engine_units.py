@@ -266,3 +266,12 @@ def test_a_worker_holding_tuples_without_state_keeps_its_control_row(tmp_path, m
         assert seen[-1] == {0, 1, 5}
     finally:
         eng.store.close()
+
+
+def test_the_start_line_says_what_room_for_more_workers_costs():
+    from skewlab.engine.runtimes.spark.engine import workers_line
+
+    assert workers_line(8, 8) == "8 workers"
+    line = workers_line(8, 16)
+    assert line.startswith("8 workers, room for 16 (") and "a task of every batch" in line
+    assert "--max-workers 8 runs faster" in line

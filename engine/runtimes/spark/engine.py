@@ -102,6 +102,16 @@ def _capture_library_warnings(path: Path) -> None:
     logger.propagate = False
 
 
+def workers_line(workers: int, partitions: int) -> str:
+    """The start line's workers: with room for ``set-workers`` (more state partitions than workers), what
+    the room costs and how to drop it.  Every state partition is a task of every batch, used or not
+    (``bench/bench_state_partitions.py``)."""
+    if partitions <= workers:
+        return f"{workers} workers"
+    return (f"{workers} workers, room for {partitions} (each of the {partitions} state partitions is a task of "
+            f"every batch, used or not: --max-workers {workers} runs faster if the run will not grow)")
+
+
 class SparkEngine:
     """Defines and runs one run's query: starts (or restores) the run, the numba warm-up child and Spark,
     then hands the query to its lifecycle (:class:`QueryLifecycle`); each batch's work is the
@@ -229,7 +239,8 @@ class SparkEngine:
             self.lifecycle.stop_on_signals()
             self.driver.mark_run("running")  # a restored run is running again
             self.log(f"run {self.snapshot.run_id}: {self.snapshot.controller.planner.name} on {self.cfg.source}, "
-                     f"{self.snapshot.controller.n_workers} workers, master {spark.sparkContext.master}, "
+                     f"{workers_line(self.snapshot.controller.n_workers, self.snapshot.partitions)}, "
+                     f"master {spark.sparkContext.master}, "
                      f"checkpoint {self.checkpoint}, db {self.store.url}"
                      + (f", Spark log {self.spark_log}" if self.spark_log is not None else ""))
             self.lifecycle.drive(lambda: self.start_query(spark))
