@@ -31,7 +31,10 @@ STORAGE_SCHEMES = ("memory", "postgres", "postgresql", "s3")
 
 
 def _check_address_free(host: str, port: int) -> None:
+    """One line when something listens on ``host:port``; ``SO_REUSEADDR`` like the broker's own listener, so
+    a port whose last connections are in TIME_WAIT (a broker stopped a moment ago) is not refused."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as exc:

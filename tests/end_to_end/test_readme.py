@@ -661,7 +661,10 @@ def _get(url: str) -> str:
 
 
 def _port_free(port: int) -> bool:
+    """Nothing listens on ``port`` (``SO_REUSEADDR`` like the dashboard's server: a port whose last connections
+    are in TIME_WAIT, as right after the other demo test, is free for it)."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
