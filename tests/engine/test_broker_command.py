@@ -83,22 +83,22 @@ def test_broker_user_mistakes_are_one_line_exit_2(tmp_path, monkeypatch, capsys)
 def test_a_port_left_in_time_wait_is_not_taken_for_a_busy_one():
     """A broker stopped a moment ago leaves its port's last connections in TIME_WAIT; nothing listens there,
     so the check lets a new broker have it (the listener binds with SO_REUSEADDR)."""
-    import http.server
-    import threading
-    import urllib.request
+    import time
 
     from skewlab.engine.cli.broker import _check_address_free
 
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
-    port = srv.server_address[1]
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read()
-    except Exception:  # noqa: BLE001 - the bare handler answers 501: the connection is what matters
-        pass
-    srv.shutdown()
-    srv.server_close()
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind (tansu, werkzeug)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    conn, _ = listener.accept()
+    conn.close()  # the listening side closes first: its end of the connection goes to TIME_WAIT
+    assert client.recv(1) == b""
+    client.close()
+    listener.close()
+    time.sleep(0.05)
     with socket.socket() as plain:  # the situation: a bind without SO_REUSEADDR is refused now
         with pytest.raises(OSError):
             plain.bind(("127.0.0.1", port))
