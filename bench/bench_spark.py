@@ -388,7 +388,8 @@ def round_summary(rounds: dict[str, list[dict[str, Any]]], reference: str = "has
         row: dict[str, Any] = {"rounds": len(runs), "tps_median": statistics.median(r["tuples_per_second"] for r in runs)}
         if ref and len(ref) == len(runs):
             speed = [r["tuples_per_second"] / h["tuples_per_second"] for r, h in zip(runs, ref)]
-            busy = [h["max_worker_seconds"] / r["max_worker_seconds"] for r, h in zip(runs, ref) if r["max_worker_seconds"]]
+            busy = [h["max_worker_seconds"] / r["max_worker_seconds"] for r, h in zip(runs, ref)
+                    if r.get("max_worker_seconds") and h.get("max_worker_seconds")]
             row.update(speedup=(statistics.median(speed), min(speed), max(speed)),
                        busiest_gain=(statistics.median(busy), min(busy), max(busy)) if busy else None)
         out[name] = row

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 from typing import Any
@@ -37,20 +36,18 @@ from skewlab.bench import bench_spark  # noqa: E402
 
 
 def ratio_summary(runs: list[dict[str, Any]], workers: int, max_workers: int) -> dict[str, Any]:
-    """Over rounds of ``runs`` (``{"round", "partitions", "tuples_per_second"}``): each P's median tuples/s
-    and the median, min, max of the per-round ratio (P = ``workers``) / (P = ``max_workers``)."""
-    by_round: dict[int, dict[int, float]] = {}
-    for r in runs:
-        by_round.setdefault(int(r["round"]), {})[int(r["partitions"])] = float(r["tuples_per_second"])
-    ratios = [p[workers] / p[max_workers] for p in by_round.values()
-              if workers in p and max_workers in p and p[max_workers] > 0]
-    out: dict[str, Any] = {
-        "tps_median": {P: statistics.median(r["tuples_per_second"] for r in runs if r["partitions"] == P)
-                       for P in (workers, max_workers) if any(r["partitions"] == P for r in runs)},
-        "rounds": len(ratios),
-    }
-    if ratios:
-        out["ratio"] = (statistics.median(ratios), min(ratios), max(ratios))
+    """Over rounds of ``runs`` (``{"round", "partitions", "tuples_per_second"}``, in round order): each P's
+    median tuples/s and the median, min, max of the per-round ratio (P = ``workers``) / (P = ``max_workers``)
+    (:func:`bench.bench_spark.round_summary`, with P = ``max_workers`` as the reference)."""
+    rounds: dict[int, list[dict[str, Any]]] = {}
+    for r in sorted(runs, key=lambda r: int(r["round"])):
+        rounds.setdefault(int(r["partitions"]), []).append(r)
+    summary = bench_spark.round_summary(rounds, reference=max_workers)  # type: ignore[arg-type]
+    out: dict[str, Any] = {"tps_median": {P: summary[P]["tps_median"] for P in (workers, max_workers) if P in summary},
+                           "rounds": 0}
+    if workers in summary and "speedup" in summary[workers]:
+        out["ratio"] = summary[workers]["speedup"]
+        out["rounds"] = len(rounds[workers])
     return out
 
 
