@@ -45,6 +45,14 @@ a windowed per-key count (window ``--window`` micro-batches) whose results go to
   ``python-floor-tws``: the same with Spark 4's other Python state API, ``transformWithStateInPandas``
   (:class:`FloorProcessor`, one value state per group); it needs ``protobuf`` (PySpark's optional
   dependency for that API, not one of skewlab's).
+* **what balance can buy on this machine** (``floor-hash``, ``floor-even``, :func:`make_floor_service`):
+  ``python-floor`` plus ``--service-us`` per tuple (it sleeps ``--service-us`` × 9 per shipped row,
+  each standing for 9 tuples), its tuples grouped by ``pmod(hash(key), --workers)`` (a key's tuples on
+  one worker, as hash grouping) or dealt evenly, ``pmod(seq / 9, --workers)`` (every worker the same
+  share: perfect balance with no routing, no merge and no per-key state).  ``floor-even`` over
+  ``floor-hash`` of the same round is the most any grouping can gain over hash with Spark's cheapest
+  Python stateful operator on the machine it runs on; their ``tuple_max_over_mean`` is read from the
+  rows each group reports.
 * **skewlab** (:func:`run_engine`) — :class:`skewlab.engine.runtimes.spark.engine.SparkEngine` with the grouping:
   routing inside the source scan, ``groupBy(worker label).applyInPandasWithState`` with one task
   and one state partition per worker (``max_workers = workers``, so as many state partitions as
@@ -160,6 +168,24 @@ def python_floor(bucket: tuple, frames: Iterator[Any], state: Any) -> Iterator[A
     yield pd.DataFrame({"bucket": [int(bucket[0])], "rows": [rows]})
 
 
+def make_floor_service(service_us: float) -> Callable[..., Iterator[Any]]:
+    """The ``applyInPandasWithState`` function of baselines ``floor-hash`` and ``floor-even``:
+    :func:`python_floor` that also sleeps ``service_us`` µs for each tuple its rows stand for
+    (:data:`FLOOR_KEEP` per row), the emulated service time of the engine's ``--service-us``."""
+    service = float(service_us) * 1e-6 * FLOOR_KEEP
+
+    def floor_service(bucket: tuple, frames: Iterator[Any], state: Any) -> Iterator[Any]:
+        import pandas as pd
+
+        rows = sum(len(f) for f in frames)
+        if service > 0:
+            time.sleep(rows * service)
+        state.update((bytes(1024),))
+        yield pd.DataFrame({"bucket": [int(bucket[0])], "rows": [rows]})
+
+    return floor_service
+
+
 def floor_processor() -> Any:
     """The ``transformWithStateInPandas`` processor of baseline ``python-floor-tws``: the work of
     :func:`python_floor` (count the rows, a fixed 1 kB value state, one row out) through that API."""
@@ -198,7 +224,11 @@ BASELINES: dict[str, tuple[str, bool, str, str | None]] = {
     "bucket-mean": ("mean: applyInPandasWithState by bucket", True, "append", "n"),
     "python-floor": ("floor: applyInPandasWithState, no work", False, "append", None),
     "python-floor-tws": ("floor: transformWithStateInPandas, no work", False, "append", None),
+    "floor-hash": ("floor + service time, buckets by hash(key)", False, "append", None),
+    "floor-even": ("floor + service time, tuples dealt evenly", False, "append", None),
 }
+#: the baselines whose groups report the rows they applied (``bucket, rows``)
+FLOOR_KINDS = ("python-floor", "python-floor-tws", "floor-hash", "floor-even")
 
 #: baseline python-floor: every FLOOR_KEEP-th tuple (the share of rows the engine's combiner ships)
 FLOOR_KEEP = 9
@@ -236,6 +266,12 @@ def _baseline_query(src: Any, kind: str, args: Any) -> Any:
         if kind == "python-floor-tws":
             return grouped.transformWithStateInPandas(floor_processor(), FLOOR_OUT, "append", "None")
         return grouped.applyInPandasWithState(python_floor, FLOOR_OUT, FLOOR_STATE, "append", "NoTimeout")
+    if kind in ("floor-hash", "floor-even"):
+        spread = F.hash("key") if kind == "floor-hash" else F.floor(F.col("seq") / FLOOR_KEEP)
+        bucket = F.pmod(spread, F.lit(int(args.workers))).cast("int").alias("bucket")
+        return (src.filter(F.col("seq") % FLOOR_KEEP == 0).select(bucket).groupBy("bucket")
+                .applyInPandasWithState(make_floor_service(_arg(args, "service_us")), FLOOR_OUT, FLOOR_STATE,
+                                        "append", "NoTimeout"))
     return src  # jvm: aggregated per micro-batch in foreachBatch
 
 
@@ -281,7 +317,25 @@ def run_baseline(spark: Any, args: Any, tmp: str, tag: str = "base", kind: str =
         t = pq.read_table(os.path.join(out_dir, f"batch={first}"))
         out["first_batch_ok"] = int(t.column(total_column).to_numpy().sum()) == rows[first]
     out["batch_tuples"] = sorted(set(rows.values()))
+    if kind in FLOOR_KINDS:
+        measured_ids = [b for _, b in stamps[args.warmup:]]
+        out["tuple_max_over_mean"] = floor_max_over_mean(
+            [pq.read_table(os.path.join(out_dir, f"batch={b}")).to_pydict() for b in measured_ids], args.workers)
     return out
+
+
+def floor_max_over_mean(batches: list[dict[str, list[int]]], n_workers: int) -> float | None:
+    """Σ_b max_w rows / Σ_b mean_w rows over the floor baselines' output batches (``bucket``, ``rows``
+    per group that had rows; a bucket without a row had none): their tuples max/mean, comparable with
+    the engine's ``tuple_max_over_mean``."""
+    smax = smean = 0.0
+    for t in batches:
+        per = [0] * n_workers
+        for b, r in zip(t["bucket"], t["rows"]):
+            per[int(b)] += int(r)
+        smax += max(per)
+        smean += sum(per) / n_workers
+    return smax / smean if smean > 0 else None
 
 
 def _input_rows(q: Any, batch_ids: list[int], timeout: float = 10.0) -> dict[int, int]:
@@ -514,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--buckets", type=int, default=DEFAULTS["buckets"], help="key buckets of baseline bucket-mean")
     p.add_argument("--service-us", type=float, default=0.0,
                    help="emulated service time per tuple in µs (Nasir et al.'s fixed delay per message; "
-                        "the baselines have none)")
+                        "the baselines have none but floor-hash and floor-even)")
     p.add_argument("--combiner", default="on",
                    help="pre-aggregate in the source scan for operators that combine (EngineConfig.combine): on, "
                         "off, or both in the order given (on,off or off,on: every operator runs with it and "
@@ -605,7 +659,9 @@ def main(argv: list[str] | None = None) -> int:
         r["when"] = when
         results["baselines"][kind].append(r)
         save()
+        spread = r.get("tuple_max_over_mean")
         note(f"{BASELINES[kind][0]:<44} {r['tuples_per_second'] / 1e3:9.0f} k tuples/s ({when} run)"
+             + (f", tuples max/mean {spread:.2f}" if spread else "")
              + ("  FIRST BATCH COUNTS WRONG" if r["first_batch_ok"] is False else ""))
 
     try:

@@ -101,3 +101,32 @@ def test_ratios_to_a_baseline_pair_each_run_with_the_baselines_run_of_the_same_r
     s = baseline_round_summary(rounds, baselines)
     assert s["hash [count]"]["native"] == (0.9, 0.8, 1.2)  # 0.8, 0.9, 1.2: per round, not the mean's ratio
     assert s["hash [mean]"]["native"] == (0.25, 0.25, 0.25)  # block 1's baseline run, not block 0's
+
+
+def test_the_floor_baselines_max_over_mean_counts_a_silent_bucket_as_zero_rows():
+    from skewlab.bench.bench_spark import floor_max_over_mean
+
+    # batch 0: buckets 0 and 2 of 3 report 30 and 30 rows, bucket 1 none: max 30, mean 20
+    # batch 1: 10, 10, 10: max 10, mean 10
+    batches = [{"bucket": [2, 0], "rows": [30, 30]}, {"bucket": [0, 1, 2], "rows": [10, 10, 10]}]
+    assert floor_max_over_mean(batches, 3) == pytest.approx(40 / 30)
+    assert floor_max_over_mean([], 3) is None
+
+
+def test_the_service_floor_sleeps_the_service_time_of_every_tuple_its_rows_stand_for(monkeypatch):
+    import pandas as pd
+
+    from skewlab.bench import bench_spark
+
+    slept: list[float] = []
+    monkeypatch.setattr(bench_spark.time, "sleep", slept.append)
+    updates: list[tuple] = []
+    state = type("State", (), {"update": lambda self, v: updates.append(v)})()
+    frames = [pd.DataFrame({"bucket": [3] * 4}), pd.DataFrame({"bucket": [3] * 6})]
+    out = list(bench_spark.make_floor_service(40.0)((3,), iter(frames), state))
+    # 10 shipped rows, each standing for FLOOR_KEEP tuples of 40 µs
+    assert slept == [pytest.approx(10 * bench_spark.FLOOR_KEEP * 40e-6)]
+    assert out[0].to_dict("list") == {"bucket": [3], "rows": [10]} and updates == [(bytes(1024),)]
+    slept.clear()
+    list(bench_spark.make_floor_service(0.0)((3,), iter(frames), state))
+    assert slept == []

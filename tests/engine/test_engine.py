@@ -279,8 +279,9 @@ def split_run(spark, tmp_path_factory):
     of 2 ms per tuple; ``set-workers 2`` after batch 1 (the removed workers' shares of split keys move
     while the keys' other holders keep receiving tuples), a switch to the single-owner ``mixed`` after
     batch 3 (the split keys' shares move to one worker), then a restart from the same checkpoint.
-    Yields (cfg, engine, results table as a dict of columns)."""
+    Yields (cfg, engine, results table as a dict of columns, the newest Spark job before the run)."""
     tmp_path = tmp_path_factory.mktemp("split")
+    before = last_job(spark)
     cfg = gen_cfg(tmp_path, algorithm="dchoices", workers=6, max_workers=6, window=2, max_batches=6, shadow=[],
                   workload_params={"keys": 80, "z": 1.4}, max_per_batch=600, service_us=2_000.0)
 
@@ -294,14 +295,14 @@ def split_run(spark, tmp_path_factory):
     assert engine.run() == 0 and engine.snapshot.shares_split
     assert engine.snapshot.controller.n_workers == 2 and engine.snapshot.controller.planner.name == "mixed"
     SparkEngine(dataclasses.replace(cfg, max_batches=2), log=lambda m: None).run()  # restart: same checkpoint
-    return cfg, engine, engine.results.read().to_pydict()
+    return cfg, engine, engine.results.read().to_pydict(), before
 
 
 def test_split_keys_with_a_finite_window_merge_to_the_ground_truth(split_run):
     """The sink holds exactly one row per (batch, key), merged in Spark from the workers' shares, equal
     to the key's windowed count — through a shrink (the exported share included at the move's batch),
     a switch to a single-owner rebalancer that moves the split keys' shares to one worker, and a restart."""
-    cfg, engine, _ = split_run
+    cfg, engine, _, _ = split_run
     ckpt = Path(cfg.checkpoint)
     got, rows, distinct = sink_results(engine.results)
     truth = final(windowed_truth(batch_keys(ckpt, generator_keys_of(cfg)), cfg.window), ckpt)
@@ -313,7 +314,7 @@ def test_split_keys_with_a_finite_window_merge_to_the_ground_truth(split_run):
 def test_split_keys_stay_split_after_a_shrink(split_run):
     """Keys were split and merged from batch 0, and still after the shrink (in effect from batch 3)
     until the switch to mixed (in effect from batch 5)."""
-    _, _, t = split_run
+    _, _, t, _ = split_run
     shares = {}
     for b, s in zip(t["batch"], t["shares"]):
         shares[b] = max(shares.get(b, 0), s)
@@ -323,9 +324,67 @@ def test_split_keys_stay_split_after_a_shrink(split_run):
 def test_split_keys_service_time_is_not_the_merge_stages(split_run):
     """With split keys the batch runs a second job, the merge stage, whose tasks must not be taken for
     the workers': each worker's task lasts at least its tuples times the service time."""
-    _, engine, _ = split_run
+    _, engine, _, _ = split_run
     busy = [w for w in engine.store.worker_metrics(engine.snapshot.run_id) if w["tuples"]]
     assert busy and all(w["processing_seconds"] >= w["tuples"] * 2_000e-6 for w in busy)
+
+
+def spark_jobs(spark) -> list:
+    """The Spark jobs the session's status store keeps (the newest ``spark.ui.retainedJobs``)."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    return [jobs.apply(i) for i in range(jobs.size())]
+
+
+def last_job(spark) -> int:
+    """The id of the session's newest Spark job (-1: none yet)."""
+    return max((int(j.jobId()) for j in spark_jobs(spark)), default=-1)
+
+
+def merge_jobs(spark, run_id: int, after: int) -> int:
+    """Run ``run_id``'s Spark jobs after job ``after`` that ran a merge stage on the executors (their
+    description ends with task_metrics.MERGE_JOB_MARK); run ids repeat between the tests' databases,
+    so ``after`` is the newest job before the run."""
+    from skewlab.engine.runtimes.spark.task_metrics import MERGE_JOB_MARK
+
+    texts = [str(j.description().get()) for j in spark_jobs(spark) if int(j.jobId()) > after and j.description().isDefined()]
+    return sum(t.startswith(f"skewlab-{run_id}\n") and t.endswith(MERGE_JOB_MARK) for t in texts)
+
+
+def test_a_small_merge_runs_on_the_driver_in_the_batchs_one_spark_job(spark, split_run):
+    """Issue 36: the merge stage's second Spark job cost 0.33–0.47 s per batch under D-Choices; a
+    batch whose previous merge was small (SMALL_MERGE) brings its merge-stage rows to the driver with
+    its statistics and writes them there (share_merge.merge_on_driver): the split run above, exact
+    (test_split_keys_with_a_finite_window_merge_to_the_ground_truth), ran no merge job."""
+    _, engine, t, before = split_run
+    assert max(t["shares"]) > 1  # keys were merged
+    assert merge_jobs(spark, engine.snapshot.run_id, before) == 0
+
+
+def test_merges_on_the_driver_and_on_the_executors_write_one_kafka_record_per_batch_and_key(
+        spark, tmp_path, kafka_broker, monkeypatch):
+    """The two places of the merge write the same (batch, writer) outputs.  With SMALL_MERGE at 0 the
+    first batch merges on the driver (no batch before it) and every later one on the executors; a
+    restart merges its first batch on the driver again.  D-Choices into a Kafka sink (writer w on
+    partition w mod P, each (batch, writer) written once): the records read back equal the windowed
+    counts recomputed from the offsets, each once."""
+    from skewlab.engine.runtimes.spark import share_merge
+
+    monkeypatch.setattr(share_merge, "SMALL_MERGE", 0)
+    before = last_job(spark)
+    cfg = gen_cfg(tmp_path, algorithm="dchoices", workers=3, max_workers=3, window=2, max_batches=4, shadow=[],
+                  workload_params={"keys": 200, "z": 1.3}, max_per_batch=1200,
+                  sink=f"kafka://{kafka_broker}/split-results")
+    engine = SparkEngine(cfg, log=lambda m: None)
+    assert engine.run() == 0 and engine.snapshot.shares_split
+    again = SparkEngine(dataclasses.replace(cfg, max_batches=2), log=lambda m: None)
+    again.run()
+    got, rows, distinct = sink_results(again.results)
+    truth = final(windowed_truth(batch_keys(tmp_path / "ckpt", generator_keys_of(cfg)), cfg.window), tmp_path / "ckpt")
+    assert rows == distinct, "a (batch, key) was written twice"
+    assert only(final(got, tmp_path / "ckpt"), truth) == truth and max(b for b, _ in truth) >= 4
+    assert max(again.results.read().to_pydict()["shares"]) > 1
+    # batches 1-3 of the first run and batch 1 of the restart merged on the executors
+    assert merge_jobs(spark, engine.snapshot.run_id, before) == 4
 
 
 def recorded_summaries(engine: SparkEngine) -> dict[int, dict]:

@@ -126,3 +126,17 @@ def test_merge_stage_in_spark_writes_each_key_as_its_hash_bucket_whatever_the_ta
         assert sorted(got) == truth and written == len(truth), tasks
         files[tasks, announced] = layout
     assert files[1, None] == files[2, None] == files[P, None] == files[P, 300]
+    # on the driver (share_merge.merge_on_driver): the rows collected with their writer column, the same
+    # files as the merge tasks write, so a batch merged in one place and replayed in the other rewrites them
+    from skewlab.engine.runtimes.spark.share_merge import merge_on_driver, writer_column
+
+    out = tmp_path / "driver"
+    collected = df.withColumn("writer", writer_column(P)).toArrow()
+    written = merge_on_driver(collected, batch, ParquetSink(str(out), schema=sink_schema(op)), op)
+    layout = {}
+    for w in range(P):
+        try:
+            layout[w] = sorted(pq.read_table(sink_file(str(out), batch, P + w)).to_pydict()["key"])
+        except FileNotFoundError:
+            continue
+    assert layout == files[1, None] and written == len(truth)

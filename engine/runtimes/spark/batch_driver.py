@@ -3,10 +3,11 @@ commands applied while the query is paused.
 
 Per batch ``b`` (:meth:`BatchDriver.process_batch`):
 
-1. :meth:`~BatchDriver.collect` runs the batch's operator and collects only statistics
+1. :meth:`~BatchDriver.collect` runs the batch's operator and collects its statistics
    (:func:`skewlab.engine.runtimes.spark.operator.unpack_output`); when workers sent shares of split keys,
-   the merge stage writes their results on the executors
-   (:func:`skewlab.engine.runtimes.spark.share_merge.merge_in_spark`);
+   the merge stage writes their results: on the driver from the same collect when the previous batch's
+   merge was small (:func:`skewlab.engine.runtimes.spark.share_merge.merge_on_driver`), else in a second
+   Spark job on the executors (:func:`skewlab.engine.runtimes.spark.share_merge.merge_in_spark`);
 2. the pure step (:func:`skewlab.engine.runtimes.spark.driver_step.step`) turns (snapshot, batch output,
    pending commands, task times) into (snapshot', decisions); a batch the snapshot already applied (a replay
    after a crash) is run by the workers but applied to nothing;
@@ -108,6 +109,8 @@ class BatchDriver:
         #: what failed in this batch function, if anything (its message beats Spark's wrapper)
         self.batch_error: BaseException | None = None
         self._backpressure = False
+        #: the merge-stage rows the last collected batch's workers announced (where the next merge runs)
+        self._merge_rows_last = 0
         self._task_times: Any = None  # task_metrics.TaskTimes, made at the first batch (it needs the session)
 
     @property
@@ -135,23 +138,41 @@ class BatchDriver:
 
     def collect(self, df: Any, batch_id: int) -> BatchOutput:
         """Run the batch's operator: collect its statistics (:func:`~skewlab.engine.runtimes.spark.operator.unpack_output`)
-        and, if workers sent shares, run the merge stage that writes the results
-        (:func:`~skewlab.engine.runtimes.spark.share_merge.merge_in_spark`) on the executors.  The
-        operator output is persisted in between, so the stateful stage runs once."""
+        and, if workers sent shares, run the merge stage that writes the results.  While the last batch's
+        workers announced at most :data:`~skewlab.engine.runtimes.spark.share_merge.SMALL_MERGE` merge-stage
+        rows, the batch's one collect brings them too and the driver merges them
+        (:func:`~skewlab.engine.runtimes.spark.share_merge.merge_on_driver`); after a larger merge the
+        operator output is persisted, its statistics collected, and the merge stage runs as a second job on
+        the executors (:func:`~skewlab.engine.runtimes.spark.share_merge.merge_in_spark`), the stateful
+        stage running once."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
         from pyspark.sql import functions as F
 
         from skewlab.engine.runtimes.spark.operator import MERGE_KINDS, unpack_output
-        from skewlab.engine.runtimes.spark.share_merge import merge_in_spark
+        from skewlab.engine.runtimes.spark.share_merge import (SMALL_MERGE, merge_in_spark, merge_on_driver,
+                                                               writer_column)
 
-        df = df.persist()
-        try:
+        P = self.snapshot.partitions
+        if self._merge_rows_last <= SMALL_MERGE:
+            table = df.withColumn("writer", writer_column(P)).toArrow()
+            merging = pc.is_in(table.column("kind"), pa.array(MERGE_KINDS, table.schema.field("kind").type))
             # the collected table is freed here: only its numeric columns live on
-            u = unpack_output(df.filter(~F.col("kind").isin(*MERGE_KINDS)).toArrow())
-            shares = sum(s.shares for s in u.summaries.values())
-            if shares:
-                merge_in_spark(df, batch_id, self.snapshot.partitions, self.results, self.operator, rows_announced=shares)
-        finally:
-            df.unpersist()
+            u = unpack_output(table.filter(pc.invert(merging)).drop_columns(["writer"]))
+            rows = table.filter(merging).select(["kind", "batch", "key", "data", "writer"])
+            del table
+            if rows.num_rows:
+                merge_on_driver(rows, batch_id, self.results, self.operator)
+        else:
+            df = df.persist()
+            try:
+                u = unpack_output(df.filter(~F.col("kind").isin(*MERGE_KINDS)).toArrow())
+                shares = sum(s.shares for s in u.summaries.values())
+                if shares:
+                    merge_in_spark(df, batch_id, P, self.results, self.operator, rows_announced=shares)
+            finally:
+                df.unpersist()
+        self._merge_rows_last = sum(s.shares for s in u.summaries.values())
         return u
 
     def apply(self, df: Any, batch_id: int) -> bool:

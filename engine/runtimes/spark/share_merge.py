@@ -16,18 +16,29 @@ worker from all its holders, so its released result is whole)
 
 :func:`merge_in_spark` runs inside the batch's ``foreachBatch`` on those rows of the persisted
 operator output — a Spark job on the executors; the driver receives one row count per task, never a
-key.  Each row's *writer* is ``P +`` its key's hash bucket, ``pmod(hash(key), P)`` (writers below
-P are the workers, :mod:`skewlab.engine.runtimes.spark.result_sink`); the rows are repartitioned by
-writer into as many tasks as the cluster runs at once (Spark's default parallelism, at most P: a
-small batch does not pay P task launches) — or, when the workers announced at most
-:data:`SMALL_MERGE` rows (the split head of D-/W-Choices), read by one task without a shuffle — and a
+key.  Each row's *writer* is ``P +`` its key's hash bucket, ``pmod(hash(key), P)``
+(:func:`writer_column`; writers below P are the workers, :mod:`skewlab.engine.runtimes.spark.result_sink`);
+the rows are repartitioned by writer into as many tasks as the cluster runs at once (Spark's default
+parallelism, at most P: a small batch does not pay P task launches) — or, when the workers announced at
+most :data:`SMALL_MERGE` rows (the split head of D-/W-Choices), read by one task without a shuffle — and a
 task merges each of its writers' rows (:func:`merge_rows`:
 :meth:`~skewlab.engine.operators.MergeableOperator.combine` then
 :meth:`~skewlab.engine.operators.MergeableOperator.finish`), keeps the keys that had tuples somewhere
 in the batch, and writes them with the released results as that writer's output of the batch
-(:mod:`skewlab.engine.runtimes.spark.result_sink`).  Exactly once as the workers' own writes: a
-replayed batch recomputes the same shares (Spark restores the state version before it), each key's
-writer is a function of the key and P alone (not of the number of tasks, which may differ on a
+(:mod:`skewlab.engine.runtimes.spark.result_sink`).
+
+:func:`merge_on_driver` is the same merge without that second Spark job, for a batch expected to be
+small (the previous batch announced at most :data:`SMALL_MERGE` rows): the merge-stage rows come to the
+driver with the batch's statistics, in its one collect, each with its writer computed in that query, and
+the driver runs the merge tasks' own function (:func:`make_merger`) over them.  Deviation from merging
+on the executors, measured (docs/results/engine.md, "The merge stage on the driver"): under D-/W-Choices
+at 100,000 tuples per batch the second job cost 0.33–0.47 s per batch (0.17–0.25 s to build and plan it,
+0.16–0.22 s to run one task), merging its ~16,000 rows 0.06 s.  The rows are one batch's output passing
+through, at most a few per (worker, key) of the batch, never kept: the driver still keeps statistics only.
+
+Exactly once as the workers' own writes, whichever of the two merges a batch: a replayed batch
+recomputes the same shares (Spark restores the state version before it), each key's writer is a function
+of the key and P alone (not of the number of tasks, nor of where the merge ran, which may differ on a
 replay), and the sink rewrites (Parquet) or completes (Kafka) the same (batch, writer) output.
 
 A move in a run with split keys holds nothing (:meth:`WorkerWindow.step` with ``split``): the key's
@@ -53,7 +64,7 @@ from skewlab.engine.runtimes.spark.operator import FINAL, FRESH_SHARE, MERGE_KIN
 from skewlab.engine.runtimes.spark.result_sink import sink_schema
 from skewlab.engine.runtimes.spark.task_metrics import MERGE_JOB_MARK
 
-__all__ = ["merge_in_spark", "merge_rows"]
+__all__ = ["merge_in_spark", "merge_on_driver", "merge_rows", "writer_column"]
 
 #: what a merge task returns to the driver: the rows it wrote
 MERGED_SCHEMA = "rows long"
@@ -112,6 +123,24 @@ def make_merger(batch_id: int, sink: Any, operator: KeyedOperator) -> Callable[[
     return merge
 
 
+def writer_column(partitions: int) -> Any:
+    """The Spark column of a merge-stage row's writer: ``P + pmod(hash(key), P)`` (Spark's Murmur3 hash
+    of the key, so the writer of a key is the partition ``repartition(P, key)`` gives it, plus P)."""
+    from pyspark.sql import functions as F
+
+    P = int(partitions)
+    return F.expr(f"{P} + pmod(hash(key), {P})")
+
+
+def merge_on_driver(rows: pa.Table, batch_id: int, sink: Any, operator: KeyedOperator) -> int:
+    """Merge and write batch ``batch_id``'s merge-stage rows ``rows`` (columns ``kind, batch, key,
+    data, writer``, the writer from :func:`writer_column`) on the driver, with the merge tasks' own
+    function (:func:`make_merger`): the same (batch, writer) outputs as :func:`merge_in_spark`; returns
+    the rows written."""
+    counts = make_merger(batch_id, sink, operator)(iter(rows.to_batches()))
+    return int(sum(b.column(0)[0].as_py() for b in counts))
+
+
 def merge_in_spark(df: Any, batch_id: int, partitions: int, sink: Any, operator: KeyedOperator,
                    tasks: int | None = None, rows_announced: int | None = None) -> int:
     """Run batch ``batch_id``'s merge stage on the operator output ``df`` (persisted by the caller:
@@ -124,7 +153,7 @@ def merge_in_spark(df: Any, batch_id: int, partitions: int, sink: Any, operator:
     P = int(partitions)
     tasks = max(1, min(P, int(tasks or df.sparkSession.sparkContext.defaultParallelism)))
     rows = (df.filter(F.col("kind").isin(*MERGE_KINDS)).select("kind", "batch", "key", "data")
-            .withColumn("writer", F.expr(f"{P} + pmod(hash(key), {P})")))
+            .withColumn("writer", writer_column(P)))
     sc = df.sparkSession.sparkContext
     description = sc.getLocalProperty("spark.job.description")
     sc.setLocalProperty("spark.job.description", f"{description or ''}{MERGE_JOB_MARK}")  # not a worker's task time
