@@ -52,12 +52,12 @@ result is whole.
 
 from __future__ import annotations
 
-from itertools import groupby
 from typing import Any, Callable, Iterator
 
 import numpy as np
 import pickle
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from skewlab.engine.operators import KeyedOperator
 from skewlab.engine.runtimes.spark.operator import FINAL, FRESH_SHARE, MERGE_KINDS
@@ -76,27 +76,35 @@ def merge_rows(rows: pa.Table, operator: KeyedOperator) -> pa.Table:
     """The final result rows (:func:`~skewlab.engine.runtimes.spark.result_sink.sink_schema` of
     ``operator``) of the merge-stage rows ``rows`` (columns ``kind, batch, key, data``): per (batch,
     key) with at least one ``FRESH_SHARE``, ``finish`` of the ``combine`` of all its shares (column
-    ``shares``: how many); every ``FINAL`` row as it is (``shares`` 1)."""
+    ``shares``: how many); every ``FINAL`` row as it is (``shares`` 1).  The rows are grouped by
+    (batch, key) in Arrow and numpy (a sort and the group boundaries); only the operator's own
+    ``loads``, ``combine`` and ``finish`` run per share and per key."""
     schema = sink_schema(operator)
     kind = np.asarray(rows.column("kind").to_numpy(zero_copy_only=False))
-    batch = rows.column("batch").to_pylist()
-    key = rows.column("key").to_pylist()
-    data = rows.column("data").to_pylist()
-    out: list[tuple] = []
     final = kind == FINAL
-    for i in np.flatnonzero(final).tolist():
-        out.append((batch[i], key[i], *pickle.loads(data[i]), 1))
-    fresh = {(batch[i], key[i]) for i in np.flatnonzero(kind == FRESH_SHARE).tolist()}
-    if fresh:
+    out: list[tuple] = []
+    if final.any():
+        picked = rows.filter(pa.array(final))
+        for b, k, d in zip(*(picked.column(c).to_pylist() for c in ("batch", "key", "data"))):
+            out.append((b, k, *pickle.loads(d), 1))
+    shares = rows.filter(pa.array(~final)) if final.any() else rows
+    if shares.num_rows:
+        order = pc.sort_indices(shares, sort_keys=[("batch", "ascending"), ("key", "ascending")])
+        shares = shares.take(order).combine_chunks()
+        batch = shares.column("batch").to_numpy()
+        codes = pc.dictionary_encode(shares.column("key")).combine_chunks().indices.to_numpy(zero_copy_only=False)
+        starts = np.flatnonzero(np.r_[True, (batch[1:] != batch[:-1]) | (codes[1:] != codes[:-1])])
+        fresh = np.logical_or.reduceat(np.asarray(shares.column("kind").to_numpy(zero_copy_only=False)) == FRESH_SHARE,
+                                       starts)
+        ends = np.r_[starts[1:], shares.num_rows]
+        keys = shares.column("key").to_pylist()
+        data = shares.column("data").to_pylist()
         loads, combine, finish = operator.loads, operator.combine, operator.finish  # type: ignore[attr-defined]
-        idx = sorted((i for i in np.flatnonzero(~final).tolist() if (batch[i], key[i]) in fresh),
-                     key=lambda i: (batch[i], key[i]))
-        for (b, k), group in groupby(idx, key=lambda i: (batch[i], key[i])):
-            members = list(group)
-            state = loads(data[members[0]])
-            for i in members[1:]:
+        for start, end in zip(starts[fresh].tolist(), ends[fresh].tolist()):
+            state = loads(data[start])
+            for i in range(start + 1, end):
                 state = combine(state, loads(data[i]))
-            out.append((b, k, *finish(state), len(members)))
+            out.append((int(batch[start]), keys[start], *finish(state), end - start))
     if not out:
         return schema.empty_table()
     return pa.table([pa.array(c, f.type) for c, f in zip(zip(*out), schema)], schema=schema)
