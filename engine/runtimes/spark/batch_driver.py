@@ -163,16 +163,16 @@ class BatchDriver:
             del table
             if rows.num_rows:
                 merge_on_driver(rows, batch_id, self.results, self.operator)
-        else:
-            df = df.persist()
-            try:
-                u = unpack_output(df.filter(~F.col("kind").isin(*MERGE_KINDS)).toArrow())
-                shares = sum(s.shares for s in u.summaries.values())
-                if shares:
-                    merge_in_spark(df, batch_id, P, self.results, self.operator, rows_announced=shares)
-            finally:
-                df.unpersist()
-        self._merge_rows_last = sum(s.shares for s in u.summaries.values())
+            self._merge_rows_last = sum(s.shares for s in u.summaries.values())
+            return u
+        df = df.persist()
+        try:
+            u = unpack_output(df.filter(~F.col("kind").isin(*MERGE_KINDS)).toArrow())
+            self._merge_rows_last = sum(s.shares for s in u.summaries.values())
+            if self._merge_rows_last:
+                merge_in_spark(df, batch_id, P, self.results, self.operator, rows_announced=self._merge_rows_last)
+        finally:
+            df.unpersist()
         return u
 
     def apply(self, df: Any, batch_id: int) -> bool:

@@ -83,11 +83,12 @@ def merge_rows(rows: pa.Table, operator: KeyedOperator) -> pa.Table:
     kind = np.asarray(rows.column("kind").to_numpy(zero_copy_only=False))
     final = kind == FINAL
     out: list[tuple] = []
+    shares = rows
     if final.any():
         picked = rows.filter(pa.array(final))
         for b, k, d in zip(*(picked.column(c).to_pylist() for c in ("batch", "key", "data"))):
             out.append((b, k, *pickle.loads(d), 1))
-    shares = rows.filter(pa.array(~final)) if final.any() else rows
+        shares = rows.filter(pa.array(~final))
     if shares.num_rows:
         order = pc.sort_indices(shares, sort_keys=[("batch", "ascending"), ("key", "ascending")])
         shares = shares.take(order).combine_chunks()
