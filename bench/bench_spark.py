@@ -50,9 +50,10 @@ a windowed per-key count (window ``--window`` micro-batches) whose results go to
   each standing for 9 tuples), its tuples grouped by ``pmod(hash(key), --workers)`` (a key's tuples on
   one worker, as hash grouping) or dealt evenly, ``pmod(seq / 9, --workers)`` (every worker the same
   share: perfect balance with no routing, no merge and no per-key state).  ``floor-even`` over
-  ``floor-hash`` of the same round is the most any grouping can gain over hash with Spark's cheapest
-  Python stateful operator on the machine it runs on; their ``tuple_max_over_mean`` is read from the
-  rows each group reports.
+  ``floor-hash`` of the same round is what perfect balance buys that operator on the machine it runs
+  on.  It is not a bound for the engine: the floor ships every 9th tuple through the JVM and costs
+  more per batch than the engine, which hides more of the busiest worker's time.  Their
+  ``tuple_max_over_mean`` is read from the rows each group reports.
 * **skewlab** (:func:`run_engine`) — :class:`skewlab.engine.runtimes.spark.engine.SparkEngine` with the grouping:
   routing inside the source scan, ``groupBy(worker label).applyInPandasWithState`` with one task
   and one state partition per worker (``max_workers = workers``, so as many state partitions as
