@@ -12,7 +12,10 @@ then runs a second job with the same description, the merge stage
 ends with :data:`MERGE_JOB_MARK`, and it is skipped.
 
 The status store is reached through the JVM (``SparkContext.statusStore``, internal to Spark but
-public in its bytecode).  Events reach the store asynchronously: :meth:`TaskTimes.of_batch` waits
+public in its bytecode).  Whether a job exists is asked of Spark's public status tracker
+(``getJobInfo``, an ``Option``), never by asking the store for it: the store throws for a job it does not
+hold, and a Java exception through Py4J costs 18–26 ms on a quiet machine and up to 130 ms while the
+executors are busy, every batch (docs/results/engine.md, issue 36).  Events reach the store asynchronously: :meth:`TaskTimes.of_batch` waits
 (a short, bounded poll) until the batch's job is recorded as finished and returns ``None`` when it
 is not, so a missing figure never stalls or fails a batch.
 """
@@ -36,6 +39,7 @@ class TaskTimes:
 
     def __init__(self, spark: Any, query_name: str, timeout: float = 1.0) -> None:
         self._store = spark.sparkContext._jsc.sc().statusStore()
+        self._tracker = spark.sparkContext._jsc.sc().statusTracker()
         self._prefix = f"{query_name}\n"
         self._timeout = float(timeout)
         self._next_job = 0
@@ -43,13 +47,8 @@ class TaskTimes:
 
     def _scan(self) -> None:
         """Record the query's jobs created since the last scan (job ids are consecutive)."""
-        from py4j.protocol import Py4JJavaError
-
-        while True:
-            try:
-                job = self._store.job(self._next_job)
-            except Py4JJavaError:  # no such job (yet)
-                return
+        while self._tracker.getJobInfo(self._next_job).isDefined():
+            job = self._store.job(self._next_job)
             desc = job.description()
             text = str(desc.get()) if desc.isDefined() else ""
             if text.startswith(self._prefix) and "\nbatch = " in text:
