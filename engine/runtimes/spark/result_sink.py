@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -159,6 +159,11 @@ class ParquetSink:
 
         write_atomic_parquet(sink_file(self.url, batch, worker), table)
 
+    def write_many(self, batch: int, tables: Mapping[int, pa.Table]) -> None:
+        """:meth:`write` of each ``writer → table`` of micro-batch ``batch``, the files at once
+        (:func:`skewlab.shared.filesystems.write_parquet_files`)."""
+        filesystems.write_parquet_files({sink_file(self.url, batch, w): t for w, t in tables.items()})
+
     def read(self) -> pa.Table:
 
         return read_sink(self.url, self.schema)
@@ -224,6 +229,11 @@ class KafkaSink:
             _CONSUMERS.drop(key)
             raise RuntimeError(f"kafka sink: writing batch {batch} of worker {worker} to {self.topic!r} at "
                                f"{self.bootstrap} failed: {type(exc).__name__}: {exc}") from None
+
+    def write_many(self, batch: int, tables: Mapping[int, pa.Table]) -> int:
+        """:meth:`write` of each ``writer → table`` of micro-batch ``batch``, one after the other;
+        returns the records sent."""
+        return sum(self.write(batch, w, t) for w, t in tables.items())
 
     def _present(self, tp, batch: int, writer: int, n: int) -> set[int]:
         """The ``seq`` of micro-batch ``batch`` of ``writer`` already in partition ``tp`` after the run's

@@ -113,8 +113,9 @@ def merge_rows(rows: pa.Table, operator: KeyedOperator) -> pa.Table:
 
 def make_merger(batch_id: int, sink: Any, operator: KeyedOperator) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of batch ``batch_id``'s merge stage: per writer among the task's
-    rows (column ``writer``), merge its rows (:func:`merge_rows`) and write them to ``sink`` as that
-    writer's output; return the count."""
+    rows (column ``writer``), merge its rows (:func:`merge_rows`); write every writer's rows to ``sink``
+    as that writer's output, in one call (the sink's ``write_many``: a Parquet sink writes the files at
+    once); return the count."""
 
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         parts = [b for b in batches if b.num_rows]
@@ -122,11 +123,14 @@ def make_merger(batch_id: int, sink: Any, operator: KeyedOperator) -> Callable[[
         if parts:
             rows = pa.Table.from_batches(parts)
             writers = rows.column("writer").to_numpy()
+            tables = {}
             for w in np.unique(writers).tolist():
                 table = merge_rows(rows.filter(pa.array(writers == w)), operator)
                 if table.num_rows:
-                    sink.write(batch_id, int(w), table)
+                    tables[int(w)] = table
                 written += table.num_rows
+            if tables:
+                sink.write_many(batch_id, tables)
         yield pa.RecordBatch.from_pydict({"rows": pa.array([written], pa.int64())})
 
     return merge
