@@ -387,6 +387,7 @@ def _rebalance_points(data: Mapping[str, Any]) -> dict[str, list]:
             texts.append(f"rebalance skipped: plan of {d.get('keys', 0)} keys, cost {_fmt(d.get('migration_cost'))}, "
                          f"predicted gain {_fmt(d.get('gate_gain'))} × persistence {_fmt(d.get('gate_persistence'))} "
                          f"× {d.get('gate_horizon', 1)} interval(s)"
+                         + (f", gain forgone so far {_fmt(d['gate_forgone'])}" if d.get("gate_forgone") else "")
                          + (", the tables lose to the base hash" if (d.get("gate_excess") or 0) > 0 else "")
                          + (f", persistence below the least {_fmt(d['gate_min_persistence'])}: the plan's own gain "
                             "does not count" if _below_floor(d) else ""))

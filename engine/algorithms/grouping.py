@@ -47,7 +47,7 @@ from skewlab.engine.algorithms.table_lookup import build_key_index, lookup_keys
 from skewlab.shared import copy_as_in_memory
 
 __all__ = [
-    "GATE_PARAMS", "gate_record_param", "IntervalStats", "Plan", "Planner", "RebalancingPlanner", "Router", "RoutingTable",
+    "GATE_PARAMS", "gate_forgone_param", "gate_record_param", "IntervalStats", "Plan", "Planner", "RebalancingPlanner", "Router", "RoutingTable",
     "StreamingPlanner", "TableRouter", "make_plan",
 ]
 
@@ -464,6 +464,16 @@ def gate_record_param(default: bool) -> Param:
                  "traces, docs/results/gate.md \"Defaults chosen on the real traces\")")
 
 
+def gate_forgone_param(default: bool) -> Param:
+    """The gate's ``gate_forgone`` parameter with the family's ``default``
+    (:attr:`RebalancingPlanner.gate_counts_forgone`)."""
+    return Param("gate_forgone", "bool", bool(default),
+                 "gate: also execute a plan once the plans skipped in a row have forgone more gain than it costs "
+                 "(the ski-rental rule, engine/control/gate.py: a persistent skew whose fix costs more than one "
+                 "interval of gain is then rebalanced); on by default for the Fang family only (chosen on the real "
+                 "traces, docs/results/gate.md \"The gain forgone by skipping\")")
+
+
 class TableRouter(Router):
     """Routing of a table rebalancer: F(k) = A[k] if k ∈ A else h(k).
 
@@ -525,6 +535,9 @@ class RebalancingPlanner(Planner):
     #: the default of the gate's ``gate_record`` (:func:`gate_record_param`): whether a plan may also pass
     #: the gate on the record of the planner's tables against the base hash; the Gedik family sets it
     gate_trusts_record: ClassVar[bool] = False
+    #: the default of the gate's ``gate_forgone`` (:func:`gate_forgone_param`): whether a plan may also pass
+    #: the gate once the skipped plans have forgone more than it costs; the Fang family sets it
+    gate_counts_forgone: ClassVar[bool] = False
 
     #: the worker count the planner was built with: the slot-table base hash is plain hash's
     #: ``fp mod n`` there (:mod:`skewlab.engine.algorithms.base_hash`); ``None`` in a planner pickled
@@ -539,7 +552,8 @@ class RebalancingPlanner(Planner):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "params" in cls.__dict__ and not any(p.name == "gate" for p in cls.params):
-            cls.params = tuple(cls.params) + GATE_PARAMS + (gate_record_param(cls.gate_trusts_record),)
+            cls.params = tuple(cls.params) + GATE_PARAMS + (gate_record_param(cls.gate_trusts_record),
+                                                            gate_forgone_param(cls.gate_counts_forgone))
 
     def make_router(self, n_workers: int, n_sources: int) -> Router:
         return TableRouter(n_workers, n_sources, self.make_ring(n_workers))

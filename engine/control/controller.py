@@ -318,7 +318,8 @@ class Controller:
             if gated:
                 verdict = self.gate.judge(stats, plan, int(self.planner.p.get("gate_horizon", 1)),
                                           bool(self.planner.p.get("gate_record", False)),
-                                          float(self.planner.p.get("gate_min_persistence", 0.0)))
+                                          float(self.planner.p.get("gate_min_persistence", 0.0)),
+                                          bool(self.planner.p.get("gate_forgone", False)))
             if verdict is None or verdict.pays:
                 ev = self._execute_plan(stats, plan, verdict)
                 moved += ev.state_moved

@@ -158,6 +158,18 @@ def test_a_skipped_plans_marker_says_when_its_persistence_was_below_the_least():
     assert ["below the least 0.3" in t for t in texts] == [True, False, False]
 
 
+def test_a_skipped_plans_marker_says_how_much_gain_was_forgone():
+    """The hover of a skipped plan names the gain forgone by the plans skipped before it (F), when
+    there was some; events stored before F existed have none."""
+    from skewlab.dashboard.figures import _rebalance_points
+
+    base = {"keys": 3, "migration_cost": 0.3, "gate_gain": 0.2, "gate_horizon": 1, "gate_persistence": 1.0}
+    events = [{"interval": i, "kind": "rebalance_skipped", "detail": {**base, **d}}
+              for i, d in enumerate([{"gate_forgone": 0.0}, {"gate_forgone": 0.18}, {}])]
+    texts = _rebalance_points({"series": {"interval": [0, 1, 2], "imbalance": [0.5] * 3}, "events": events})["text"]
+    assert ["gain forgone so far 0.18" in t for t in texts] == [False, True, False]
+
+
 def test_a_verdict_carries_the_least_persistence_it_was_judged_with():
     """The gate's verdict (interval rows and rebalance events, executed or skipped) reports the floor it
     applied."""
@@ -210,3 +222,78 @@ def test_a_checkpoint_after_dropping_stale_entries_resumes_the_same_run():
     for batch in batches[i + 1:]:
         a, b = rt.step(batch), restored.step(batch)
         assert {f: a[f] for f in fields} == {f: b[f] for f in fields}
+
+
+def zipf_run(**params) -> dict:
+    """``mixed`` at 2 workers on the zipf workload (z = 1.2, 10⁵ keys, 200,000 tuples per interval, 8
+    intervals), as ``skewlab simulate`` runs it: the skew persists, and hash's imbalance (~0.2) is fixed
+    only by plans that move more state than one interval of their gain (cost ~0.28, gain ~0.18)."""
+    from skewlab.engine.cli.simulate import SimulationConfig, run_simulation
+
+    return run_simulation(SimulationConfig(algorithm="mixed", workers=2, workload_params={"z": 1.2, "keys": 100_000},
+                                           messages=1_600_000, interval_messages=200_000, params=params))
+
+
+def test_a_persistent_skew_whose_fix_costs_more_than_one_interval_of_gain_is_rebalanced():
+    """Issue 36: mixed at 2 workers on Zipf 1.2 kept hash's imbalance forever, every plan skipped (its
+    migration cost above one interval of gain).  With ``gate_forgone`` (on for the Fang family) the
+    skipped plans' realised gains add up, and the first plan after they exceed a plan's cost is
+    executed (ski rental); its event carries F."""
+    assert registry.create("mixed", 2).p["gate_forgone"] is True
+    never = zipf_run(gate_forgone=False)
+    assert not any(r["rebalanced"] for r in never["intervals"])  # the old gate: skipped forever
+    assert min(r["imbalance"] for r in never["intervals"]) > 0.15
+    out = zipf_run()
+    rows = out["intervals"]
+    first = next(i for i, r in enumerate(rows) if r["rebalanced"])
+    assert 1 <= first <= 4
+    executed = next(e for e in out["events"] if e["kind"] == "rebalance")
+    assert executed["gate_gain"] * executed["gate_persistence"] * executed["gate_horizon"] <= executed["migration_cost"]
+    assert executed["gate_forgone"] > executed["migration_cost"]  # it passed on the gain forgone
+    assert max(r["imbalance"] for r in rows[first + 1:]) < 0.5 * rows[0]["imbalance"]
+    assert account(out) < account(never)
+
+
+def test_the_gain_forgone_adds_up_over_skipped_plans_and_restarts_at_a_move():
+    """F (MigrationGate.forgone): the realised gains of the plans skipped in a row, at least 0; back to
+    0 once a plan passes or the owners change otherwise (forget_pending); a gate pickled before F
+    existed restores with none, and its pending plan (4 fields and a gain) is judged as executed."""
+    import pickle
+
+    from skewlab.engine.algorithms.grouping import IntervalStats, make_plan
+    from skewlab.engine.control.gate import MigrationGate
+
+    keys = np.arange(8, dtype=np.uint64)
+    cost = np.array([8.0, 1, 1, 1, 1, 1, 1, 1])
+    size = np.array([1.0, 100, 100, 100, 100, 100, 100, 100])  # the moved keys hold most state: a dear plan
+    stats = IntervalStats(interval=0, n_workers=2, keys=keys, cost=cost, size=size, count=np.ones(8, dtype=np.int64),
+                          worker=np.zeros(8, dtype=np.int64), key_ids=np.arange(8, dtype=np.int64))
+    plan = make_plan("mixed", stats, np.array([0, 1, 1, 1, 1, 1, 1, 1]), np.zeros(8, dtype=np.int64))
+    gate = MigrationGate()
+    first = gate.judge(stats, plan, 1, min_persistence=0.3, forgone=True)
+    assert not first.pays and first.forgone == 0.0 and first.gain < plan.migration_cost
+    gate.observe(stats)  # the skipped plan would have realised its gain: ρ = 1, F = gain
+    assert gate.persistence == pytest.approx(1.0) and gate.forgone == pytest.approx(first.gain)
+    assert not gate.judge(stats, plan, 1, min_persistence=0.3, forgone=True).pays  # F < cost
+    gate.observe(stats)
+    assert gate.forgone == pytest.approx(2 * first.gain) and gate.forgone > plan.migration_cost
+    assert not gate.judge(stats, plan, 1, min_persistence=0.3, forgone=False).pays  # the rule off
+    gate.observe(stats)
+    verdict = gate.judge(stats, plan, 1, min_persistence=0.3, forgone=True)
+    assert verdict.pays and verdict.forgone == pytest.approx(3 * first.gain) and gate.forgone == 0.0
+    gate.observe(stats)  # an executed plan adds nothing forgone
+    assert gate.forgone == 0.0
+    gate.judge(stats, plan, 1, forgone=True)
+    gate.observe(stats)
+    assert gate.forgone > 0
+    gate.forget_pending()
+    assert gate.forgone == 0.0
+
+    old = MigrationGate.__new__(MigrationGate)
+    old.__dict__.update({k: v for k, v in MigrationGate().__dict__.items() if k != "forgone"})
+    old.judge(stats, plan, 1)
+    old._pending = old._pending[:5]  # as pickled before the skipped flag
+    restored = pickle.loads(pickle.dumps(old))
+    assert restored.forgone == 0.0
+    restored.observe(stats)
+    assert restored.forgone == 0.0 and restored.persistence == pytest.approx(1.0)
