@@ -47,7 +47,7 @@ from skewlab.engine.algorithms.table_lookup import build_key_index, lookup_keys
 from skewlab.shared import copy_as_in_memory
 
 __all__ = [
-    "GATE_PARAMS", "gate_forgone_param", "gate_record_param", "IntervalStats", "Plan", "Planner", "RebalancingPlanner", "Router", "RoutingTable",
+    "FAMILY_GATE_HELP", "GATE_PARAMS", "family_gate_param", "IntervalStats", "Plan", "Planner", "RebalancingPlanner", "Router", "RoutingTable",
     "StreamingPlanner", "TableRouter", "make_plan",
 ]
 
@@ -454,24 +454,23 @@ GATE_PARAMS: tuple[Param, ...] = (
 )
 
 
-def gate_record_param(default: bool) -> Param:
-    """The gate's ``gate_record`` parameter with the family's ``default``
-    (:attr:`RebalancingPlanner.gate_trusts_record`)."""
-    return Param("gate_record", "bool", bool(default),
-                 "gate: also execute a plan when the planner's tables have beaten the base hash on the record by more "
-                 "than the plan's migration cost (gate_horizon · (−E) > cost, E the gate's mean excess over the base "
-                 "hash); on by default for the Gedik family only (chosen on the real "
-                 "traces, docs/results/gate.md \"Defaults chosen on the real traces\")")
+#: help of the gate's parameters whose default is the rebalancer family's (:func:`family_gate_param`)
+FAMILY_GATE_HELP: dict[str, str] = {
+    "gate_record": "gate: also execute a plan when the planner's tables have beaten the base hash on the record by "
+                   "more than the plan's migration cost (gate_horizon · (−E) > cost, E the gate's mean excess over the "
+                   "base hash); on by default for the Gedik family only (chosen on the real traces, "
+                   "docs/results/gate.md \"Defaults chosen on the real traces\")",
+    "gate_forgone": "gate: also execute a plan once the plans skipped in a row have forgone more gain than it costs "
+                    "(the ski-rental rule, engine/control/gate.py: a persistent skew whose fix costs more than one "
+                    "interval of gain is then rebalanced); on by default for the Fang family only (chosen on the real "
+                    "traces, docs/results/gate.md \"The gain forgone by skipping\")",
+}
 
 
-def gate_forgone_param(default: bool) -> Param:
-    """The gate's ``gate_forgone`` parameter with the family's ``default``
-    (:attr:`RebalancingPlanner.gate_counts_forgone`)."""
-    return Param("gate_forgone", "bool", bool(default),
-                 "gate: also execute a plan once the plans skipped in a row have forgone more gain than it costs "
-                 "(the ski-rental rule, engine/control/gate.py: a persistent skew whose fix costs more than one "
-                 "interval of gain is then rebalanced); on by default for the Fang family only (chosen on the real "
-                 "traces, docs/results/gate.md \"The gain forgone by skipping\")")
+def family_gate_param(name: str, default: bool) -> Param:
+    """The gate's boolean parameter ``name`` (a key of :data:`FAMILY_GATE_HELP`) with the family's
+    ``default`` (:attr:`RebalancingPlanner.gate_trusts_record`, :attr:`RebalancingPlanner.gate_counts_forgone`)."""
+    return Param(name, "bool", bool(default), FAMILY_GATE_HELP[name])
 
 
 class TableRouter(Router):
@@ -523,7 +522,7 @@ class RebalancingPlanner(Planner):
     The controller asks for a plan when the current imbalance max_d θ(d) exceeds ``theta_max``
     (a declared parameter of every rebalancer that has one).  Every subclass that declares
     ``params`` also gets :data:`GATE_PARAMS` and ``gate_record`` with the family's default
-    (:func:`gate_record_param`; appended here, so the gate is declared in one place): the
+    (:func:`family_gate_param`; appended here, so the gate is declared in one place): the
     controller's migration gate (:mod:`skewlab.engine.control.gate`) reads them.
     """
 
@@ -532,10 +531,10 @@ class RebalancingPlanner(Planner):
     #: whether the migration gate, when it skips a plan, returns the routing table's entries the plan
     #: would route differently to the base hash (:meth:`stale_plan`); the Gedik family sets it
     drops_stale_entries: ClassVar[bool] = False
-    #: the default of the gate's ``gate_record`` (:func:`gate_record_param`): whether a plan may also pass
+    #: the default of the gate's ``gate_record`` (:func:`family_gate_param`): whether a plan may also pass
     #: the gate on the record of the planner's tables against the base hash; the Gedik family sets it
     gate_trusts_record: ClassVar[bool] = False
-    #: the default of the gate's ``gate_forgone`` (:func:`gate_forgone_param`): whether a plan may also pass
+    #: the default of the gate's ``gate_forgone`` (:func:`family_gate_param`): whether a plan may also pass
     #: the gate once the skipped plans have forgone more than it costs; the Fang family sets it
     gate_counts_forgone: ClassVar[bool] = False
 
@@ -552,8 +551,8 @@ class RebalancingPlanner(Planner):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "params" in cls.__dict__ and not any(p.name == "gate" for p in cls.params):
-            cls.params = tuple(cls.params) + GATE_PARAMS + (gate_record_param(cls.gate_trusts_record),
-                                                            gate_forgone_param(cls.gate_counts_forgone))
+            cls.params = tuple(cls.params) + GATE_PARAMS + (family_gate_param("gate_record", cls.gate_trusts_record),
+                                                            family_gate_param("gate_forgone", cls.gate_counts_forgone))
 
     def make_router(self, n_workers: int, n_sources: int) -> Router:
         return TableRouter(n_workers, n_sources, self.make_ring(n_workers))
