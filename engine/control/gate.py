@@ -110,7 +110,8 @@ FORGET = 0.9
 class GateVerdict:
     """A plan's predicted ``gain``, migration ``cost``, the persistence ``rho``, ``horizon``, mean
     excess over the base hash ``excess`` (E) and least persistence ``min_persistence`` it was judged
-    with, the gain ``forgone`` by the plans skipped in a row before it (F), and whether it pays
+    with, the gain ``forgone`` by the plans skipped in a row before it (F; 0 when the planner does not
+    count it, ``gate_forgone`` off), and whether it pays
     (``horizon · rho · gain > cost`` or ``forgone > cost``, with ``rho ≥ min_persistence``, or by the
     record; and E ≤ 0)."""
 
@@ -231,4 +232,4 @@ class MigrationGate:
             self._pending = (n, stats.key_ids[moved], stats.worker[moved], np.asarray(plan.assignment, np.int64)[moved],
                              max(float(gain), 0.0), not pays)
         return GateVerdict(float(gain), cost, float(rho), int(horizon), bool(pays), float(self.mean_excess),
-                           float(min_persistence), float(forgone_gain))
+                           float(min_persistence), float(forgone_gain) if forgone else 0.0)

@@ -277,7 +277,8 @@ def test_the_gain_forgone_adds_up_over_skipped_plans_and_restarts_at_a_move():
     assert not gate.judge(stats, plan, 1, min_persistence=0.3, forgone=True).pays  # F < cost
     gate.observe(stats)
     assert gate.forgone == pytest.approx(2 * first.gain) and gate.forgone > plan.migration_cost
-    assert not gate.judge(stats, plan, 1, min_persistence=0.3, forgone=False).pays  # the rule off
+    off = gate.judge(stats, plan, 1, min_persistence=0.3, forgone=False)
+    assert not off.pays and off.forgone == 0.0  # the rule off: F neither counts nor is reported
     gate.observe(stats)
     verdict = gate.judge(stats, plan, 1, min_persistence=0.3, forgone=True)
     assert verdict.pays and verdict.forgone == pytest.approx(3 * first.gain) and gate.forgone == 0.0
