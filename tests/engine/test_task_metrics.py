@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.spark_fixtures import spark  # noqa: F401  (fixture)
-
 pytest.importorskip("pyspark")
 
 

@@ -14,8 +14,8 @@ ends with :data:`MERGE_JOB_MARK`, and it is skipped.
 The status store is reached through the JVM (``SparkContext.statusStore``, internal to Spark but
 public in its bytecode).  Whether a job exists is asked of Spark's public status tracker
 (``getJobInfo``, an ``Option``), never by asking the store for it: the store throws for a job it does not
-hold, and a Java exception through Py4J costs 18–26 ms on a quiet machine and up to 130 ms while the
-executors are busy, every batch (docs/results/engine.md, issue 36).  Events reach the store asynchronously: :meth:`TaskTimes.of_batch` waits
+hold, and a Java exception through Py4J costs 18–26 ms in a quiet session; the scan that ended in one took
+50–135 ms of every batch on the loaded bench machine (docs/results/engine.md, issue 36).  Events reach the store asynchronously: :meth:`TaskTimes.of_batch` waits
 (a short, bounded poll) until the batch's job is recorded as finished and returns ``None`` when it
 is not, so a missing figure never stalls or fails a batch.
 """
