@@ -33,7 +33,11 @@ or name — a user's operator that declares a capability gets the same path as a
   (``count``'s fast path);
 * :attr:`KeyedOperator.values_are_positions` — a tuple's value is its position in its source, not a
   field of the record (``join``: its pairs are told apart by position);
-* :attr:`KeyedOperator.cost_model` — how the controller weighs a key's tuples.
+* :attr:`KeyedOperator.cost_model` — how the controller weighs a key's tuples;
+* :attr:`MergeableOperator.share_type` — a partial state is one value of an Arrow type, and
+  :meth:`MergeableOperator.merge_shares` merges a column of them: a split key's shares travel to the
+  merge stage as one typed column and merge vectorised, with no pickle, ``combine`` or ``finish`` per key
+  (issue 36, item 2: "a mergeable operator merges columns, not pickles").
 
 :func:`capability_refusal` checks a declaration against the operator's own behaviour on a sample batch.
 """
@@ -169,6 +173,13 @@ class MergeableOperator(KeyedOperator):
     groups hold many tuples (docs/operators.md, "Combining in the source scan", has the measurement)."""
 
     mergeable: ClassVar[bool] = True
+    #: capability: a partial state is one value of this Arrow type (``None``: not declared).  Then a
+    #: worker of a split-key run sends its shares to the merge stage as one column of this type (the
+    #: handler output's ``share`` column, :func:`skewlab.engine.runtimes.spark.operator.out_schema`),
+    #: not one pickle per key, and the merge stage merges a batch's shares at once with
+    #: :meth:`merge_shares`.  ``count`` declares ``pa.int64()``.  Checked on a sample batch at start-up
+    #: (:func:`capability_refusal`).
+    share_type: ClassVar[pa.DataType | None] = None
     #: combine in the source scan with the default combiner (dumped :meth:`partials` per (key, worker)
     #: group, merged on the worker by :meth:`merge`) when :attr:`~KeyedOperator.combined` is not declared
     combine_partials: ClassVar[bool] = False
@@ -206,6 +217,14 @@ class MergeableOperator(KeyedOperator):
     def finish(self, state: Any) -> tuple:
         """The result ``(result, *columns)`` of a merged state."""
 
+    def merge_shares(self, groups: np.ndarray, n_groups: int, shares: pa.Array) -> list[np.ndarray]:
+        """With :attr:`share_type`: the result columns (``result``, then :attr:`~KeyedOperator.columns`)
+        of ``n_groups`` keys, vectorised — each key's :meth:`finish` of the :meth:`combine` of its shares.
+        Share ``i`` (``shares``, an array of :attr:`share_type`) belongs to key ``groups[i]`` (int64,
+        sorted; every key in ``[0, n_groups)`` has at least one share).  Returns one array of
+        ``n_groups`` entries per result column."""
+        raise NotImplementedError(f"operator {self.name} declares no share_type")
+
     def concat(self, first: Any, then: Any) -> Any:
         return self.combine(first, then)
 
@@ -236,13 +255,19 @@ def capability_refusal(operator: KeyedOperator) -> str | None:
     :attr:`KeyedOperator.partial_is_tuple_count` against :meth:`~KeyedOperator.partials` of a sample
     batch of 6 tuples of 3 keys (must be the counts ``[1, 2, 3]``), :meth:`~KeyedOperator.concat` and a
     mergeable operator's ``combine`` of two counts (must add), and no :attr:`KeyedOperator.needs_value`
-    (the ring reads none); :attr:`KeyedOperator.values_are_positions` needs :attr:`KeyedOperator.needs_value`; ``combine_partials`` needs a :class:`MergeableOperator`.
+    (the ring reads none); :attr:`KeyedOperator.values_are_positions` needs :attr:`KeyedOperator.needs_value`; ``combine_partials`` needs a :class:`MergeableOperator`;
+    :attr:`MergeableOperator.share_type` against :meth:`~MergeableOperator.merge_shares` of a sample
+    (:func:`_share_type_refusal`).
     A probe cannot prove a declaration right; it catches the declaration that is plainly wrong."""
     cls = type(operator)
     if cls.values_are_positions and not cls.needs_value:
         return "declares values_are_positions but needs_value = False (it reads no value to position)"
     if getattr(cls, "combine_partials", False) and not cls.mergeable:
         return "declares combine_partials but is not a MergeableOperator (the default combiner merges partial states)"
+    if getattr(cls, "share_type", None) is not None:
+        refusal = _share_type_refusal(operator)
+        if refusal is not None:
+            return refusal
     if not cls.partial_is_tuple_count:
         return None
     if cls.needs_value:
@@ -260,6 +285,43 @@ def capability_refusal(operator: KeyedOperator) -> str | None:
         return (f"declares partial_is_tuple_count, but {'concat/combine' if cls.mergeable else 'concat'}(2, 3) "
                 f"gives {added!r:.60}, not 5: a key's counts must add")
     return None
+
+
+def _share_type_refusal(operator: Any) -> str | None:
+    """Why a declared :attr:`MergeableOperator.share_type` does not hold, or ``None``: the shares of
+    3 keys from two workers (the :meth:`~KeyedOperator.partials` of the same 6 tuples, values 1..6 and
+    their doubles) as one column of the type, merged by :meth:`~MergeableOperator.merge_shares`, must
+    give each key's ``finish`` of ``combine`` of its two shares."""
+    cls = type(operator)
+    if not cls.mergeable:
+        return "declares share_type but is not a MergeableOperator (its shares are merged)"
+    codes = np.array([0, 1, 1, 2, 2, 2], dtype=np.int64)
+    values = np.arange(1, 7, dtype=np.int64 if cls.values_are_positions else np.float64)
+    try:
+        a = list(operator.partials(codes, 3, values if cls.needs_value else None))
+        b = list(operator.partials(codes, 3, 2 * values if cls.needs_value else None))
+        want = [tuple(operator.finish(operator.combine(x, y))) for x, y in zip(a, b)]
+        column = pa.array(a + b, type=cls.share_type)
+        got_cols = operator.merge_shares(np.array([0, 0, 1, 1, 2, 2], np.int64), 3, column.take([0, 3, 1, 4, 2, 5]))
+        got = [tuple(r) for r in zip(*(pa.array(c).to_pylist() for c in got_cols))]
+    except Exception as exc:  # the user's code on a sample batch: any failure refuses the declaration
+        return f"declares share_type {cls.share_type}, but its shares fail on a sample batch: {type(exc).__name__}: {exc}"[:300]
+    same = len(got) == 3 and all(len(g) == len(w) and all(_same_value(x, y) for x, y in zip(g, w))
+                                 for g, w in zip(got, want))
+    if not same:
+        return (f"declares share_type {cls.share_type}, but merge_shares of two workers' shares of 3 keys gives "
+                f"{got!r:.80}, not finish(combine(a, b)) {want!r:.80}")
+    return None
+
+
+def _same_value(x: Any, y: Any) -> bool:
+    """Two result values alike: equal, or floats within 1e-9 relative."""
+    if isinstance(x, float) or isinstance(y, float):
+        try:
+            return bool(np.isclose(float(x), float(y), rtol=1e-9, atol=0.0))
+        except (TypeError, ValueError):
+            return False
+    return bool(x == y)
 
 
 def _is_int(x: Any) -> bool:

@@ -9,7 +9,10 @@ a row per (key, worker) with the tuples' count and their sum, minimum or maximum
 ``join`` ship a row per tuple.  Their capabilities are declared like a user's
 (:mod:`skewlab.engine.operators.base`): ``count``'s partial state is its tuple count
 (:attr:`~KeyedOperator.partial_is_tuple_count`: the ring path), ``join``'s values are the tuples'
-positions (:attr:`~KeyedOperator.values_are_positions`).
+positions (:attr:`~KeyedOperator.values_are_positions`); ``count``, ``sum``, ``min`` and ``max``
+declare a scalar :attr:`~MergeableOperator.share_type`, so a split key's shares merge as one column
+(:meth:`~MergeableOperator.merge_shares`: ``numpy.ufunc.at`` in row order, the same numbers as ``combine``
+folded over the rows).
 """
 
 from __future__ import annotations
@@ -37,6 +40,16 @@ def _tuple_counts(codes: np.ndarray, n_keys: int, tuples: np.ndarray) -> np.ndar
     return np.bincount(codes, weights=tuples, minlength=n_keys).astype(np.int64)
 
 
+def _fold_shares(groups: np.ndarray, n_groups: int, shares: pa.Array, ufunc: np.ufunc, start: float | int,
+                 dtype: type) -> np.ndarray:
+    """Each key's shares folded by ``ufunc`` in row order from ``start``
+    (:meth:`~skewlab.engine.operators.MergeableOperator.merge_shares` of a scalar share): the same
+    numbers as ``combine`` folded left over the key's rows."""
+    out = np.full(n_groups, start, dtype=dtype)
+    ufunc.at(out, groups, shares.to_numpy(zero_copy_only=False).astype(dtype, copy=False))
+    return out
+
+
 class Count(MergeableOperator):
     """Tuples per key in the window (the windowed word count of the papers)."""
 
@@ -44,6 +57,7 @@ class Count(MergeableOperator):
     needs_value: ClassVar[bool] = False
     result_type: ClassVar[pa.DataType] = pa.int64()
     partial_is_tuple_count: ClassVar[bool] = True  # the window is the ring of counts
+    share_type: ClassVar[pa.DataType | None] = pa.int64()  # a split key's shares merge as a column
 
     combined: ClassVar[tuple[tuple[str, pa.DataType], ...] | None] = ()  # the engine's ``tuples`` is all
 
@@ -63,12 +77,16 @@ class Count(MergeableOperator):
     def finish(self, state: int) -> tuple:
         return (int(state),)
 
+    def merge_shares(self, groups: np.ndarray, n_groups: int, shares: pa.Array) -> list[np.ndarray]:
+        return [_fold_shares(groups, n_groups, shares, np.add, 0, np.int64)]
+
 
 class Sum(MergeableOperator):
     """Sum of the value per key in the window."""
 
     name: ClassVar[str] = "sum"
     combined: ClassVar[tuple[tuple[str, pa.DataType], ...] | None] = (("sum", pa.float64()),)
+    share_type: ClassVar[pa.DataType | None] = pa.float64()
 
     def partials(self, codes: np.ndarray, n_keys: int, values: np.ndarray | None) -> list[Any]:
         return np.bincount(codes, weights=values, minlength=n_keys).tolist()
@@ -85,6 +103,9 @@ class Sum(MergeableOperator):
 
     def finish(self, state: float) -> tuple:
         return (float(state),)
+
+    def merge_shares(self, groups: np.ndarray, n_groups: int, shares: pa.Array) -> list[np.ndarray]:
+        return [_fold_shares(groups, n_groups, shares, np.add, 0.0, np.float64)]
 
 
 class Mean(MergeableOperator):
@@ -121,6 +142,7 @@ class Min(MergeableOperator):
     name: ClassVar[str] = "min"
 
     combined: ClassVar[tuple[tuple[str, pa.DataType], ...] | None] = (("min", pa.float64()),)
+    share_type: ClassVar[pa.DataType | None] = pa.float64()
 
     def partials(self, codes: np.ndarray, n_keys: int, values: np.ndarray | None) -> list[Any]:
         return self.pre_aggregate(codes, n_keys, values)[0].tolist()
@@ -140,6 +162,9 @@ class Min(MergeableOperator):
     def finish(self, state: float) -> tuple:
         return (float(state),)
 
+    def merge_shares(self, groups: np.ndarray, n_groups: int, shares: pa.Array) -> list[np.ndarray]:
+        return [_fold_shares(groups, n_groups, shares, np.minimum, np.inf, np.float64)]
+
 
 class Max(MergeableOperator):
     """Largest value per key in the window."""
@@ -147,6 +172,7 @@ class Max(MergeableOperator):
     name: ClassVar[str] = "max"
 
     combined: ClassVar[tuple[tuple[str, pa.DataType], ...] | None] = (("max", pa.float64()),)
+    share_type: ClassVar[pa.DataType | None] = pa.float64()
 
     def partials(self, codes: np.ndarray, n_keys: int, values: np.ndarray | None) -> list[Any]:
         return self.pre_aggregate(codes, n_keys, values)[0].tolist()
@@ -165,6 +191,9 @@ class Max(MergeableOperator):
 
     def finish(self, state: float) -> tuple:
         return (float(state),)
+
+    def merge_shares(self, groups: np.ndarray, n_groups: int, shares: pa.Array) -> list[np.ndarray]:
+        return [_fold_shares(groups, n_groups, shares, np.maximum, -np.inf, np.float64)]
 
 
 class Distinct(MergeableOperator):

@@ -61,6 +61,30 @@ class EarliestPosition(MergeableOperator):
         return (int(state),)
 
 
+class EarliestPositionColumns(EarliestPosition):
+    """The same operator declaring ``share_type``: a split key's shares merge as one int64 column."""
+
+    name = "earliest_position_columns"
+    share_type = pa.int64()
+
+    def merge_shares(self, groups, n_groups, shares):
+        out = np.full(n_groups, np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(out, groups, shares.to_numpy())
+        return [out]
+
+
+class LatestPositionColumns(EarliestPositionColumns):
+    """Declares ``share_type`` wrongly: its column merge keeps the largest share where ``combine`` keeps
+    the smallest."""
+
+    name = "latest_position_columns"
+
+    def merge_shares(self, groups, n_groups, shares):
+        out = np.zeros(n_groups, np.int64)
+        np.maximum.at(out, groups, shares.to_numpy())
+        return [out]
+
+
 class BatchesSeen(MergeableOperator):
     """Declares the ring path wrongly: its partial state is 1 per batch with tuples (it counts the
     window's batches in which the key occurred), not the batch's tuple count."""
@@ -233,6 +257,25 @@ def test_the_ring_path_is_refused_for_an_operator_whose_partials_are_not_counts(
     with pytest.raises(OperatorError, match="declares values_are_positions but needs_value = False"):
         load_operator(f"{HERE}:KeylessPositions")
     assert load_operator(f"{HERE}:Arrivals").partial_is_tuple_count  # a right declaration passes
+
+
+def test_share_type_is_checked_against_combine_and_finish(capsys):
+    """A declared ``share_type`` is probed at start-up: two workers' shares of 3 keys in one typed
+    column, merged by ``merge_shares``, must equal ``finish(combine(a, b))`` per key.  A column merge
+    that disagrees is refused in one line (exit status 2 from the CLI); the built-ins' and a right
+    user declaration pass."""
+    from skewlab.cli import main
+
+    with pytest.raises(OperatorError, match=r"declares share_type int64, but merge_shares of two workers' shares "
+                                            r"of 3 keys gives \[\(2,\), \(4,\), \(8,\)\], not "
+                                            r"finish\(combine\(a, b\)\) \[\(1,\), \(2,\), \(4,\)\]"):
+        load_operator(f"{HERE}:LatestPositionColumns")
+    assert main(["engine", "--operator", f"{HERE}:LatestPositionColumns", "--algorithm", "pkg"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "LatestPositionColumns declares share_type" in err
+    assert load_operator(f"{HERE}:EarliestPositionColumns").share_type == pa.int64()
+    for name in ("count", "sum", "min", "max"):
+        assert load_operator(name).share_type is not None
 
 
 # ----------------------------------------------------------------------------- positions as values

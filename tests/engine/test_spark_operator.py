@@ -372,7 +372,7 @@ def test_emit_frame_rows_come_in_their_order_and_the_state_goes_when_the_window_
     inbox = decode_inbox(_inbox_frame(1, [ControlOrder(7), SourceSide(0, 7)], keys=["a"]), 2)
     keys = BatchKeys(["a", "b", "c"], np.array([1, 5, 3], np.int64), fingerprints(["a", "b", "c"]), None)
     ref = ExportRef(7, 1, 0, "m/x.blob", 40, 2)
-    outcome = StepOutcome(((FRESH_SHARE, 7, "b", b"s"),), (ref,), applied=9, results=2)
+    outcome = StepOutcome(((FRESH_SHARE, 7, "b", None, 4),), (ref,), applied=9, results=2)  # count: a typed share
     win = WorkerWindow(2)
     state = FakeState((b"old",))
     assert store_window(win, state) == 0 and not state.exists
@@ -380,9 +380,11 @@ def test_emit_frame_rows_come_in_their_order_and_the_state_goes_when_the_window_
     assert frame["kind"].tolist() == [FRESH_SHARE, EXPORT, SIDE, SUMMARY, STAT]
     assert frame["worker"].tolist() == [1] * 5 and frame["key"].tolist()[:2] == ["b", None]
     assert frame["batch"].tolist()[0] == 7 and frame["batch"].isna().tolist() == [False, True, True, True, True]
+    assert frame["data"][0] is None and frame["share"].tolist() == [4, None, None, None, None]
     summary = decode(frame["data"][3], WorkerSummary)
     assert (summary.batch, summary.applied, summary.results, summary.shares) == (7, 9, 2, 1)
     assert (summary.export_bytes, summary.exported_keys) == (40, 2)
     stats = decode(frame["data"][4], KeyCounts)
     assert stats.tuples.tolist() == [5, 3, 1] and stats.names == ["b", "c"]
-    assert pa.Table.from_pandas(frame, schema=OUT_ARROW, preserve_index=False).num_rows == 5
+    typed = pa.schema([*OUT_ARROW, pa.field("share", pa.int64())])  # out_schema(count)
+    assert pa.Table.from_pandas(frame, schema=typed, preserve_index=False).column("share").to_pylist() == [4] + [None] * 4

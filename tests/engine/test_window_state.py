@@ -21,20 +21,31 @@ def by_fp(orders):
 
 
 def merged_results(rows, operator):
-    """(batch, key) → result of the workers' merge-stage rows ``(micro-batch, kind, batch, key, bytes)``,
-    merged by share_merge.merge_rows once per micro-batch, as the engine runs it; a (batch, key)
-    written twice fails."""
+    """(batch, key) → result of the workers' merge-stage rows ``(micro-batch, kind, batch, key, bytes,
+    share)``, merged by share_merge.merge_rows once per micro-batch, as the engine runs it; a (batch, key)
+    written twice fails.  An operator that declares share_type sends its shares in the typed column;
+    the same rows with the shares as the operator's bytes must merge to the same table."""
     import pyarrow as pa
 
     from skewlab.engine.runtimes.spark.share_merge import merge_rows
 
+    share_type = getattr(operator, "share_type", None)
     merged = {}
     for b in sorted({r[0] for r in rows}):
         of_batch = [r[1:] for r in rows if r[0] == b]
-        t = merge_rows(pa.table({"kind": pa.array([r[0] for r in of_batch], pa.int32()),
-                                 "batch": pa.array([r[1] for r in of_batch], pa.int64()),
-                                 "key": [r[2] for r in of_batch], "data": pa.array([r[3] for r in of_batch], pa.binary())}),
-                       operator).to_pydict()
+        columns = {"kind": pa.array([r[0] for r in of_batch], pa.int32()),
+                   "batch": pa.array([r[1] for r in of_batch], pa.int64()),
+                   "key": [r[2] for r in of_batch], "data": pa.array([r[3] for r in of_batch], pa.binary())}
+        if share_type is not None:
+            assert all(r[3] is None for r in of_batch if r[0] != 6), "a share of a share_type operator was pickled"
+            table = merge_rows(pa.table({**columns, "share": pa.array([r[4] for r in of_batch], share_type)}), operator)
+            as_bytes = [operator.dumps(r[4]) if r[3] is None else r[3] for r in of_batch]
+            pickled = merge_rows(pa.table({**columns, "data": pa.array(as_bytes, pa.binary())}), operator)
+            assert table.sort_by([("batch", "ascending"), ("key", "ascending")]).equals(
+                pickled.sort_by([("batch", "ascending"), ("key", "ascending")]))
+        else:
+            table = merge_rows(pa.table(columns), operator)
+        t = table.to_pydict()
         for bb, k, c in zip(t["batch"], t["key"], t["result"]):
             assert (bb, k) not in merged, f"({bb}, {k}) written twice"
             merged[(bb, k)] = c
@@ -409,7 +420,7 @@ def test_split_keys_moving_with_a_finite_window_merge_to_the_windowed_count(seed
     imports: dict[int, list[dict]] = {}
     moved: set[str] = set()
     history: list[Counter] = []
-    rows: list[tuple[int, int, int, str, bytes]] = []  # (micro-batch, kind, batch, key, bytes)
+    rows: list[tuple] = []  # (micro-batch, kind, batch, key, bytes, share)
 
     def step(w, b, ks, cs, **kw):
         out = workers[w].step(b, ks, cs, **kw)
@@ -544,7 +555,7 @@ def test_split_run_moves_a_holders_share_while_other_holders_keep_the_key(seed, 
             holders[k].add(rng.randrange(n))
     assert moved_away > 10
     if touch:  # no share of a key without tuples in its batch
-        assert all(key in {k for k, _ in history[b]} for _, kind, b, key, _ in rows if kind != FINAL)
+        assert all(key in {k for k, _ in history[b]} for _, kind, b, key, *_ in rows if kind != FINAL)
     merged = merged_results(rows, workers[0].operator)
     truth = {}
     for b in range(batches):

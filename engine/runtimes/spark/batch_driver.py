@@ -150,8 +150,8 @@ class BatchDriver:
         from pyspark.sql import functions as F
 
         from skewlab.engine.runtimes.spark.operator import MERGE_KINDS, unpack_output
-        from skewlab.engine.runtimes.spark.share_merge import (SMALL_MERGE, merge_in_spark, merge_on_driver,
-                                                               writer_column)
+        from skewlab.engine.runtimes.spark.share_merge import (MERGE_COLUMNS, SMALL_MERGE, merge_in_spark,
+                                                               merge_on_driver, writer_column)
 
         P = self.snapshot.partitions
         if self._merge_rows_last <= SMALL_MERGE:
@@ -159,7 +159,7 @@ class BatchDriver:
             merging = pc.is_in(table.column("kind"), pa.array(MERGE_KINDS, table.schema.field("kind").type))
             # the collected table is freed here: only its numeric columns live on
             u = unpack_output(table.filter(pc.invert(merging)).drop_columns(["writer"]))
-            rows = table.filter(merging).select(["kind", "batch", "key", "data", "writer"])
+            rows = table.filter(merging).select([c for c in MERGE_COLUMNS if c in table.column_names] + ["writer"])
             del table
             if rows.num_rows:
                 merge_on_driver(rows, batch_id, self.results, self.operator)

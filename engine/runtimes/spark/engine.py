@@ -172,7 +172,7 @@ class SparkEngine:
         from pyspark.sql import functions as F
 
         from skewlab.engine.runtimes.spark.labels import worker_labels
-        from skewlab.engine.runtimes.spark.operator import OUT_SCHEMA, STATE_SCHEMA, make_handler
+        from skewlab.engine.runtimes.spark.operator import STATE_SCHEMA, make_handler, out_schema
         from skewlab.engine.runtimes.spark.session import configure_state_store
         from skewlab.engine.runtimes.spark.topology import combined_schema, combiner_bytes
 
@@ -200,7 +200,7 @@ class SparkEngine:
                .groupBy("label")
                .applyInPandasWithState(make_handler(P, self.cfg.window, self.results, self.operator, named=self.cfg.top_k,
                                                     service_us=self.cfg.service_us, migrations=self.driver.migrations.directory),
-                                       OUT_SCHEMA, STATE_SCHEMA, "append", "NoTimeout"))
+                                       out_schema(self.operator), STATE_SCHEMA, "append", "NoTimeout"))
         return (
             out.writeStream.outputMode("append").foreachBatch(self.process_batch)
             .option("checkpointLocation", filesystems.spark_location(filesystems.join(self.checkpoint, "spark")))

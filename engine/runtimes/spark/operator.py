@@ -54,14 +54,17 @@ fingerprint), so the stat row carries the fingerprints and the key names only of
 ``named`` most frequent keys of the batch (the dashboard's hot keys); migration orders arrive as
 fingerprints too.  This keeps key names, the bulk of per-key memory, out of the driver.
 
-Output columns (:data:`OUT_SCHEMA`), each meaning one thing: ``kind`` (:data:`STAT`, :data:`EXPORT`,
+Output columns (:data:`OUT_SCHEMA`; :func:`out_schema` of the operator), each meaning one thing: ``kind`` (:data:`STAT`, :data:`EXPORT`,
 :data:`SIDE`, :data:`SUMMARY`, and the merge stage's :data:`MERGE_KINDS`), ``worker``, ``key``
 (merge-stage rows), ``data`` (stat, export, side, summary rows: the encoded
 :class:`~skewlab.engine.runtimes.spark.messages.KeyCounts`,
 :class:`~skewlab.engine.runtimes.spark.messages.ExportNotice`,
 :class:`~skewlab.engine.runtimes.spark.messages.SourceSide`,
 :class:`~skewlab.engine.runtimes.spark.messages.WorkerSummary`; merge stage: the share's bytes, the
-operator's ``dumps``, or a released result row, pickled), ``batch`` (merge stage: the row's batch).
+operator's ``dumps``, or a released result row, pickled; NULL for a share in ``share``), ``batch``
+(merge stage: the row's batch) and, for an operator that declares
+:attr:`~skewlab.engine.operators.MergeableOperator.share_type`, ``share`` (merge stage: the share as
+a value of that type, merged as a column by the merge stage, no pickle per key).
 A worker's output has one stat row, not one per key: PySpark pads the state column of
 ``applyInPandasWithState``'s output to as many rows as the data, in pandas, and every row is
 converted to Arrow and to a JVM row (issue 36: this was the largest part of a hash batch's Python CPU,
@@ -85,11 +88,14 @@ from skewlab.engine.runtimes.spark.result_sink import sink_schema
 from skewlab.engine.runtimes.spark.state_transfer import ExportRef, read_export, write_export
 from skewlab.engine.runtimes.spark.window_state import WorkerWindow, key_fingerprints
 
-__all__ = ["EXPORT", "FINAL", "FRESH_SHARE", "KEPT_SHARE", "MERGE_KINDS", "OUT_ARROW", "OUT_COLUMNS", "OUT_SCHEMA", "SIDE",
+__all__ = ["EXPORT", "FINAL", "FRESH_SHARE", "KEPT_SHARE", "MERGE_KINDS", "OUT_ARROW", "OUT_COLUMNS", "OUT_SCHEMA", "SHARE", "SIDE",
            "STAT", "STATE_SCHEMA", "SUMMARY", "BatchKeys", "StepOutcome", "WorkerInbox", "batch_keys", "decode_inbox",
-           "emit_frame", "make_handler", "merge_stage_rows", "store_window", "unpack_output", "window_step"]
+           "emit_frame", "make_handler", "merge_stage_rows", "out_schema", "store_window", "unpack_output", "window_step"]
 
 OUT_SCHEMA = "kind int, worker int, key string, data binary, batch long"
+#: the merge stage's column of a share of an operator that declares
+#: :attr:`~skewlab.engine.operators.MergeableOperator.share_type` (:func:`out_schema`)
+SHARE = "share"
 #: :data:`OUT_SCHEMA` as Arrow (the handler's frames converted as Spark does; for tests and benches)
 OUT_ARROW = pa.schema([("kind", pa.int32()), ("worker", pa.int32()), ("key", pa.string()), ("data", pa.binary()),
                        ("batch", pa.int64())])
@@ -109,13 +115,27 @@ MERGE_KINDS = (FRESH_SHARE, KEPT_SHARE, FINAL)
 MAX_OFF_HOME_SHARE = 0.25
 
 
+def out_schema(operator: KeyedOperator) -> str:
+    """The handler output's Spark schema for ``operator``: :data:`OUT_SCHEMA`, and for an operator that
+    declares :attr:`~skewlab.engine.operators.MergeableOperator.share_type` a last column
+    :data:`SHARE` of that type — a merge-stage share's value (its ``data`` is NULL then)."""
+    share_type = getattr(operator, "share_type", None)
+    if share_type is None:
+        return OUT_SCHEMA
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    return f"{OUT_SCHEMA}, {SHARE} {from_arrow_type(share_type).simpleString()}"
+
+
 def merge_stage_rows(win: WorkerWindow, batch: int, keys: Sequence[str], results: list[tuple],
                      export_shares: tuple[list[str], list[Any]] = ([], []),
                      touched: np.ndarray | None = None,
-                     fps: np.ndarray | None = None) -> list[tuple[int, int, str, bytes]]:
+                     fps: np.ndarray | None = None) -> list[tuple[int, int, str, bytes | None, Any]]:
     """What a worker of a split-key run sends to the merge stage after :meth:`WorkerWindow.step` of
-    ``batch`` (:mod:`skewlab.engine.runtimes.spark.share_merge`): ``(kind, batch, key, bytes)`` —
-    its share (:meth:`WorkerWindow.shares`, the operator's ``dumps``) of every key in its window that
+    ``batch`` (:mod:`skewlab.engine.runtimes.spark.share_merge`): ``(kind, batch, key, bytes, share)`` —
+    its share (:meth:`WorkerWindow.shares`; as the operator's ``dumps`` in ``bytes``, or, for an
+    operator that declares :attr:`~skewlab.engine.operators.MergeableOperator.share_type`, as it is in
+    ``share``, ``bytes`` ``None``) of every key in its window that
     had tuples somewhere in the batch: :data:`FRESH_SHARE` for the batch's ``keys`` whose tuples were
     applied (not held), :data:`KEPT_SHARE` for the keys in ``touched`` (the fingerprints other
     workers got tuples of: the :class:`~skewlab.engine.runtimes.spark.messages.TouchedKeys` of the
@@ -129,7 +149,6 @@ def merge_stage_rows(win: WorkerWindow, batch: int, keys: Sequence[str], results
     it is not sent: the stage's work scales with the keys of the batch, not with the window.
     ``fps``: the fingerprints of ``keys`` (:func:`key_fingerprints`) if the caller has them; ``None``:
     computed here."""
-    dumps = win.operator.dumps
     held = {k for k, entries in win.held.items() if any(e[0] == batch for e in entries)}
     applied = set(keys) - held
     if touched is None:
@@ -142,9 +161,14 @@ def merge_stage_rows(win: WorkerWindow, batch: int, keys: Sequence[str], results
         if len(kept):
             sent = np.isin(key_fingerprints(kept), wanted)
             export_shares = ([k for k, x in zip(kept, sent) if x], [st for st, x in zip(export_shares[1], sent) if x])
-    rows = [(FRESH_SHARE if k in applied else KEPT_SHARE, batch, k, dumps(st)) for k, st in zip(names, states)]
-    rows += [(KEPT_SHARE, batch, k, dumps(st)) for k, st in zip(*export_shares)]
-    rows += [(FINAL, r[0], r[1], pickle.dumps(tuple(r[2:]), protocol=pickle.HIGHEST_PROTOCOL))
+    if getattr(win.operator, "share_type", None) is not None:  # the share as it is, in its typed column
+        rows = [(FRESH_SHARE if k in applied else KEPT_SHARE, batch, k, None, st) for k, st in zip(names, states)]
+        rows += [(KEPT_SHARE, batch, k, None, st) for k, st in zip(*export_shares)]
+    else:
+        dumps = win.operator.dumps
+        rows = [(FRESH_SHARE if k in applied else KEPT_SHARE, batch, k, dumps(st), None) for k, st in zip(names, states)]
+        rows += [(KEPT_SHARE, batch, k, dumps(st), None) for k, st in zip(*export_shares)]
+    rows += [(FINAL, r[0], r[1], pickle.dumps(tuple(r[2:]), protocol=pickle.HIGHEST_PROTOCOL), None)
              for r in results if r[0] < batch]
     return rows
 
@@ -189,12 +213,12 @@ class BatchKeys:
 @dataclass(frozen=True)
 class StepOutcome:
     """What :func:`window_step` did in one batch: the merge stage's ``merge_rows``
-    (``(kind, batch, key, bytes)``, :func:`merge_stage_rows`), the references of the export blobs it
+    (``(kind, batch, key, bytes, share)``, :func:`merge_stage_rows`), the references of the export blobs it
     wrote (``exports``), the tuples ``applied``, the result rows written to the sink (``results``)
     and the keys in the window held away from their home (``off_home``, computed for ``home_n``
     workers; ``home_n`` 0: not reported)."""
 
-    merge_rows: tuple[tuple[int, int, str, bytes], ...] = ()
+    merge_rows: tuple[tuple[int, int, str, bytes | None, Any], ...] = ()
     exports: tuple[ExportRef, ...] = ()
     applied: int = 0
     results: int = 0
@@ -309,7 +333,7 @@ def window_step(win: WorkerWindow, inbox: WorkerInbox, keys: BatchKeys, *, resul
     if service and applied > 0:
         time.sleep(applied * service)  # the emulated work, before its results go out
     res = step["results"]
-    merge_rows: list[tuple[int, int, str, bytes]] = []
+    merge_rows: list[tuple[int, int, str, bytes | None, Any]] = []
     if control.split:
         # the key-partitioned merge stage (share_merge) writes the results of the split keys
         merged = None if final is None else ~final
@@ -348,16 +372,16 @@ def store_window(win: WorkerWindow, state: Any) -> int:
 
 def emit_frame(inbox: WorkerInbox, keys: BatchKeys, outcome: StepOutcome, win: WorkerWindow, *, state_bytes: int,
                started: float, named: int) -> Any:
-    """The worker's output frame of the batch (:data:`OUT_SCHEMA`), rows in this order: the merge
+    """The worker's output frame of the batch (:func:`out_schema` of the window's operator), rows in this order: the merge
     stage's rows, one :data:`EXPORT` row per blob written, the :data:`SIDE` rows as they came, the
     :data:`SUMMARY` (its ``seconds``: since ``started``, taken here) and one :data:`STAT` row: the
     batch's key counts, the ``named`` most frequent keys first, with their names."""
     import pandas as pd
 
-    out_kind = [kind for kind, _, _, _ in outcome.merge_rows]
-    out_key: list[str | None] = [k for _, _, k, _ in outcome.merge_rows]
-    out_data: list[bytes | None] = [d for _, _, _, d in outcome.merge_rows]
-    out_batch: list[int | None] = [bt for _, bt, _, _ in outcome.merge_rows]
+    out_kind = [r[0] for r in outcome.merge_rows]
+    out_key: list[str | None] = [r[2] for r in outcome.merge_rows]
+    out_data: list[bytes | None] = [r[3] for r in outcome.merge_rows]
+    out_batch: list[int | None] = [r[1] for r in outcome.merge_rows]
     for ref in outcome.exports:
         out_kind.append(EXPORT)
         out_key.append(None)
@@ -386,13 +410,17 @@ def emit_frame(inbox: WorkerInbox, keys: BatchKeys, outcome: StepOutcome, win: W
     out_key.append(None)
     out_data.append(stats.encode())
     out_batch.append(None)
-    return pd.DataFrame({
+    frame = pd.DataFrame({
         "kind": np.asarray(out_kind, np.int32),
         "worker": np.full(len(out_kind), inbox.worker, np.int32),
         "key": out_key,
         "data": out_data,
         "batch": pd.array(out_batch, dtype="Int64"),
     }, columns=OUT_COLUMNS)
+    if getattr(win.operator, "share_type", None) is not None:  # out_schema's last column
+        shares = [r[4] for r in outcome.merge_rows]
+        frame[SHARE] = pd.Series(shares + [None] * (len(frame) - len(shares)), dtype=object)
+    return frame
 
 
 def make_handler(partitions: int, window: int, sink: Any, operator: KeyedOperator | None = None, named: int = 10,

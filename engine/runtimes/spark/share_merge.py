@@ -7,7 +7,9 @@ key's result.  In a run that has split keys, every worker therefore sends, per m
 batch's touch rows name, :func:`skewlab.engine.runtimes.spark.topology.touch_rows`: routed or held
 away from their home worker; a key held by one worker alone is written by that worker) — the key's partial states
 of the window merged (:meth:`skewlab.engine.runtimes.spark.window_state.WorkerWindow.shares`), as the
-operator's bytes — marked ``FRESH_SHARE`` when the key had tuples on that worker in the batch,
+operator's bytes, or as a value of the handler output's typed ``share`` column for an operator that declares
+:attr:`~skewlab.engine.operators.MergeableOperator.share_type` (merged then by its ``merge_shares``, all keys
+at once) — marked ``FRESH_SHARE`` when the key had tuples on that worker in the batch,
 ``KEPT_SHARE`` when it had them only on others (the input partitions' touch rows,
 :func:`skewlab.engine.runtimes.spark.topology.touch_rows`, name those keys to every worker),
 plus the results of held tuples released by an import (``FINAL``: a moved key's state goes to one
@@ -60,55 +62,100 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from skewlab.engine.operators import KeyedOperator
-from skewlab.engine.runtimes.spark.operator import FINAL, FRESH_SHARE, MERGE_KINDS
+from skewlab.engine.runtimes.spark.operator import FINAL, FRESH_SHARE, MERGE_KINDS, SHARE
 from skewlab.engine.runtimes.spark.result_sink import sink_schema
 from skewlab.engine.runtimes.spark.task_metrics import MERGE_JOB_MARK
 
-__all__ = ["merge_in_spark", "merge_on_driver", "merge_rows", "writer_column"]
+__all__ = ["MERGE_COLUMNS", "merge_in_spark", "merge_on_driver", "merge_rows", "writer_column"]
 
 #: what a merge task returns to the driver: the rows it wrote
 MERGED_SCHEMA = "rows long"
+#: the handler output's columns the merge stage reads (``share`` only where the operator declares
+#: :attr:`~skewlab.engine.operators.MergeableOperator.share_type`)
+MERGE_COLUMNS = ("kind", "batch", "key", "data", SHARE)
 #: at most this many merge-stage rows are merged by one task, without a shuffle
 SMALL_MERGE = 20_000
 
 
 def merge_rows(rows: pa.Table, operator: KeyedOperator) -> pa.Table:
     """The final result rows (:func:`~skewlab.engine.runtimes.spark.result_sink.sink_schema` of
-    ``operator``) of the merge-stage rows ``rows`` (columns ``kind, batch, key, data``): per (batch,
-    key) with at least one ``FRESH_SHARE``, ``finish`` of the ``combine`` of all its shares (column
-    ``shares``: how many); every ``FINAL`` row as it is (``shares`` 1).  The rows are grouped by
-    (batch, key) in Arrow and numpy (a sort and the group boundaries); only the operator's own
-    ``loads``, ``combine`` and ``finish`` run per share and per key."""
+    ``operator``) of the merge-stage rows ``rows`` (columns ``kind, batch, key, data``, and ``share``
+    for an operator that declares :attr:`~skewlab.engine.operators.MergeableOperator.share_type`): per
+    (batch, key) with at least one ``FRESH_SHARE``, ``finish`` of the ``combine`` of all its shares
+    (column ``shares``: how many); every ``FINAL`` row as it is (``shares`` 1).  The rows are grouped by
+    (batch, key) in Arrow and numpy (a sort and the group boundaries).  Shares in a ``share`` column
+    merge at once (:meth:`~skewlab.engine.operators.MergeableOperator.merge_shares`); shares as bytes
+    run the operator's own ``loads``, ``combine`` and ``finish`` per share and per key."""
     schema = sink_schema(operator)
     kind = np.asarray(rows.column("kind").to_numpy(zero_copy_only=False))
     final = kind == FINAL
-    out: list[tuple] = []
+    parts: list[pa.Table] = []
     shares = rows
     if final.any():
         picked = rows.filter(pa.array(final))
-        for b, k, d in zip(*(picked.column(c).to_pylist() for c in ("batch", "key", "data"))):
-            out.append((b, k, *pickle.loads(d), 1))
+        out = [(b, k, *pickle.loads(d), 1)
+               for b, k, d in zip(*(picked.column(c).to_pylist() for c in ("batch", "key", "data")))]
+        parts.append(_rows_table(out, schema))
         shares = rows.filter(pa.array(~final))
     if shares.num_rows:
         order = pc.sort_indices(shares, sort_keys=[("batch", "ascending"), ("key", "ascending")])
         shares = shares.take(order).combine_chunks()
         batch = shares.column("batch").to_numpy()
         codes = pc.dictionary_encode(shares.column("key")).combine_chunks().indices.to_numpy(zero_copy_only=False)
-        starts = np.flatnonzero(np.r_[True, (batch[1:] != batch[:-1]) | (codes[1:] != codes[:-1])])
+        first = np.r_[True, (batch[1:] != batch[:-1]) | (codes[1:] != codes[:-1])]
+        starts = np.flatnonzero(first)
         fresh = np.logical_or.reduceat(np.asarray(shares.column("kind").to_numpy(zero_copy_only=False)) == FRESH_SHARE,
                                        starts)
         ends = np.r_[starts[1:], shares.num_rows]
-        keys = shares.column("key").to_pylist()
-        data = shares.column("data").to_pylist()
-        loads, combine, finish = operator.loads, operator.combine, operator.finish  # type: ignore[attr-defined]
-        for start, end in zip(starts[fresh].tolist(), ends[fresh].tolist()):
-            state = loads(data[start])
-            for i in range(start + 1, end):
-                state = combine(state, loads(data[i]))
-            out.append((int(batch[start]), keys[start], *finish(state), end - start))
+        if getattr(operator, "share_type", None) is not None and SHARE in shares.column_names:
+            parts.append(_merge_share_column(shares, starts, ends, first, fresh, schema, operator))
+        else:
+            parts.append(_merge_share_bytes(shares, starts, ends, fresh, schema, operator))
+    parts = [p for p in parts if p.num_rows]
+    if not parts:
+        return schema.empty_table()
+    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+
+def _rows_table(out: list[tuple], schema: pa.Schema) -> pa.Table:
+    """The sink table of result rows ``(batch, key, *result, shares)``."""
     if not out:
         return schema.empty_table()
     return pa.table([pa.array(c, f.type) for c, f in zip(zip(*out), schema)], schema=schema)
+
+
+def _merge_share_bytes(shares: pa.Table, starts: np.ndarray, ends: np.ndarray, fresh: np.ndarray,
+                       schema: pa.Schema, operator: KeyedOperator) -> pa.Table:
+    """:func:`merge_rows` of shares as the operator's bytes (sorted by (batch, key), groups from
+    ``starts`` to ``ends``): ``loads``, ``combine`` and ``finish`` per share and per fresh group."""
+    batch = shares.column("batch").to_numpy()
+    keys = shares.column("key").to_pylist()
+    data = shares.column("data").to_pylist()
+    loads, combine, finish = operator.loads, operator.combine, operator.finish  # type: ignore[attr-defined]
+    out = []
+    for start, end in zip(starts[fresh].tolist(), ends[fresh].tolist()):
+        state = loads(data[start])
+        for i in range(start + 1, end):
+            state = combine(state, loads(data[i]))
+        out.append((int(batch[start]), keys[start], *finish(state), end - start))
+    return _rows_table(out, schema)
+
+
+def _merge_share_column(shares: pa.Table, starts: np.ndarray, ends: np.ndarray, first: np.ndarray,
+                        fresh: np.ndarray, schema: pa.Schema, operator: Any) -> pa.Table:
+    """:func:`merge_rows` of shares in the ``share`` column (sorted by (batch, key), ``first`` marking
+    each group's first row): the operator's
+    :meth:`~skewlab.engine.operators.MergeableOperator.merge_shares` over all groups at once, the fresh
+    groups kept."""
+    groups = np.cumsum(first, dtype=np.int64) - 1
+    results = operator.merge_shares(groups, len(starts), shares.column(SHARE).combine_chunks())
+    keep = np.flatnonzero(fresh)
+    heads = starts[keep]
+    columns = [shares.column("batch").take(heads), shares.column("key").take(heads)]
+    columns += [pa.array(np.asarray(r)[keep] if isinstance(r, np.ndarray) else pa.array(r).take(keep))
+                for r in results]
+    columns.append(pa.array((ends - starts)[keep]))
+    return pa.table([c.cast(f.type) for c, f in zip(columns, schema)], schema=schema)
 
 
 def make_merger(batch_id: int, sink: Any, operator: KeyedOperator) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -165,7 +212,7 @@ def merge_in_spark(df: Any, batch_id: int, partitions: int, sink: Any, operator:
 
     P = int(partitions)
     tasks = max(1, min(P, int(tasks or df.sparkSession.sparkContext.defaultParallelism)))
-    rows = (df.filter(F.col("kind").isin(*MERGE_KINDS)).select("kind", "batch", "key", "data")
+    rows = (df.filter(F.col("kind").isin(*MERGE_KINDS)).select(*[c for c in MERGE_COLUMNS if c in df.columns])
             .withColumn("writer", writer_column(P)))
     sc = df.sparkSession.sparkContext
     description = sc.getLocalProperty("spark.job.description")
