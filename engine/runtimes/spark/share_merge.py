@@ -77,7 +77,7 @@ MERGE_COLUMNS = ("kind", "batch", "key", "data", SHARE)
 SMALL_MERGE = 20_000
 
 
-def merge_rows(rows: pa.Table, operator: KeyedOperator) -> pa.Table:
+def merge_rows(rows: pa.Table, operator: KeyedOperator, carry: str | None = None) -> pa.Table:
     """The final result rows (:func:`~skewlab.engine.runtimes.spark.result_sink.sink_schema` of
     ``operator``) of the merge-stage rows ``rows`` (columns ``kind, batch, key, data``, and ``share``
     for an operator that declares :attr:`~skewlab.engine.operators.MergeableOperator.share_type`): per
@@ -85,16 +85,19 @@ def merge_rows(rows: pa.Table, operator: KeyedOperator) -> pa.Table:
     (column ``shares``: how many); every ``FINAL`` row as it is (``shares`` 1).  The rows are grouped by
     (batch, key) in Arrow and numpy (a sort and the group boundaries).  Shares in a ``share`` column
     merge at once (:meth:`~skewlab.engine.operators.MergeableOperator.merge_shares`); shares as bytes
-    run the operator's own ``loads``, ``combine`` and ``finish`` per share and per key."""
+    run the operator's own ``loads``, ``combine`` and ``finish`` per share and per key.  ``carry``: a
+    column of ``rows`` constant per key (the merge stage's ``writer``) kept as the result's last column."""
     schema = sink_schema(operator)
+    if carry is not None:
+        schema = schema.append(rows.schema.field(carry))
     kind = np.asarray(rows.column("kind").to_numpy(zero_copy_only=False))
     final = kind == FINAL
     parts: list[pa.Table] = []
     shares = rows
     if final.any():
         picked = rows.filter(pa.array(final))
-        out = [(b, k, *pickle.loads(d), 1)
-               for b, k, d in zip(*(picked.column(c).to_pylist() for c in ("batch", "key", "data")))]
+        columns = ("batch", "key", "data") + ((carry,) if carry is not None else ())
+        out = [(r[0], r[1], *pickle.loads(r[2]), 1, *r[3:]) for r in zip(*(picked.column(c).to_pylist() for c in columns))]
         parts.append(_rows_table(out, schema))
         shares = rows.filter(pa.array(~final))
     if shares.num_rows:
@@ -108,9 +111,12 @@ def merge_rows(rows: pa.Table, operator: KeyedOperator) -> pa.Table:
                                        starts)
         ends = np.r_[starts[1:], shares.num_rows]
         if getattr(operator, "share_type", None) is not None and SHARE in shares.column_names:
-            parts.append(_merge_share_column(shares, starts, ends, first, fresh, schema, operator))
+            part = _merge_share_column(shares, starts, ends, first, fresh, sink_schema(operator), operator)
         else:
-            parts.append(_merge_share_bytes(shares, starts, ends, fresh, schema, operator))
+            part = _merge_share_bytes(shares, starts, ends, fresh, sink_schema(operator), operator)
+        if carry is not None:
+            part = part.append_column(schema.field(carry), shares.column(carry).take(starts[fresh]))
+        parts.append(part)
     parts = [p for p in parts if p.num_rows]
     if not parts:
         return schema.empty_table()
@@ -159,25 +165,25 @@ def _merge_share_column(shares: pa.Table, starts: np.ndarray, ends: np.ndarray, 
 
 
 def make_merger(batch_id: int, sink: Any, operator: KeyedOperator) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of batch ``batch_id``'s merge stage: per writer among the task's
-    rows (column ``writer``), merge its rows (:func:`merge_rows`); write every writer's rows to ``sink``
-    as that writer's output, in one call (the sink's ``write_many``: a Parquet sink writes the files at
-    once); return the count."""
+    """The ``mapInArrow`` function of batch ``batch_id``'s merge stage: merge the task's rows at once
+    (:func:`merge_rows`; a key's rows all have one writer, column ``writer``, a function of the key), split
+    the merged rows by writer, write every writer's rows to ``sink`` as that writer's output, in one call
+    (the sink's ``write_many``: a Parquet sink writes the files at once); return the count."""
 
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         parts = [b for b in batches if b.num_rows]
         written = 0
         if parts:
             rows = pa.Table.from_batches(parts)
-            writers = rows.column("writer").to_numpy()
-            tables = {}
-            for w in np.unique(writers).tolist():
-                table = merge_rows(rows.filter(pa.array(writers == w)), operator)
-                if table.num_rows:
-                    tables[int(w)] = table
-                written += table.num_rows
-            if tables:
+            table = merge_rows(rows, operator, carry="writer")
+            if table.num_rows:
+                writers = table.column("writer").to_numpy()
+                order = np.argsort(writers, kind="stable")
+                table = table.drop_columns(["writer"]).take(order)
+                bounds = np.flatnonzero(np.r_[True, np.diff(writers[order]) != 0, True])
+                tables = {int(writers[order[a]]): table.slice(a, b - a) for a, b in zip(bounds[:-1], bounds[1:])}
                 sink.write_many(batch_id, tables)
+                written = table.num_rows
         yield pa.RecordBatch.from_pydict({"rows": pa.array([written], pa.int64())})
 
     return merge
