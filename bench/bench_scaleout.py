@@ -47,14 +47,27 @@ def scaleout_table(runs: Mapping[int, Mapping[str, Any]]) -> dict[str, dict[int,
 
 
 def draw(table: Mapping[str, Mapping[int, Mapping[str, float]]], path: str, title: str) -> None:
-    """Tuples/s against workers, one line per grouping."""
+    """Tuples/s against workers, one line per grouping (the house style per grouping; a grouping whose
+    colour an earlier line took — ``dchoices`` and ``mixed`` share one — gets the first free colour of
+    matplotlib's ``tab10``)."""
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
     from skewlab.bench.common import new_figure, style
 
     fig, axes = new_figure(width=5.0, height=3.6)
     ax = axes[0][0]
+    used: set[str] = set()
+    spare = [to_hex(colormaps["tab10"](i)) for i in range(10)]
     for name, per_n in table.items():
         ns = sorted(per_n)
-        ax.plot(ns, [per_n[n]["tps"] / 1e3 for n in ns], label=name, **style(name))
+        look = style(name)
+        if "color" in look:
+            look["color"] = to_hex(look["color"])
+            if look["color"] in used:
+                look["color"] = next(c for c in spare if c not in used)
+            used.add(look["color"])
+        ax.plot(ns, [per_n[n]["tps"] / 1e3 for n in ns], label=name, **look)
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted({n for per_n in table.values() for n in per_n}))
     ax.get_xaxis().set_major_formatter("{x:.0f}")
