@@ -34,7 +34,7 @@ or name — a user's operator that declares a capability gets the same path as a
 * :attr:`KeyedOperator.values_are_positions` — a tuple's value is its position in its source, not a
   field of the record (``join``: its pairs are told apart by position);
 * :attr:`KeyedOperator.cost_model` — how the controller weighs a key's tuples;
-* :attr:`MergeableOperator.share_type` — a partial state is one value of an Arrow type, and
+* :attr:`KeyedOperator.share_type` — a partial state is one value of an Arrow type, and
   :meth:`MergeableOperator.merge_shares` merges a column of them: a split key's shares travel to the
   merge stage as one typed column and merge vectorised, with no pickle, ``combine`` or ``finish`` per key
   (issue 36, item 2: "a mergeable operator merges columns, not pickles").
@@ -85,6 +85,13 @@ class KeyedOperator(ABC):
     cost_model: ClassVar[str] = "linear"
     #: False here; :class:`MergeableOperator` sets it (read it, never set it by hand)
     mergeable: ClassVar[bool] = False
+    #: capability (a :class:`MergeableOperator`'s only): a partial state is one value of this Arrow type
+    #: (``None``: not declared).  Then a worker of a split-key run sends its shares to the merge stage as
+    #: one column of this type (the handler output's ``share`` column,
+    #: :func:`skewlab.engine.runtimes.spark.operator.out_schema`), not one pickle per key, and the merge
+    #: stage merges a batch's shares at once with :meth:`MergeableOperator.merge_shares`.  ``count``
+    #: declares ``pa.int64()``.  Checked on a sample batch at start-up (:func:`capability_refusal`).
+    share_type: ClassVar[pa.DataType | None] = None
     #: the operator's columns (name, Arrow type) of a *combined row* — one row per (key, worker) of a
     #: source partition, pre-aggregated before the shuffle, beside the engine's ``key``, ``worker``,
     #: ``msg`` and ``tuples`` (how many tuples the row stands for; no column may take one of the
@@ -173,13 +180,6 @@ class MergeableOperator(KeyedOperator):
     groups hold many tuples (docs/operators.md, "Combining in the source scan", has the measurement)."""
 
     mergeable: ClassVar[bool] = True
-    #: capability: a partial state is one value of this Arrow type (``None``: not declared).  Then a
-    #: worker of a split-key run sends its shares to the merge stage as one column of this type (the
-    #: handler output's ``share`` column, :func:`skewlab.engine.runtimes.spark.operator.out_schema`),
-    #: not one pickle per key, and the merge stage merges a batch's shares at once with
-    #: :meth:`merge_shares`.  ``count`` declares ``pa.int64()``.  Checked on a sample batch at start-up
-    #: (:func:`capability_refusal`).
-    share_type: ClassVar[pa.DataType | None] = None
     #: combine in the source scan with the default combiner (dumped :meth:`partials` per (key, worker)
     #: group, merged on the worker by :meth:`merge`) when :attr:`~KeyedOperator.combined` is not declared
     combine_partials: ClassVar[bool] = False
@@ -218,9 +218,9 @@ class MergeableOperator(KeyedOperator):
         """The result ``(result, *columns)`` of a merged state."""
 
     def merge_shares(self, groups: np.ndarray, n_groups: int, shares: pa.Array) -> list[np.ndarray]:
-        """With :attr:`share_type`: the result columns (``result``, then :attr:`~KeyedOperator.columns`)
+        """With :attr:`~KeyedOperator.share_type`: the result columns (``result``, then :attr:`~KeyedOperator.columns`)
         of ``n_groups`` keys, vectorised — each key's :meth:`finish` of the :meth:`combine` of its shares.
-        Share ``i`` (``shares``, an array of :attr:`share_type`) belongs to key ``groups[i]`` (int64,
+        Share ``i`` (``shares``, an array of :attr:`~KeyedOperator.share_type`) belongs to key ``groups[i]`` (int64,
         sorted; every key in ``[0, n_groups)`` has at least one share).  Returns one array of
         ``n_groups`` entries per result column."""
         raise NotImplementedError(f"operator {self.name} declares no share_type")
@@ -256,7 +256,7 @@ def capability_refusal(operator: KeyedOperator) -> str | None:
     batch of 6 tuples of 3 keys (must be the counts ``[1, 2, 3]``), :meth:`~KeyedOperator.concat` and a
     mergeable operator's ``combine`` of two counts (must add), and no :attr:`KeyedOperator.needs_value`
     (the ring reads none); :attr:`KeyedOperator.values_are_positions` needs :attr:`KeyedOperator.needs_value`; ``combine_partials`` needs a :class:`MergeableOperator`;
-    :attr:`MergeableOperator.share_type` against :meth:`~MergeableOperator.merge_shares` of a sample
+    :attr:`KeyedOperator.share_type` against :meth:`~MergeableOperator.merge_shares` of a sample
     (:func:`_share_type_refusal`).
     A probe cannot prove a declaration right; it catches the declaration that is plainly wrong."""
     cls = type(operator)
@@ -264,7 +264,7 @@ def capability_refusal(operator: KeyedOperator) -> str | None:
         return "declares values_are_positions but needs_value = False (it reads no value to position)"
     if getattr(cls, "combine_partials", False) and not cls.mergeable:
         return "declares combine_partials but is not a MergeableOperator (the default combiner merges partial states)"
-    if getattr(cls, "share_type", None) is not None:
+    if cls.share_type is not None:
         refusal = _share_type_refusal(operator)
         if refusal is not None:
             return refusal
@@ -288,7 +288,7 @@ def capability_refusal(operator: KeyedOperator) -> str | None:
 
 
 def _share_type_refusal(operator: Any) -> str | None:
-    """Why a declared :attr:`MergeableOperator.share_type` does not hold, or ``None``: the shares of
+    """Why a declared :attr:`KeyedOperator.share_type` does not hold, or ``None``: the shares of
     3 keys from two workers (the :meth:`~KeyedOperator.partials` of the same 6 tuples, values 1..6 and
     their doubles) as one column of the type, merged by :meth:`~MergeableOperator.merge_shares`, must
     give each key's ``finish`` of ``combine`` of its two shares."""

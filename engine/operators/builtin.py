@@ -10,7 +10,7 @@ a row per (key, worker) with the tuples' count and their sum, minimum or maximum
 (:mod:`skewlab.engine.operators.base`): ``count``'s partial state is its tuple count
 (:attr:`~KeyedOperator.partial_is_tuple_count`: the ring path), ``join``'s values are the tuples'
 positions (:attr:`~KeyedOperator.values_are_positions`); ``count``, ``sum``, ``min`` and ``max``
-declare a scalar :attr:`~MergeableOperator.share_type`, so a split key's shares merge as one column
+declare a scalar :attr:`~KeyedOperator.share_type`, so a split key's shares merge as one column
 (:meth:`~MergeableOperator.merge_shares`: ``numpy.ufunc.at`` in row order, the same numbers as ``combine``
 folded over the rows).
 """

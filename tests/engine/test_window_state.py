@@ -29,7 +29,9 @@ def merged_results(rows, operator):
 
     from skewlab.engine.runtimes.spark.share_merge import merge_rows
 
-    share_type = getattr(operator, "share_type", None)
+    from skewlab.engine.runtimes.spark.operator import FINAL
+
+    share_type = operator.share_type
     merged = {}
     for b in sorted({r[0] for r in rows}):
         of_batch = [r[1:] for r in rows if r[0] == b]
@@ -37,7 +39,7 @@ def merged_results(rows, operator):
                    "batch": pa.array([r[1] for r in of_batch], pa.int64()),
                    "key": [r[2] for r in of_batch], "data": pa.array([r[3] for r in of_batch], pa.binary())}
         if share_type is not None:
-            assert all(r[3] is None for r in of_batch if r[0] != 6), "a share of a share_type operator was pickled"
+            assert all(r[3] is None for r in of_batch if r[0] != FINAL), "a share of a share_type operator was pickled"
             table = merge_rows(pa.table({**columns, "share": pa.array([r[4] for r in of_batch], share_type)}), operator)
             as_bytes = [operator.dumps(r[4]) if r[3] is None else r[3] for r in of_batch]
             pickled = merge_rows(pa.table({**columns, "data": pa.array(as_bytes, pa.binary())}), operator)

@@ -63,7 +63,7 @@ Output columns (:data:`OUT_SCHEMA`; :func:`out_schema` of the operator), each me
 :class:`~skewlab.engine.runtimes.spark.messages.WorkerSummary`; merge stage: the share's bytes, the
 operator's ``dumps``, or a released result row, pickled; NULL for a share in ``share``), ``batch``
 (merge stage: the row's batch) and, for an operator that declares
-:attr:`~skewlab.engine.operators.MergeableOperator.share_type`, ``share`` (merge stage: the share as
+:attr:`~skewlab.engine.operators.KeyedOperator.share_type`, ``share`` (merge stage: the share as
 a value of that type, merged as a column by the merge stage, no pickle per key).
 A worker's output has one stat row, not one per key: PySpark pads the state column of
 ``applyInPandasWithState``'s output to as many rows as the data, in pandas, and every row is
@@ -94,7 +94,7 @@ __all__ = ["EXPORT", "FINAL", "FRESH_SHARE", "KEPT_SHARE", "MERGE_KINDS", "OUT_A
 
 OUT_SCHEMA = "kind int, worker int, key string, data binary, batch long"
 #: the merge stage's column of a share of an operator that declares
-#: :attr:`~skewlab.engine.operators.MergeableOperator.share_type` (:func:`out_schema`)
+#: :attr:`~skewlab.engine.operators.KeyedOperator.share_type` (:func:`out_schema`)
 SHARE = "share"
 #: :data:`OUT_SCHEMA` as Arrow (the handler's frames converted as Spark does; for tests and benches)
 OUT_ARROW = pa.schema([("kind", pa.int32()), ("worker", pa.int32()), ("key", pa.string()), ("data", pa.binary()),
@@ -117,14 +117,13 @@ MAX_OFF_HOME_SHARE = 0.25
 
 def out_schema(operator: KeyedOperator) -> str:
     """The handler output's Spark schema for ``operator``: :data:`OUT_SCHEMA`, and for an operator that
-    declares :attr:`~skewlab.engine.operators.MergeableOperator.share_type` a last column
+    declares :attr:`~skewlab.engine.operators.KeyedOperator.share_type` a last column
     :data:`SHARE` of that type — a merge-stage share's value (its ``data`` is NULL then)."""
-    share_type = getattr(operator, "share_type", None)
-    if share_type is None:
+    if operator.share_type is None:
         return OUT_SCHEMA
     from pyspark.sql.pandas.types import from_arrow_type
 
-    return f"{OUT_SCHEMA}, {SHARE} {from_arrow_type(share_type).simpleString()}"
+    return f"{OUT_SCHEMA}, {SHARE} {from_arrow_type(operator.share_type).simpleString()}"
 
 
 def merge_stage_rows(win: WorkerWindow, batch: int, keys: Sequence[str], results: list[tuple],
@@ -134,7 +133,7 @@ def merge_stage_rows(win: WorkerWindow, batch: int, keys: Sequence[str], results
     """What a worker of a split-key run sends to the merge stage after :meth:`WorkerWindow.step` of
     ``batch`` (:mod:`skewlab.engine.runtimes.spark.share_merge`): ``(kind, batch, key, bytes, share)`` —
     its share (:meth:`WorkerWindow.shares`; as the operator's ``dumps`` in ``bytes``, or, for an
-    operator that declares :attr:`~skewlab.engine.operators.MergeableOperator.share_type`, as it is in
+    operator that declares :attr:`~skewlab.engine.operators.KeyedOperator.share_type`, as it is in
     ``share``, ``bytes`` ``None``) of every key in its window that
     had tuples somewhere in the batch: :data:`FRESH_SHARE` for the batch's ``keys`` whose tuples were
     applied (not held), :data:`KEPT_SHARE` for the keys in ``touched`` (the fingerprints other
@@ -161,13 +160,13 @@ def merge_stage_rows(win: WorkerWindow, batch: int, keys: Sequence[str], results
         if len(kept):
             sent = np.isin(key_fingerprints(kept), wanted)
             export_shares = ([k for k, x in zip(kept, sent) if x], [st for st, x in zip(export_shares[1], sent) if x])
-    if getattr(win.operator, "share_type", None) is not None:  # the share as it is, in its typed column
-        rows = [(FRESH_SHARE if k in applied else KEPT_SHARE, batch, k, None, st) for k, st in zip(names, states)]
-        rows += [(KEPT_SHARE, batch, k, None, st) for k, st in zip(*export_shares)]
-    else:
-        dumps = win.operator.dumps
-        rows = [(FRESH_SHARE if k in applied else KEPT_SHARE, batch, k, dumps(st), None) for k, st in zip(names, states)]
-        rows += [(KEPT_SHARE, batch, k, dumps(st), None) for k, st in zip(*export_shares)]
+    typed, dumps = win.operator.share_type is not None, win.operator.dumps
+
+    def share_row(kind: int, key: str, state: Any) -> tuple[int, int, str, bytes | None, Any]:
+        return (kind, batch, key, None, state) if typed else (kind, batch, key, dumps(state), None)
+
+    rows = [share_row(FRESH_SHARE if k in applied else KEPT_SHARE, k, st) for k, st in zip(names, states)]
+    rows += [share_row(KEPT_SHARE, k, st) for k, st in zip(*export_shares)]
     rows += [(FINAL, r[0], r[1], pickle.dumps(tuple(r[2:]), protocol=pickle.HIGHEST_PROTOCOL), None)
              for r in results if r[0] < batch]
     return rows
@@ -417,7 +416,7 @@ def emit_frame(inbox: WorkerInbox, keys: BatchKeys, outcome: StepOutcome, win: W
         "data": out_data,
         "batch": pd.array(out_batch, dtype="Int64"),
     }, columns=OUT_COLUMNS)
-    if getattr(win.operator, "share_type", None) is not None:  # out_schema's last column
+    if win.operator.share_type is not None:  # out_schema's last column
         shares = [r[4] for r in outcome.merge_rows]
         frame[SHARE] = pd.Series(shares + [None] * (len(frame) - len(shares)), dtype=object)
     return frame

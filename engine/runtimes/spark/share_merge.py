@@ -8,7 +8,7 @@ batch's touch rows name, :func:`skewlab.engine.runtimes.spark.topology.touch_row
 away from their home worker; a key held by one worker alone is written by that worker) — the key's partial states
 of the window merged (:meth:`skewlab.engine.runtimes.spark.window_state.WorkerWindow.shares`), as the
 operator's bytes, or as a value of the handler output's typed ``share`` column for an operator that declares
-:attr:`~skewlab.engine.operators.MergeableOperator.share_type` (merged then by its ``merge_shares``, all keys
+:attr:`~skewlab.engine.operators.KeyedOperator.share_type` (merged then by its ``merge_shares``, all keys
 at once) — marked ``FRESH_SHARE`` when the key had tuples on that worker in the batch,
 ``KEPT_SHARE`` when it had them only on others (the input partitions' touch rows,
 :func:`skewlab.engine.runtimes.spark.topology.touch_rows`, name those keys to every worker),
@@ -71,7 +71,7 @@ __all__ = ["MERGE_COLUMNS", "merge_in_spark", "merge_on_driver", "merge_rows", "
 #: what a merge task returns to the driver: the rows it wrote
 MERGED_SCHEMA = "rows long"
 #: the handler output's columns the merge stage reads (``share`` only where the operator declares
-#: :attr:`~skewlab.engine.operators.MergeableOperator.share_type`)
+#: :attr:`~skewlab.engine.operators.KeyedOperator.share_type`)
 MERGE_COLUMNS = ("kind", "batch", "key", "data", SHARE)
 #: at most this many merge-stage rows are merged by one task, without a shuffle
 SMALL_MERGE = 20_000
@@ -80,16 +80,15 @@ SMALL_MERGE = 20_000
 def merge_rows(rows: pa.Table, operator: KeyedOperator, carry: str | None = None) -> pa.Table:
     """The final result rows (:func:`~skewlab.engine.runtimes.spark.result_sink.sink_schema` of
     ``operator``) of the merge-stage rows ``rows`` (columns ``kind, batch, key, data``, and ``share``
-    for an operator that declares :attr:`~skewlab.engine.operators.MergeableOperator.share_type`): per
+    for an operator that declares :attr:`~skewlab.engine.operators.KeyedOperator.share_type`): per
     (batch, key) with at least one ``FRESH_SHARE``, ``finish`` of the ``combine`` of all its shares
     (column ``shares``: how many); every ``FINAL`` row as it is (``shares`` 1).  The rows are grouped by
     (batch, key) in Arrow and numpy (a sort and the group boundaries).  Shares in a ``share`` column
     merge at once (:meth:`~skewlab.engine.operators.MergeableOperator.merge_shares`); shares as bytes
     run the operator's own ``loads``, ``combine`` and ``finish`` per share and per key.  ``carry``: a
     column of ``rows`` constant per key (the merge stage's ``writer``) kept as the result's last column."""
-    schema = sink_schema(operator)
-    if carry is not None:
-        schema = schema.append(rows.schema.field(carry))
+    results = sink_schema(operator)
+    schema = results if carry is None else results.append(rows.schema.field(carry))
     kind = np.asarray(rows.column("kind").to_numpy(zero_copy_only=False))
     final = kind == FINAL
     parts: list[pa.Table] = []
@@ -110,10 +109,10 @@ def merge_rows(rows: pa.Table, operator: KeyedOperator, carry: str | None = None
         fresh = np.logical_or.reduceat(np.asarray(shares.column("kind").to_numpy(zero_copy_only=False)) == FRESH_SHARE,
                                        starts)
         ends = np.r_[starts[1:], shares.num_rows]
-        if getattr(operator, "share_type", None) is not None and SHARE in shares.column_names:
-            part = _merge_share_column(shares, starts, ends, first, fresh, sink_schema(operator), operator)
+        if operator.share_type is not None and SHARE in shares.column_names:
+            part = _merge_share_column(shares, starts, ends, first, fresh, results, operator)
         else:
-            part = _merge_share_bytes(shares, starts, ends, fresh, sink_schema(operator), operator)
+            part = _merge_share_bytes(shares, starts, ends, fresh, results, operator)
         if carry is not None:
             part = part.append_column(schema.field(carry), shares.column(carry).take(starts[fresh]))
         parts.append(part)
@@ -158,8 +157,7 @@ def _merge_share_column(shares: pa.Table, starts: np.ndarray, ends: np.ndarray, 
     keep = np.flatnonzero(fresh)
     heads = starts[keep]
     columns = [shares.column("batch").take(heads), shares.column("key").take(heads)]
-    columns += [pa.array(np.asarray(r)[keep] if isinstance(r, np.ndarray) else pa.array(r).take(keep))
-                for r in results]
+    columns += [pa.array(r).take(keep) for r in results]
     columns.append(pa.array((ends - starts)[keep]))
     return pa.table([c.cast(f.type) for c, f in zip(columns, schema)], schema=schema)
 
