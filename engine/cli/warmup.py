@@ -5,7 +5,8 @@ once any process has compiled it; the first process pays the compilation.  Witho
 first process is the engine's first micro-batch after an install: its executors compile the live
 grouping's routing kernels and its driver compiles every shadow grouping's, which held the first
 batch of ``skewlab demo`` for minutes on a 2-core machine.  ``scripts/install`` runs this module after
-installing the packages, so the first batch only loads the cache.
+installing the packages, so the first batch only loads the cache.  Without names it compiles in one
+process per CPU (:func:`warm_up_all`), then checks the whole cache in one.
 
 What runs: every registered grouping through the same path as ``skewlab simulate`` (routing,
 statistics, rebalancing plans, a worker-count change, window eviction), on small Zipf streams; then the key
@@ -29,12 +30,13 @@ import sys
 import time
 from typing import Any, Sequence
 
-__all__ = ["main", "warm_up"]
+__all__ = ["main", "warm_up", "warm_up_all"]
 
-#: (workers, Zipf z) of the streams: few workers and mild skew, many workers and strong skew, so that
-#: every kind of head pick (D-Choices' d small, between 4 and n, and n) and every state path (window
-#: eviction: more intervals than the window) runs
-_SETTINGS = ((8, 1.0), (40, 1.6))
+#: (workers, Zipf z) of the streams: few workers and mild skew, many workers and strong skew, and few
+#: workers and strong skew, so that every kind of head pick (D-Choices' d small, between 4 and n, and
+#: d >= n: the least loaded of all workers) and every state path (window eviction: more intervals than
+#: the window) runs
+_SETTINGS = ((8, 1.0), (40, 1.6), (4, 1.6))
 
 
 def warm_up(progress: bool = False, names: Sequence[str] | None = None, ready_lines: bool = False,
@@ -77,6 +79,45 @@ def warm_up(progress: bool = False, names: Sequence[str] | None = None, ready_li
     if progress:
         print("\r\033[K", end="", file=sys.stderr, flush=True)
     return time.monotonic() - started
+
+
+def warm_up_all(progress: bool = False, processes: int | None = None) -> float:
+    """Every grouping's kernels, the engine's and the join probe's in numba's cache, compiled by
+    ``processes`` interpreters at once (default: one per CPU, at most :data:`_MAX_PROCESSES`); returns
+    the seconds it took.
+
+    Each process takes the next grouping when it has finished one (:func:`warm_up` of that name), so the
+    slowest grouping (D-Choices' head kernels, about a third of the whole) runs beside the others rather
+    than after them.  numba writes each cache file whole (a temporary file, then a rename), but two
+    processes that compile signatures of the same function at once each rewrite its index, and the last
+    one wins: an entry can be lost.  So the same process then runs :func:`warm_up` over everything: it
+    loads what is cached and compiles what was lost, and the cache is complete when it returns."""
+    import multiprocessing
+
+    from skewlab.engine.algorithms import registry
+
+    started = time.monotonic()
+    names = registry.names()
+    n = min(processes or os.cpu_count() or 1, _MAX_PROCESSES, len(names))
+    if n > 1:
+        # spawn, not fork: a forked child would inherit this process's imported numba/LLVM state
+        with multiprocessing.get_context("spawn").Pool(n) as pool:
+            for i, name in enumerate(pool.imap_unordered(_warm_one, names), start=1):
+                if progress:
+                    print(f"\rcompiling routing kernels: {name} done ({i}/{len(names)})\033[K", end="",
+                          file=sys.stderr, flush=True)
+    warm_up(progress=progress)
+    return time.monotonic() - started
+
+
+#: processes of :func:`warm_up_all` at most (each holds numba and LLVM: a few hundred MB)
+_MAX_PROCESSES = 4
+
+
+def _warm_one(name: str) -> str:
+    """One grouping's kernels (a :func:`warm_up_all` pool task); returns the name."""
+    warm_up(names=[name], yield_cpu=False)
+    return name
 
 
 class _CompileAnnouncer:
@@ -137,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if names:
         warm_up(names=names, ready_lines=True)
         return 0
-    seconds = warm_up(progress=sys.stderr.isatty())
+    seconds = warm_up_all(progress=sys.stderr.isatty())
     print(f"skewlab: routing kernels compiled and cached ({seconds:.0f} s)", file=sys.stderr)
     return 0
 
