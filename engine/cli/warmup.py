@@ -47,7 +47,6 @@ def warm_up(progress: bool = False, names: Sequence[str] | None = None, ready_li
     the first of ``names`` (the background child's behaviour; False for a caller that is not a
     child of its own, such as the tests' in-process stand-in for it)."""
     from skewlab.engine.algorithms import registry
-    from skewlab.engine.cli.simulate import SimulationConfig, parse_change, run_simulation
 
     started = time.monotonic()
     only = names is not None
@@ -58,14 +57,8 @@ def warm_up(progress: bool = False, names: Sequence[str] | None = None, ready_li
             announce.current = name
         if progress:
             print(f"\rcompiling routing kernels: {name} ({i}/{len(names)})\033[K", end="", file=sys.stderr, flush=True)
-        for workers, z in _SETTINGS:
-            # 15 intervals either way (more than the default window: eviction runs); the named form
-            # (the engine's background warm-up) with a tenth of the tuples, so a warm cache costs little
-            per_interval = 200 if only else 2_000
-            run_simulation(SimulationConfig(algorithm=name, workers=workers, messages=15 * per_interval,
-                                            interval_messages=per_interval,
-                                            workload_params={"keys": per_interval, "z": z},
-                                            changes=[parse_change(f"5:workers={workers + 1}")]))
+        # the named form (the engine's background warm-up) with a tenth of the tuples: a warm cache costs little
+        _simulate(name, per_interval=200 if only else _FULL_INTERVAL)
         if only and i == 1:  # the live grouping comes first: what the engine's first batch needs with it
             _engine_kernels()
         if ready_lines:
@@ -81,17 +74,39 @@ def warm_up(progress: bool = False, names: Sequence[str] | None = None, ready_li
     return time.monotonic() - started
 
 
+#: tuples per interval of the whole-cache warm-up's streams
+_FULL_INTERVAL = 2_000
+
+
+def _simulate(name: str, per_interval: int) -> None:
+    """Run grouping ``name`` through ``skewlab simulate``'s path on each stream of :data:`_SETTINGS`:
+    15 intervals of ``per_interval`` tuples (more than the default window: eviction runs), a worker
+    added at interval 5."""
+    from skewlab.engine.cli.simulate import SimulationConfig, parse_change, run_simulation
+
+    for workers, z in _SETTINGS:
+        run_simulation(SimulationConfig(algorithm=name, workers=workers, messages=15 * per_interval,
+                                        interval_messages=per_interval,
+                                        workload_params={"keys": per_interval, "z": z},
+                                        changes=[parse_change(f"5:workers={workers + 1}")]))
+
+
+#: processes of :func:`warm_up_all` at most (each holds numba and LLVM: a few hundred MB)
+_MAX_PROCESSES = 4
+
+
 def warm_up_all(progress: bool = False, processes: int | None = None) -> float:
     """Every grouping's kernels, the engine's and the join probe's in numba's cache, compiled by
     ``processes`` interpreters at once (default: one per CPU, at most :data:`_MAX_PROCESSES`); returns
     the seconds it took.
 
-    Each process takes the next grouping when it has finished one (:func:`warm_up` of that name), so the
-    slowest grouping (D-Choices' head kernels, about a third of the whole) runs beside the others rather
-    than after them.  numba writes each cache file whole (a temporary file, then a rename), but two
+    Each process takes the next grouping when it has finished one (the same streams as :func:`warm_up`
+    runs for it), so the slowest grouping (D-Choices' head kernels, about a third of the whole) runs
+    beside the others rather than after them.  numba writes each cache file whole (a temporary file, then a rename), but two
     processes that compile signatures of the same function at once each rewrite its index, and the last
     one wins: an entry can be lost.  So the same process then runs :func:`warm_up` over everything: it
-    loads what is cached and compiles what was lost, and the cache is complete when it returns."""
+    loads what is cached (the same streams: nothing else to compile), compiles what was lost, and the
+    cache is complete when it returns."""
     import multiprocessing
 
     from skewlab.engine.algorithms import registry
@@ -110,13 +125,9 @@ def warm_up_all(progress: bool = False, processes: int | None = None) -> float:
     return time.monotonic() - started
 
 
-#: processes of :func:`warm_up_all` at most (each holds numba and LLVM: a few hundred MB)
-_MAX_PROCESSES = 4
-
-
 def _warm_one(name: str) -> str:
     """One grouping's kernels (a :func:`warm_up_all` pool task); returns the name."""
-    warm_up(names=[name], yield_cpu=False)
+    _simulate(name, per_interval=_FULL_INTERVAL)
     return name
 
 
